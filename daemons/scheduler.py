@@ -1,0 +1,249 @@
+"""Scheduling: which worker slot runs each executor. Plain functions over plain data, no I/O.
+
+Nimbus calls these with what it read from ZooKeeper: live supervisors and their ports, every
+topology's current assignment, worker beats. Everything here is deterministic: inputs are
+sorted before any choice, so the same cluster state always gives the same assignment.
+
+Storm's facts kept: slots are handed out interleaved across supervisors (``sort-slots``);
+executors are spread evenly over at most ``topology.workers`` slots; the DefaultScheduler
+keeps a live worker where it is when its executor count still fits the even split, so a
+lost worker does not reshuffle the healthy ones.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+ExecutorId = tuple[int, int]
+Slot = tuple[str, int]  # (supervisor/node id, port)
+
+
+def schedule_even(executors: Sequence[ExecutorId], slots: Sequence[Slot]) -> dict[ExecutorId, Slot]:
+    """Spread executors round-robin over ``slots`` in the given order (Storm's even scheduler)."""
+    if not slots:
+        raise ValueError("no slots to schedule onto")
+    return {ex: slots[i % len(slots)] for i, ex in enumerate(sorted(executors))}
+
+
+# --- slots ---------------------------------------------------------------------------------
+
+def live_slots(supervisors: Mapping[str, Iterable[int]]) -> set[Slot]:
+    """Every (node, port) that a live supervisor offers."""
+    return {(node, int(port)) for node, ports in supervisors.items() for port in ports}
+
+
+def slots_in_use(
+    assignments: Mapping[str, Mapping[ExecutorId, Slot]], exclude_topology: str | None = None
+) -> set[Slot]:
+    """Slots holding some topology's executors, ignoring ``exclude_topology``'s own."""
+    return {
+        tuple(slot)  # type: ignore[misc]
+        for topology_id, assignment in assignments.items()
+        if topology_id != exclude_topology
+        for slot in assignment.values()
+    }
+
+
+def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:
+    """Order slots so consecutive picks alternate between supervisors (Storm's ``sort-slots``).
+
+    Nodes with more slots come first (then by node id), ports ascending within a node:
+    ``a:1 b:1 c:1 a:2 b:2 a:3``.
+    """
+    by_node: dict[str, list[int]] = {}
+    for node, port in set(slots):
+        by_node.setdefault(node, []).append(port)
+    columns = [
+        [(node, port) for port in sorted(ports)]
+        for node, ports in sorted(by_node.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    ordered: list[Slot] = []
+    for row in range(max((len(c) for c in columns), default=0)):
+        ordered.extend(c[row] for c in columns if row < len(c))
+    return ordered
+
+
+def available_slots(
+    supervisors: Mapping[str, Iterable[int]],
+    assignments: Mapping[str, Mapping[ExecutorId, Slot]],
+    exclude_topology: str | None = None,
+) -> list[Slot]:
+    """Free slots of live supervisors, interleaved across supervisors.
+
+    A slot is free when no topology other than ``exclude_topology`` has an executor on it
+    (pass the topology being scheduled to count its own slots as free).
+    """
+    used = slots_in_use(assignments, exclude_topology)
+    return interleave_slots(s for s in live_slots(supervisors) if s not in used)
+
+
+# --- assignment ----------------------------------------------------------------------------
+
+def _check_executors(executors: Iterable[ExecutorId]) -> list[ExecutorId]:
+    checked = set()
+    for ex in executors:
+        if len(ex) != 2 or not all(isinstance(t, int) for t in ex) or ex[0] > ex[1]:
+            raise ValueError(f"bad executor {ex!r}: expected (start_task, end_task) with start <= end")
+        checked.add((ex[0], ex[1]))
+    return sorted(checked)
+
+
+def even_sizes(num_executors: int, num_slots: int) -> Counter[int]:
+    """How many slots get each executor count when ``num_executors`` are split evenly."""
+    if num_slots <= 0:
+        return Counter()
+    q, r = divmod(num_executors, num_slots)
+    sizes = Counter({q + 1: r, q: num_slots - r})
+    return +sizes  # drop zero counts
+
+
+def compute_assignment(
+    executors: Iterable[ExecutorId],
+    num_workers: int,
+    current: Mapping[ExecutorId, Slot],
+    alive_executors: Iterable[ExecutorId],
+    supervisors: Mapping[str, Iterable[int]],
+    used_by_others: Iterable[Slot],
+    *,
+    scratch: bool = False,
+) -> dict[ExecutorId, Slot]:
+    """One topology's new executor -> slot map (Storm's DefaultScheduler over EvenScheduler).
+
+    * Usable slots are live supervisors' ports not in ``used_by_others``; the topology uses
+      ``min(num_workers, len(executors), usable)`` of them, so with too few slots it runs on
+      what there is (see :func:`worker_shortfall`) and with none it gets ``{}``.
+    * A current slot stays as it is when it is usable and the number of its executors that
+      are alive (and still wanted) fits the even split; its executors keep their placement.
+      So an unchanged healthy topology gets back exactly ``current``.
+    * Everything else (dead, new, on lost supervisors, in slots that no longer fit the
+      split) is spread round-robin, executors sorted, over the remaining slots, chosen in
+      this order: the topology's other slots still holding live executors, then free slots,
+      then its slots whose executors all died (last, so dead workers' executors move away
+      when there is anywhere else to go). Within each group a node with fewer of this
+      topology's slots wins, then the interleaved order of :func:`interleave_slots`.
+    * Rebalance is the same call with a new ``num_workers`` and/or executor set: the split
+      changes, so only slots that fit it survive. ``scratch=True`` ignores ``current``
+      entirely (Storm's rebalance reschedules the topology from scratch).
+
+    Slot counts differ by at most one executor, and each executor appears exactly once.
+    """
+    if num_workers < 1:
+        raise ValueError(f"bad num_workers {num_workers!r}: must be at least 1")
+    wanted = _check_executors(executors)
+    wanted_set = set(wanted)
+    alive = set(alive_executors)
+    usable = live_slots(supervisors) - {tuple(s) for s in used_by_others}  # type: ignore[misc]
+
+    # The topology's current slots still usable, with the executors that survive on them.
+    own: dict[Slot, list[ExecutorId]] = {}
+    if not scratch:
+        for ex, slot in sorted(current.items()):
+            slot = (slot[0], slot[1])
+            if slot not in usable:
+                continue
+            survivors = own.setdefault(slot, [])
+            if ex in wanted_set and ex in alive:
+                survivors.append(ex)
+
+    total = min(num_workers, len(wanted), len(usable))
+    if total == 0:
+        return {}
+
+    # Keep slots whose survivor count fits the even split (Storm's bad-slots inverse).
+    sizes = even_sizes(len(wanted), total)
+    result: dict[ExecutorId, Slot] = {}
+    kept: set[Slot] = set()
+    for slot, survivors in sorted(own.items()):
+        if survivors and sizes[len(survivors)] > 0:
+            sizes[len(survivors)] -= 1
+            kept.add(slot)
+            for ex in survivors:
+                result[ex] = slot
+
+    to_place = [ex for ex in wanted if ex not in result]
+    need = total - len(kept)
+    if to_place and need:
+        order = {slot: i for i, slot in enumerate(interleave_slots(usable))}
+
+        def group(slot: Slot) -> int:
+            if slot not in own:
+                return 1  # free
+            return 0 if own[slot] else 2  # own with live executors first, own-but-dead last
+
+        node_load = Counter(node for node, _ in kept)
+        candidates = sorted(usable - kept, key=lambda s: (group(s), order[s]))
+        chosen: list[Slot] = []
+        for _ in range(need):
+            best = min(candidates, key=lambda s: (group(s), node_load[s[0]], order[s]))
+            candidates.remove(best)
+            chosen.append(best)
+            node_load[best[0]] += 1
+        # Round-robin over `need` slots reproduces exactly the remaining even sizes.
+        for i, ex in enumerate(to_place):
+            result[ex] = chosen[i % need]
+    return result
+
+
+def worker_shortfall(num_workers: int, num_executors: int, assignment: Mapping[ExecutorId, Slot]) -> int:
+    """How many workers the topology lacks: wanted ``min(num_workers, executors)`` minus used slots.
+
+    Positive after :func:`compute_assignment` means there were not enough free slots.
+    """
+    return max(0, min(num_workers, num_executors) - len(set(assignment.values())))
+
+
+def unassigned_executors(
+    executors: Iterable[ExecutorId], assignment: Mapping[ExecutorId, Slot]
+) -> list[ExecutorId]:
+    """Executors with no slot (only when no slot at all was usable), sorted."""
+    return sorted(ex for ex in set(executors) if ex not in assignment)
+
+
+def start_times_after(
+    old: Mapping[ExecutorId, Slot],
+    new: Mapping[ExecutorId, Slot],
+    old_start_times: Mapping[ExecutorId, float],
+    now: float,
+) -> dict[ExecutorId, float]:
+    """Start time per executor of ``new``: unchanged placements keep theirs, moved or new get ``now``.
+
+    As in Storm, the launch grace of :func:`dead_executors` counts from these.
+    """
+    return {
+        ex: old_start_times[ex] if old.get(ex) == slot and ex in old_start_times else now
+        for ex, slot in sorted(new.items())
+    }
+
+
+# --- liveness ------------------------------------------------------------------------------
+
+def dead_executors(
+    assignment: Mapping[ExecutorId, Slot],
+    beats: Mapping[Slot, tuple[float, Iterable[ExecutorId]]],
+    start_times: Mapping[ExecutorId, float],
+    now: float,
+    task_timeout: float,
+    launch_timeout: float,
+) -> set[ExecutorId]:
+    """Executors of ``assignment`` whose worker has gone quiet (Storm's alive-executors, inverted).
+
+    ``beats`` maps a slot to (time of its worker's last beat, executors that beat reported);
+    nimbus should stamp that time with its own clock when it sees the beat change, as Storm
+    does, so worker clock skew does not matter. An executor is alive while it is within
+    ``launch_timeout`` of its start time (a new worker gets time to load); after that it
+    is alive only if its slot's beat reports it and is at most ``task_timeout`` old. So it
+    is dead when that beat is older than ``task_timeout``, or when it never beat and was
+    assigned more than ``launch_timeout`` ago. A missing start time gives no launch grace.
+    """
+    dead: set[ExecutorId] = set()
+    for ex, slot in sorted(assignment.items()):
+        start = start_times.get(ex)
+        if start is not None and now - start <= launch_timeout:
+            continue
+        beat = beats.get((slot[0], slot[1]))
+        if beat is not None:
+            last, reported = beat
+            if ex in {tuple(e) for e in reported} and now - last <= task_timeout:
+                continue
+        dead.add(ex)
+    return dead

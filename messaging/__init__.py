@@ -1,0 +1,32 @@
+"""Transport between workers: a Context makes Connections that carry batches of task messages.
+
+Two implementations share one interface and one frame codec: ``local`` (in-process queues)
+and ``zmq`` (ZeroMQ PUSH/PULL). The choice comes from ``squall.messaging.transport``.
+Nothing here knows about daemons, ZooKeeper or topologies beyond their ids.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from squall.messaging.base import Connection, Context, TaskMessage
+from squall.messaging.codec import FrameError
+
+
+def make_context(conf: Mapping[str, Any]) -> Context:
+    """Build and prepare the transport named by ``squall.messaging.transport``."""
+    kind = conf.get("squall.messaging.transport", "zmq")
+    if kind == "local":
+        from squall.messaging.local import LocalContext
+
+        ctx: Context = LocalContext()
+    elif kind == "zmq":
+        from squall.messaging.zmq import ZmqContext
+
+        ctx = ZmqContext()
+    else:
+        raise ValueError(f"unknown transport {kind!r} in squall.messaging.transport")
+    ctx.prepare(conf)
+    return ctx
+
+
+__all__ = ["Connection", "Context", "FrameError", "TaskMessage", "make_context"]

@@ -1,0 +1,300 @@
+"""ZeroMQ transport: a PULL socket per worker receives, one PUSH socket per peer sends.
+
+Threading (ZeroMQ sockets are not thread-safe):
+- A client (``connect``) is used from ONE thread: the worker's transfer thread sends on it
+  and is also the thread that closes it. Another thread that wants it gone must ask that
+  thread to close it.
+- A server (``bind``) socket is created in the caller's thread, then handed to its receive
+  thread (``Thread.start`` is the memory barrier ZeroMQ asks for) and never touched by any
+  other thread again; the receive thread closes it. ``close()`` may be called from any
+  thread: it wakes the receive thread through an inproc socket of its own.
+
+One frame per ``send`` call: the codec's task frame holding the whole batch for this peer.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+import zmq
+
+from squall.messaging import codec
+from squall.messaging.base import Connection, Context, RecvCallback, TaskMessage
+
+log = structlog.get_logger("squall.messaging.zmq")
+
+_NOBLOCK = zmq.NOBLOCK
+# Frames handled per poll wake-up: amortizes the poll call over a burst without starving
+# the stop check for long.
+_DRAIN = 256
+# A send stuck at the high-water mark polls in slices this long and warns this often.
+_BLOCKED_POLL_MS = 500
+_BLOCKED_WARN_SECS = 5.0
+_JOIN_SECS = 5.0
+_wake_ids = itertools.count()
+
+
+class ZmqServer(Connection):
+    """The receive side: a bound PULL socket drained by a dedicated thread."""
+
+    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int) -> None:
+        self._topology_id = topology_id
+        self._callback: RecvCallback | None = None
+        self._control_cb = None
+        self._ready = threading.Event()     # set by register_recv (or close)
+        self._stopping = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.bad_frames = 0
+        self.callback_errors = 0
+        self._zctx = zctx
+        pull = zctx.socket(zmq.PULL)
+        # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
+        # senders' PUSH sockets block, which is the flow control we want, not loss.
+        pull.setsockopt(zmq.RCVHWM, hwm)
+        # Nothing is ever sent from a PULL socket: closing it need not wait.
+        pull.setsockopt(zmq.LINGER, 0)
+        try:
+            pull.bind(f"tcp://{host}:{port}")
+        except zmq.ZMQError as exc:
+            pull.close()
+            raise OSError(exc.errno, f"cannot bind tcp://{host}:{port}: {exc}") from None
+        # Port 0 asks the OS for a free port; report the one we got.
+        self._port = int(pull.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+        self._wake_addr = f"inproc://squall-wake-{next(_wake_ids)}"
+        wake = zctx.socket(zmq.PULL)
+        wake.setsockopt(zmq.LINGER, 0)
+        wake.bind(self._wake_addr)
+        self._thread = threading.Thread(target=self._run, args=(pull, wake),
+                                        name=f"zmq-recv-{self._port}", daemon=True)
+        self._thread.start()
+
+    # -- receive thread ---------------------------------------------------------------
+    def _run(self, pull: zmq.Socket, wake: zmq.Socket) -> None:
+        try:
+            # Frames that arrive before register_recv stay queued in ZeroMQ (up to the
+            # HWM, then senders block): none is dropped for want of a callback.
+            self._ready.wait()
+            poller = zmq.Poller()
+            poller.register(pull, zmq.POLLIN)
+            poller.register(wake, zmq.POLLIN)
+            recv, handle = pull.recv, self._handle
+            while not self._stopping:
+                poller.poll()
+                for _ in range(_DRAIN):
+                    if self._stopping:
+                        break
+                    try:
+                        frame = recv(_NOBLOCK)
+                    except zmq.Again:
+                        break
+                    handle(frame)
+        except Exception:  # a bug here must be loud, not a silently deaf worker
+            log.exception("receive thread failed", topology_id=self._topology_id, port=self._port)
+            raise
+        finally:
+            pull.close()
+            wake.close()
+
+    def _handle(self, frame: bytes) -> None:
+        try:
+            kind, body = codec.decode(frame)
+        except codec.FrameError as exc:
+            self.bad_frames += 1
+            log.warning("bad frame dropped", topology_id=self._topology_id, port=self._port,
+                        error=str(exc), frame_bytes=len(frame), bad_frames=self.bad_frames)
+            return
+        try:
+            if kind == codec.KIND_TASKS:
+                self._callback(body)  # type: ignore[misc]
+            elif self._control_cb is not None:
+                self._control_cb(kind, body)
+        except Exception:
+            # The callback's failure is the caller's bug, but a dead receive thread would
+            # leave the worker alive and deaf: log it, count it, keep receiving.
+            self.callback_errors += 1
+            log.exception("receive callback failed", topology_id=self._topology_id,
+                          port=self._port, kind=kind)
+
+    # -- Connection -------------------------------------------------------------------
+    def register_recv(self, callback: RecvCallback) -> None:
+        self._callback = callback
+        self._ready.set()
+
+    def send(self, messages: Iterable[TaskMessage]) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    def send_load_metrics(self, load: Mapping[int, float]) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    def send_control(self, kind: int, body: Any) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    def close(self) -> None:
+        """Stop receiving now; frames not yet handled are discarded."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stopping = True
+        self._ready.set()
+        if self._thread.is_alive():
+            # A short-lived socket of the calling thread: the server's own sockets belong
+            # to the receive thread. Linger covers the instant before the thread reads it.
+            waker = self._zctx.socket(zmq.PUSH)
+            waker.setsockopt(zmq.LINGER, 200)
+            waker.connect(self._wake_addr)
+            try:
+                waker.send(b"", _NOBLOCK)
+            except zmq.Again:
+                pass  # the thread already has a wake-up pending
+            waker.close()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=_JOIN_SECS)
+            if self._thread.is_alive():
+                log.warning("receive thread did not stop; its callback is still running",
+                            topology_id=self._topology_id, port=self._port)
+
+    @property
+    def stopped(self) -> bool:
+        return not self._thread.is_alive()
+
+
+class ZmqClient(Connection):
+    """The send side: a PUSH socket connected to one peer. Use from one thread only."""
+
+    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
+                 hwm: int, linger_ms: int) -> None:
+        self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
+        self._peer_load: dict[int, float] = {}
+        self.blocked_sends = 0
+        sock = zctx.socket(zmq.PUSH)
+        # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
+        # control toward the transfer thread) instead of dropping, which is what lets a
+        # slow or not-yet-started peer hold memory bounded without losing tuples.
+        sock.setsockopt(zmq.SNDHWM, hwm)
+        # The configured linger, not 0: close() must still flush queued batches (a PUSH
+        # socket with linger 0 drops them), but bounded so term() cannot hang on a dead peer.
+        sock.setsockopt(zmq.LINGER, linger_ms)
+        # IMMEDIATE off (the default, set on purpose): the pipe exists as soon as connect()
+        # returns, so batches sent before the peer has bound are queued and delivered once
+        # it comes up (ZeroMQ reconnects every RECONNECT_IVL) rather than refused.
+        sock.setsockopt(zmq.IMMEDIATE, 0)
+        sock.connect(f"tcp://{host}:{port}")
+        self._sock = sock
+        self._send = sock.send
+
+    def send(self, messages: Iterable[TaskMessage]) -> None:
+        batch = messages if isinstance(messages, list) else list(messages)
+        if batch:
+            frame = codec.encode_tasks(batch)
+            try:
+                self._send(frame, _NOBLOCK)
+            except zmq.Again:
+                self._send_blocked(frame)
+
+    def _send_blocked(self, frame: bytes) -> None:
+        """The peer holds HWM batches unread: wait for room, warning while we wait."""
+        self.blocked_sends += 1
+        started = time.monotonic()
+        next_warn = started + _BLOCKED_WARN_SECS
+        while True:
+            if self._sock.poll(_BLOCKED_POLL_MS, zmq.POLLOUT):
+                try:
+                    self._send(frame, _NOBLOCK)
+                    return
+                except zmq.Again:
+                    continue
+            now = time.monotonic()
+            if now >= next_warn:
+                next_warn = now + _BLOCKED_WARN_SECS
+                log.warning("send blocked at high-water mark; peer is not reading",
+                            topology_id=self._topology_id, host=self._host, port=self._port,
+                            hwm=self._hwm, waited_secs=round(now - started, 1))
+
+    def send_raw(self, frame: bytes) -> None:
+        """Send an already encoded (or deliberately malformed) frame; used by tests."""
+        self._send(frame)
+
+    def send_load_metrics(self, load: Mapping[int, float]) -> None:
+        self._send(codec.encode_control(codec.KIND_LOAD, dict(load)))
+
+    def send_control(self, kind: int, body: Any) -> None:
+        self._send(codec.encode_control(kind, body))
+
+    def register_recv(self, callback: RecvCallback) -> None:
+        raise TypeError("a connected (client) connection only sends")
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    def close(self) -> None:
+        """Returns at once; ZeroMQ keeps flushing for up to the linger, and term() waits."""
+        if not self._sock.closed:
+            self._sock.close()
+
+
+class ZmqContext(Context):
+    """One per worker process: owns the zmq.Context and every connection made from it."""
+
+    def __init__(self) -> None:
+        self._zctx = zmq.Context()
+        self._hwm = 1000
+        self._linger_ms = 5000
+        self._bind_host = "0.0.0.0"
+        self._made: list[Connection] = []
+        self._lock = threading.Lock()
+        self._terminated = False
+
+    def prepare(self, conf: Mapping[str, Any]) -> None:
+        self._hwm = int(conf.get("zmq.hwm", self._hwm))
+        self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
+        self._bind_host = str(conf.get("zmq.bind.host", self._bind_host))
+
+    def _add(self, conn: Connection) -> None:
+        with self._lock:
+            if self._terminated:
+                conn.close()
+                raise RuntimeError("messaging context is terminated")
+            self._made.append(conn)
+
+    def bind(self, topology_id: str, port: int) -> ZmqServer:
+        """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm)
+        self._add(server)
+        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port)
+        return server
+
+    def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms)
+        self._add(client)
+        return client
+
+    def term(self) -> None:
+        """Close every connection, then terminate ZeroMQ (waits up to the linger to flush).
+
+        Closes clients from the calling thread: stop the thread that sends on them first.
+        """
+        with self._lock:
+            if self._terminated:
+                return
+            self._terminated = True
+            made, self._made = self._made, []
+        # Servers first: their threads close their own sockets before term() needs them.
+        for conn in sorted(made, key=lambda c: not isinstance(c, ZmqServer)):
+            conn.close()
+        stuck = [c.port for c in made if isinstance(c, ZmqServer) and not c.stopped]
+        if stuck:
+            # term() would block until those threads close their sockets: never hang shutdown.
+            log.error("zmq context left open: receive threads still running", ports=stuck)
+            return
+        self._zctx.term()

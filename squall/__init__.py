@@ -1,0 +1,22 @@
+"""squall: a Storm-style distributed stream processor in Python."""
+from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
+from squall.context import TopologyContext
+from squall.grouping import CustomStreamGrouping
+from squall.topology import Topology, TopologyBuilder, TopologyError
+from squall.tuple import Fields, Tuple
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasicBolt", "Bolt", "CustomStreamGrouping", "Fields", "LocalCluster", "OutputFieldsDeclarer",
+    "Spout", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+]
+
+
+def __getattr__(name: str):
+    # LocalCluster pulls in the runtime; import it only when asked for.
+    if name == "LocalCluster":
+        from squall.local import LocalCluster
+
+        return LocalCluster
+    raise AttributeError(name)

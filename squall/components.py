@@ -1,0 +1,104 @@
+"""Spouts and bolts: the classes users subclass."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from squall.tuple import Fields
+
+if TYPE_CHECKING:
+    from squall.context import TopologyContext
+    from squall.runtime.collectors import BoltCollector, SpoutCollector
+    from squall.tuple import Tuple
+
+DEFAULT_STREAM = "default"
+
+
+class StreamDeclaration:
+    __slots__ = ("fields", "direct")
+
+    def __init__(self, fields: Fields, direct: bool) -> None:
+        self.fields, self.direct = fields, direct
+
+
+class OutputFieldsDeclarer:
+    """Collects a component's output streams; passed to ``declare_output_fields``."""
+
+    def __init__(self, component: str = "?") -> None:
+        self._component = component
+        self.streams: dict[str, StreamDeclaration] = {}
+
+    def declare(self, fields: Sequence[str] | Fields, stream: str = DEFAULT_STREAM,
+                direct: bool = False) -> None:
+        if not isinstance(stream, str) or not stream:
+            raise ValueError(f"component {self._component!r}: stream ids must be non-empty strings")
+        if stream.startswith("__"):
+            raise ValueError(f"component {self._component!r}: stream id {stream!r} is reserved")
+        if stream in self.streams:
+            raise ValueError(f"component {self._component!r} declares stream {stream!r} twice")
+        if isinstance(fields, str):
+            raise ValueError(f"component {self._component!r}: fields must be a list of names, "
+                             f"not the string {fields!r}")
+        self.streams[stream] = StreamDeclaration(
+            fields if isinstance(fields, Fields) else Fields(fields), bool(direct))
+
+    def declare_stream(self, stream: str, fields: Sequence[str] | Fields, direct: bool = False) -> None:
+        self.declare(fields, stream=stream, direct=direct)
+
+
+class Component:
+    """What spouts and bolts share: output declaration and per-component config."""
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Declare output streams; a component with no outputs declares nothing."""
+
+    def component_config(self) -> dict[str, Any] | None:
+        """Config for this component only (e.g. topology.tick.tuple.freq.secs)."""
+        return None
+
+
+class Spout(Component):
+    """A source of tuples. ``next_tuple`` is called in a loop; it should not block long."""
+
+    def open(self, conf: dict[str, Any], context: "TopologyContext", collector: "SpoutCollector") -> None:
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        raise NotImplementedError
+
+    def ack(self, msg_id: Any) -> None:
+        """The tuple tree of ``msg_id`` completed."""
+
+    def fail(self, msg_id: Any) -> None:
+        """The tuple tree of ``msg_id`` failed or timed out; replay it if you want it."""
+
+    def activate(self) -> None:
+        """The topology became active; ``next_tuple`` will be called."""
+
+    def deactivate(self) -> None:
+        """The topology became inactive; ``next_tuple`` will not be called."""
+
+    def close(self) -> None:
+        """The spout is shutting down (not guaranteed when a process is killed)."""
+
+
+class Bolt(Component):
+    """Processes tuples. Anchor emits to inputs and ack (or fail) every input."""
+
+    def prepare(self, conf: dict[str, Any], context: "TopologyContext", collector: "BoltCollector") -> None:
+        self.collector = collector
+
+    def execute(self, tuple: "Tuple") -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """The bolt is shutting down (not guaranteed when a process is killed)."""
+
+
+class BasicBolt(Bolt):
+    """A bolt whose emits are anchored to the current input, acked after ``execute``.
+
+    ``execute`` raising (or calling ``self.collector.fail``) fails the input instead.
+    """
+
+    # The runtime reads this flag and wraps the collector; user code stays Storm-shaped.
+    _auto_anchor = True

@@ -1,0 +1,203 @@
+"""Configuration: shipped defaults, overrides in order, and validation that names the key.
+
+Keys inside squall's own namespaces (``topology.``, ``nimbus.``, ...) must be known and
+well typed; any other key is user configuration and passes through untouched, as in Storm.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from squall.conf import DEFAULTS_PATH
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown, or its value has the wrong type."""
+
+
+# The namespaces squall owns; a key under one of them must be declared below.
+OWN_PREFIXES = ("zookeeper.", "squall.", "nimbus.", "supervisor.", "worker.", "task.", "zmq.", "topology.")
+
+_INT, _FLOAT, _STR, _BOOL = "int", "float", "str", "bool"
+
+# key -> (type, nullable). Mirrors conf/defaults.yaml; a test keeps the two in step.
+SCHEMA: dict[str, tuple[str, bool]] = {
+    "zookeeper.servers": ("list[str]", False),
+    "zookeeper.port": (_INT, False),
+    "zookeeper.root": (_STR, False),
+    "zookeeper.session.timeout.ms": (_INT, False),
+    "zookeeper.connection.timeout.ms": (_INT, False),
+    "squall.local.dir": (_STR, False),
+    "squall.log.dir": (_STR, True),
+    "squall.log.format": ("enum:console,json", False),
+    "squall.log.level": ("enum:DEBUG,INFO,WARNING,ERROR", False),
+    "squall.messaging.transport": ("enum:zmq,local", False),
+    "nimbus.host": (_STR, False),
+    "nimbus.port": (_INT, False),
+    "nimbus.monitor.freq.secs": (_FLOAT, False),
+    "nimbus.task.timeout.secs": (_FLOAT, False),
+    "nimbus.supervisor.timeout.secs": (_FLOAT, False),
+    "nimbus.task.launch.secs": (_FLOAT, False),
+    "nimbus.code.max.upload.bytes": (_INT, False),
+    "nimbus.leader.poll.secs": (_FLOAT, False),
+    "supervisor.slots.ports": ("list[int]", False),
+    "supervisor.host": (_STR, False),
+    "supervisor.id": (_STR, True),
+    "supervisor.monitor.frequency.secs": (_FLOAT, False),
+    "supervisor.heartbeat.frequency.secs": (_FLOAT, False),
+    "supervisor.worker.start.timeout.secs": (_FLOAT, False),
+    "supervisor.worker.timeout.secs": (_FLOAT, False),
+    "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
+    "supervisor.worker.command": ("list[str]", True),
+    "worker.heartbeat.frequency.secs": (_FLOAT, False),
+    "task.heartbeat.frequency.secs": (_FLOAT, False),
+    "task.refresh.poll.secs": (_FLOAT, False),
+    "worker.receive.high.watermark": (_FLOAT, False),
+    "worker.receive.low.watermark": (_FLOAT, False),
+    "zmq.hwm": (_INT, False),
+    "zmq.linger.millis": (_INT, False),
+    "zmq.bind.host": (_STR, False),
+    "topology.name": (_STR, True),
+    "topology.workers": (_INT, False),
+    "topology.acker.executors": (_INT, True),
+    "topology.message.timeout.secs": (_FLOAT, False),
+    "topology.enable.message.timeouts": (_BOOL, False),
+    "topology.max.spout.pending": (_INT, True),
+    "topology.tick.tuple.freq.secs": (_FLOAT, True),
+    "topology.executor.receive.buffer.size": (_INT, False),
+    "topology.transfer.buffer.size": (_INT, False),
+    "topology.producer.batch.size": (_INT, False),
+    "topology.batch.flush.interval.millis": (_FLOAT, False),
+    "topology.spout.batch.size": (_INT, False),
+    "topology.sleep.spout.wait.strategy.time.ms": (_FLOAT, False),
+    "topology.debug": (_BOOL, False),
+    "topology.max.error.report.per.interval": (_INT, False),
+    "topology.error.throttle.interval.secs": (_FLOAT, False),
+    "topology.errors.kept": (_INT, False),
+    "topology.serializers": ("dict", False),
+}
+
+# Keys that must be at least 1 / at least 0 when set.
+_POSITIVE = {
+    "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
+    "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
+    "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+}
+_NON_NEGATIVE = {"topology.acker.executors", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _FLOAT:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind.startswith("enum:"):
+        return value in kind[5:].split(",")
+    if kind.startswith("list["):
+        inner = kind[5:-1]
+        return isinstance(value, list) and all(_type_ok(inner, v) for v in value)
+    raise AssertionError(kind)
+
+
+def validate_key(key: str, value: Any) -> None:
+    """Raise ConfigError naming ``key`` when it is unknown or its value is ill-typed."""
+    if not isinstance(key, str):
+        raise ConfigError(f"config key {key!r} is not a string")
+    spec = SCHEMA.get(key)
+    if spec is None:
+        if key.startswith(OWN_PREFIXES):
+            raise ConfigError(f"unknown config key {key!r}")
+        return  # user configuration
+    kind, nullable = spec
+    if value is None:
+        if nullable:
+            return
+        raise ConfigError(f"config key {key!r} may not be null")
+    if not _type_ok(kind, value):
+        raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
+    if key in _POSITIVE and kind in (_INT, _FLOAT) and value < 1:
+        raise ConfigError(f"config key {key!r} must be at least 1, got {value!r}")
+    if key in _NON_NEGATIVE and value < 0:
+        raise ConfigError(f"config key {key!r} must not be negative, got {value!r}")
+
+
+def validate(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate every key of ``conf`` and return it as a plain dict."""
+    if not isinstance(conf, Mapping):
+        raise ConfigError(f"configuration must be a mapping, got {type(conf).__name__}")
+    for key, value in conf.items():
+        validate_key(key, value)
+    return dict(conf)
+
+
+def load_defaults() -> dict[str, Any]:
+    with open(DEFAULTS_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def read_yaml_file(path: str | Path) -> dict[str, Any]:
+    """Read a user config file; an unreadable or non-mapping file is a ConfigError."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of keys to values")
+    return validate(data)
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings (values are YAML scalars or flow collections)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override {pair!r} is not of the form key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        validate_key(key, value)
+        out[key] = value
+    return out
+
+
+def user_config_path() -> Path | None:
+    """The user file: $SQUALL_CONF, else ./squall.yaml, else ~/.squall/squall.yaml."""
+    import os
+
+    env = os.environ.get("SQUALL_CONF")
+    if env:
+        return Path(env)
+    for candidate in (Path("squall.yaml"), Path.home() / ".squall" / "squall.yaml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> dict[str, Any]:
+    """Defaults, then the user file (if any), then each layer in order, all validated."""
+    conf = load_defaults()
+    if user_file:
+        path = user_config_path()
+        if path is not None:
+            conf.update(read_yaml_file(path))
+    for layer in layers:
+        if layer:
+            conf.update(validate(layer))
+    return conf

@@ -1,0 +1,67 @@
+"""TopologyContext: what a task knows about itself and the topology around it."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from squall.topology import Topology
+from squall.tuple import Fields
+
+
+class TopologyContext:
+    def __init__(self, topology_id: str, topology: Topology, task_to_component: Mapping[int, str],
+                 component_to_tasks: Mapping[str, list[int]], task_id: int,
+                 worker_tasks: frozenset[int], worker_port: int | None = None,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self.topology_id = topology_id
+        self._topology = topology
+        self._task_to_component = task_to_component
+        self._component_to_tasks = component_to_tasks
+        self._task_id = task_id
+        self._worker_tasks = worker_tasks
+        self.worker_port = worker_port
+        self.conf = dict(conf or {})
+
+    @property
+    def this_task_id(self) -> int:
+        return self._task_id
+
+    @property
+    def this_component_id(self) -> str:
+        return self._task_to_component[self._task_id]
+
+    @property
+    def this_task_index(self) -> int:
+        """Position of this task among its component's tasks (0-based)."""
+        return self._component_to_tasks[self.this_component_id].index(self._task_id)
+
+    def component_id(self, task_id: int) -> str:
+        return self._task_to_component[task_id]
+
+    def component_tasks(self, component: str) -> list[int]:
+        return list(self._component_to_tasks.get(component, []))
+
+    @property
+    def task_to_component(self) -> dict[int, str]:
+        return dict(self._task_to_component)
+
+    @property
+    def worker_tasks(self) -> list[int]:
+        return sorted(self._worker_tasks)
+
+    def component_output_fields(self, component: str, stream: str = "default") -> Fields:
+        return self._topology.stream_fields(component, stream)
+
+    def this_output_streams(self) -> list[str]:
+        return list(self._topology.components[self.this_component_id].streams)
+
+    def this_sources(self) -> dict[tuple[str, str], str]:
+        """(component, stream) -> grouping kind of each input of this component."""
+        spec = self._topology.components[self.this_component_id]
+        return {(s.component, s.stream): s.grouping.kind for s in spec.inputs}
+
+    def this_targets(self) -> dict[str, dict[str, str]]:
+        """stream -> {subscribing component: grouping kind}."""
+        me = self.this_component_id
+        return {s: {c: gr.kind for c, gr in self._topology.subscribers(me, s)}
+                for s in self._topology.components[me].streams}

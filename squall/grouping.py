@@ -1,0 +1,188 @@
+"""Stream groupings: the declaration (part of a topology) and the chooser (run time).
+
+Fields grouping hashes with ``stable_hash`` (CRC-32 of the msgpack encoding of the key
+values), so a key goes to the same task in every run, every process and on Spark.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgpack
+
+from squall.tuple import Fields
+
+SHUFFLE, FIELDS, ALL, GLOBAL, NONE, DIRECT, LOCAL_OR_SHUFFLE, PARTIAL_KEY, CUSTOM = (
+    "shuffle", "fields", "all", "global", "none", "direct", "local_or_shuffle", "partial_key", "custom")
+
+
+class CustomStreamGrouping:
+    """Base for user groupings (Storm's CustomStreamGrouping)."""
+
+    def prepare(self, context: Any, stream: str, target_tasks: list[int]) -> None:
+        self.target_tasks = target_tasks
+
+    def choose_tasks(self, task_id: int, values: list) -> Sequence[int]:
+        raise NotImplementedError
+
+
+class Grouping:
+    """How a subscribed stream's tuples pick target tasks."""
+
+    __slots__ = ("kind", "fields", "custom")
+
+    def __init__(self, kind: str, fields: Sequence[str] | None = None,
+                 custom: CustomStreamGrouping | None = None) -> None:
+        self.kind = kind
+        self.fields = tuple(fields) if fields is not None else None
+        self.custom = custom
+
+    def __getstate__(self):
+        return (self.kind, self.fields, self.custom)
+
+    def __setstate__(self, state):
+        self.kind, self.fields, self.custom = state
+
+    def __repr__(self) -> str:
+        extra = f"{list(self.fields)}" if self.fields else ""
+        return f"{self.kind}({extra})"
+
+
+def stable_hash(key: Sequence[Any]) -> int:
+    """A process-independent hash of key values (Python's own hash of str is salted)."""
+    return zlib.crc32(msgpack.packb(list(key), use_bin_type=True))
+
+
+def fields_task_index(key: Sequence[Any], n: int) -> int:
+    """Index into the sorted target tasks for ``key``: the one rule fields grouping follows."""
+    return stable_hash(key) % n
+
+
+Chooser = Callable[[list], Sequence[int]]
+_CACHE_LIMIT = 65536
+
+
+def make_chooser(grouping: Grouping, source_fields: Fields, target_tasks: Sequence[int],
+                 local_tasks: frozenset[int] | set[int], source_task: int,
+                 context: Any = None, stream: str = "default") -> Chooser | None:
+    """The function from values to target task ids; None for direct (chosen by the emitter).
+
+    Returned sequences are shared and immutable (tuples): callers must not mutate them.
+    """
+    tasks = sorted(target_tasks)
+    kind = grouping.kind
+    if kind == DIRECT:
+        return None
+    if kind == ALL:
+        return _constant(tuple(tasks))
+    if kind == GLOBAL:
+        return _constant((tasks[0],))
+    if kind in (SHUFFLE, NONE, LOCAL_OR_SHUFFLE):
+        pool = tasks
+        if kind == LOCAL_OR_SHUFFLE:
+            local = [t for t in tasks if t in local_tasks]
+            pool = local or tasks
+        return _round_robin(pool, source_task)
+    if kind == FIELDS:
+        return _fields_chooser([source_fields.index(f) for f in grouping.fields], tasks)
+    if kind == PARTIAL_KEY:
+        return _partial_key_chooser([source_fields.index(f) for f in grouping.fields], tasks)
+    if kind == CUSTOM:
+        custom = grouping.custom
+        custom.prepare(context, stream, list(tasks))
+        return lambda values: tuple(custom.choose_tasks(source_task, values))
+    raise ValueError(f"unknown grouping {kind!r}")
+
+
+class _constant:
+    """A chooser whose answer never varies; ``fixed`` lets the emitter skip the call."""
+
+    __slots__ = ("fixed",)
+
+    def __init__(self, targets: tuple[int, ...]) -> None:
+        self.fixed = targets
+
+    def __call__(self, values: list) -> tuple[int, ...]:
+        return self.fixed
+
+
+def _round_robin(pool: list[int], seed: int) -> Chooser:
+    # Storm 2's shuffle: round-robin over a shuffled list gives an even spread at a
+    # fraction of the cost of a random draw per tuple.
+    order = [(t,) for t in pool]
+    random.Random(seed).shuffle(order)
+    n = len(order)
+    if n == 1:
+        return _constant(order[0])
+    state = [0]
+
+    def choose(values: list) -> tuple[int]:
+        i = state[0] + 1
+        if i == n:
+            i = 0
+        state[0] = i
+        return order[i]
+
+    return choose
+
+
+def _fields_chooser(indexes: list[int], tasks: list[int]) -> Chooser:
+    if len(tasks) == 1:
+        return _constant((tasks[0],))
+    singles = [(t,) for t in tasks]
+    n = len(tasks)
+    cache: dict[Any, tuple[int]] = {}
+    if len(indexes) == 1:
+        idx = indexes[0]
+
+        def choose(values: list) -> tuple[int]:
+            v = values[idx]
+            try:
+                return cache[v]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable key value: no caching
+                return singles[stable_hash((v,)) % n]
+            hit = singles[stable_hash((v,)) % n]
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[v] = hit
+            return hit
+
+        return choose
+
+    def choose_many(values: list) -> tuple[int]:
+        key = [values[i] for i in indexes]
+        try:
+            k = tuple(key)
+            return cache[k]
+        except KeyError:
+            hit = singles[stable_hash(key) % n]
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[k] = hit
+            return hit
+        except TypeError:
+            return singles[stable_hash(key) % n]
+
+    return choose_many
+
+
+def _partial_key_chooser(indexes: list[int], tasks: list[int]) -> Chooser:
+    # Storm's PartialKeyGrouping: two candidate tasks per key, send to the less loaded one
+    # (load as counted by this sender), which splits hot keys over two tasks.
+    singles = [(t,) for t in tasks]
+    n = len(tasks)
+    sent = [0] * n
+
+    def choose(values: list) -> tuple[int]:
+        raw = msgpack.packb([values[i] for i in indexes], use_bin_type=True)
+        a = zlib.crc32(raw) % n
+        b = zlib.crc32(raw, 0x9E3779B9) % n
+        pick = a if sent[a] <= sent[b] else b
+        sent[pick] += 1
+        return singles[pick]
+
+    return choose

@@ -1,0 +1,37 @@
+"""structlog set-up shared by the CLI, daemons and workers."""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Mapping
+
+import structlog
+
+_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR}
+
+
+def configure(fmt: str = "console", level: str = "INFO", stream: Any = None, **context: Any) -> None:
+    """Console (readable) or JSON lines on ``stream`` (stderr by default); ``context`` is
+    bound to every line (e.g. daemon="supervisor")."""
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso" if fmt == "json" else "%Y-%m-%d %H:%M:%S", utc=fmt == "json"),
+    ]
+    if fmt == "json":
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        processors += [structlog.dev.ConsoleRenderer(colors=False)]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level.upper(), logging.INFO)),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    structlog.contextvars.clear_contextvars()
+    if context:
+        structlog.contextvars.bind_contextvars(**context)
+
+
+def configure_from(conf: Mapping[str, Any], fmt: str | None = None, **context: Any) -> None:
+    configure(fmt or conf.get("squall.log.format", "console"), conf.get("squall.log.level", "INFO"), **context)

@@ -1,0 +1,110 @@
+"""Storm's task and executor model, and the system topology (the acker) added to a user's.
+
+Tasks get topology-wide ids from 1, component by component in id order; an executor is a
+contiguous range ``(start, end)`` of one component's task ids.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from squall import grouping as g
+from squall.components import StreamDeclaration
+from squall.grouping import Grouping
+from squall.topology import BOLT, ComponentSpec, Subscription, Topology
+from squall.tuple import Fields
+
+ACKER = "__acker"
+ACK_INIT, ACK_ACK, ACK_FAIL = "__ack_init", "__ack_ack", "__ack_fail"
+# Acker traffic is batched: one system tuple per flush and destination carries
+#   __ack_init to the acker:   [{root: ack_val, ...}, spout_task]
+#   __ack_ack  to the acker:   [{root: xor, ...}]
+#   __ack_fail to the acker:   [[root, ...]]
+#   __ack_ack / __ack_fail from the acker to a spout task: [[root, ...]]
+ACKER_STREAMS = {ACK_INIT: Fields(["batch", "spout_task"]), ACK_ACK: Fields(["batch"]),
+                 ACK_FAIL: Fields(["batch"])}
+
+ExecutorId = tuple[int, int]
+
+
+def acker_count(conf: Mapping[str, Any]) -> int:
+    n = conf.get("topology.acker.executors")
+    return int(conf.get("topology.workers", 1)) if n is None else int(n)
+
+
+def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
+    """The user's topology plus ``__acker`` (unless acking is off). The acker is an
+    ordinary component with tasks and executors; its subscriptions are declared only for
+    the record, since ack traffic is routed to ``ackers[root % n]`` directly."""
+    n = acker_count(conf)
+    if n == 0:
+        return topology
+    inputs = [Subscription(c.id, s, Grouping(g.FIELDS, ["id"])) for c in topology.components.values()
+              for s in (ACK_INIT, ACK_ACK, ACK_FAIL)]
+    streams = {ACK_ACK: StreamDeclaration(ACKER_STREAMS[ACK_ACK], True),
+               ACK_FAIL: StreamDeclaration(ACKER_STREAMS[ACK_FAIL], True)}
+    acker = ComponentSpec(ACKER, BOLT, b"", n, n, {}, inputs, streams)
+    return Topology({**topology.components, ACKER: acker})
+
+
+def component_counts(topology: Topology) -> dict[str, tuple[int, int]]:
+    """component -> (parallelism, num_tasks): all that scheduling needs of a topology.
+    Nimbus works from these (it never unpickles user code)."""
+    return {c.id: (c.parallelism, c.num_tasks) for c in topology.components.values()}
+
+
+def system_counts(counts: Mapping[str, tuple[int, int]], conf: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """``counts`` plus the acker, as ``system_topology`` adds it."""
+    n = acker_count(conf)
+    out = {k: (int(p), int(t)) for k, (p, t) in counts.items()}
+    if n:
+        out[ACKER] = (n, n)
+    return dict(sorted(out.items()))
+
+
+def task_ids(topology: Topology | Mapping[str, tuple[int, int]]) -> dict[int, str]:
+    """task id -> component id (from a topology or from ``component_counts``)."""
+    counts = component_counts(topology) if isinstance(topology, Topology) else topology
+    out: dict[int, str] = {}
+    next_id = 1
+    for comp in sorted(counts):
+        for _ in range(counts[comp][1]):
+            out[next_id] = comp
+            next_id += 1
+    return out
+
+
+def component_tasks(task_to_component: Mapping[int, str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, c in sorted(task_to_component.items()):
+        out.setdefault(c, []).append(t)
+    return out
+
+
+def partition(tasks: list[int], parts: int) -> list[ExecutorId]:
+    """Split sorted task ids into ``parts`` contiguous ranges, sizes differing by at most one."""
+    parts = max(1, min(parts, len(tasks)))
+    base, extra = divmod(len(tasks), parts)
+    out, i = [], 0
+    for p in range(parts):
+        size = base + (1 if p < extra else 0)
+        out.append((tasks[i], tasks[i + size - 1]))
+        i += size
+    return out
+
+
+def executors(topology: Topology | Mapping[str, tuple[int, int]], task_to_component: Mapping[int, str],
+              parallelism: Mapping[str, int] | None = None) -> dict[ExecutorId, str]:
+    """executor -> component; ``parallelism`` overrides a component's (rebalance)."""
+    counts = component_counts(topology) if isinstance(topology, Topology) else topology
+    by_comp = component_tasks(task_to_component)
+    out: dict[ExecutorId, str] = {}
+    for comp in sorted(counts):
+        n = (parallelism or {}).get(comp, counts[comp][0])
+        for ex in partition(by_comp[comp], n):
+            out[ex] = comp
+    return out
+
+
+def executor_tasks(executor: ExecutorId) -> range:
+    return range(executor[0], executor[1] + 1)

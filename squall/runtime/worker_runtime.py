@@ -1,0 +1,273 @@
+"""The inside of one worker: its executors, local delivery, transfer and receive paths.
+
+Local mode runs one or more of these in a process over the in-process transport; a worker
+process runs exactly one over ZeroMQ and adds heartbeats and ZooKeeper timers around it
+(squall.daemons.worker). The transfer function follows seed 000's mk-transfer-fn: a
+target task in this worker gets the batch straight on its executor's queue; any other is
+serialized onto the worker transfer queue, which the transfer thread drains, grouping by
+destination worker and sending one frame per destination per drain.
+"""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from squall.messaging import Connection, Context
+from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
+from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from squall.runtime.queues import BatchQueue
+from squall.runtime.serialization import SerializationError, TupleSerializer
+from squall.topology import SPOUT, Topology
+from squall.tuple import Fields
+
+Endpoint = tuple[str, int]  # (host, port)
+ErrorSink = Callable[[str, int, str], None]
+
+
+def tune_gc() -> None:
+    """Tuples are freed by reference counting and form no cycles, but every one of them
+    counts toward the cyclic collector's young-generation threshold; at the default (700)
+    the collector runs thousands of times a second over full queues. Raise the threshold
+    and move start-up objects out of its way."""
+    gc.freeze()
+    if gc.get_threshold()[0] < 100_000:
+        gc.set_threshold(100_000, 50, 100)
+
+
+class WorkerRuntime:
+    def __init__(self, topology_id: str, topology: Topology, conf: Mapping[str, Any],
+                 executors: Sequence[tuple[int, int]], port: int, context: Context,
+                 host: str = "127.0.0.1", error_sink: ErrorSink | None = None,
+                 on_fatal: Callable[[str], None] | None = None) -> None:
+        self.topology_id = topology_id
+        self.conf = dict(conf)
+        self.system = system_topology(topology, conf)
+        self.task_to_component = task_ids(self.system)
+        self.component_to_tasks = component_tasks(self.task_to_component)
+        self.acker_tasks = self.component_to_tasks.get(ACKER, [])
+        self.executor_ids = sorted(executors)
+        self.port, self.host, self.endpoint = port, host, (host, port)
+        self.context = context
+        self.local_tasks = frozenset(t for ex in self.executor_ids for t in executor_tasks(ex))
+        self.log = structlog.get_logger("squall.worker").bind(topology=topology_id, port=port)
+        self._error_sink = error_sink
+        self._on_fatal = on_fatal
+        cap = int(conf["topology.executor.receive.buffer.size"])
+        self.queues: dict[int, BatchQueue] = {}
+        for ex in self.executor_ids:
+            q = BatchQueue(cap)
+            for t in executor_tasks(ex):
+                self.queues[t] = q
+        self.transfer_queue = BatchQueue(int(conf["topology.transfer.buffer.size"]))
+        self.serializer = TupleSerializer(conf.get("topology.serializers") or {}, self.task_to_component,
+                                          self._stream_fields)
+        self.active = False
+        self.stopping = threading.Event()
+        self.executors: list[Executor] = []
+        self.connections: dict[Endpoint, Connection] = {}
+        self.task_endpoint: dict[int, Endpoint] = {}
+        self._conn_lock = threading.Lock()
+        self._server: Connection | None = None
+        self._transfer_thread: threading.Thread | None = None
+        self._unsent: list[tuple[int, bytes]] = []
+        # Backpressure: our tasks whose queue is too full, and remote tasks that are.
+        self.bp_tasks: set[int] = set()
+        self.remote_bp: set[int] = set()
+        self.on_backpressure: Callable[[set[int]], None] | None = None
+        self._high = float(conf["worker.receive.high.watermark"])
+        self._low = float(conf["worker.receive.low.watermark"])
+        self.dropped_unknown_task = 0
+        self.dropped_bad_payload = 0
+        self.started_at = time.time()
+
+    def _stream_fields(self, component: str, stream: str) -> Fields:
+        sys_fields = ACKER_STREAMS.get(stream)
+        if sys_fields is not None:
+            return sys_fields
+        return self.system.stream_fields(component, stream)
+
+    # -- start-up -------------------------------------------------------------------------
+    def bind(self) -> None:
+        """Open the receive side first, so early senders queue rather than fail."""
+        self._server = self.context.bind(self.topology_id, self.port)
+        self._server.register_recv(self.receive)
+
+    def start_executors(self, timeout: float = 60.0) -> None:
+        """Create every executor, start its thread, and wait until each has prepared."""
+        tune_gc()
+        for ex in self.executor_ids:
+            comp = self.task_to_component[ex[0]]
+            spec = self.system.components[comp]
+            cls = AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor
+            self.executors.append(cls(self, ex, comp))
+        for e in self.executors:
+            e.start()
+        deadline = time.monotonic() + timeout
+        for e in self.executors:
+            e.started.wait(max(0.0, deadline - time.monotonic()))
+
+    def start_transfer(self) -> None:
+        self._transfer_thread = threading.Thread(target=self._transfer_loop, name="transfer", daemon=True)
+        self._transfer_thread.start()
+
+    def start(self, task_endpoints: Mapping[int, Endpoint], active: bool = True) -> None:
+        """Local-mode start: bind, connect, executors, transfer thread."""
+        self.bind()
+        self.refresh_connections(task_endpoints)
+        self.active = active
+        self.start_executors()
+        self.start_transfer()
+
+    # -- connections ----------------------------------------------------------------------
+    def outbound_tasks(self) -> set[int]:
+        """Every task this worker's executors may send to."""
+        out: set[int] = set(self.acker_tasks)
+        comps = {self.task_to_component[ex[0]] for ex in self.executor_ids}
+        for comp in comps:
+            if comp == ACKER:
+                for spec in self.system.spouts():
+                    out.update(self.component_to_tasks[spec.id])
+                continue
+            for stream in self.system.components[comp].streams:
+                for bolt, _ in self.system.subscribers(comp, stream):
+                    out.update(self.component_to_tasks[bolt])
+        return out
+
+    def refresh_connections(self, task_endpoints: Mapping[int, Endpoint]) -> None:
+        """Connect to workers newly needed, close those no longer needed (seed 000)."""
+        needed = {task_endpoints[t] for t in self.outbound_tasks()
+                  if t in task_endpoints and t not in self.local_tasks}
+        needed.discard(self.endpoint)
+        with self._conn_lock:
+            for ep in needed - set(self.connections):
+                self.connections[ep] = self.context.connect(self.topology_id, ep[0], ep[1])
+            stale = set(self.connections) - needed
+            for ep in stale:
+                self.connections.pop(ep).close()
+            self.task_endpoint = dict(task_endpoints)
+        if stale or needed:
+            self.log.debug("connections refreshed", connected=sorted(needed), closed=sorted(stale))
+
+    # -- transfer path --------------------------------------------------------------------
+    def deliver(self, task: int, tuples: list, block: bool) -> None:
+        """Hand a batch for ``task`` on: straight to a local queue, else to the transfer queue."""
+        q = self.queues.get(task)
+        if q is not None:
+            q.put((task, tuples), len(tuples), block)
+            return
+        if block and task in self.remote_bp:
+            while task in self.remote_bp and not self.stopping.is_set():
+                time.sleep(0.001)  # hold emits for this task only until it drains
+        self.transfer_queue.put((task, self.serializer.dumps(tuples)), 1, block)
+
+    def _transfer_loop(self) -> None:
+        tq = self.transfer_queue
+        while True:
+            items = tq.get_all(0.05)
+            if self._unsent:
+                items = self._unsent + items
+                self._unsent = []
+            if not items:
+                if self.stopping.is_set():
+                    return
+                continue
+            by_conn: dict[Connection, list] = {}
+            with self._conn_lock:
+                for item in items:
+                    conn = self.connections.get(self.task_endpoint.get(item[0]))  # type: ignore[arg-type]
+                    if conn is None:
+                        self._unsent.append(item)
+                    else:
+                        by_conn.setdefault(conn, []).append(item)
+                for conn, msgs in by_conn.items():
+                    try:
+                        conn.send(msgs)
+                    except Exception as exc:  # a failing peer must not stop the thread
+                        self.log.warning("send failed", error=repr(exc), messages=len(msgs))
+                        self._unsent.extend(msgs)
+            if self._unsent:
+                # No connection yet for these tasks: keep them (nothing is dropped) and slow
+                # down, so the bounded transfer queue pushes back on the emitters.
+                if self.stopping.is_set():
+                    self.log.warning("undeliverable batches at shutdown", batches=len(self._unsent))
+                    return
+                time.sleep(0.05)
+
+    # -- receive path ---------------------------------------------------------------------
+    def receive(self, messages: list[tuple[int, bytes]]) -> None:
+        """Called by the receive thread with each decoded frame's task messages."""
+        queues = self.queues
+        for task, payload in messages:
+            q = queues.get(task)
+            if q is None:
+                self.dropped_unknown_task += 1
+                self.log.warning("message for a task not in this worker dropped", task=task)
+                continue
+            try:
+                tuples = self.serializer.loads(payload)
+            except SerializationError as exc:
+                self.dropped_bad_payload += 1
+                self.log.warning("undecodable tuple batch dropped", task=task, error=str(exc))
+                continue
+            # Never block the receive thread (it serves every task); raise backpressure instead.
+            q.put((task, tuples), len(tuples), False)
+            if q.fill >= self._high and task not in self.bp_tasks:
+                self._set_bp(self.bp_tasks | set(executor_tasks(self._executor_of(task))))
+
+    def _executor_of(self, task: int) -> tuple[int, int]:
+        for ex in self.executor_ids:
+            if ex[0] <= task <= ex[1]:
+                return ex
+        raise KeyError(task)
+
+    def check_relief(self, executor: Executor) -> None:
+        if executor.task_ids[0] in self.bp_tasks and executor.queue.fill <= self._low:
+            self._set_bp(self.bp_tasks - set(executor.task_ids))
+
+    def _set_bp(self, tasks: set[int]) -> None:
+        self.bp_tasks = tasks
+        if self.on_backpressure is not None:
+            self.on_backpressure(set(tasks))
+
+    # -- status, errors, shutdown ---------------------------------------------------------
+    def set_active(self, active: bool) -> None:
+        self.active = active
+
+    def report_error(self, component: str, task: int, text: str) -> None:
+        if self._error_sink is not None:
+            try:
+                self._error_sink(component, task, text)
+            except Exception as exc:
+                self.log.warning("error report failed", error=repr(exc))
+
+    def executor_died(self, executor: Executor, exc: BaseException) -> None:
+        """An executor thread ended abnormally: the worker is no longer whole."""
+        if self._on_fatal is not None and not self.stopping.is_set():
+            self._on_fatal(f"executor {executor.component} {executor.executor_id} died: {exc!r}")
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [e.stats() for e in self.executors]
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""
+        self.log.info("shutting down worker runtime")
+        if self._server is not None:
+            self._server.close()
+        self.stopping.set()
+        for q in self.queues.values():
+            q.close()
+        deadline = time.monotonic() + timeout
+        for e in self.executors:
+            e.join(max(0.0, deadline - time.monotonic()))
+        self.transfer_queue.close()
+        if self._transfer_thread is not None:
+            self._transfer_thread.join(max(0.0, deadline - time.monotonic()))
+        with self._conn_lock:
+            for conn in self.connections.values():
+                conn.close()
+            self.connections.clear()

@@ -1,0 +1,71 @@
+"""Shared fixtures: one real ZooKeeper per test session, a private root per test."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from squall.config import build_config
+from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
+
+# Short ticks so that session expiry and ephemeral cleanup happen within a test's patience.
+ZK_TICK_MS = 500
+ZK_MIN_SESSION_MS = 1000
+# Session timeout daemons use in tests: a dead process's ephemeral nodes vanish this fast.
+TEST_SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> Iterator[ZooKeeperServer]:
+    """A standalone ZooKeeper on a free 127.0.0.1 port, shared by the whole session."""
+    ensure_zookeeper_installed()
+    server = ZooKeeperServer(tick_time=ZK_TICK_MS, min_session_timeout=ZK_MIN_SESSION_MS)
+    server.start(timeout=60)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_client(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
+    """A raw kazoo client (no chroot) for poking at nodes directly."""
+    client = KazooClient(hosts=zk_server.hosts, timeout=10)
+    client.start(timeout=10)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def zk_root(zk_server: ZooKeeperServer) -> Iterator[str]:
+    """A root path of this test's own ("/t-<hex>"), deleted afterwards."""
+    root = f"/t-{uuid.uuid4().hex[:12]}"
+    yield root
+    client = KazooClient(hosts=zk_server.hosts, timeout=10)
+    client.start(timeout=10)
+    try:
+        client.delete(root, recursive=True)
+    except KazooException:
+        pass  # best effort (a daemon may still be writing); the root is unique anyway
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def cluster_conf(zk_server: ZooKeeperServer, zk_root: str) -> dict[str, Any]:
+    """A full squall conf pointing at the test server under this test's root."""
+    return build_config({
+        "zookeeper.servers": [zk_server.host],
+        "zookeeper.port": zk_server.port,
+        "zookeeper.root": zk_root,
+        "zookeeper.session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
+        "zookeeper.connection.timeout.ms": 10000,
+    }, user_file=False)

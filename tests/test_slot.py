@@ -1,0 +1,330 @@
+"""The supervisor's slot state machine, driven by observations alone (no processes)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from squall.config import build_config
+from squall.daemons.slot import (
+    CleanupWorker,
+    DownloadCode,
+    KillWorker,
+    LaunchWorker,
+    Observation,
+    SlotAssignment,
+    SlotState,
+    State,
+    Timeouts,
+    WorkerRecord,
+    recover,
+    step,
+)
+
+PORT = 6700
+T = Timeouts(start=120, worker=30, shutdown_sleep=3, download_retry=5)
+A = SlotAssignment("t1", [(1, 1), (2, 2)], "digest-a")
+A2 = SlotAssignment("t1", [(1, 1)], "digest-a")  # same topology, other executors
+B = SlotAssignment("t2", [(5, 6)], "digest-b")
+
+
+def obs(now, assignment=A, **kw) -> Observation:
+    kw.setdefault("new_worker_id", f"w@{now}")
+    return Observation(now=now, assignment=assignment, timeouts=T, **kw)
+
+
+def launched(now=0.0, assignment=A) -> SlotState:
+    state, actions = step(SlotState(PORT), obs(now, assignment, code_present=True))
+    assert state.name is State.WAITING_FOR_WORKER_START
+    return state
+
+
+def running(now=10.0) -> SlotState:
+    state = launched()
+    state, actions = step(state, obs(now, worker_alive=True, worker_pid=42, heartbeat_time=now))
+    assert state.name is State.RUNNING and actions == []
+    return state
+
+
+# --- EMPTY and WAITING_FOR_BLOB ----------------------------------------------------------------
+
+def test_empty_without_assignment_stays_empty():
+    assert step(SlotState(PORT), obs(0, None)) == (SlotState(PORT), [])
+
+
+def test_empty_with_missing_code_downloads_it():
+    state, actions = step(SlotState(PORT), obs(0, A))
+    assert state.name is State.WAITING_FOR_BLOB and state.assignment == A
+    assert actions == [DownloadCode("t1", "digest-a")]
+
+
+def test_empty_with_code_present_launches_at_once():
+    state, actions = step(SlotState(PORT), obs(7, A, code_present=True, new_worker_id="w1"))
+    assert actions == [LaunchWorker("t1", "w1", PORT, A.executors, "digest-a", "assigned")]
+    assert state == SlotState(PORT, State.WAITING_FOR_WORKER_START, A, worker_id="w1", launch_time=7)
+
+
+def test_waiting_for_blob_retries_then_launches_when_code_arrives():
+    state, _ = step(SlotState(PORT), obs(0, A))
+    state, actions = step(state, obs(2, A))
+    assert state.name is State.WAITING_FOR_BLOB and actions == []
+    state, actions = step(state, obs(5, A))
+    assert actions == [DownloadCode("t1", "digest-a")] and state.download_time == 5
+    state, actions = step(state, obs(6, A, code_present=True, new_worker_id="w1"))
+    assert state.name is State.WAITING_FOR_WORKER_START
+    assert [type(a) for a in actions] == [LaunchWorker]
+
+
+def test_waiting_for_blob_follows_assignment_changes():
+    state, _ = step(SlotState(PORT), obs(0, A))
+    state_b, actions = step(state, obs(1, B))
+    assert state_b.assignment == B and actions == [DownloadCode("t2", "digest-b")]
+    assert step(state, obs(1, None)) == (SlotState(PORT), [])
+
+
+# --- WAITING_FOR_WORKER_START --------------------------------------------------------------
+
+def test_heartbeat_within_start_timeout_means_running_and_pid_is_recorded():
+    state = launched()
+    state, actions = step(state, obs(20, worker_alive=True, worker_pid=42, heartbeat_time=19,
+                                     heartbeat_executors=frozenset({(1, 1), (2, 2), (-1, -1)})))
+    assert state.name is State.RUNNING and state.pid == 42 and actions == []
+
+
+def test_no_heartbeat_waits_until_the_start_timeout_then_kills_and_relaunches():
+    state = launched()
+    state, actions = step(state, obs(120, worker_alive=True, worker_pid=42))
+    assert state.name is State.WAITING_FOR_WORKER_START and actions == []
+    state, actions = step(state, obs(121, worker_alive=True, worker_pid=42))
+    assert state.name is State.KILL_AND_RELAUNCH and state.kill_time == 121
+    assert actions == [KillWorker(42, False, "w@0.0", "no heartbeat within start timeout")]
+
+
+def test_worker_dying_while_starting_is_relaunched_at_once():
+    state = launched()
+    state, actions = step(state, obs(3, code_present=True, new_worker_id="w2"))
+    assert actions[0] == CleanupWorker("w@0.0", "worker exited while starting")
+    assert actions[1].worker_id == "w2" and isinstance(actions[1], LaunchWorker)
+    assert state.name is State.WAITING_FOR_WORKER_START and state.relaunch_count == 1
+
+
+def test_assignment_change_while_starting_kills():
+    state = launched()
+    state, actions = step(state, obs(3, B, worker_alive=True, worker_pid=42))
+    assert state.name is State.KILL
+    assert actions == [KillWorker(42, False, "w@0.0", "assignment changed")]
+
+
+def test_heartbeat_for_other_executors_is_killed_not_trusted():
+    state = launched()
+    state, actions = step(state, obs(3, worker_alive=True, worker_pid=42, heartbeat_time=3,
+                                     heartbeat_executors=frozenset({(1, 1)})))
+    assert state.name is State.KILL_AND_RELAUNCH
+    assert actions == [KillWorker(42, False, "w@0.0", "heartbeat reports other executors")]
+
+
+# --- RUNNING -----------------------------------------------------------------------------------
+
+def test_running_with_fresh_heartbeats_stays_running():
+    state = running()
+    for now in (20, 40, 60):
+        state, actions = step(state, obs(now, worker_alive=True, heartbeat_time=now - 29))
+        assert state.name is State.RUNNING and actions == []
+
+
+def test_running_with_stale_heartbeat_kills_and_relaunches():
+    state = running(now=10)
+    state, actions = step(state, obs(41, worker_alive=True, heartbeat_time=10))
+    assert state.name is State.KILL_AND_RELAUNCH
+    assert actions == [KillWorker(42, False, "w@0.0", "heartbeat timed out")]
+
+
+def test_running_worker_that_exited_is_relaunched_at_once():
+    state = running()
+    state, actions = step(state, obs(11, code_present=True, new_worker_id="w2"))
+    assert actions == [
+        CleanupWorker("w@0.0", "worker exited"),
+        LaunchWorker("t1", "w2", PORT, A.executors, "digest-a", "worker exited"),
+    ]
+    assert state.name is State.WAITING_FOR_WORKER_START and state.relaunch_count == 1
+    assert state.pid is None and state.launch_time == 11
+
+
+def test_running_worker_whose_heartbeat_vanished_is_replaced():
+    state = running()
+    state, actions = step(state, obs(200, worker_alive=True))
+    assert state.name is State.KILL_AND_RELAUNCH and actions[0].reason == "no heartbeat"
+
+
+@pytest.mark.parametrize("new", [None, B, A2, SlotAssignment("t1", A.executors, "digest-new")])
+def test_running_worker_is_killed_when_its_assignment_changes(new):
+    state = running()
+    state, actions = step(state, obs(11, new, worker_alive=True, heartbeat_time=11))
+    assert state.name is State.KILL
+    assert actions == [KillWorker(42, False, "w@0.0", "assignment changed")]
+
+
+# --- KILL and KILL_AND_RELAUNCH ------------------------------------------------------------
+
+def killing(now=11.0, new=None) -> SlotState:
+    state, _ = step(running(), obs(now, new, worker_alive=True, heartbeat_time=now))
+    assert state.name is State.KILL
+    return state
+
+
+def test_kill_escalates_to_force_after_the_shutdown_sleep():
+    state = killing(now=11)
+    state, actions = step(state, obs(13, None, worker_alive=True))
+    assert actions == []
+    state, actions = step(state, obs(14, None, worker_alive=True))
+    assert actions == [KillWorker(42, True, "w@0.0", "still alive after shutdown sleep")]
+    state, actions = step(state, obs(15, None, worker_alive=True))
+    assert [a.force for a in actions] == [True]  # repeated until the process is gone
+    assert state.name is State.KILL
+
+
+def test_kill_then_empty_when_nothing_is_assigned():
+    state = killing()
+    state, actions = step(state, obs(12, None))
+    assert actions == [CleanupWorker("w@0.0", "worker stopped")]
+    assert state == SlotState(PORT)
+
+
+def test_kill_then_start_the_new_assignment():
+    state = killing(new=B)
+    state, actions = step(state, obs(12, B, code_present=True, new_worker_id="wb"))
+    assert actions == [CleanupWorker("w@0.0", "worker stopped"),
+                       LaunchWorker("t2", "wb", PORT, B.executors, "digest-b", "worker stopped")]
+    assert state.assignment == B and state.relaunch_count == 0
+    state2, actions2 = step(killing(new=B), obs(12, B))
+    assert state2.name is State.WAITING_FOR_BLOB
+    assert actions2 == [CleanupWorker("w@0.0", "worker stopped"), DownloadCode("t2", "digest-b")]
+
+
+def test_kill_and_relaunch_relaunches_the_same_assignment():
+    state, _ = step(running(10), obs(41, worker_alive=True, heartbeat_time=10))
+    state, actions = step(state, obs(42, worker_alive=True))
+    assert actions == []
+    state, actions = step(state, obs(43, code_present=True, new_worker_id="w2"))
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]
+    assert state.name is State.WAITING_FOR_WORKER_START and state.worker_id == "w2"
+    assert state.relaunch_count == 1
+
+
+def test_kill_and_relaunch_follows_an_assignment_that_changed_meanwhile():
+    state, _ = step(running(10), obs(41, worker_alive=True, heartbeat_time=10))
+    state, actions = step(state, obs(43, B, code_present=True, new_worker_id="wb"))
+    assert actions[-1].topology_id == "t2" and state.relaunch_count == 0
+
+
+# --- recovery after a supervisor restart ---------------------------------------------------
+
+RECORD = WorkerRecord("w-old", 77, "t1", [(2, 2), (1, 1)], "digest-a", launch_time=100.0)
+
+
+def test_recover_without_record_is_empty():
+    assert recover(PORT, None, A, False, 500) == SlotState(PORT)
+
+
+def test_recover_adopts_a_live_assigned_worker():
+    state = recover(PORT, RECORD, A, True, 500)
+    assert state == SlotState(PORT, State.RUNNING, A, worker_id="w-old", pid=77, launch_time=100)
+    state, actions = step(state, obs(501, worker_alive=True, heartbeat_time=499))
+    assert state.name is State.RUNNING and actions == []
+
+
+def test_adopted_worker_that_has_not_beaten_yet_gets_the_start_grace():
+    state = recover(PORT, RECORD, A, True, 105)
+    state, actions = step(state, obs(110, worker_alive=True))
+    assert state.name is State.RUNNING and actions == []
+    state, actions = step(state, obs(221, worker_alive=True))
+    assert state.name is State.KILL_AND_RELAUNCH and actions == [KillWorker(77, False, "w-old", "no heartbeat")]
+
+
+@pytest.mark.parametrize("assignment", [None, B, A2])
+def test_recover_kills_a_worker_no_longer_assigned(assignment):
+    state = recover(PORT, RECORD, assignment, True, 500)
+    assert state.name is State.KILL and state.kill_time is None
+    state, actions = step(state, obs(500, assignment, worker_alive=True))
+    assert actions == [KillWorker(77, False, "w-old", "no longer assigned")]
+    assert state.kill_time == 500
+
+
+def test_recover_cleans_a_dead_worker_and_relaunches():
+    state = recover(PORT, RECORD, A, False, 500)
+    assert state.name is State.KILL
+    state, actions = step(state, obs(500, A, code_present=True, new_worker_id="w-new"))
+    assert actions == [CleanupWorker("w-old", "worker stopped"),
+                       LaunchWorker("t1", "w-new", PORT, A.executors, "digest-a", "worker stopped")]
+
+
+def test_timeouts_from_conf():
+    conf = build_config({"supervisor.worker.timeout.secs": 7}, user_file=False)
+    t = Timeouts.from_conf(conf)
+    assert t.worker == 7.0 and t.start == conf["supervisor.worker.start.timeout.secs"]
+    assert t.shutdown_sleep == conf["supervisor.worker.shutdown.sleep.secs"]
+
+
+def test_launch_without_a_worker_id_names_the_problem():
+    with pytest.raises(ValueError, match="new_worker_id"):
+        step(SlotState(PORT), Observation(0, A, code_present=True))
+
+
+# --- property: a simulated world never sees two workers on one port ---------------------------
+
+tick = st.fixed_dictionaries({
+    "dt": st.sampled_from([0.5, 2, 4, 31, 130]),
+    "assignment": st.sampled_from([A, A, A, B, None]),
+    "code": st.booleans(),
+    "crash": st.booleans(),
+    "obeys_sigterm": st.booleans(),
+    "beats": st.booleans(),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tick, max_size=40))
+def test_simulated_world(ticks):
+    ids = (f"w{i}" for i in itertools.count())
+    alive: dict[str, dict] = {}  # worker id -> {"pid", "assignment", "beat"}
+    cleaned: set[str] = set()
+    state, now = SlotState(PORT), 0.0
+    for t in ticks:
+        now += t["dt"]
+        proc = alive.get(state.worker_id) if state.worker_id else None
+        if proc and t["crash"]:
+            del alive[state.worker_id]
+            proc = None
+        if proc and t["beats"]:
+            proc["beat"] = now
+        o = Observation(
+            now=now, assignment=t["assignment"], code_present=t["code"],
+            worker_alive=proc is not None, worker_pid=proc and proc["pid"],
+            heartbeat_time=proc and proc["beat"],
+            heartbeat_executors=proc and proc["assignment"].executors,
+            timeouts=T, new_worker_id=next(ids),
+        )
+        prev = state
+        state, actions = step(state, o)
+        for a in actions:
+            if isinstance(a, LaunchWorker):
+                assert not alive, "a second worker was launched on the port"
+                assert a.worker_id == o.new_worker_id and a.topology_id == o.assignment.topology_id
+                alive[a.worker_id] = {"pid": len(cleaned) + 1000, "assignment": state.assignment, "beat": None}
+            elif isinstance(a, KillWorker):
+                assert a.worker_id == prev.worker_id
+                if a.force or t["obeys_sigterm"]:
+                    alive.pop(a.worker_id, None)
+            elif isinstance(a, CleanupWorker):
+                assert a.worker_id not in alive and a.worker_id not in cleaned
+                cleaned.add(a.worker_id)
+            else:
+                assert isinstance(a, DownloadCode) and not o.code_present
+        has_worker = state.name in (State.WAITING_FOR_WORKER_START, State.RUNNING,
+                                    State.KILL, State.KILL_AND_RELAUNCH)
+        assert (state.worker_id is not None) == has_worker
+        assert (state.assignment is None) == (state.name is State.EMPTY)
+        if state.name is State.RUNNING:
+            assert o.assignment == state.assignment and o.worker_alive
