@@ -124,8 +124,10 @@ def validate_key(key: str, value: Any) -> None:
         raise ConfigError(f"config key {key!r} may not be null")
     if not _type_ok(kind, value):
         raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
-    if key in _POSITIVE and kind in (_INT, _FLOAT) and value < 1:
+    if key in _POSITIVE and kind == _INT and value < 1:
         raise ConfigError(f"config key {key!r} must be at least 1, got {value!r}")
+    if key in _POSITIVE and kind == _FLOAT and value <= 0:
+        raise ConfigError(f"config key {key!r} must be positive, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:
         raise ConfigError(f"config key {key!r} must not be negative, got {value!r}")
 

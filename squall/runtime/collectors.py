@@ -212,6 +212,9 @@ class SpoutCollector(_Collector):
     def _reliable(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
         if not self._acking or not targets:
             # Storm acks at once when nothing can track the tree: no ackers, or no targets.
+            tup = Tuple(values, route.source)
+            for t in targets:
+                self._put(t, tup)
             self.immediate_acks.append(msg_id)
             return
         root = _rand(64) or 1
@@ -260,21 +263,40 @@ class BoltCollector(_Collector):
             values = list(values)
         targets = route.fixed or route.choose(values)
         route.emitted += 1
-        if anchors is None:
-            anchors = self._auto
-        if anchors is not None and self._acking:
-            self._anchored(route, values, targets, anchors)
-        else:
-            tup = Tuple(values, route.source)
-            bufs = self._bufs
-            for t in targets:
-                b = bufs.get(t)
+        if self._acking:
+            if anchors is None:
+                anchors = self._auto
+            if anchors is not None:
+                if type(anchors) is not Tuple or len(targets) != 1:
+                    self._anchored(route, values, targets, anchors)
+                    return targets
+                # The common case, inline: one anchor, one target.
+                aids = anchors.ids
+                if aids:
+                    edge = _rand(64)
+                    anchors.ack_val ^= edge
+                    tup = Tuple(values, route.source, dict.fromkeys(aids, edge))
+                else:
+                    tup = Tuple(values, route.source)
+                t = targets[0]
+                b = self._bufs.get(t)
                 if b is None:
-                    bufs[t] = [tup]
+                    self._bufs[t] = [tup]
                 else:
                     b.append(tup)
                     if len(b) >= self._batch:
                         self._outbox.full(t)
+                return targets
+        tup = Tuple(values, route.source)
+        bufs = self._bufs
+        for t in targets:
+            b = bufs.get(t)
+            if b is None:
+                bufs[t] = [tup]
+            else:
+                b.append(tup)
+                if len(b) >= self._batch:
+                    self._outbox.full(t)
         return targets
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",

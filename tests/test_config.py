@@ -1,0 +1,58 @@
+"""Configuration: defaults, overrides, errors that name the key."""
+import pytest
+import yaml
+
+from squall import config
+from squall.conf import DEFAULTS_PATH
+
+
+def test_defaults_and_schema_describe_the_same_keys():
+    assert set(config.load_defaults()) == set(config.SCHEMA)
+    config.validate(config.load_defaults())
+
+
+def test_every_default_key_has_a_comment():
+    for line in DEFAULTS_PATH.read_text().splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            assert "#" in line, f"no comment on: {line}"
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("topology.workerz", 1, "unknown config key 'topology.workerz'"),
+    ("topology.workers", "three", "config key 'topology.workers' expects int"),
+    ("topology.workers", 0, "must be at least 1"),
+    ("topology.debug", "yes", "expects bool"),
+    ("supervisor.slots.ports", [6700, "x"], "expects list\\[int\\]"),
+    ("squall.log.format", "xml", "expects enum"),
+    ("zookeeper.root", None, "may not be null"),
+])
+def test_bad_keys_and_types_are_named(key, value, message):
+    with pytest.raises(config.ConfigError, match=message):
+        config.validate({key: value})
+
+
+def test_user_keys_pass_through():
+    assert config.validate({"wordcount.sentences": 5}) == {"wordcount.sentences": 5}
+
+
+def test_override_order_defaults_file_topology_cli(tmp_path, monkeypatch):
+    f = tmp_path / "squall.yaml"
+    f.write_text(yaml.safe_dump({"topology.workers": 3, "nimbus.port": 7000}))
+    monkeypatch.setenv("SQUALL_CONF", str(f))
+    conf = config.build_config({"topology.workers": 4}, config.parse_overrides(["nimbus.port=7100"]))
+    assert conf["topology.workers"] == 4 and conf["nimbus.port"] == 7100
+    assert config.build_config()["topology.workers"] == 3
+
+
+def test_bad_user_file_and_override_syntax(tmp_path, monkeypatch):
+    f = tmp_path / "squall.yaml"
+    f.write_text("topology.workers: [")
+    monkeypatch.setenv("SQUALL_CONF", str(f))
+    with pytest.raises(config.ConfigError, match="not valid YAML"):
+        config.build_config()
+    f.write_text("- a list")
+    with pytest.raises(config.ConfigError, match="must hold a mapping"):
+        config.build_config()
+    with pytest.raises(config.ConfigError, match="not of the form key=value"):
+        config.parse_overrides(["topology.workers"])
+    assert config.parse_overrides(["supervisor.slots.ports=[1, 2]"]) == {"supervisor.slots.ports": [1, 2]}

@@ -1,0 +1,380 @@
+"""End-to-end topologies in local mode, each run with one worker and with three in-process
+workers (tuples between workers are serialized through the in-process transport)."""
+import collections
+import itertools
+import time
+
+import pytest
+
+from squall import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, wait_until
+
+_names = itertools.count()
+
+
+@pytest.fixture(params=[1, 3], ids=["1-worker", "3-workers"])
+def workers(request):
+    return request.param
+
+
+@pytest.fixture
+def cluster():
+    with LocalCluster({"squall.log.level": "WARNING"}) as c:
+        yield c
+
+
+def unique(prefix):
+    return f"{prefix}-{next(_names)}"
+
+
+SENTENCES = [f"{a} {b} {c}" for a, b, c in itertools.product(
+    ["the", "a", "one"], ["cow", "moon", "apple", "day"], ["jumped", "keeps", "away"])] * 7
+
+
+class FlakySplit(Bolt):
+    """Splits sentences; the first time it sees every 5th sentence it emits the first word
+    and then fails the input (a partial failure: the replay re-emits that word)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        sid, sentence = t["sid"], t["sentence"]
+        words = sentence.split()
+        if sid % 5 == 0 and sid not in Recorder.get(self.key):
+            Recorder.add(self.key, sid)
+            self.collector.emit([sid, 0, words[0]], anchors=t)
+            self.collector.fail(t)
+            return
+        for i, w in enumerate(words):
+            self.collector.emit([sid, i, w], anchors=t)
+        self.collector.ack(t)
+
+    def declare_output_fields(self, d):
+        d.declare(["sid", "idx", "word"])
+
+
+class DedupCount(Bolt):
+    """Counts each (sentence, position) once, as an idempotent sink must under at-least-once."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.seen = set()
+
+    def execute(self, t):
+        k = (t["sid"], t["idx"])
+        if k not in self.seen:
+            self.seen.add(k)
+            Recorder.add(self.key, t["word"])
+        self.collector.ack(t)
+
+    def declare_output_fields(self, d):
+        pass
+
+
+def test_word_count_matches_reference_with_failures_and_acking(cluster, workers):
+    name = unique("wc")
+    rows = list(enumerate(SENTENCES))
+    b = TopologyBuilder()
+    b.set_spout("sentences", FixedTupleSpout(name, rows, ["sid", "sentence"]), 2)
+    b.set_bolt("split", FlakySplit(name + ".flaky"), 3).shuffle("sentences")
+    b.set_bolt("count", DedupCount(name + ".words"), 2).fields("split", ["word"])
+    cluster.submit(name, {"topology.workers": workers}, b.build())
+    wait_until(lambda: len(set(Recorder.get(name + ".acked"))) == len(rows), 30, message="every sentence acked")
+    reference = collections.Counter(w for s in SENTENCES for w in s.split())
+    assert collections.Counter(Recorder.get(name + ".words")) == reference
+    failed = sorted(Recorder.get(name + ".failed"))
+    assert failed == [sid for sid, _ in rows if sid % 5 == 0]
+    assert sorted(Recorder.get(name + ".acked")) == [sid for sid, _ in rows], "each acked exactly once"
+
+
+class Forgetful(Bolt):
+    """Never acks a tuple the first time it sees it: only the message timeout saves it."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        if t["n"] not in Recorder.get(self.key):
+            Recorder.add(self.key, t["n"])
+            return
+        self.collector.ack(t)
+
+
+def test_timeout_reaches_spout_fail_and_replay_completes(cluster, workers):
+    name = unique("timeout")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
+    b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
+    cluster.submit(name, {"topology.workers": workers, "topology.message.timeout.secs": 1}, b.build())
+    wait_until(lambda: len(Recorder.get(name + ".acked")) == 20, 20, message="replays acked")
+    assert sorted(Recorder.get(name + ".failed")) == list(range(20))
+
+
+class Exploding(BasicBolt):
+    def execute(self, t):
+        if t["n"] == 3 and Recorder.get("explode.once") == []:
+            Recorder.add("explode.once", 1)
+            raise RuntimeError("boom on three")
+        self.collector.emit([t["n"] * 10])
+
+    def declare_output_fields(self, d):
+        d.declare(["m"])
+
+
+def test_user_exception_is_reported_fails_the_tuple_and_the_topology_goes_on(cluster, workers):
+    Recorder.clear("explode.once")
+    name = unique("boom")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(10)], ["n"]))
+    b.set_bolt("explode", Exploding(), 2).shuffle("nums")
+    b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("explode")
+    cluster.submit(name, {"topology.workers": workers}, b.build())
+    wait_until(lambda: len(Recorder.get(name + ".acked")) == 10, 20, message="all acked")
+    assert Recorder.get(name + ".failed") == [3]
+    assert sorted(v[3][0] for v in Recorder.get(name + ".out")) == [n * 10 for n in range(10)]
+    errors = cluster.errors(name)
+    assert "explode" in errors and "RuntimeError: boom on three" in errors["explode"][0]["error"]
+
+
+class WrongArity(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        self.collector.emit([1, 2], stream="pairs")
+
+    def declare_output_fields(self, d):
+        d.declare(["only"], stream="pairs")
+
+
+def test_emit_of_wrong_arity_names_component_and_stream(cluster):
+    name = unique("arity")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[1]], ["n"]))
+    b.set_bolt("wrong", WrongArity()).shuffle("nums")
+    cluster.submit(name, {"topology.message.timeout.secs": 60}, b.build())
+    wait_until(lambda: "wrong" in cluster.errors(name), 10, message="error reported")
+    text = cluster.errors(name)["wrong"][0]["error"]
+    assert "component 'wrong' emitted 2 values on stream 'pairs', which declares 1 fields" in text
+    wait_until(lambda: Recorder.get(name + ".failed")[:1] == [0], 10, message="input failed")
+
+
+class TickCounter(Bolt):
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        if t.is_tick():
+            Recorder.add(self.key, t.source_component)
+
+    def component_config(self):
+        return {"topology.tick.tuple.freq.secs": 0.2}
+
+
+def test_tick_tuples_arrive_at_the_configured_rate(cluster):
+    name = unique("tick")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
+    b.set_bolt("ticker", TickCounter(name + ".ticks")).shuffle("nums")
+    cluster.submit(name, {}, b.build())
+    wait_until(lambda: len(Recorder.get(name + ".ticks")) >= 5, 10, message="5 ticks")
+    assert set(Recorder.get(name + ".ticks")) == {"__system"}
+
+
+class Hoarder(Bolt):
+    def prepare(self, conf, context, collector):
+        self.held = []
+
+    def execute(self, t):
+        self.held.append(t)
+
+
+def test_max_spout_pending_bounds_tuples_in_flight(cluster):
+    name = unique("pending")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(500)], ["n"]))
+    b.set_bolt("hoard", Hoarder()).shuffle("nums")
+    cluster.submit(name, {"topology.max.spout.pending": 37, "topology.message.timeout.secs": 60}, b.build())
+    wait_until(lambda: sum(s["executed"] for s in cluster.stats(name) if s["component"] == "hoard") == 37, 10,
+               message="37 tuples in flight")
+    time.sleep(0.3)
+    assert sum(s["executed"] for s in cluster.stats(name) if s["component"] == "hoard") == 37
+    assert [s["pending"] for s in cluster.stats(name) if s["kind"] == "spout"] == [37]
+
+
+class Lifecycle(Spout):
+    def __init__(self, key):
+        self.key = key
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.n = 0
+
+    def activate(self):
+        Recorder.add(self.key, "activate")
+
+    def deactivate(self):
+        Recorder.add(self.key, "deactivate")
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n])
+        time.sleep(0.001)
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+
+def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, workers):
+    name = unique("active")
+    b = TopologyBuilder()
+    b.set_spout("gen", Lifecycle(name + ".life"))
+    b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("gen")
+    cluster.submit(name, {"topology.workers": workers}, b.build())
+    wait_until(lambda: len(Recorder.get(name + ".out")) > 10, 10, message="flow")
+    cluster.deactivate(name)
+    wait_until(lambda: Recorder.get(name + ".life")[-1:] == ["deactivate"], 5, message="deactivate()")
+    time.sleep(0.2)
+    before = len(Recorder.get(name + ".out"))
+    time.sleep(0.5)
+    assert len(Recorder.get(name + ".out")) == before
+    cluster.activate(name)
+    wait_until(lambda: len(Recorder.get(name + ".out")) > before + 10, 10, message="flow resumes")
+    assert Recorder.get(name + ".life")[:3] == ["activate", "deactivate", "activate"]
+
+
+class Router(Bolt):
+    """Sends each number straight to the task n % tasks of the direct subscriber."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.targets = context.component_tasks("direct_sink")
+
+    def execute(self, t):
+        n = t["n"]
+        self.collector.emit_direct(self.targets[n % len(self.targets)], [n], stream="routed", anchors=t)
+        self.collector.emit([n], anchors=t)
+        self.collector.ack(t)
+
+    def declare_output_fields(self, d):
+        d.declare(["n"], stream="routed", direct=True)
+        d.declare(["n"])
+
+
+def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, workers):
+    name = unique("groups")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(12)], ["n"]))
+    b.set_bolt("router", Router(), 2).shuffle("nums")
+    b.set_bolt("direct_sink", RecordingBolt(name + ".direct"), 3).direct("router", "routed")
+    b.set_bolt("all_sink", RecordingBolt(name + ".all"), 3).all("router")
+    b.set_bolt("global_sink", RecordingBolt(name + ".global"), 3).global_("router")
+    topo = b.build()
+    cluster.submit(name, {"topology.workers": workers}, topo)
+    wait_until(lambda: len(Recorder.get(name + ".acked")) == 12, 20, message="all acked")
+    direct = Recorder.get(name + ".direct")
+    tasks = sorted({t for t, *_ in Recorder.get(name + ".all")})
+    assert len(tasks) == 3
+    assert all(task == _direct_tasks(name, cluster)[n % 3] for task, _, _, (n,) in direct) and len(direct) == 12
+    assert collections.Counter(t for t, *_ in Recorder.get(name + ".all")) == {t: 12 for t in tasks}
+    glob = Recorder.get(name + ".global")
+    assert len(glob) == 12 and len({t for t, *_ in glob}) == 1
+    assert glob[0][0] == min(_task_ids(cluster, name, "global_sink"))
+
+
+def _task_ids(cluster, name, component):
+    return [t for s in cluster.stats(name) if s["component"] == component
+            for t in range(s["executor"][0], s["executor"][1] + 1)]
+
+
+def _direct_tasks(name, cluster):
+    return sorted(_task_ids(cluster, name, "direct_sink"))
+
+
+class SlowSink(Bolt):
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        time.sleep(0.0002)
+        Recorder.add(self.key, t["n"])
+        self.collector.ack(t)
+
+
+def test_slow_bolt_backpressure_keeps_queues_bounded_and_loses_nothing(cluster, workers):
+    name = unique("bp")
+    n = 3000
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(n)], ["n"], reliable=False))
+    b.set_bolt("slow", SlowSink(name + ".got")).shuffle("nums")
+    cap, batch = 200, 50
+    cluster.submit(name, {"topology.workers": workers, "topology.executor.receive.buffer.size": cap,
+                          "topology.producer.batch.size": batch}, b.build())
+    peak = 0
+    deadline = time.monotonic() + 30
+    while len(Recorder.get(name + ".got")) < n and time.monotonic() < deadline:
+        peak = max(peak, max(s["queue"] for s in cluster.stats(name) if s["component"] == "slow"))
+        time.sleep(0.01)
+    assert sorted(Recorder.get(name + ".got")) == list(range(n))
+    # In one worker the spout blocks on the full queue; across workers the receiving worker
+    # raises backpressure and the sender holds batches for that task.
+    assert peak <= cap + 4 * batch, f"queue grew to {peak}"
+
+
+class Counting(Spout):
+    def __init__(self, key):
+        self.key = key
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < 5:
+            self.n += 1
+            self.collector.emit([self.n], msg_id=self.n)
+
+    def ack(self, msg_id):
+        Recorder.add(self.key, msg_id)
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+
+def test_acking_off_acks_at_once(cluster):
+    name = unique("noack")
+    b = TopologyBuilder()
+    b.set_spout("c", Counting(name + ".acks"))
+    b.set_bolt("h", Hoarder()).shuffle("c")
+    cluster.submit(name, {"topology.acker.executors": 0}, b.build())
+    wait_until(lambda: sorted(Recorder.get(name + ".acks")) == [1, 2, 3, 4, 5], 10, message="immediate acks")
+
+
+def test_submit_rejects_bad_config_and_duplicate_names(cluster):
+    b = TopologyBuilder()
+    b.set_spout("c", Counting("x"))
+    topo = b.build()
+    from squall.config import ConfigError
+    with pytest.raises(ConfigError, match="topology.workerz"):
+        cluster.submit("bad", {"topology.workerz": 2}, topo)
+    cluster.submit("dup", {}, topo)
+    with pytest.raises(ValueError, match="already running"):
+        cluster.submit("dup", {}, topo)
+    cluster.kill("dup")
+    assert cluster.topologies() == []

@@ -1,0 +1,560 @@
+"""The worker process: its decisions as plain functions, and real worker processes against
+a real ZooKeeper, exchanging tuples over ZeroMQ on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.config import build_config
+from squall.daemons.cluster_state import Assignment, ClusterState, TopologyInfo
+from squall.daemons.worker import (
+    CHANGED,
+    GONE,
+    KEEP,
+    UNREADABLE,
+    HaltingTimer,
+    WorkerError,
+    ZkWriter,
+    assignment_verdict,
+    check_executors,
+    heartbeat_record,
+    is_active,
+    load_bundle_topology,
+    merge_worker_conf,
+    missing_tasks,
+    nodes_without_host,
+    read_topology_conf,
+    remote_backpressure,
+    task_endpoints,
+)
+from squall.loader import load_topology
+from squall.model import executors as executors_of
+from squall.model import system_topology, task_ids
+from squall.testing.zookeeper import free_port
+
+TOPOLOGY_SOURCE = Path(__file__).parent / "topologies" / "numbers_topo.py"
+WAIT = 30.0
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition",
+             detail: Callable[[], str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = f"\n{detail()}" if detail else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{extra}")
+        time.sleep(0.05)
+
+
+# --- decisions -------------------------------------------------------------------------
+
+A = Assignment("t1", {(1, 1): ("n1", 6700), (2, 3): ("n1", 6700), (4, 4): ("n2", 6701)},
+               node_host={"n1": "10.0.0.1", "n2": "10.0.0.2"})
+
+
+class TestDecisions:
+    def test_verdict_keep_when_the_slot_holds_exactly_our_executors(self):
+        assert assignment_verdict(A, True, "n1", 6700, [(2, 3), (1, 1)]) == KEEP
+
+    def test_verdict_gone_when_nothing_is_left_for_our_slot(self):
+        moved = Assignment("t1", {(1, 1): ("n2", 6701), (2, 3): ("n2", 6701), (4, 4): ("n2", 6701)})
+        assert assignment_verdict(moved, True, "n1", 6700, [(1, 1), (2, 3)]) == GONE
+
+    def test_verdict_gone_when_the_assignment_is_removed(self):
+        assert assignment_verdict(None, False, "n1", 6700, [(1, 1)]) == GONE
+
+    def test_verdict_unreadable_when_the_node_exists_but_does_not_decode(self):
+        assert assignment_verdict(None, True, "n1", 6700, [(1, 1)]) == UNREADABLE
+
+    def test_verdict_changed_when_our_slot_holds_another_set(self):
+        assert assignment_verdict(A, True, "n1", 6700, [(1, 1)]) == CHANGED
+        assert assignment_verdict(A, True, "n2", 6701, [(4, 4), (5, 5)]) == CHANGED
+
+    def test_task_endpoints_resolve_node_to_host(self):
+        assert task_endpoints(A) == {1: ("10.0.0.1", 6700), 2: ("10.0.0.1", 6700),
+                                     3: ("10.0.0.1", 6700), 4: ("10.0.0.2", 6701)}
+
+    def test_a_node_without_host_is_left_out_and_named(self):
+        a = Assignment("t1", {(1, 1): ("n1", 6700), (2, 2): ("ghost", 6700)}, node_host={"n1": "h1"})
+        assert task_endpoints(a) == {1: ("h1", 6700)}
+        assert nodes_without_host(a) == ["ghost"]
+
+    def test_missing_tasks_skips_local_and_known(self):
+        assert missing_tasks([1, 2, 3, 7, 9], local=[1], endpoints={2: ("h", 1), 3: ("h", 1)}) == [7, 9]
+
+    def test_remote_backpressure_is_the_union_of_the_other_workers(self):
+        by_slot = {("n1", 6700): frozenset({1, 2}), ("n2", 6701): frozenset({4}),
+                   ("n3", 6702): frozenset({5, 6})}
+        assert remote_backpressure(by_slot, ("n1", 6700)) == {4, 5, 6}
+        assert remote_backpressure({}, ("n1", 6700)) == set()
+
+    @pytest.mark.parametrize("status,active", [("active", True), ("inactive", False),
+                                               ("rebalancing", False), ("killed", False)])
+    def test_only_an_active_status_runs_spouts(self, status, active):
+        info = TopologyInfo("t1", "t", status, 1, {}, "d", 0.0)
+        assert is_active(info) is active
+
+    def test_a_gone_topology_is_inactive(self):
+        assert is_active(None) is False
+
+    def test_check_executors_names_bad_ranges(self):
+        t2c = {1: "a", 2: "a", 3: "b"}
+        assert check_executors([(1, 2), (3, 3)], t2c) == []
+        problems = check_executors([(2, 3), (4, 5)], t2c)
+        assert "executor [2, 3] spans components ['a', 'b']" in problems
+        assert "executor [4, 5] names tasks the topology does not have" in problems
+
+    def test_merge_conf_topology_overrides_but_not_daemon_keys(self):
+        base = build_config({"zookeeper.root": "/mine", "topology.workers": 1}, user_file=False)
+        conf, ignored = merge_worker_conf(
+            base, {"topology.workers": 3, "zookeeper.root": "/elsewhere", "squall.local.dir": "/x",
+                   "my.key": 1}, {"topology.workers": 4})
+        assert conf["topology.workers"] == 4  # -c beats the topology conf
+        assert conf["zookeeper.root"] == "/mine"
+        assert conf["squall.local.dir"] == base["squall.local.dir"]
+        assert conf["my.key"] == 1
+        assert ignored == ["squall.local.dir", "zookeeper.root"]
+
+    def test_heartbeat_record(self):
+        rec = heartbeat_record(12.5, "t1", 6700, "w1", 42, [(3, 4), (1, 1)])
+        assert rec == {"time": 12.5, "topology_id": "t1", "port": 6700, "worker_id": "w1", "pid": 42,
+                       "executors": [[1, 1], [3, 4]]}
+        assert json.loads(json.dumps(rec)) == rec
+
+
+class TestBundleFiles:
+    def test_missing_code_dir(self, tmp_path):
+        with pytest.raises(WorkerError, match="has no code/ directory"):
+            load_bundle_topology(tmp_path)
+
+    def test_garbage_topology_bin(self, tmp_path):
+        (tmp_path / "code").mkdir()
+        (tmp_path / "topology.bin").write_bytes(b"not a pickle")
+        with pytest.raises(WorkerError, match="topology.bin"):
+            load_bundle_topology(tmp_path)
+
+    def test_conf_json_errors_name_the_problem(self, tmp_path):
+        with pytest.raises(WorkerError, match="has no conf.json"):
+            read_topology_conf(tmp_path)
+        (tmp_path / "conf.json").write_text("[1, 2]")
+        with pytest.raises(WorkerError, match="must hold a JSON object"):
+            read_topology_conf(tmp_path)
+        (tmp_path / "conf.json").write_text(json.dumps({"topology.workers": "two"}))
+        with pytest.raises(WorkerError, match="topology.workers"):
+            read_topology_conf(tmp_path)
+
+
+class TestHaltingTimer:
+    def test_runs_periodically_and_on_trigger(self):
+        calls: list[float] = []
+        timer = HaltingTimer("t", 0.05, lambda: calls.append(time.monotonic()), lambda *_: None).start()
+        try:
+            wait_for(lambda: len(calls) >= 3, 5, "three periodic runs")
+            slow = HaltingTimer("slow", 60, lambda: calls.append(-1.0), lambda *_: None).start()
+            slow.trigger()
+            wait_for(lambda: -1.0 in calls, 5, "a triggered run")
+            slow.cancel()
+        finally:
+            timer.cancel()
+        assert not timer.alive
+
+    def test_a_raising_callback_halts(self):
+        halted: list[tuple[str, BaseException]] = []
+        done = threading.Event()
+
+        def boom() -> None:
+            raise ValueError("bad state")
+
+        def on_halt(name: str, exc: BaseException) -> None:
+            halted.append((name, exc))
+            done.set()
+
+        timer = HaltingTimer("refresh", 0.01, boom, on_halt).start()
+        assert done.wait(5)
+        wait_for(lambda: not timer.alive, 5, "the timer thread to end")
+        assert len(halted) == 1 and halted[0][0] == "refresh" and isinstance(halted[0][1], ValueError)
+
+
+# --- against a real ZooKeeper -------------------------------------------------------------
+
+@pytest.mark.cluster
+def test_zk_writer_throttles_errors_and_publishes_backpressure(cluster_conf):
+    conf = {**cluster_conf, "topology.max.error.report.per.interval": 3,
+            "topology.error.throttle.interval.secs": 60}
+    with ClusterState(conf) as state:
+        writer = ZkWriter(state, "t1", "n1", 6700, "127.0.0.1", conf)
+        writer.start()
+        try:
+            for i in range(10):
+                writer.report_error("split", 3, f"boom {i}")
+            writer.report_error("count", 4, "other component")
+            writer.publish_backpressure({7, 8})
+            wait_for(lambda: len(state.errors("t1")) == 4, 10, "four error reports")
+            wait_for(lambda: state.backpressure("t1") == {("n1", 6700): frozenset({7, 8})}, 10,
+                     "backpressure node")
+            writer.publish_backpressure(set())
+            wait_for(lambda: state.backpressure("t1") == {}, 10, "backpressure cleared")
+        finally:
+            writer.stop()
+        errors = state.errors("t1")
+        assert [e.error for e in errors if e.component == "split"] == ["boom 0", "boom 1", "boom 2"]
+        assert all(e.host == "127.0.0.1" and e.port == 6700 for e in errors)
+
+
+# --- real worker processes ---------------------------------------------------------------
+
+class WorkerHarness:
+    """A supervisor's part done by hand: bundle dir, supervisor conf, ZooKeeper records,
+    and worker processes launched the way the supervisor launches them."""
+
+    def __init__(self, tmp_path: Path, cluster_conf: dict[str, Any]) -> None:
+        self.local = tmp_path / "supervisor"
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+        self.node = f"sup-{uuid.uuid4().hex[:8]}"
+        self.topology_id = f"numbers-1-{int(time.time())}"
+        self.cluster_conf = cluster_conf
+        self.state = ClusterState(cluster_conf).start()
+        self.procs: list[subprocess.Popen] = []
+        self.conf_path = self.local / "supervisor-conf.yaml"
+        self.topology_conf: dict[str, Any] = {}
+        self.executors: dict[tuple[int, int], str] = {}
+
+    # -- set-up -------------------------------------------------------------------------
+    def write_supervisor_conf(self, **extra: Any) -> None:
+        self.local.mkdir(parents=True, exist_ok=True)
+        conf = {**self.cluster_conf, "squall.local.dir": str(self.local),
+                "zmq.bind.host": "127.0.0.1", "supervisor.host": "127.0.0.1",
+                "worker.heartbeat.frequency.secs": 0.2, "task.heartbeat.frequency.secs": 0.5,
+                "task.refresh.poll.secs": 0.5, "zmq.linger.millis": 1000, **extra}
+        self.conf_path.write_text(yaml.safe_dump(conf), encoding="utf-8")
+
+    def write_bundle(self, **topology_conf: Any) -> None:
+        """code/ (the topology module), topology.bin and conf.json, as the supervisor extracts them."""
+        bundle = self.local / "topologies" / self.topology_id
+        (bundle / "code").mkdir(parents=True)
+        shutil.copy(TOPOLOGY_SOURCE, bundle / "code" / TOPOLOGY_SOURCE.name)
+        topology, _, _ = load_topology(bundle / "code" / TOPOLOGY_SOURCE.name)
+        (bundle / "topology.bin").write_bytes(topology.to_bytes())
+        self.topology_conf = {"topology.name": "numbers", "test.out_dir": str(self.out),
+                              "test.count": 300, **topology_conf}
+        (bundle / "conf.json").write_text(json.dumps(self.topology_conf), encoding="utf-8")
+        full = build_config(self.topology_conf, user_file=False)
+        system = system_topology(topology, full)
+        self.executors = executors_of(system, task_ids(system))
+
+    def publish(self, placement: dict[tuple[int, int], int], status: str = "active") -> None:
+        """TopologyInfo and an Assignment putting each executor on (this node, port)."""
+        self.state.set_topology(TopologyInfo(self.topology_id, "numbers", status, 2,
+                                             {"numbers": 1, "sink": 2}, "digest", time.time(),
+                                             self.topology_conf))
+        self.assign(placement)
+
+    def assign(self, placement: dict[tuple[int, int], int], node: str | None = None) -> None:
+        node = node or self.node
+        self.state.set_assignment(Assignment(
+            self.topology_id, {ex: (node, port) for ex, port in placement.items()},
+            node_host={node: "127.0.0.1"}, executor_start={ex: time.time() for ex in placement},
+            code_digest="digest"))
+
+    def of(self, component: str) -> list[tuple[int, int]]:
+        return sorted(ex for ex, comp in self.executors.items() if comp == component)
+
+    # -- processes ----------------------------------------------------------------------
+    def launch(self, port: int, worker_id: str | None = None) -> subprocess.Popen:
+        worker_id = worker_id or uuid.uuid4().hex
+        wdir = self.local / "workers" / worker_id
+        wdir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        with open(wdir / "worker.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "squall.daemons.worker_main", "start", self.topology_id,
+                 self.node, str(port), worker_id],
+                cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        proc.worker_dir = wdir  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def log_of(proc: subprocess.Popen) -> str:
+        path = proc.worker_dir / "worker.log"  # type: ignore[attr-defined]
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+    def wait_exit(self, proc: subprocess.Popen, timeout: float = WAIT) -> int:
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"worker {proc.pid} still running after {timeout}s:\n"
+                                 f"{self.log_of(proc)[-4000:]}") from None
+
+    def beat(self, port: int):
+        return self.state.worker_beats(self.topology_id).get((self.node, port))
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()  # by PID
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.state.close()
+
+    # -- the sink's and spout's files ----------------------------------------------------
+    def numbers(self, prefix: str) -> list[int]:
+        out: list[int] = []
+        for path in sorted(self.out.glob(f"{prefix}-*.txt")):
+            out.extend(int(line) for line in path.read_text().split())
+        return out
+
+    def events(self) -> list[str]:
+        return [line for p in sorted(self.out.glob("events-*.txt")) for line in p.read_text().split()]
+
+
+@pytest.fixture
+def harness(tmp_path: Path, cluster_conf: dict[str, Any]) -> Iterator[WorkerHarness]:
+    h = WorkerHarness(tmp_path, cluster_conf)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def one_worker(harness: WorkerHarness, port: int, status: str = "active", **topology_conf: Any) -> None:
+    harness.write_supervisor_conf()
+    harness.write_bundle(**topology_conf)
+    harness.publish({ex: port for ex in harness.executors}, status)
+
+
+@pytest.mark.cluster
+def test_reliable_tuples_complete_across_two_worker_processes(harness):
+    port_a, port_b = free_port(), free_port()
+    harness.write_supervisor_conf()
+    harness.write_bundle(**{"topology.workers": 2})
+    ackers = harness.of("__acker")
+    assert len(ackers) == 2
+    # The spout and one acker on A, both sink executors and the other acker on B: every
+    # tuple, every ack and every ack-back crosses between the processes.
+    placement = {ex: port_a for ex in harness.of("numbers") + ackers[:1]}
+    placement.update({ex: port_b for ex in harness.of("sink") + ackers[1:]})
+    harness.publish(placement)
+    a = harness.launch(port_a)
+    b = harness.launch(port_b)
+    logs = lambda: harness.log_of(a)[-3000:] + "\n----\n" + harness.log_of(b)[-3000:]  # noqa: E731
+    wait_for(lambda: len(harness.numbers("acked")) >= 300, 60, "all 300 tuple trees to complete", logs)
+    time.sleep(0.5)  # anything extra (a duplicate) would show up now
+    assert sorted(harness.numbers("acked")) == list(range(300))
+    assert sorted(harness.numbers("sink")) == list(range(300))
+    assert a.poll() is None and b.poll() is None
+    # Both wrote ZooKeeper beats naming their own executors.
+    assert sorted(harness.beat(port_a).executors) == sorted(harness.of("numbers") + ackers[:1])
+    assert sorted(harness.beat(port_b).executors) == sorted(harness.of("sink") + ackers[1:])
+    for proc in (a, b):
+        proc.send_signal(signal.SIGTERM)
+    assert harness.wait_exit(a) == 0 and harness.wait_exit(b) == 0
+
+
+@pytest.mark.cluster
+def test_heartbeats_refresh_and_sigterm_stops_cleanly(harness):
+    port = free_port()
+    one_worker(harness, port)
+    proc = harness.launch(port)
+    wdir = proc.worker_dir
+    hb_path = wdir / "heartbeat.json"
+    wait_for(lambda: hb_path.exists(), WAIT, "the heartbeat file", lambda: harness.log_of(proc))
+    assert (wdir / "pid").read_text() == str(proc.pid)
+    first = json.loads(hb_path.read_text())
+    assert first["pid"] == proc.pid and first["port"] == port and first["topology_id"] == harness.topology_id
+    assert first["executors"] == [list(e) for e in sorted(harness.executors)]
+    wait_for(lambda: json.loads(hb_path.read_text())["time"] > first["time"], 10, "a newer local heartbeat")
+
+    beat = wait_for(lambda: harness.beat(port), 10, "a ZooKeeper worker beat")
+    assert sorted(beat.executors) == sorted(harness.executors)
+    wait_for(lambda: (b := harness.beat(port)) is not None and b.time > beat.time, 10, "a newer worker beat")
+    stats = wait_for(lambda: harness.beat(port).stats.get("executors"), 10, "executor stats in the beat")
+    assert sorted(tuple(s["executor"]) for s in stats) == sorted(harness.executors)
+
+    proc.send_signal(signal.SIGTERM)
+    assert harness.wait_exit(proc) == 0, harness.log_of(proc)
+    assert harness.beat(port) is None
+    assert not hb_path.exists()
+    log = harness.log_of(proc)
+    assert "worker stopping" in log and "SIGTERM" in log and "worker shut down" in log
+
+
+@pytest.mark.cluster
+def test_deactivate_stops_the_spout_and_activate_resumes_it(harness):
+    port = free_port()
+    one_worker(harness, port, **{"test.count": 10**9, "test.rate": 200})
+    proc = harness.launch(port)
+    logs = lambda: harness.log_of(proc)[-3000:]  # noqa: E731
+    wait_for(lambda: len(harness.numbers("sink")) >= 20, WAIT, "tuples flowing", logs)
+    assert harness.events() == ["activate"]
+
+    assert harness.state.set_topology_status(harness.topology_id, "inactive")
+    wait_for(lambda: harness.events()[-1:] == ["deactivate"], 10, "the spout's deactivate", logs)
+    # In-flight tuples may still land; then nothing more is emitted.
+    settled = wait_for(lambda: _stable(lambda: len(harness.numbers("sink")), 0.5), 10, "the sink to settle")
+    time.sleep(1.5)
+    assert len(harness.numbers("sink")) == settled
+
+    assert harness.state.set_topology_status(harness.topology_id, "active")
+    wait_for(lambda: harness.events()[-1:] == ["activate"], 10, "the spout's activate", logs)
+    wait_for(lambda: len(harness.numbers("sink")) >= settled + 20, 10, "tuples flowing again", logs)
+    assert proc.poll() is None
+
+
+def _stable(read: Callable[[], int], secs: float) -> int | None:
+    before = read()
+    time.sleep(secs)
+    return before if read() == before else None
+
+
+@pytest.mark.cluster
+def test_worker_exits_0_when_its_executors_leave_the_assignment(harness):
+    port = free_port()
+    one_worker(harness, port, **{"test.rate": 100})
+    proc = harness.launch(port)
+    wait_for(lambda: harness.beat(port), WAIT, "the worker beat", lambda: harness.log_of(proc))
+    # Nimbus moved everything to another supervisor.
+    harness.assign({ex: 6700 for ex in harness.executors}, node="another-supervisor")
+    assert harness.wait_exit(proc, 15) == 0
+    assert harness.beat(port) is None
+    assert "assignment no longer names this worker" in harness.log_of(proc)
+
+
+@pytest.mark.cluster
+def test_worker_not_in_the_assignment_at_start_exits_0(harness):
+    port = free_port()
+    one_worker(harness, port)
+    proc = harness.launch(free_port())  # a slot the assignment does not name
+    assert harness.wait_exit(proc) == 0
+    assert "names no executors" in harness.log_of(proc)
+
+
+@pytest.mark.cluster
+def test_missing_code_bundle_exits_1_with_a_clear_log_line(harness):
+    port = free_port()
+    one_worker(harness, port)
+    shutil.rmtree(harness.local / "topologies" / harness.topology_id)
+    proc = harness.launch(port)
+    assert harness.wait_exit(proc) == 1
+    log = harness.log_of(proc)
+    assert f"code bundle for {harness.topology_id} not found at" in log
+    assert str(harness.local / "topologies" / harness.topology_id) in log
+    assert (proc.worker_dir / "pid").read_text() == str(proc.pid)  # written before anything else
+
+
+@pytest.mark.cluster
+def test_an_executor_that_cannot_start_ends_the_worker_with_1(harness):
+    port = free_port()
+    one_worker(harness, port, **{"test.fail_open": True})
+    proc = harness.launch(port)
+    assert harness.wait_exit(proc) == 1
+    log = harness.log_of(proc)
+    assert "refuses to open" in log
+    # The failure was also reported to ZooKeeper for the UI/CLI.
+    errors = wait_for(lambda: harness.state.errors(harness.topology_id, "numbers"), 10, "the error report")
+    assert "refuses to open" in errors[0].error
+
+
+class TcpProxy:
+    """A TCP relay to ZooKeeper that the test can cut, making ZooKeeper unreachable for
+    the processes that connect through it (and only for them)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        import socket
+
+        self._socket = socket
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._conns: list[Any] = []
+        self._lock = threading.Lock()
+        self._cut = threading.Event()
+        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._cut.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = self._socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                if self._cut.is_set():
+                    client.close()
+                    server.close()
+                    return
+                self._conns += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: Any, dst: Any) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(self._socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self._cut.set()
+        self.listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+@pytest.mark.cluster
+def test_zookeeper_unreachable_past_the_session_timeout_halts_the_worker_with_1(harness, zk_server):
+    proxy = TcpProxy((zk_server.host, zk_server.port))
+    try:
+        port = free_port()
+        harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": proxy.port})
+        harness.write_bundle()
+        harness.publish({ex: port for ex in harness.executors})
+        proc = harness.launch(port)
+        wait_for(lambda: harness.beat(port), WAIT, "the worker beat", lambda: harness.log_of(proc))
+        proxy.cut()
+        # The session timeout in these tests is 6 s; the timers' ZooKeeper calls give up then.
+        assert harness.wait_exit(proc, 25) == 1
+        log = harness.log_of(proc)
+        assert "timer callback raised; the worker halts" in log
+        assert "unavailable" in log
+    finally:
+        proxy.cut()
