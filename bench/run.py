@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""squall benchmarks: ``python bench/run.py SCENARIO [--duration S] [--json]``, ``--list``.
+
+Each scenario runs, warms up, then measures throughput over ``--duration`` seconds from
+the executors' own counters, and prints it with the machine's state (CPUs, load).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "examples"))
+
+SCENARIOS: dict[str, tuple[str, Callable[[float, float], dict[str, Any]]]] = {}
+
+
+def scenario(name: str, doc: str):
+    def register(fn):
+        SCENARIOS[name] = (doc, fn)
+        return fn
+    return register
+
+
+def _measure_local(topology, conf: dict, component: str, duration: float, warmup: float) -> dict[str, Any]:
+    """Run in local mode; rate = tuples executed by ``component`` per second."""
+    from squall import LocalCluster
+    from squall.logs import configure
+
+    configure("console", "WARNING")
+    with LocalCluster() as cluster:
+        cluster.submit("bench", conf, topology)
+
+        def executed() -> int:
+            return sum(s["executed"] for s in cluster.stats("bench") if s["component"] == component)
+
+        time.sleep(warmup)
+        start_n, start_t, start_cpu = executed(), time.monotonic(), time.process_time()
+        time.sleep(duration)
+        n, elapsed = executed() - start_n, time.monotonic() - start_t
+        cpu = (time.process_time() - start_cpu) / elapsed
+        stats = cluster.stats("bench")
+        cluster.kill("bench")
+    out: dict[str, Any] = {"tuples_per_sec": n / elapsed, "tuples": n, "seconds": elapsed,
+                           "process_cpu": round(cpu, 2)}
+    lat = [s["complete_latency_ms"] for s in stats if "complete_latency_ms" in s]
+    if lat:
+        out["complete_latency_ms"] = {"p50": round(lat[0]["p50"], 2), "p99": round(lat[0]["p99"], 2)}
+    failed = sum(s.get("failed", 0) for s in stats)
+    if failed:
+        out["failed"] = failed
+    return out
+
+
+@scenario("local-const-id-null", "storm-perf ConstSpoutIdBoltNullBolt, local mode, no acking")
+def local_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
+    from perf_topologies import const_id_null
+
+    return _measure_local(const_id_null(False), {"topology.acker.executors": 0}, "null", duration, warmup)
+
+
+@scenario("local-const-id-null-acked",
+          "the same with message ids and one acker (topology.max.spout.pending 1000)")
+def local_const_id_null_acked(duration: float, warmup: float) -> dict[str, Any]:
+    from perf_topologies import const_id_null
+
+    conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1000}
+    return _measure_local(const_id_null(True), conf, "null", duration, warmup)
+
+
+@scenario("local-wordcount", "examples/wordcount.py (reliable spout, acking on), words counted per second")
+def local_wordcount(duration: float, warmup: float) -> dict[str, Any]:
+    import wordcount
+
+    return _measure_local(wordcount.topology(1, 1), dict(wordcount.CONFIG), "count", duration, warmup)
+
+
+@scenario("local-wordcount-unacked", "examples/wordcount.py with acking off")
+def local_wordcount_unacked(duration: float, warmup: float) -> dict[str, Any]:
+    import wordcount
+
+    return _measure_local(wordcount.topology(1, 1), {"topology.acker.executors": 0}, "count", duration, warmup)
+
+
+def _register_optional() -> None:
+    """Scenarios that live in their own modules (cluster, ZeroMQ ceiling, Spark)."""
+    try:
+        import zmq_ceiling
+    except ImportError:
+        return
+
+    @scenario("zmq-ceiling", "two plain processes passing msgpack tuple batches over ZeroMQ PUSH/PULL")
+    def _zmq(duration: float, warmup: float) -> dict[str, Any]:
+        return zmq_ceiling.run(duration)
+
+    try:
+        import cluster_bench
+    except ImportError:
+        return
+    for name, (doc, fn) in cluster_bench.SCENARIOS.items():
+        SCENARIOS[name] = (doc, fn)
+
+
+_register_optional()
+
+
+def machine() -> dict[str, Any]:
+    load = os.getloadavg()
+    return {"cpus": os.cpu_count(), "load_avg_1m": round(load[0], 2), "python": sys.version.split()[0]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?")
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds (default 10)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring (default 3)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--list", action="store_true", help="list scenarios")
+    args = parser.parse_args()
+    if args.list or not args.scenario:
+        for name, (doc, _) in SCENARIOS.items():
+            print(f"{name:32} {doc}")
+        return 0 if args.list else 2
+    if args.scenario not in SCENARIOS:
+        print(f"unknown scenario {args.scenario!r}; --list shows them", file=sys.stderr)
+        return 2
+    before = machine()
+    result = SCENARIOS[args.scenario][1](args.duration, args.warmup)
+    result = {"scenario": args.scenario, **result, "machine": before}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
+        if "complete_latency_ms" in result:
+            lat = result["complete_latency_ms"]
+            line += f", complete latency p50 {lat['p50']:.1f} ms p99 {lat['p99']:.1f} ms"
+        m = result["machine"]
+        print(line + f"  [{m['cpus']} CPUs, load {m['load_avg_1m']}, Python {m['python']}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

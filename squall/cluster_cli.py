@@ -1,0 +1,274 @@
+"""Cluster commands of the ``squall`` CLI: the daemons and the nimbus client commands.
+
+``squall nimbus`` / ``squall supervisor`` load their daemon module only when run (so a
+missing or broken daemon module never breaks the other commands, and ``squall list`` does
+not import the HTTP server). The client commands talk to nimbus at ``nimbus.host`` /
+``nimbus.port`` (user file, ``SQUALL_CONF`` or ``-c``). Exit codes: 0 ok, 1 failure (with a
+one-line reason), 2 usage.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from squall.cli import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.daemons.nimbus_client import NimbusClient, NimbusError
+
+
+class LazyCommand(click.Command):
+    """A command whose implementation (a click command at ``module:attr``) is imported on use."""
+
+    def __init__(self, name: str, target: str, short_help: str) -> None:
+        super().__init__(name, short_help=short_help, help=short_help)
+        self.target = target
+        self._real: click.Command | None = None
+
+    def _load(self) -> click.Command:
+        if self._real is None:
+            module, _, attr = self.target.partition(":")
+            try:
+                real = getattr(importlib.import_module(module), attr)
+            except ModuleNotFoundError as exc:
+                raise Failure(f"`squall {self.name}` is not available: module {exc.name} is missing") from None
+            except AttributeError:
+                raise Failure(f"`squall {self.name}` is not available: {module} has no {attr}") from None
+            self._real = real
+        return self._real
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return self._load().get_params(ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return self._load().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return self._load().invoke(ctx)
+
+    def get_help(self, ctx: click.Context) -> str:
+        return self._load().get_help(ctx)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.short_help or ""
+
+
+nimbus = LazyCommand("nimbus", "squall.daemons.nimbus:nimbus_command",
+                     "Run nimbus (HTTP API, scheduling, leader election) in the foreground.")
+supervisor = LazyCommand("supervisor", "squall.daemons.supervisor:supervisor_command",
+                         "Run a supervisor (worker slots of this host) in the foreground.")
+
+JSON_OUT = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+def _client(conf: Mapping[str, Any]) -> NimbusClient:
+    return NimbusClient.from_conf(conf)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a client call; nimbus errors become a one-line Failure (exit code 1)."""
+    try:
+        return fn(*args, **kwargs)
+    except NimbusError as exc:
+        raise Failure(str(exc)) from None
+
+
+def _duration(secs: float | None) -> str:
+    if secs is None:
+        return "-"
+    secs = int(secs)
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h{minutes}m"
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{minutes}m{seconds}s"
+    return f"{seconds}s"
+
+
+def _table(rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@OVERRIDES
+def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
+    """Submit the topology defined in FILE to nimbus."""
+    from squall import config as _config
+    from squall.daemons.code_store import build_bundle
+    from squall.loader import TopologyFileError, load_topology
+    from squall.topology import TopologyError
+
+    extra = parse_overrides(overrides)
+    conf = base_config(extra)
+    try:
+        topology, file_conf, module = load_topology(file)
+    except (TopologyFileError, TopologyError, _config.ConfigError) as exc:
+        raise Failure(str(exc)) from None
+    name = name or module.__name__
+    topology_conf = {**file_conf, **extra, "topology.name": name}
+    try:
+        bundle = build_bundle(file, topology, topology_conf)
+    except (OSError, TypeError, ValueError) as exc:
+        raise Failure(f"cannot build the code bundle of {file}: {exc}") from None
+    limit = int(conf["nimbus.code.max.upload.bytes"])
+    if len(bundle) > limit:
+        raise Failure(f"the code bundle is {len(bundle)} bytes, above nimbus.code.max.upload.bytes "
+                      f"({limit}); move large data out of {Path(file).resolve().parent}")
+    reply = _call(_client(conf).submit, name, bundle)
+    click.echo(f"submitted topology {reply['name']} as {reply['id']} "
+               f"({reply.get('workers', 0)} workers, {reply.get('executors', 0)} executors)")
+    if reply.get("warning"):
+        click.echo(f"warning: {reply['warning']}", err=True)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--wait", "wait_secs", type=click.FloatRange(min=0), default=None,
+              help="Seconds between deactivation and removal (default: topology.message.timeout.secs).")
+@OVERRIDES
+def kill(name: str, wait_secs: float | None, overrides: tuple[str, ...]) -> None:
+    """Kill topology NAME: deactivate it now, remove it after the wait."""
+    conf = base_config(parse_overrides(overrides))
+    reply = _call(_client(conf).kill, name, wait_secs)
+    click.echo(f"killed topology {reply['name']} ({reply['id']}); removal in {reply['wait_secs']:g}s")
+
+
+@click.command()
+@click.argument("name")
+@OVERRIDES
+def activate(name: str, overrides: tuple[str, ...]) -> None:
+    """Activate topology NAME (its spouts emit again)."""
+    conf = base_config(parse_overrides(overrides))
+    reply = _call(_client(conf).activate, name)
+    click.echo(f"topology {reply['name']} is {reply['status']}")
+
+
+@click.command()
+@click.argument("name")
+@OVERRIDES
+def deactivate(name: str, overrides: tuple[str, ...]) -> None:
+    """Deactivate topology NAME (its spouts stop emitting)."""
+    conf = base_config(parse_overrides(overrides))
+    reply = _call(_client(conf).deactivate, name)
+    click.echo(f"topology {reply['name']} is {reply['status']}")
+
+
+def _parse_executors(pairs: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pair in pairs:
+        component, sep, raw = pair.rpartition("=")
+        if not sep or not component or not raw.strip().isdigit() or int(raw) < 1:
+            raise click.BadParameter(f"{pair!r} is not COMPONENT=N with N >= 1", param_hint="-e")
+        out[component] = int(raw)
+    return out
+
+
+@click.command()
+@click.argument("name")
+@click.option("-n", "--num-workers", type=click.IntRange(min=1), default=None, help="New number of workers.")
+@click.option("-e", "--executors", "executor_pairs", multiple=True, metavar="COMPONENT=N",
+              help="New executor count of a component (at most its task count); repeatable.")
+@click.option("--wait", "wait_secs", type=click.FloatRange(min=0), default=None,
+              help="Seconds the topology is deactivated before the move (default: topology.message.timeout.secs).")
+@OVERRIDES
+def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...], wait_secs: float | None,
+              overrides: tuple[str, ...]) -> None:
+    """Spread topology NAME anew over a number of workers and/or change executor counts."""
+    executors = _parse_executors(executor_pairs)
+    conf = base_config(parse_overrides(overrides))
+    reply = _call(_client(conf).rebalance, name, num_workers, executors, wait_secs)
+    if reply["status"] == "rebalancing":
+        click.echo(f"rebalancing topology {reply['name']} to {reply['num_workers']} workers "
+                   f"in {reply['wait_secs']:g}s")
+    else:
+        click.echo(f"rebalanced topology {reply['name']}: {reply.get('workers', 0)} workers, "
+                   f"status {reply['status']}")
+
+
+@click.command("list")
+@JSON_OUT
+@OVERRIDES
+def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
+    """List the topologies on the cluster."""
+    conf = base_config(parse_overrides(overrides))
+    rows = _call(_client(conf).topologies)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no topologies")
+        return
+    table = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
+    table += [(r["name"], r["id"], r["status"], r["workers"], r["executors"], _duration(r["uptime"]))
+              for r in rows]
+    click.echo(_table(table))
+
+
+@click.command()
+@click.argument("name")
+@JSON_OUT
+@OVERRIDES
+def status(name: str, as_json: bool, overrides: tuple[str, ...]) -> None:
+    """Show topology NAME: components, executors with host and port, counters, last errors."""
+    conf = base_config(parse_overrides(overrides))
+    st = _call(_client(conf).topology, name)
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    click.echo(f"topology {st['name']} ({st['id']}): {st['status']}, {len(st['workers'])} workers "
+               f"(requested {st['requested_workers']}), {st['executors']} executors, "
+               f"uptime {_duration(st['uptime'])}")
+    table: list[tuple[Any, ...]] = [("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED",
+                                     "EXECUTED", "ACKED", "FAILED")]
+    errors = []
+    for comp in st["components"]:
+        table.append((f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors", "",
+                      "", comp["emitted"], comp["executed"], comp["acked"], comp["failed"]))
+        for ex in comp["executors"]:
+            where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
+            table.append(("", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, _duration(ex["uptime"]),
+                          ex["emitted"], ex["executed"], ex["acked"], ex["failed"]))
+        err = comp.get("last_error")
+        if err:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
+            first = (err["error"].strip().splitlines() or [""])[-1]
+            errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
+    click.echo(_table(table))
+    if errors:
+        click.echo("last errors:")
+        click.echo("\n".join(errors))
+
+
+@click.command("dev-cluster")
+@click.option("--supervisors", "num_supervisors", type=click.IntRange(min=1, max=32), default=2,
+              show_default=True, help="Number of supervisors.")
+@click.option("--slots-per-supervisor", type=click.IntRange(min=1, max=64), default=4, show_default=True,
+              help="Worker slots (ports) per supervisor.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default="squall-dev-cluster",
+              show_default=True, help="Directory for configs, state and logs.")
+@LOG_FORMAT
+def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
+    """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
+    from squall.dev_cluster import DevClusterError, run_dev_cluster
+
+    try:
+        code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
+    except DevClusterError as exc:
+        raise Failure(str(exc)) from None
+    if code:
+        raise SystemExit(code)
+
+
+COMMANDS = [nimbus, supervisor, submit, kill, activate, deactivate, rebalance, list_, status, dev_cluster]
