@@ -42,6 +42,10 @@ class LocalCluster:
 
     def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
         self.conf = _config.build_config(conf, {"squall.messaging.transport": "local"})
+        if not structlog.is_configured():  # the host program did not set logging up: use ours
+            from squall.logs import configure_from
+
+            configure_from(self.conf)
         self._context = LocalContext()
         self._topologies: dict[str, LocalTopology] = {}
         self._lock = threading.Lock()

@@ -83,6 +83,7 @@ class WorkerRuntime:
         self._low = float(conf["worker.receive.low.watermark"])
         self.dropped_unknown_task = 0
         self.dropped_bad_payload = 0
+        self.dropped_unserializable = 0
         self.started_at = time.time()
 
     def _stream_fields(self, component: str, stream: str) -> Fields:
@@ -163,7 +164,18 @@ class WorkerRuntime:
         if block and task in self.remote_bp:
             while task in self.remote_bp and not self.stopping.is_set():
                 time.sleep(0.001)  # hold emits for this task only until it drains
-        self.transfer_queue.put((task, self.serializer.dumps(tuples)), 1, block)
+        try:
+            payload = self.serializer.dumps(tuples)
+        except SerializationError as exc:
+            # Reported against the emitting component; anchored tuples then time out and
+            # their spouts replay them. Nothing crosses the wire half-encoded.
+            self.dropped_unserializable += len(tuples)
+            src = tuples[0].source
+            self.log.error("tuples could not be serialized", component=src.component, task=src.task,
+                           stream=src.stream, error=str(exc), tuples=len(tuples))
+            self.report_error(src.component, src.task, f"SerializationError: {exc}")
+            return
+        self.transfer_queue.put((task, payload), 1, block)
 
     def _transfer_loop(self) -> None:
         tq = self.transfer_queue

@@ -1,0 +1,134 @@
+"""Tuple batches across workers: user types need a registered serializer; bad payloads
+are rejected whole."""
+import msgpack
+import pytest
+
+from squall import Bolt, LocalCluster, Spout, TopologyBuilder
+from squall.model import task_ids
+from squall.runtime.serialization import SerializationError, TupleSerializer
+from squall.testing.components import Recorder, wait_until
+from squall.tuple import Fields, Source, Tuple
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __eq__(self, other):
+        return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)
+
+
+class PointSerializer:
+    def serialize(self, p):
+        return msgpack.packb([p.x, p.y])
+
+    def deserialize(self, data):
+        return Point(*msgpack.unpackb(data))
+
+
+class Unregistered:
+    pass
+
+
+def path(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class PointSpout(Spout):
+    def __init__(self, key, value_type):
+        self.key, self.value_type = key, value_type
+
+    def open(self, conf, context, collector):
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self):
+        if self.i < 20:
+            self.i += 1
+            value = Point(self.i, -self.i) if self.value_type == "point" else Unregistered()
+            self.collector.emit([value], msg_id=self.i)
+
+    def ack(self, msg_id):
+        Recorder.add(self.key + ".acked", msg_id)
+
+    def declare_output_fields(self, d):
+        d.declare(["p"])
+
+
+class PointSink(Bolt):
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, t):
+        Recorder.add(self.key, t["p"])
+        self.collector.ack(t)
+
+
+def _topology(key, value_type):
+    b = TopologyBuilder()
+    b.set_spout("points", PointSpout(key, value_type))
+    b.set_bolt("sink", PointSink(key), 2).shuffle("points")
+    return b.build()
+
+
+def test_registered_user_type_crosses_workers():
+    conf = {"topology.workers": 3, "topology.serializers": {path(Point): path(PointSerializer)}}
+    with LocalCluster() as cluster:
+        cluster.submit("points", conf, _topology("pts", "point"))
+        wait_until(lambda: len(Recorder.get("pts.acked")) == 20, 20, message="all acked")
+    got = Recorder.get("pts")
+    assert sorted((p.x, p.y) for p in got) == [(i, -i) for i in range(1, 21)]
+    assert all(isinstance(p, Point) for p in got)
+
+
+def test_unregistered_type_is_reported_by_name_and_nothing_crashes():
+    with LocalCluster() as cluster:
+        cluster.submit("bad-points", {"topology.workers": 3, "topology.message.timeout.secs": 30},
+                       _topology("bad", "unregistered"))
+        wait_until(lambda: "points" in cluster.errors("bad-points"), 10, message="error reported")
+        text = cluster.errors("bad-points")["points"][0]["error"]
+        assert "cannot serialize a value of type" in text and "Unregistered" in text
+        assert "register it in topology.serializers" in text
+        assert all(e.is_alive() for w in cluster._get("bad-points").workers for e in w.executors)
+
+
+def _serializer():
+    from squall.topology import TopologyBuilder as TB
+
+    b = TB()
+    b.set_spout("points", PointSpout("x", "point"))
+    topo = b.build()
+    return TupleSerializer({}, task_ids(topo), topo.stream_fields), topo
+
+
+def test_round_trip_and_malformed_payloads():
+    ser, topo = _serializer()
+    src = Source("points", 1, "default", Fields(["p"]))
+    back = ser.loads(ser.dumps([Tuple([1], src, {5: 7}), Tuple(["a"], src)]))
+    assert [(t.values, t.ids, t.source_component) for t in back] == [([1], {5: 7}, "points"), (["a"], None, "points")]
+    for bad, message in [
+        (b"\xc1garbage", "undecodable tuple payload"),
+        (msgpack.packb({"a": 1}), "not a list"),
+        (msgpack.packb([[99, "default", [1], None]]), "unknown task 99"),
+        (msgpack.packb([[1, "nostream", [1], None]]), "has no stream 'nostream'"),
+        (msgpack.packb([[1, "default", [1, 2], None]]), "has 2 values, expected 1"),
+        (msgpack.packb([[1, "default"]]), "malformed tuple entry"),
+    ]:
+        with pytest.raises(SerializationError, match=message):
+            ser.loads(bad)
+
+
+def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
+    with LocalCluster() as cluster:
+        tid = cluster.submit("frames", {"topology.workers": 2, "topology.serializers": {path(Point): path(PointSerializer)}},
+                             _topology("frames", "point"))
+        worker = cluster._get("frames").workers[0]
+        client = cluster._context.connect(tid, "local", worker.port)
+        some_task = min(worker.local_tasks)
+        client.send([(999, b"x"), (some_task, b"\xc1garbage")])
+        client.send_raw(b"\x07not a frame")
+        wait_until(lambda: worker.dropped_unknown_task == 1 and worker.dropped_bad_payload == 1, 10,
+                   message="bad input counted")
+        wait_until(lambda: len(Recorder.get("frames.acked")) == 20, 20, message="topology still flows")
