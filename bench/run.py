@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "topologies"))
 sys.path.insert(0, str(HERE.parent / "examples"))
 
 SCENARIOS: dict[str, tuple[str, Callable[[float, float], dict[str, Any]]]] = {}

@@ -19,12 +19,13 @@ import pytest
 import yaml
 
 from squall.config import build_config
-from squall.daemons.cluster_state import Assignment, ClusterState, TopologyInfo
+from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, TopologyInfo
 from squall.daemons.worker import (
     CHANGED,
     GONE,
     KEEP,
     UNREADABLE,
+    ConnectionGuard,
     HaltingTimer,
     WorkerError,
     ZkWriter,
@@ -138,6 +139,22 @@ class TestDecisions:
         assert json.loads(json.dumps(rec)) == rec
 
 
+class TestConnectionGuard:
+    def test_raises_only_after_being_down_longer_than_the_limit(self):
+        guard = ConnectionGuard(6.0, now=100.0)
+        guard.check(True, 101.0)
+        guard.check(False, 104.0)
+        guard.check(False, 107.0)  # down 6 s exactly: not yet
+        with pytest.raises(ClusterStateError, match="unavailable for 6.5s"):
+            guard.check(False, 107.5)
+
+    def test_a_reconnect_resets_the_clock(self):
+        guard = ConnectionGuard(6.0, now=0.0)
+        guard.check(False, 5.0)
+        guard.check(True, 5.5)
+        guard.check(False, 11.0)
+
+
 class TestBundleFiles:
     def test_missing_code_dir(self, tmp_path):
         with pytest.raises(WorkerError, match="has no code/ directory"):
@@ -189,6 +206,24 @@ class TestHaltingTimer:
         assert done.wait(5)
         wait_for(lambda: not timer.alive, 5, "the timer thread to end")
         assert len(halted) == 1 and halted[0][0] == "refresh" and isinstance(halted[0][1], ValueError)
+
+    def test_a_cancelled_timer_does_not_halt(self):
+        halted: list[str] = []
+        started, release = threading.Event(), threading.Event()
+
+        def slow_then_boom() -> None:
+            started.set()
+            release.wait(5)
+            raise ValueError("after cancel")
+
+        timer = HaltingTimer("t", 0.01, slow_then_boom, lambda name, _e: halted.append(name)).start()
+        assert started.wait(5)
+        canceller = threading.Thread(target=timer.cancel)
+        canceller.start()
+        wait_for(lambda: timer._cancelled.is_set(), 5, "cancel to be requested")
+        release.set()
+        canceller.join(5)
+        assert not timer.alive and halted == []
 
 
 # --- against a real ZooKeeper -------------------------------------------------------------
@@ -558,3 +593,32 @@ def test_zookeeper_unreachable_past_the_session_timeout_halts_the_worker_with_1(
         assert "unavailable" in log
     finally:
         proxy.cut()
+
+
+class TestCommandLine:
+    def run(self, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "squall.daemons.worker_main", *args],
+                              env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True,
+                              timeout=60)
+
+    def test_usage_errors_exit_2(self, tmp_path):
+        result = self.run(["start", "t1", "sup", "not-a-port", "w1"], {}, tmp_path)
+        assert result.returncode == 2 and "PORT" in result.stderr
+        result = self.run(["start", "t1", "sup", "6700", "w1", "-c", "topology.workers=many"], {}, tmp_path)
+        assert result.returncode == 2 and "topology.workers" in result.stderr
+
+    def test_unreadable_supervisor_conf_exits_1(self, tmp_path):
+        result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(tmp_path / "nope.yaml")},
+                          tmp_path)
+        assert result.returncode == 1 and "nope.yaml" in result.stderr
+
+    def test_logs_json_lines_unless_the_conf_names_a_format(self, tmp_path):
+        conf = tmp_path / "supervisor-conf.yaml"
+        conf.write_text(yaml.safe_dump({"squall.local.dir": str(tmp_path / "local")}))
+        result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(conf)}, tmp_path)
+        assert result.returncode == 1
+        lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+        stop = [entry for entry in lines if entry["event"] == "worker stopping"]
+        assert stop and stop[0]["exit_code"] == 1 and "code bundle for t1 not found" in stop[0]["reason"]
+        assert stop[0]["daemon"] == "worker" and stop[0]["worker"] == "w1" and stop[0]["port"] == 6700
+        assert (tmp_path / "local" / "workers" / "w1" / "pid").exists()

@@ -84,7 +84,7 @@ def _failure(exc: BaseException, what: str, python: str) -> BackfillError:
         mod = m.group(1)
         if mod.split(".")[0] in ("squall", "msgpack", "structlog", "yaml"):
             msg += (f"; Spark's Python workers run {python!r}, which lacks squall: point "
-                    "spark.pyspark.python (or PYSPARK_PYTHON) at a Python that has squall installed")
+                    "PYSPARK_PYTHON at a Python that has squall installed")
         else:
             msg += (f"; Spark's Python workers cannot import {mod!r}: ship the topology's code "
                     "(ship_code=True, the default) or install it where the workers run")

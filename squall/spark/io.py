@@ -77,22 +77,21 @@ def session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
     """(SparkSession, whether this call started it). An active session is reused as it is.
 
     A new session runs its Python workers with this interpreter (which has squall) unless
-    ``spark.pyspark.python`` or PYSPARK_PYTHON says otherwise; a local master binds to
-    127.0.0.1 unless SPARK_LOCAL_IP is set.
+    PYSPARK_PYTHON (or ``spark.pyspark.python`` in ``conf``) names another; a local
+    master binds to 127.0.0.1 unless SPARK_LOCAL_IP is set.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
+    if SparkContext._active_spark_context is not None:
+        return SparkSession.builder.getOrCreate(), False
     conf = dict(conf or {})
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
-    defaults = {"spark.ui.showConsoleProgress": "false"}
-    if "PYSPARK_PYTHON" not in os.environ:
-        defaults["spark.pyspark.python"] = sys.executable
-    for k, v in {**defaults, **conf}.items():
+    # PySpark starts its Python workers with $PYSPARK_PYTHON (default: python3 on PATH).
+    os.environ.setdefault("PYSPARK_PYTHON", conf.pop("spark.pyspark.python", sys.executable))
+    for k, v in {"spark.ui.showConsoleProgress": "false", **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

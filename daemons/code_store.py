@@ -1,0 +1,165 @@
+"""Code bundles: building one at submit (the CLI) and keeping them on nimbus's disk.
+
+A bundle is a gzipped tar holding ``code/`` (the topology file's directory), ``topology.bin``
+(``Topology.to_bytes()``), ``conf.json`` (the topology's own config) and ``structure.json``
+(components, counts, inputs and streams, so nimbus validates and schedules without
+unpickling user code). Its digest is the sha256 hex of the bundle bytes.
+
+Bundles are built deterministically (sorted members, zero mtimes and owners, normalized
+modes, gzip mtime 0): the same code and topology always give the same digest.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from squall.topology import Topology
+
+log = structlog.get_logger("squall.code_store")
+
+BUNDLE_NAME = "bundle.tar.gz"
+STRUCTURE_NAME = "structure.json"
+CODE_DIR = "code"
+# Directories never shipped: VCS, virtualenvs, caches and squall's own local state.
+SKIP_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "squall-local",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
+SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def digest(data: bytes) -> str:
+    """The bundle digest: sha256 hex of its bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def structure_of(topology: Topology) -> dict[str, Any]:
+    """``structure.json`` of a topology (the contract's shape)."""
+    components = {}
+    for comp in topology.components.values():
+        components[comp.id] = {
+            "parallelism": comp.parallelism,
+            "num_tasks": comp.num_tasks,
+            "kind": comp.kind,
+            "inputs": [[s.component, s.stream, s.grouping.kind] for s in comp.inputs],
+            "streams": {name: list(decl.fields.names) for name, decl in comp.streams.items()},
+        }
+    return {"components": components}
+
+
+def _code_files(folder: Path) -> Iterator[tuple[str, Path]]:
+    """(archive name under code/, file) for every file shipped from ``folder``, sorted."""
+    for dirpath, dirnames, filenames in os.walk(folder):  # does not follow directory symlinks
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if name.endswith(SKIP_SUFFIXES) or not path.is_file():
+                continue  # compiled files, sockets, dangling links
+            rel = path.relative_to(folder).as_posix()
+            yield f"{CODE_DIR}/{rel}", path
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def build_bundle(topology_file: str | os.PathLike[str], topology: Topology,
+                 conf: Mapping[str, Any]) -> bytes:
+    """The bundle bytes for ``topology`` defined in ``topology_file`` with topology config ``conf``.
+
+    ``code/`` holds every file of the topology file's directory (recursively), skipping
+    caches, VCS and virtualenv directories and compiled files.
+    """
+    source = Path(topology_file).resolve()
+    if not source.is_file():
+        raise FileNotFoundError(f"topology file {source} does not exist")
+    raw = io.BytesIO()
+    # gzip with mtime 0 (tarfile's "w:gz" stamps the current time into the header).
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name, path in _code_files(source.parent):
+                mode = 0o755 if os.access(path, os.X_OK) else 0o644
+                _add_bytes(tar, name, path.read_bytes(), mode)
+            _add_bytes(tar, "topology.bin", topology.to_bytes())
+            _add_bytes(tar, "conf.json", json.dumps(dict(conf), sort_keys=True, indent=1).encode())
+            _add_bytes(tar, STRUCTURE_NAME,
+                       json.dumps(structure_of(topology), sort_keys=True, indent=1).encode())
+    return raw.getvalue()
+
+
+class CodeStore:
+    """Bundles on nimbus's disk: ``<root>/<topology-id>/bundle.tar.gz`` plus its ``structure.json``.
+
+    ``root`` is ``<nimbus local dir>/nimbus/topologies``. Writes are atomic (a temporary
+    directory renamed into place), so a reader never sees half a bundle.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, topology_id: str) -> Path:
+        if not topology_id or "/" in topology_id or topology_id.startswith("."):
+            raise ValueError(f"bad topology id {topology_id!r}")
+        return self.root / topology_id
+
+    def bundle_path(self, topology_id: str) -> Path:
+        return self._dir(topology_id) / BUNDLE_NAME
+
+    def put(self, topology_id: str, data: bytes, structure: Mapping[str, Any]) -> str:
+        """Store a bundle (replacing any earlier one) and return its digest."""
+        final = self._dir(topology_id)
+        tmp = self.root / f".tmp-{uuid.uuid4().hex}"
+        tmp.mkdir()
+        try:
+            (tmp / BUNDLE_NAME).write_bytes(data)
+            (tmp / STRUCTURE_NAME).write_text(json.dumps(dict(structure)), encoding="utf-8")
+            if final.exists():
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return digest(data)
+
+    def has(self, topology_id: str) -> bool:
+        return self.bundle_path(topology_id).is_file()
+
+    def read(self, topology_id: str) -> bytes | None:
+        """The bundle bytes, or None when this store does not hold it."""
+        try:
+            return self.bundle_path(topology_id).read_bytes()
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def structure(self, topology_id: str) -> dict[str, Any] | None:
+        """The stored ``structure.json`` (already validated at submit), or None."""
+        try:
+            data = json.loads((self._dir(topology_id) / STRUCTURE_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def remove(self, topology_id: str) -> None:
+        shutil.rmtree(self._dir(topology_id), ignore_errors=True)
+
+    def ids(self) -> list[str]:
+        """Topology ids with a stored bundle."""
+        return [e.name for e in sorted(self.root.iterdir())
+                if not e.name.startswith(".") and (e / BUNDLE_NAME).is_file()]
+
+    def clean_temporary(self) -> None:
+        """Remove temporary directories left by a crash during ``put`` (call at start-up)."""
+        for entry in self.root.glob(".tmp-*"):
+            shutil.rmtree(entry, ignore_errors=True)

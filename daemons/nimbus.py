@@ -1,0 +1,797 @@
+"""Nimbus: accepts topologies and their code, schedules executors onto supervisor slots,
+watches worker beats and reassigns; ``squall nimbus`` runs it in the foreground.
+
+Several nimbus processes may run; they contend through ``ClusterState.elect_nimbus`` and
+the leader alone writes (submit, kill, (de)activate, rebalance, the monitor). A standby
+serves the read-only GETs from ZooKeeper and answers writes with 503 and the leader's
+``host:port`` (``NimbusClient`` retries there). A standby also copies every live
+topology's bundle from the leader, so that it can take over and still serve the code
+(Storm's nimbus code sync).
+
+Leader loop: every ``nimbus.monitor.freq.secs``, and at once when the set of supervisors
+changes (a watch), it reassigns the executors of active and inactive topologies whose
+worker has been silent past ``nimbus.task.timeout.secs`` (newly assigned ones get
+``nimbus.task.launch.secs``) or whose supervisor is gone or silent past
+``nimbus.supervisor.timeout.secs``; an assignment is written only if it changed. Beats and
+supervisor refreshes are timed by nimbus's own clock when it sees them change (as in
+Storm), so clock skew between hosts does not matter.
+
+Kill and rebalance delays (``wait_secs``) are timers of the leader. A new leader resumes
+them: a killed topology is removed after its ``topology.message.timeout.secs`` counted from
+the takeover, and a rebalancing topology is rebalanced at once and made active again
+(the status it had before the rebalance is known only to the leader that began it).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import structlog
+
+from squall.daemons.cluster_state import (
+    Assignment,
+    ClusterState,
+    ClusterStateError,
+    NimbusElection,
+    SupervisorInfo,
+    TopologyInfo,
+    Watch,
+)
+from squall.daemons.code_store import CodeStore, digest
+from squall.daemons.nimbus_api import ApiError, make_app
+from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus_validate import (
+    UNPACK_FACTOR,
+    SubmissionError,
+    check_structure,
+    read_bundle,
+    validate_submission,
+)
+from squall.daemons.scheduler import (
+    ExecutorId,
+    Slot,
+    compute_assignment,
+    dead_executors,
+    slots_in_use,
+    start_times_after,
+    worker_shortfall,
+)
+from squall.model import ACKER, executors as executors_of
+from squall.model import system_counts, task_ids
+
+log = structlog.get_logger("squall.nimbus")
+
+REMOVE, REBALANCE, SWEEP = "remove", "rebalance", "sweep"
+# After a topology is removed, its ZooKeeper state is swept once more this much later:
+# workers that had not yet noticed the removal may have written a last beat or error.
+SWEEP_DELAY_SECS = 30.0
+MAX_WAIT_SECS = 7 * 24 * 3600.0
+MAX_WORKERS = 10_000
+
+
+def _number(value: Any, what: str, *, minimum: float = 0.0, maximum: float = MAX_WAIT_SECS) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value <= maximum:
+        raise ApiError(400, f"{what} must be a number from {minimum:g} to {maximum:g}, got {value!r}")
+    return float(value)
+
+
+def _integer(value: Any, what: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ApiError(400, f"{what} must be an integer from {minimum} to {maximum}, got {value!r}")
+    return value
+
+
+class Nimbus:
+    """One nimbus process: cluster state, code store, election, leader loop and the API's
+    operations (called by ``nimbus_api`` on waitress's threads)."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self.conf = dict(conf)
+        self.host = str(conf["nimbus.host"])
+        self.port = int(conf["nimbus.port"])
+        self.identifier = f"{self.host}:{self.port}"
+        self.max_upload = int(conf["nimbus.code.max.upload.bytes"])
+        self.monitor_freq = float(conf["nimbus.monitor.freq.secs"])
+        self.task_timeout = float(conf["nimbus.task.timeout.secs"])
+        self.launch_timeout = float(conf["nimbus.task.launch.secs"])
+        self.supervisor_timeout = float(conf["nimbus.supervisor.timeout.secs"])
+        self.store = CodeStore(Path(conf["squall.local.dir"]) / "nimbus" / "topologies")
+        self.state = ClusterState(conf)
+        self.election: NimbusElection | None = None
+        self.started_at = time.time()
+        self._lock = threading.RLock()  # every write to the cluster, and the leader's round
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._timers: list[tuple[float, int, str, str]] = []  # heap of (due, seq, action, id)
+        self._seq = itertools.count()
+        self._ids = itertools.count(1)
+        self._prev_status: dict[str, str] = {}  # rebalancing topology -> status to return to
+        self._beat_seen: dict[tuple[str, Slot], tuple[float, float]] = {}  # -> (beat time, seen at)
+        self._sup_seen: dict[str, tuple[float, float]] = {}  # -> (info time, seen at)
+        self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
+        self._warned: set[tuple[str, str]] = set()
+        self._watch: Watch | None = None
+        self._sync_thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, port: int | None = None) -> Nimbus:
+        """Connect to ZooKeeper and contend for leadership; ``port`` is the bound API port."""
+        if port is not None:
+            self.port = port
+            self.identifier = f"{self.host}:{port}"
+        self.store.clean_temporary()
+        self.state.start()
+        self._watch = self.state.watch_supervisors(lambda _sups: self._wake.set())
+        self.election = self.state.elect_nimbus(self.identifier, self._lead)
+        self._sync_thread = threading.Thread(target=self._sync_loop, name="nimbus-code-sync", daemon=True)
+        self._sync_thread.start()
+        log.info("nimbus started", nimbus=self.identifier, zk=self.state.hosts, root=self.state.root,
+                 code_dir=str(self.store.root))
+        return self
+
+    def stop(self) -> None:
+        """Step down, stop the loops and close the ZooKeeper session."""
+        self._stopping.set()
+        self._wake.set()
+        if self._watch is not None:
+            self._watch.cancel()
+        if self.election is not None:
+            self.election.cancel()
+        if self._sync_thread is not None:
+            self._sync_thread.join(10)
+        self.state.close()
+        log.info("nimbus stopped", nimbus=self.identifier)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.election is not None and self.election.is_leader
+
+    def _require_leader(self) -> None:
+        if self.is_leader:
+            return
+        leader = self._leader_address()
+        where = f"the leader is {leader}" if leader else "no leader is elected yet"
+        raise ApiError(503, f"this nimbus ({self.identifier}) is not the leader; {where}", leader=leader)
+
+    def _leader_address(self) -> str | None:
+        try:
+            return self.state.nimbus_leader()
+        except ClusterStateError:
+            return None
+
+    # -- leader loop ----------------------------------------------------------------
+    def _lead(self, lost: threading.Event) -> None:
+        """Runs on the election thread for as long as this nimbus leads."""
+        with self._lock:
+            self._timers.clear()
+            self._beat_seen.clear()
+            self._sup_seen.clear()
+            self._prev_status.clear()
+        log.info("nimbus is the leader", nimbus=self.identifier)
+        try:
+            while not lost.is_set() and not self._stopping.is_set():
+                self._wake.clear()
+                try:
+                    with self._lock:
+                        if lost.is_set():
+                            break
+                        self._run_due_timers()
+                        self._monitor()
+                except ClusterStateError as exc:
+                    log.warning("monitor round skipped: ZooKeeper unavailable", error=str(exc))
+                except Exception:  # noqa: BLE001 - one bad round must not end leadership
+                    log.exception("monitor round failed")
+                self._sleep(lost, self._next_wait())
+        finally:
+            with self._lock:
+                self._timers.clear()
+            log.info("nimbus leadership loop ended", nimbus=self.identifier)
+
+    def _sleep(self, lost: threading.Event, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not lost.is_set() and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, 0.25)):
+                return
+
+    def _next_wait(self) -> float:
+        with self._lock:
+            if self._timers:
+                return max(0.0, min(self.monitor_freq, self._timers[0][0] - time.time()))
+        return self.monitor_freq
+
+    def _schedule(self, action: str, topology_id: str, delay: float) -> None:
+        self._cancel(action, topology_id)
+        heapq.heappush(self._timers, (time.time() + delay, next(self._seq), action, topology_id))
+        self._wake.set()
+
+    def _cancel(self, action: str, topology_id: str) -> None:
+        kept = [t for t in self._timers if (t[2], t[3]) != (action, topology_id)]
+        if len(kept) != len(self._timers):
+            self._timers = kept
+            heapq.heapify(self._timers)
+
+    def _has_timer(self, action: str, topology_id: str) -> bool:
+        return any((t[2], t[3]) == (action, topology_id) for t in self._timers)
+
+    def _run_due_timers(self) -> None:
+        now = time.time()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, action, topology_id = heapq.heappop(self._timers)
+            if action == REMOVE:
+                self._remove(topology_id)
+            elif action == REBALANCE:
+                self._do_rebalance(topology_id)
+            elif action == SWEEP and topology_id not in self.state.topology_ids():
+                self.state.teardown_topology(topology_id)
+
+    def _monitor(self) -> None:
+        """One leader round: reassign what needs it, resume timers, clean orphans."""
+        now = time.time()
+        supervisors = self._live_supervisors(now)
+        infos = self.state.topologies()
+        assignments = self.state.assignments()
+        for topology_id, info in sorted(infos.items()):
+            if info.status == "killed":
+                if not self._has_timer(REMOVE, topology_id):
+                    self._schedule(REMOVE, topology_id, self._message_timeout(info))
+            elif info.status == "rebalancing":
+                if not self._has_timer(REBALANCE, topology_id):
+                    self._schedule(REBALANCE, topology_id, 0.0)
+            else:
+                self._reassign(info, assignments, supervisors, now)
+        ids = set(self.state.topology_ids())  # malformed topology nodes count as present
+        for topology_id in sorted(assignments.keys() - ids):
+            log.warning("removing assignment of unknown topology", topology_id=topology_id)
+            self.state.remove_assignment(topology_id)
+        for topology_id in self.store.ids():
+            if topology_id not in ids:
+                log.info("removing code of unknown topology", topology_id=topology_id)
+                self.store.remove(topology_id)
+        self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
+        self._counts = {k: v for k, v in self._counts.items() if k in ids}
+
+    # -- observations ---------------------------------------------------------------
+    def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
+        """Registered supervisors whose node was refreshed within the supervisor timeout."""
+        out: dict[str, SupervisorInfo] = {}
+        sups = self.state.supervisors()
+        for sid, info in sups.items():
+            seen = self._sup_seen.get(sid)
+            if seen is None or seen[0] != info.time:
+                seen = (info.time, now)
+                self._sup_seen[sid] = seen
+            if now - seen[1] <= self.supervisor_timeout:
+                out[sid] = info
+            elif ("supervisor", sid) not in self._warned:
+                self._warned.add(("supervisor", sid))
+                log.warning("supervisor silent; its slots are not used", supervisor=sid,
+                            silent_secs=round(now - seen[1], 1))
+        self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
+        return out
+
+    def _observed_beats(self, topology_id: str, now: float) -> dict[Slot, tuple[float, list[ExecutorId]]]:
+        """Beats by slot, timed by when this nimbus saw each beat change."""
+        out: dict[Slot, tuple[float, list[ExecutorId]]] = {}
+        for slot, beat in self.state.worker_beats(topology_id).items():
+            key = (topology_id, slot)
+            seen = self._beat_seen.get(key)
+            if seen is None or seen[0] != beat.time:
+                seen = (beat.time, now)
+                self._beat_seen[key] = seen
+            out[slot] = (seen[1], beat.executors)
+        return out
+
+    def _component_counts(self, topology_id: str) -> dict[str, tuple[int, int]] | None:
+        """component -> (parallelism, num_tasks) from the stored structure.json, or None."""
+        counts = self._counts.get(topology_id)
+        if counts is None:
+            structure = self.store.structure(topology_id)
+            if structure is None:
+                return None
+            try:
+                counts = check_structure(structure)
+            except SubmissionError as exc:
+                log.warning("stored structure.json is invalid", topology_id=topology_id, error=str(exc))
+                return None
+            self._counts[topology_id] = counts
+        return counts
+
+    def _executor_components(self, info: TopologyInfo) -> dict[ExecutorId, str] | None:
+        counts = self._component_counts(info.id)
+        if counts is None:
+            return None
+        system = system_counts(counts, info.conf)
+        return executors_of(system, task_ids(system), info.component_parallelism)
+
+    # -- scheduling -----------------------------------------------------------------
+    def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
+                  supervisors: Mapping[str, SupervisorInfo], now: float,
+                  scratch: bool = False) -> Assignment | None:
+        """Compute the topology's assignment and write it if it changed; returns the one in force."""
+        topology_id = info.id
+        current = assignments.get(topology_id)
+        components = self._executor_components(info)
+        if components is not None:
+            wanted = sorted(components)
+        elif current is not None:
+            wanted = sorted(current.executors)  # no code here: keep the executor set as it is
+        else:
+            self._warn_once(topology_id, "no-code", "cannot schedule: this nimbus has no code for it")
+            return None
+        cur_map = dict(current.executors) if current else {}
+        cur_start = dict(current.executor_start) if current else {}
+        dead: set[ExecutorId] = set()
+        if cur_map and not scratch:
+            beats = self._observed_beats(topology_id, now)
+            dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
+        alive = set(cur_map) - dead
+        others = {k: a.executors for k, a in assignments.items() if k != topology_id}
+        ports = {sid: s.ports for sid, s in supervisors.items()}
+        new = compute_assignment(wanted, info.num_workers, cur_map, alive, ports, slots_in_use(others),
+                                 scratch=scratch)
+        if not new:
+            self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
+                            executors=len(wanted))
+            return current
+        self._warned.discard((topology_id, "no-slots"))
+        node_host = {node: supervisors[node].host for node, _ in set(new.values())}
+        if (current is not None and new == cur_map and node_host == current.node_host
+                and current.code_digest == info.code_digest):
+            return current
+        assignment = Assignment(
+            topology_id=topology_id, executors=new, node_host=node_host,
+            executor_start=start_times_after(cur_map, new, cur_start, now),
+            code_digest=info.code_digest, version=(current.version + 1) if current else 1)
+        self.state.set_assignment(assignment)
+        assignments[topology_id] = assignment
+        moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
+        log.info("assignment written", topology_id=topology_id, version=assignment.version,
+                 workers=len(assignment.slots()), executors=len(new), moved=moved, dead=len(dead),
+                 scratch=scratch)
+        short = worker_shortfall(info.num_workers, len(wanted), new)
+        if short:
+            log.warning("not enough free slots for the requested workers", topology_id=topology_id,
+                        requested=info.num_workers, missing=short)
+        return assignment
+
+    def _warn_once(self, topology_id: str, kind: str, message: str, **fields: Any) -> None:
+        if (topology_id, kind) not in self._warned:
+            self._warned.add((topology_id, kind))
+            log.warning(message, topology_id=topology_id, **fields)
+
+    def _message_timeout(self, info: TopologyInfo) -> float:
+        value = info.conf.get("topology.message.timeout.secs")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            value = self.conf["topology.message.timeout.secs"]
+        return float(value)
+
+    # -- operations (API) -----------------------------------------------------------
+    def _lookup(self, name: str) -> TopologyInfo:
+        """The live topology with this name (or id); 404 when there is none."""
+        infos = self.state.topologies()
+        if name in infos:
+            return infos[name]
+        for info in infos.values():
+            if info.name == name:
+                return info
+        raise ApiError(404, f"no topology named {name!r}")
+
+    def _new_id(self, name: str) -> str:
+        existing = set(self.state.topology_ids())
+        while True:
+            topology_id = f"{name}-{next(self._ids)}-{int(time.time())}"
+            if topology_id not in existing and not self.store.has(topology_id):
+                return topology_id
+
+    def submit(self, name: str, data: bytes) -> dict[str, Any]:
+        """Validate, store the code, write TopologyInfo and the assignment."""
+        try:
+            sub = validate_submission(name, data, self.max_upload)
+        except SubmissionError as exc:
+            log.info("submission refused", name=name, status=exc.status, error=str(exc))
+            raise ApiError(exc.status, str(exc)) from None
+        with self._lock:
+            self._require_leader()
+            for info in self.state.topologies().values():
+                if info.name == sub.name:
+                    extra = " (it is being killed)" if info.status == "killed" else ""
+                    raise ApiError(409, f"a topology named {sub.name!r} is already running{extra}",
+                                   id=info.id)
+            conf = dict(sub.conf)
+            conf["topology.name"] = sub.name
+            workers = conf.get("topology.workers") or self.conf["topology.workers"]
+            conf["topology.workers"] = int(workers)
+            if conf.get("topology.acker.executors") is None:
+                # Fixed at submit (as Storm's nimbus does): a rebalance to more workers
+                # must not change the task ids the workers compute.
+                conf["topology.acker.executors"] = int(workers)
+            system = system_counts(sub.counts, conf)
+            topology_id = self._new_id(sub.name)
+            code_digest = self.store.put(topology_id, data, sub.structure)
+            self._counts[topology_id] = sub.counts
+            info = TopologyInfo(
+                id=topology_id, name=sub.name, status="active", num_workers=int(workers),
+                component_parallelism={c: p for c, (p, _) in system.items()},
+                code_digest=code_digest, submitted_at=time.time(), conf=conf)
+            try:
+                self.state.set_topology(info)
+                now = time.time()
+                assignment = self._reassign(info, self.state.assignments(),
+                                            self._live_supervisors(now), now)
+            except BaseException:
+                self._undo_submit(topology_id)
+                raise
+        log.info("topology submitted", topology_id=topology_id, name=sub.name, digest=code_digest,
+                 bytes=len(data), workers=len(assignment.slots()) if assignment else 0)
+        reply: dict[str, Any] = {"id": topology_id, "name": sub.name, "status": "active",
+                                 "digest": code_digest,
+                                 "workers": len(assignment.slots()) if assignment else 0,
+                                 "executors": sum(p for p, _ in system.values())}
+        if assignment is None:
+            reply["warning"] = "no free slots: the topology is scheduled when supervisors offer some"
+        return reply
+
+    def _undo_submit(self, topology_id: str) -> None:
+        self.store.remove(topology_id)
+        self._counts.pop(topology_id, None)
+        try:
+            self.state.teardown_topology(topology_id)
+        except ClusterStateError as exc:
+            log.warning("could not undo a failed submission", topology_id=topology_id, error=str(exc))
+
+    def kill(self, name: str, wait_secs: Any = None) -> dict[str, Any]:
+        """Status killed (spouts stop) now; assignment, state and code removed after the wait."""
+        wait = _number(wait_secs, "wait_secs")
+        with self._lock:
+            self._require_leader()
+            info = self._lookup(name)
+            if wait is None:
+                wait = self._message_timeout(info)
+            self.state.set_topology_status(info.id, "killed")
+            self._cancel(REBALANCE, info.id)
+            self._prev_status.pop(info.id, None)
+            log.info("topology killed", topology_id=info.id, name=info.name, wait_secs=wait)
+            if wait <= 0:
+                self._remove(info.id)
+            else:
+                self._schedule(REMOVE, info.id, wait)
+        return {"id": info.id, "name": info.name, "status": "killed", "wait_secs": wait}
+
+    def _remove(self, topology_id: str) -> None:
+        self._cancel(REMOVE, topology_id)
+        self.state.teardown_topology(topology_id)  # the assignment goes first: workers stop
+        self.store.remove(topology_id)
+        self._counts.pop(topology_id, None)
+        self._schedule(SWEEP, topology_id, SWEEP_DELAY_SECS)
+        log.info("topology removed", topology_id=topology_id)
+
+    def _set_status(self, name: str, status: str) -> dict[str, Any]:
+        with self._lock:
+            self._require_leader()
+            info = self._lookup(name)
+            if info.status in ("killed", "rebalancing"):
+                raise ApiError(409, f"topology {info.name!r} is {info.status}")
+            if info.status != status:
+                self.state.set_topology_status(info.id, status)
+                log.info("topology status changed", topology_id=info.id, status=status)
+        return {"id": info.id, "name": info.name, "status": status}
+
+    def activate(self, name: str) -> dict[str, Any]:
+        return self._set_status(name, "active")
+
+    def deactivate(self, name: str) -> dict[str, Any]:
+        return self._set_status(name, "inactive")
+
+    def rebalance(self, name: str, num_workers: Any = None, executors: Any = None,
+                  wait_secs: Any = None) -> dict[str, Any]:
+        """Storm's rebalance: status rebalancing for the wait, then a from-scratch assignment
+        with the new worker count and parallelism, then the previous status again."""
+        wait = _number(wait_secs, "wait_secs")
+        if executors is not None and not isinstance(executors, dict):
+            raise ApiError(400, "executors must be an object of component -> executor count")
+        with self._lock:
+            self._require_leader()
+            info = self._lookup(name)
+            if info.status not in ("active", "inactive"):
+                raise ApiError(409, f"topology {info.name!r} is {info.status}")
+            workers = info.num_workers if num_workers is None else _integer(
+                num_workers, "num_workers", 1, MAX_WORKERS)
+            parallelism = dict(info.component_parallelism)
+            if executors:
+                counts = self._component_counts(info.id)
+                if counts is None:
+                    raise ApiError(503, f"this nimbus has no code for {info.id}; cannot change parallelism")
+                for component, n in executors.items():
+                    if component not in counts:
+                        raise ApiError(400, f"topology {info.name!r} has no component {component!r}")
+                    tasks = counts[component][1]
+                    parallelism[component] = _integer(n, f"executors of {component!r}", 1, tasks)
+            if wait is None:
+                wait = self._message_timeout(info)
+            previous = info.status
+            info.status = "rebalancing"
+            info.num_workers = workers
+            info.component_parallelism = parallelism
+            self.state.set_topology(info)
+            self._prev_status[info.id] = previous
+            log.info("topology rebalancing", topology_id=info.id, workers=workers,
+                     executors=executors or {}, wait_secs=wait)
+            if wait <= 0:
+                assignment = self._do_rebalance(info.id)
+            else:
+                assignment = None
+                self._schedule(REBALANCE, info.id, wait)
+        reply = {"id": info.id, "name": info.name, "status": previous if wait <= 0 else "rebalancing",
+                 "num_workers": workers, "wait_secs": wait}
+        if assignment is not None:
+            reply["workers"] = len(assignment.slots())
+        return reply
+
+    def _do_rebalance(self, topology_id: str) -> Assignment | None:
+        self._cancel(REBALANCE, topology_id)
+        info = self.state.topology(topology_id)
+        previous = self._prev_status.pop(topology_id, "active")
+        if info is None or info.status != "rebalancing":
+            return None
+        now = time.time()
+        assignment = self._reassign(info, self.state.assignments(), self._live_supervisors(now), now,
+                                    scratch=True)
+        self.state.set_topology_status(topology_id, previous)
+        log.info("topology rebalanced", topology_id=topology_id, status=previous,
+                 workers=len(assignment.slots()) if assignment else 0)
+        return assignment
+
+    # -- reads (any nimbus) ---------------------------------------------------------
+    def list_topologies(self) -> list[dict[str, Any]]:
+        now = time.time()
+        infos = self.state.topologies()
+        assignments = self.state.assignments()
+        out = []
+        for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
+            a = assignments.get(info.id)
+            out.append({
+                "name": info.name, "id": info.id, "status": info.status,
+                "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
+                "executors": len(a.executors) if a else 0,
+                "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+            })
+        return out
+
+    def topology_status(self, name: str) -> dict[str, Any]:
+        """Components with their executors (host, port, counters), workers, last errors."""
+        now = time.time()
+        info = self._lookup(name)
+        assignment = self.state.assignment(info.id)
+        beats = self.state.worker_beats(info.id)
+        placed = dict(assignment.executors) if assignment else {}
+        hosts = dict(assignment.node_host) if assignment else {}
+        components = self._executor_components(info) or {}
+        # Stats of an executor count only from the beat of the slot it is assigned to.
+        stats: dict[ExecutorId, tuple[dict[str, Any], Any]] = {}
+        for slot, beat in beats.items():
+            for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
+                ex = _executor_of(entry)
+                if ex is not None and placed.get(ex) == slot:
+                    stats[ex] = (entry, beat)
+        structure = self.store.structure(info.id) or {}
+        kinds = {c: e.get("kind") for c, e in (structure.get("components") or {}).items()
+                 if isinstance(e, dict)}
+        kinds.setdefault(ACKER, "acker")
+        last_errors: dict[str, dict[str, Any]] = {}
+        for err in self.state.errors(info.id):  # oldest first: the last one wins
+            last_errors[err.component] = err.to_dict()
+        by_component: dict[str, dict[str, Any]] = {}
+        for ex in sorted(set(placed) | set(components)):
+            entry, beat = stats.get(ex, ({}, None))
+            component = components.get(ex) or entry.get("component") or "?"
+            node, port = placed.get(ex, (None, None))
+            row = {
+                "executor": list(ex), "node": node, "host": hosts.get(node) if node else None,
+                "port": port, "uptime": round(beat.uptime, 1) if beat else None,
+                "beat_age": round(now - beat.time, 1) if beat else None,
+                "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
+                "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed")),
+            }
+            comp = by_component.setdefault(component, {
+                "id": component, "kind": kinds.get(component) or entry.get("kind"),
+                "parallelism": info.component_parallelism.get(component), "executors": []})
+            comp["executors"].append(row)
+        for comp in by_component.values():
+            for key in ("emitted", "acked", "failed", "executed"):
+                comp[key] = sum(r[key] for r in comp["executors"])
+            comp["last_error"] = last_errors.get(comp["id"])
+        workers = []
+        for node, port in sorted(assignment.slots()) if assignment else []:
+            beat = beats.get((node, port))
+            workers.append({"node": node, "host": hosts.get(node), "port": port,
+                            "executors": len(assignment.executors_on(node, port)),
+                            "uptime": round(beat.uptime, 1) if beat else None})
+        return {
+            "id": info.id, "name": info.name, "status": info.status,
+            "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+            "requested_workers": info.num_workers, "workers": workers,
+            "executors": len(placed), "code_digest": info.code_digest,
+            "components": [by_component[c] for c in sorted(by_component)],
+        }
+
+    def cluster_info(self) -> dict[str, Any]:
+        now = time.time()
+        sups = self.state.supervisors()
+        assignments = self.state.assignments()
+        used = slots_in_use({k: a.executors for k, a in assignments.items()})
+        rows = []
+        for sid, s in sorted(sups.items()):
+            used_ports = sorted(p for node, p in used if node == sid)
+            rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
+                         "slots": len(s.ports), "used": len(used_ports),
+                         "free": len(set(s.ports) - set(used_ports)),
+                         "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1)})
+        return {
+            "nimbus": {"this": self.identifier, "pid": os.getpid(), "is_leader": self.is_leader,
+                       "leader": self.state.nimbus_leader(), "contenders": self.state.nimbus_contenders(),
+                       "uptime": round(now - self.started_at, 1)},
+            "supervisors": rows,
+            "slots": {"total": sum(r["slots"] for r in rows), "used": sum(r["used"] for r in rows),
+                      "free": sum(r["free"] for r in rows)},
+            "topologies": len(self.state.topology_ids()),
+        }
+
+    def bundle(self, topology_id: str) -> tuple[bytes, str]:
+        data = self.store.read(topology_id)
+        if data is not None:
+            return data, digest(data)
+        if self.state.topology(topology_id) is None:
+            raise ApiError(404, f"no topology with id {topology_id!r}")
+        if not self.is_leader:
+            leader = self._leader_address()
+            raise ApiError(503, f"this nimbus ({self.identifier}) has no copy of the code of "
+                                f"{topology_id} yet; the leader is {leader}", leader=leader)
+        raise ApiError(404, f"the code of {topology_id} is missing on this nimbus")
+
+    # -- standby: code sync ---------------------------------------------------------
+    def _sync_loop(self) -> None:
+        while not self._stopping.wait(self.monitor_freq):
+            if self.is_leader:
+                continue
+            try:
+                self._sync_code()
+            except ClusterStateError as exc:
+                log.info("code sync skipped: ZooKeeper unavailable", error=str(exc))
+            except Exception:  # noqa: BLE001 - retried next round
+                log.exception("code sync failed")
+
+    def _sync_code(self) -> None:
+        """Copy the bundles of live topologies from the leader; drop those of gone ones."""
+        leader = self.state.nimbus_leader()
+        infos = self.state.topologies()
+        ids = set(self.state.topology_ids())
+        for topology_id in self.store.ids():
+            if topology_id not in ids:
+                self.store.remove(topology_id)
+        host, _, port = (leader or "").rpartition(":")
+        if not leader or leader == self.identifier or not port.isdigit():
+            return
+        client = NimbusClient(host, int(port), timeout=60)
+        for topology_id, info in sorted(infos.items()):
+            if info.status == "killed" or self.store.has(topology_id) or self._stopping.is_set():
+                continue
+            try:
+                data, _ = client.download_bundle(topology_id)
+                if digest(data) != info.code_digest:
+                    raise SubmissionError("digest does not match the topology's code_digest")
+                _, raw_structure = read_bundle(data, self.max_upload * UNPACK_FACTOR)
+                structure = json.loads(raw_structure)
+                if not isinstance(structure, dict):
+                    raise SubmissionError("structure.json is not an object")
+                check_structure(structure)
+            except (NimbusError, SubmissionError, ValueError) as exc:
+                log.warning("code sync of a topology failed", topology_id=topology_id, leader=leader,
+                            error=str(exc))
+                continue
+            self.store.put(topology_id, data, structure)
+            log.info("code synced from the leader", topology_id=topology_id, leader=leader)
+
+
+def _executor_of(entry: Any) -> ExecutorId | None:
+    if not isinstance(entry, dict):
+        return None
+    ex = entry.get("executor")
+    if (isinstance(ex, (list, tuple)) and len(ex) == 2 and all(isinstance(t, int) for t in ex)):
+        return (ex[0], ex[1])
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _emitted(entry: Mapping[str, Any]) -> int:
+    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
+    emitted = entry.get("emitted")
+    if isinstance(emitted, dict):
+        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
+    return _int(emitted)
+
+
+# --- the process -----------------------------------------------------------------------
+
+def _bound_port(server: Any, fallback: int) -> int:
+    port = getattr(server, "effective_port", None)
+    if port is None:
+        listen = getattr(server, "effective_listen", None) or [(None, fallback)]
+        port = listen[0][1]
+    return int(port)
+
+
+def _stop_server(server: Any, thread: threading.Thread) -> None:
+    from waitress import wasyncore
+
+    server.task_dispatcher.shutdown(timeout=5)
+    socket_map = getattr(server, "map", None) or getattr(server, "_map", {})
+    wasyncore.close_all(socket_map)  # the loop ends once its map is empty
+    thread.join(5)
+
+
+def run_nimbus(conf: Mapping[str, Any]) -> int:
+    """Run nimbus in the foreground until SIGTERM/SIGINT; 0 on a clean stop, 1 on a fatal error."""
+    from waitress import create_server
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    nimbus = Nimbus(conf)
+    max_upload = nimbus.max_upload
+    try:
+        server = create_server(
+            make_app(nimbus), host=nimbus.host, port=nimbus.port, threads=8, ident="squall-nimbus",
+            # The app answers 413 (JSON) above the limit; waitress's own cap is a backstop.
+            max_request_body_size=2 * max_upload + (1 << 20),
+            clear_untrusted_proxy_headers=True)
+    except (OSError, ValueError) as exc:
+        log.error("nimbus cannot listen", address=f"{nimbus.host}:{nimbus.port}", error=str(exc))
+        return 1
+    try:
+        nimbus.start(_bound_port(server, nimbus.port))
+    except ClusterStateError as exc:
+        log.error("nimbus cannot start", error=str(exc))
+        server.close()
+        return 1
+    thread = threading.Thread(target=server.run, name="nimbus-http", daemon=True)
+    thread.start()
+    log.info("nimbus API serving", address=nimbus.identifier)
+    code = 0
+    while not stop.wait(0.5):
+        if not thread.is_alive():
+            log.error("nimbus HTTP server stopped unexpectedly")
+            code = 1
+            break
+    log.info("nimbus shutting down", nimbus=nimbus.identifier)
+    _stop_server(server, thread)
+    nimbus.stop()
+    return code
+
+
+@click.command("nimbus")
+@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
+@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
+              help="Log as readable lines (console) or JSON lines.")
+def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
+    """Run nimbus (the HTTP API on nimbus.host:nimbus.port) in the foreground."""
+    from squall import logs
+    from squall.cli import base_config, parse_overrides
+
+    conf = base_config(parse_overrides(overrides))
+    logs.configure_from(conf, log_format, daemon="nimbus")
+    raise SystemExit(run_nimbus(conf))

@@ -1,0 +1,193 @@
+"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``daemons/nimbus.py``).
+
+Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx status):
+
+    POST /topologies?name=NAME              body: bundle.tar.gz      -> {"id", "name", ...}
+    POST /topologies/<name>/kill            {"wait_secs": S}
+    POST /topologies/<name>/activate | deactivate
+    POST /topologies/<name>/rebalance       {"num_workers": n, "executors": {c: n}, "wait_secs": S}
+    GET  /topologies                        -> {"topologies": [...]}
+    GET  /topologies/<name or id>           -> status of one topology
+    GET  /topologies/<id>/bundle            -> the bundle, header X-Squall-Digest
+    GET  /cluster                           -> supervisors, slots, nimbus leader
+
+A standby nimbus answers writes with 503 and ``{"leader": "host:port"}`` (the client
+retries there). A traceback never reaches the client: unexpected errors are logged with
+their stack and answered with 500.
+"""
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import structlog
+
+from squall.daemons.cluster_state import ClusterStateError
+
+log = structlog.get_logger("squall.nimbus.api")
+
+API = "/api/v1"
+MAX_JSON_BODY = 1 << 20
+
+StartResponse = Callable[..., Any]
+
+
+class ApiError(Exception):
+    """An answer other than 200: ``status`` and a message, plus extra JSON fields."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+
+class NimbusService(Protocol):
+    """What the API needs of nimbus (``squall.daemons.nimbus.Nimbus``)."""
+
+    max_upload: int
+
+    def submit(self, name: str, data: bytes) -> dict[str, Any]: ...
+    def kill(self, name: str, wait_secs: Any) -> dict[str, Any]: ...
+    def activate(self, name: str) -> dict[str, Any]: ...
+    def deactivate(self, name: str) -> dict[str, Any]: ...
+    def rebalance(self, name: str, num_workers: Any, executors: Any, wait_secs: Any) -> dict[str, Any]: ...
+    def list_topologies(self) -> list[dict[str, Any]]: ...
+    def topology_status(self, name: str) -> dict[str, Any]: ...
+    def cluster_info(self) -> dict[str, Any]: ...
+    def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+_TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
+_ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|bundle)$")
+
+
+def _status_line(code: int) -> str:
+    return f"{code} {_REASONS.get(code, 'Error')}"
+
+
+def _json_response(start_response: StartResponse, code: int, body: Any,
+                   headers: Iterable[tuple[str, str]] = ()) -> list[bytes]:
+    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+    start_response(_status_line(code), [("Content-Type", "application/json"),
+                                        ("Content-Length", str(len(data))), *headers])
+    return [data]
+
+
+def _content_length(environ: dict[str, Any]) -> int | None:
+    raw = environ.get("CONTENT_LENGTH") or ""
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"bad Content-Length {raw!r}") from None
+    if value < 0:
+        raise ApiError(400, f"bad Content-Length {raw!r}")
+    return value
+
+
+def _read_body(environ: dict[str, Any], limit: int, what: str) -> bytes:
+    """The request body, refusing (413) anything over ``limit`` before reading it."""
+    length = _content_length(environ)
+    stream = environ["wsgi.input"]
+    if length is not None:
+        if length > limit:
+            raise ApiError(413, f"{what} is {length} bytes, above the limit of {limit} bytes")
+        return stream.read(length) if length else b""
+    data = stream.read(limit + 1)  # chunked upload: read one byte past the limit to detect it
+    if len(data) > limit:
+        raise ApiError(413, f"{what} is above the limit of {limit} bytes")
+    return data
+
+
+def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
+    data = _read_body(environ, MAX_JSON_BODY, "request body")
+    if not data.strip():
+        return {}
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
+    """The WSGI application serving ``nimbus``."""
+
+    def route(method: str, path: str, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        if path == "/topologies":
+            if method == "GET":
+                return _json_response(start_response, 200, {"topologies": nimbus.list_topologies()})
+            if method == "POST":
+                query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+                name = (query.get("name") or [""])[0]
+                data = _read_body(environ, nimbus.max_upload, "bundle")
+                return _json_response(start_response, 200, nimbus.submit(name, data))
+            raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET, POST")
+        if path == "/cluster":
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+            return _json_response(start_response, 200, nimbus.cluster_info())
+        match = _TOPOLOGY.match(path)
+        if match:
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+            return _json_response(start_response, 200, nimbus.topology_status(match.group(1)))
+        match = _ACTION.match(path)
+        if match:
+            name, action = match.groups()
+            if action == "bundle":
+                if method != "GET":
+                    raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+                data, digest = nimbus.bundle(name)
+                start_response(_status_line(200), [
+                    ("Content-Type", "application/gzip"), ("Content-Length", str(len(data))),
+                    ("X-Squall-Digest", digest)])
+                return [data]
+            if method != "POST":
+                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="POST")
+            body = _json_body(environ)
+            if action == "kill":
+                return _json_response(start_response, 200, nimbus.kill(name, body.get("wait_secs")))
+            if action == "activate":
+                return _json_response(start_response, 200, nimbus.activate(name))
+            if action == "deactivate":
+                return _json_response(start_response, 200, nimbus.deactivate(name))
+            return _json_response(start_response, 200, nimbus.rebalance(
+                name, body.get("num_workers"), body.get("executors"), body.get("wait_secs")))
+        raise ApiError(404, f"no such resource: {API}{path}")
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        raw_path = environ.get("PATH_INFO", "") or "/"
+        try:
+            if not raw_path.startswith(API + "/"):
+                raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
+            path = raw_path[len(API):].rstrip("/") or "/"
+            # PATH_INFO arrives %-decoded as latin-1 (PEP 3333); names are UTF-8.
+            path = path.encode("latin-1").decode("utf-8", "replace")
+            return route(method, path, environ, start_response)
+        except ApiError as exc:
+            headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
+            if exc.status >= 500:
+                log.warning("request failed", method=method, path=raw_path, status=exc.status,
+                            error=str(exc))
+            return _json_response(start_response, exc.status, {"error": str(exc), **exc.extra}, headers)
+        except ClusterStateError as exc:
+            log.warning("ZooKeeper unavailable", method=method, path=raw_path, error=str(exc))
+            return _json_response(start_response, 503, {"error": f"ZooKeeper unavailable: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - logged with its stack; the client gets a line
+            log.exception("request crashed", method=method, path=raw_path)
+            return _json_response(start_response, 500,
+                                  {"error": f"internal error: {type(exc).__name__}: {exc}"})
+
+    return app

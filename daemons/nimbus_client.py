@@ -1,0 +1,158 @@
+"""A small client for nimbus's HTTP JSON API (the CLI, standby nimbuses, supervisors).
+
+Standard library only (urllib), so the CLI starts fast. A write sent to a standby nimbus
+gets 503 with the leader's address; the client retries it once at that leader.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+API = "/api/v1"
+
+
+class NimbusError(RuntimeError):
+    """Nimbus answered with an error; ``status`` is the HTTP status, ``body`` its JSON."""
+
+    def __init__(self, message: str, status: int, body: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = dict(body or {})
+
+
+class NimbusUnavailable(NimbusError):
+    """Nimbus could not be reached at all (refused, timed out, no such host)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0)
+
+
+class NimbusClient:
+    """Calls one nimbus at ``host:port``; every method raises NimbusError on failure."""
+
+    def __init__(self, host: str, port: int, timeout: float = 30.0) -> None:
+        self.host, self.port, self.timeout = host, int(port), timeout
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any], timeout: float = 30.0) -> NimbusClient:
+        return cls(str(conf["nimbus.host"]), int(conf["nimbus.port"]), timeout)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- API ------------------------------------------------------------------------
+    def submit(self, name: str, bundle: bytes) -> dict[str, Any]:
+        query = urllib.parse.urlencode({"name": name})
+        return self._json("POST", f"/topologies?{query}", bundle, "application/gzip")
+
+    def kill(self, name: str, wait_secs: float | None = None) -> dict[str, Any]:
+        body = {} if wait_secs is None else {"wait_secs": wait_secs}
+        return self._post(f"/topologies/{_q(name)}/kill", body)
+
+    def activate(self, name: str) -> dict[str, Any]:
+        return self._post(f"/topologies/{_q(name)}/activate", {})
+
+    def deactivate(self, name: str) -> dict[str, Any]:
+        return self._post(f"/topologies/{_q(name)}/deactivate", {})
+
+    def rebalance(self, name: str, num_workers: int | None = None,
+                  executors: Mapping[str, int] | None = None,
+                  wait_secs: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if num_workers is not None:
+            body["num_workers"] = num_workers
+        if executors:
+            body["executors"] = dict(executors)
+        if wait_secs is not None:
+            body["wait_secs"] = wait_secs
+        return self._post(f"/topologies/{_q(name)}/rebalance", body)
+
+    def topologies(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/topologies")["topologies"]
+
+    def topology(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/topologies/{_q(name)}")
+
+    def cluster(self) -> dict[str, Any]:
+        return self._json("GET", "/cluster")
+
+    def download_bundle(self, topology_id: str) -> tuple[bytes, str]:
+        """(bundle bytes, digest from X-Squall-Digest); the caller checks the sha256."""
+        status, headers, data = self._request("GET", f"/topologies/{_q(topology_id)}/bundle")
+        if status != 200:
+            raise _error(status, data, f"{API}/topologies/{topology_id}/bundle")
+        return data, headers.get("X-Squall-Digest", "")
+
+    # -- plumbing -------------------------------------------------------------------
+    def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._json("POST", path, json.dumps(body).encode(), "application/json")
+
+    def _json(self, method: str, path: str, body: bytes | None = None,
+              content_type: str | None = None) -> Any:
+        status, _, data = self._request(method, path, body, content_type)
+        if status == 503 and method != "GET" and _leader(data):
+            # A standby: send the write to the leader it names, once.
+            host, _, port = _leader(data).rpartition(":")
+            if (host, port) != (self.host, str(self.port)) and port.isdigit():
+                status, _, data = NimbusClient(host, int(port), self.timeout)._request(
+                    method, path, body, content_type)
+        if status >= 400:
+            raise _error(status, data, API + path.split("?")[0])
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise NimbusError(f"nimbus at {self.address} sent a reply that is not JSON", status) from None
+
+    def _request(self, method: str, path: str, body: bytes | None = None,
+                 content_type: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
+        url = f"http://{self.address}{API}{path}"
+        req = urllib.request.Request(url, data=body, method=method)
+        if content_type:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.headers, exc.read()
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            text = getattr(reason, "strerror", None) or str(reason)
+            raise NimbusUnavailable(f"cannot reach nimbus at {self.address}: {text}") from None
+        except (socket.timeout, TimeoutError):
+            raise NimbusUnavailable(f"nimbus at {self.address} did not answer within "
+                                    f"{self.timeout:g}s") from None
+        except (ConnectionError, OSError) as exc:
+            # e.g. the server closed the connection while we were still sending a large body
+            raise NimbusUnavailable(f"connection to nimbus at {self.address} failed: "
+                                    f"{exc.strerror or exc}") from None
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _leader(data: bytes) -> str:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return ""
+    leader = body.get("leader") if isinstance(body, dict) else None
+    return leader if isinstance(leader, str) else ""
+
+
+def _error(status: int, data: bytes, what: str) -> NimbusError:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return NimbusError(body["error"], status, body)
+    text = data.decode("utf-8", "replace").strip().splitlines()
+    return NimbusError(f"nimbus answered {status} for {what}" + (f": {text[0]}" if text else ""), status)

@@ -1,0 +1,129 @@
+"""A nimbus child process with its own config and log file, stopped by PID (tests and tools).
+
+``NimbusProcess(conf, work_dir).start()`` writes ``work_dir/squall.yaml`` (``conf`` plus a
+free ``nimbus.port`` unless one is passed, and a relative ``squall.local.dir`` made absolute under
+``work_dir``), runs
+``python -m squall.cli nimbus`` with ``SQUALL_CONF`` pointing at it, and returns once the API
+answers. ``stop()`` sends SIGTERM, then SIGKILL after a grace, and returns the exit code.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from squall.daemons.nimbus_client import NimbusClient, NimbusError
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class NimbusProcess:
+    """One ``squall nimbus`` child process."""
+
+    def __init__(self, conf: Mapping[str, Any], work_dir: str | os.PathLike[str],
+                 port: int | None = None) -> None:
+        self.work_dir = Path(work_dir)
+        self.conf = dict(conf)
+        self.conf.setdefault("nimbus.host", "127.0.0.1")
+        self.conf["nimbus.port"] = port or _free_port()
+        # A relative local dir would be relative to the child's cwd: make that explicit.
+        local = Path(str(self.conf.get("squall.local.dir") or "local"))
+        self.conf["squall.local.dir"] = str(local if local.is_absolute() else self.work_dir / local)
+        self.conf_path = self.work_dir / "squall.yaml"
+        self.log_path = self.work_dir / "nimbus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.conf['nimbus.host']}:{self.conf['nimbus.port']}"
+
+    @property
+    def code_dir(self) -> Path:
+        """Where this nimbus keeps bundles: ``<local dir>/nimbus/topologies``."""
+        return Path(self.conf["squall.local.dir"]) / "nimbus" / "topologies"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def client(self, timeout: float = 10.0) -> NimbusClient:
+        return NimbusClient(str(self.conf["nimbus.host"]), int(self.conf["nimbus.port"]), timeout)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 30.0, leader: bool = False) -> NimbusProcess:
+        """Spawn and wait until the API answers (and, with ``leader``, until this one leads)."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(yaml.safe_dump(self.conf, sort_keys=True), encoding="utf-8")
+        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "squall.cli", "nimbus"], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.work_dir)
+        # The pid check makes sure the answer comes from this process, not another on the port.
+        self.wait_until(lambda info: info["nimbus"].get("pid") == self.pid
+                        and (not leader or info["nimbus"]["is_leader"]), timeout,
+                        "leadership" if leader else "the API")
+        return self
+
+    def wait_until(self, predicate: Any, timeout: float, what: str) -> dict[str, Any]:
+        """Poll GET /cluster until ``predicate(info)``; RuntimeError with the log tail if not."""
+        deadline = time.monotonic() + timeout
+        client = self.client(timeout=2.0)
+        last = ""
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"nimbus exited with code {self.proc.returncode if self.proc else None}: "
+                                   f"{self.log_tail()}")
+            try:
+                info = client.cluster()
+                if predicate(info):
+                    return info
+            except NimbusError as exc:
+                last = str(exc)
+            time.sleep(0.05)
+        raise RuntimeError(f"nimbus at {self.address} did not reach {what} within {timeout}s "
+                           f"({last}): {self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, SIGKILL after ``timeout``; the exit code (None if never started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            except ProcessLookupError:
+                pass
+        return self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL (a crash, as far as the cluster can tell)."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)

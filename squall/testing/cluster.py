@@ -1,0 +1,187 @@
+"""A real cluster of daemon processes on this machine, for tests and benchmarks.
+
+``ProcessCluster`` runs one nimbus and N supervisors as child processes against a given
+ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
+them. Every process it starts is stopped by PID on ``stop()``, workers included (a
+supervisor leaves its workers running when it stops, as Storm's does).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.testing.zookeeper import free_port
+
+# Short periods so failures are noticed in seconds, not minutes.
+FAST = {
+    "nimbus.monitor.freq.secs": 1,
+    "nimbus.task.timeout.secs": 5,
+    "nimbus.supervisor.timeout.secs": 5,
+    "nimbus.task.launch.secs": 20,
+    "supervisor.monitor.frequency.secs": 0.5,
+    "supervisor.heartbeat.frequency.secs": 1,
+    "supervisor.worker.start.timeout.secs": 30,
+    "supervisor.worker.timeout.secs": 5,
+    "supervisor.worker.shutdown.sleep.secs": 1,
+    "worker.heartbeat.frequency.secs": 0.5,
+    "task.heartbeat.frequency.secs": 1,
+    "task.refresh.poll.secs": 1,
+    "zookeeper.session.timeout.ms": 4000,
+    "zmq.bind.host": "127.0.0.1",
+    "squall.log.format": "json",
+}
+
+
+class ProcessCluster:
+    def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self.base = Path(base_dir)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
+                       "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
+                       **FAST, **(conf or {})}
+        self.client_conf = self._write(self.base / "client.yaml", self.common)
+        self.n_supervisors, self.slots = supervisors, slots
+        self.nimbus: subprocess.Popen | None = None
+        self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
+        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30)
+
+    @staticmethod
+    def _write(path: Path, data: Mapping[str, Any]) -> Path:
+        path.write_text(yaml.safe_dump(dict(data)))
+        return path
+
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any]) -> subprocess.Popen:
+        cfg = self._write(self.base / f"{name}.yaml", conf)
+        log = open(self.base / f"{name}.log", "ab")
+        env = {**os.environ, "SQUALL_CONF": str(cfg)}
+        proc = subprocess.Popen([sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, cwd=self.base, start_new_session=True)
+        log.close()
+        return proc
+
+    def supervisor_dir(self, i: int) -> Path:
+        return self.base / f"supervisor-{i}"
+
+    def start(self, timeout: float = 60) -> "ProcessCluster":
+        self.start_nimbus()
+        for i in range(self.n_supervisors):
+            self.start_supervisor(i)
+        self.wait_for(lambda: len(self.client.cluster().get("supervisors", [])) == self.n_supervisors, timeout,
+                      "supervisors registered")
+        return self
+
+    def start_nimbus(self, timeout: float = 60) -> None:
+        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, "squall.local.dir": str(self.base / "nimbus")})
+        self.wait_for(self._nimbus_up, timeout, "nimbus answering")
+
+    def _nimbus_up(self) -> bool:
+        if self.nimbus is not None and self.nimbus.poll() is not None:
+            raise AssertionError(f"nimbus exited with {self.nimbus.returncode}: see {self.base / 'nimbus.log'}")
+        try:
+            self.client.cluster()
+            return True
+        except (NimbusError, OSError):
+            return False
+
+    def start_supervisor(self, i: int) -> None:
+        ports = [free_port() for _ in range(self.slots)]
+        conf = {**self.common, "squall.local.dir": str(self.supervisor_dir(i)), "supervisor.slots.ports": ports}
+        prev = self.base / f"supervisor-{i}.yaml"
+        if prev.exists():  # a restart keeps its slots
+            conf["supervisor.slots.ports"] = yaml.safe_load(prev.read_text())["supervisor.slots.ports"]
+        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf)
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        env = {**os.environ, "SQUALL_CONF": str(self.client_conf)}
+        return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True, text=True,
+                              env=env, timeout=timeout, cwd=self.base)
+
+    def worker_pids(self, i: int | None = None) -> dict[str, int]:
+        """worker id -> pid of live workers (of supervisor ``i``, or all)."""
+        out = {}
+        for k in range(self.n_supervisors) if i is None else [i]:
+            for pidfile in (self.supervisor_dir(k) / "workers").glob("*/pid"):
+                try:
+                    pid = int(pidfile.read_text().strip())
+                except (OSError, ValueError):
+                    continue
+                if _alive(pid):
+                    out[pidfile.parent.name] = pid
+        return out
+
+    def kill_supervisor(self, i: int, with_workers: bool = True) -> None:
+        """``kill -9`` a supervisor (and its workers): a host dying."""
+        pids = list(self.worker_pids(i).values()) if with_workers else []
+        proc = self.supervisors[i]
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+
+    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if condition():
+                    return
+            except (NimbusError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; logs in {self.base}")
+            time.sleep(interval)
+
+    def stop(self) -> None:
+        workers = list(self.worker_pids().values())
+        for proc in [*self.supervisors, self.nimbus]:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+        for proc in [*self.supervisors, self.nimbus]:
+            if proc is not None:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+        for pid in workers:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in workers:
+            _signal(pid, signal.SIGKILL)
+
+    def __enter__(self) -> "ProcessCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass

@@ -1,0 +1,173 @@
+"""Topologies for tests/test_spark.py. Loaded as a topology module (squall.loader), so Spark
+workers get this file only through squall.spark's code shipping."""
+from __future__ import annotations
+
+import json
+import os
+
+from squall import BasicBolt, Bolt, CustomStreamGrouping, TopologyBuilder
+from squall.contrib import JsonLinesSpout, ParquetSink
+from squall.spark.plan import TICK_KEY
+
+KEY_FIELDS = ["key", "n"]
+
+
+class Where(BasicBolt):
+    """Emits each input's key with the task that received it."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.index, self.task = context.this_task_index, context.this_task_id
+
+    def execute(self, tup):
+        self.collector.emit([tup["key"], self.index, self.task])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key", "index", "task"])
+
+
+class Router(BasicBolt):
+    """Sends each key straight to a task of ``direct`` it picks, and reports the pick."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.targets = context.component_tasks("direct")
+
+    def execute(self, tup):
+        key = tup["key"]
+        chosen = self.targets[len(key) % len(self.targets)]
+        sent = self.collector.emit_direct(chosen, [key], stream="routed")
+        self.collector.emit([key, chosen, list(sent)])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key", "chosen", "sent"])
+        declarer.declare(["key"], stream="routed", direct=True)
+
+
+class Lifecycle(Bolt):
+    """Acks by hand; reports at cleanup how often prepare ran and what it executed."""
+
+    prepares = 0
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.prepares += 1
+        self.task = context.this_task_id
+        self.executed = 0
+
+    def execute(self, tup):
+        self.executed += 1
+        self.collector.ack(tup)
+
+    def cleanup(self):
+        self.collector.emit([self.task, self.prepares, self.executed])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["task", "prepares", "executed"])
+
+
+class Ticker(BasicBolt):
+    """Counts its inputs and emits the count on each tick."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.task, self.count = context.this_task_id, 0
+
+    def execute(self, tup):
+        if tup.is_tick():
+            self.collector.emit([self.task, self.count, tup[0]])
+        else:
+            self.count += 1
+
+    def component_config(self):
+        return {TICK_KEY: 5}
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["task", "count", "rate"])
+
+
+class Flaky(BasicBolt):
+    """Fails keys that start with "x" by raising, passes the rest on."""
+
+    def execute(self, tup):
+        if tup["key"].startswith("x"):
+            raise ValueError(f"refusing {tup['key']}")
+        self.collector.emit([tup["key"]])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key"])
+
+
+class EvenOdd(CustomStreamGrouping):
+    def choose_tasks(self, task_id, values):
+        return [self.target_tasks[values[1] % 2]]
+
+
+def groupings():
+    b = TopologyBuilder()
+    b.set_spout("keys", JsonLinesSpout(KEY_FIELDS, path="unused-in-batch.jsonl"), 2)
+    b.set_bolt("byfield", Where(), 3).fields("keys", ["key"])
+    b.set_bolt("everyone", Where(), 2).all("keys")
+    b.set_bolt("lowest", Where(), 3).global_("keys")
+    b.set_bolt("router", Router(), 2).shuffle("keys")
+    b.set_bolt("direct", Where(), 3).direct("router", "routed")
+    b.set_bolt("custom", Where(), 2).custom("keys", EvenOdd())
+    b.set_bolt("partial", Where(), 3).partial_key("keys", ["key"])
+    b.set_bolt("spread", Where(), 3).shuffle("keys")
+    b.set_bolt("life", Lifecycle(), 4).local_or_shuffle("keys")
+    b.set_bolt("ticker", Ticker(), 2).shuffle("keys")
+    b.set_bolt("flaky", Flaky(), 2).shuffle("keys")
+    return b.build()
+
+
+def cycle():
+    b = TopologyBuilder()
+    b.set_spout("keys", JsonLinesSpout(KEY_FIELDS, path="unused.jsonl"))
+    b.set_bolt("a", Where()).shuffle("keys").shuffle("c")
+    b.set_bolt("b", Where()).shuffle("a")
+    b.set_bolt("c", Where()).shuffle("b")
+    return b.build()
+
+
+# -- ParquetSink round trip (local mode) ---------------------------------------------------
+ROW_FIELDS = ["id", "name", "score", "flag", "tags"]
+
+
+class Echo(BasicBolt):
+    def execute(self, tup):
+        self.collector.emit(list(tup.values))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(ROW_FIELDS)
+
+
+class Recorder(BasicBolt):
+    """Appends every input as a JSON line to <dir>/task-<id>.jsonl (its own record of
+    what the topology emitted)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        folder = conf["sinktest.record"]
+        os.makedirs(folder, exist_ok=True)
+        self.fh = open(os.path.join(folder, f"task-{context.this_task_id}.jsonl"), "a", encoding="utf-8")
+
+    def execute(self, tup):
+        self.fh.write(json.dumps(tup.values) + "\n")
+        self.fh.flush()
+
+    def cleanup(self):
+        self.fh.close()
+
+
+def sink_roundtrip():
+    b = TopologyBuilder()
+    b.set_spout("rows", JsonLinesSpout(ROW_FIELDS, conf_key="sinktest.input"))
+    b.set_bolt("tee", Echo(), 2).shuffle("rows")
+    b.set_bolt("archive", ParquetSink(None, ROW_FIELDS, conf_key="sinktest.archive", rows_per_file=40,
+                                      roll_secs=1), 2).shuffle("tee")
+    b.set_bolt("record", Recorder()).shuffle("tee")
+    return b.build()
+
+
+def topology():
+    return groupings()

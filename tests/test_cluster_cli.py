@@ -1,0 +1,217 @@
+"""The cluster commands of the ``squall`` CLI, run as real processes against a real nimbus.
+
+Exit codes are part of the interface: 0 ok, 1 failure (one line, no traceback), 2 usage.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.daemons.cluster_state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
+from squall.daemons.nimbus_process import NimbusProcess
+from squall.testing.zookeeper import free_port
+
+pytestmark = pytest.mark.cluster
+
+TOPOLOGY_FILE = '''\
+from squall import Bolt, Spout, TopologyBuilder
+
+
+class Words(Spout):
+    def open(self, conf, context, collector):
+        self.collector = collector
+
+    def next_tuple(self):
+        self.collector.emit(["word"])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word"])
+
+
+class Count(Bolt):
+    def execute(self, tuple):
+        pass
+
+
+def topology():
+    builder = TopologyBuilder()
+    builder.set_spout("words", Words())
+    builder.set_bolt("count", Count(), 2).fields("words", ["word"])
+    return builder.build()
+'''
+
+
+def squall(conf_path: Path | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SQUALL_CONF"}
+    if conf_path is not None:
+        env["SQUALL_CONF"] = str(conf_path)
+    return subprocess.run([sys.executable, "-m", "squall.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def assert_failure(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert text in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.fixture
+def nimbus(cluster_conf: dict[str, Any], tmp_path: Path) -> Iterator[NimbusProcess]:
+    proc = NimbusProcess({**cluster_conf, "nimbus.monitor.freq.secs": 0.3}, tmp_path / "nimbus")
+    proc.start(leader=True)
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.fixture
+def state(cluster_conf: dict[str, Any]) -> Iterator[ClusterState]:
+    cs = ClusterState(cluster_conf).start()
+    try:
+        yield cs
+    finally:
+        cs.close()
+
+
+@pytest.fixture
+def topology_file(tmp_path: Path) -> Path:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    path = folder / "words_topology.py"
+    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    return path
+
+
+def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
+    now = time.time()
+    for sid in ("s1", "s2"):
+        state.register_supervisor(SupervisorInfo(sid, f"{sid}.example", [7001, 7002], now, [], now))
+    conf = nimbus.conf_path
+    result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")
+    assert result.returncode == 0, result.stderr
+    assert "submitted topology words as words-" in result.stdout
+    tid = state.topology_ids()[0]
+    info = state.topology(tid)
+    assert info.conf["topology.workers"] == 2 and info.conf["topology.name"] == "words"
+
+    result = squall(conf, "list")
+    assert result.returncode == 0, result.stderr
+    header, row = result.stdout.strip().splitlines()
+    assert header.split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
+    assert row.split()[:5] == ["words", tid, "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
+    listed = json.loads(squall(conf, "list", "--json").stdout)
+    assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
+
+    # What workers would report: beats with executor stats, and an error.
+    assignment = state.assignment(tid)
+    for node, port in assignment.slots():
+        execs = assignment.executors_on(node, port)
+        stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0}
+                 for ex in execs]
+        state.worker_beat(WorkerBeat(tid, node, port, time.time(), execs, 65.0, {"executors": stats}))
+    state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
+                                      "Traceback (most recent call last):\nKeyError: 'word'"))
+    result = squall(conf, "status", "words")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"topology words ({tid}): active, 2 workers" in out
+    assert "count (bolt)" in out and "words (spout)" in out
+    for node, port in assignment.slots():
+        assert f"{node}.example:{port}" in out
+    assert "1m5s" in out  # worker uptime
+    assert "KeyError: 'word'" in out and "task 2 on s1.example:7001" in out
+    status = json.loads(squall(conf, "status", "words", "--json").stdout)
+    count = next(c for c in status["components"] if c["id"] == "count")
+    assert count["emitted"] == 14 and count["executed"] == 6 and len(count["executors"]) == 2
+
+    assert "is inactive" in squall(conf, "deactivate", "words").stdout
+    assert state.topology(tid).status == "inactive"
+    assert "is active" in squall(conf, "activate", "words").stdout
+    result = squall(conf, "rebalance", "words", "-n", "3", "-e", "count=1", "--wait", "0")
+    assert result.returncode == 0, result.stderr
+    assert "rebalanced topology words: 3 workers" in result.stdout
+    assert len(state.assignment(tid).slots()) == 3 and len(state.assignment(tid).executors) == 4
+
+    result = squall(conf, "kill", "words", "--wait", "0")
+    assert result.returncode == 0 and "killed topology words" in result.stdout
+    assert state.topology_ids() == [] and state.assignment_ids() == []
+    assert squall(conf, "list").stdout.strip() == "no topologies"
+    assert_failure(squall(conf, "status", "words"), 1, "no topology named 'words'")
+    assert_failure(squall(conf, "kill", "words"), 1, "no topology named 'words'")
+
+
+def test_nimbus_down_is_exit_1_naming_the_address(tmp_path, topology_file):
+    port = free_port()
+    conf = tmp_path / "squall.yaml"
+    conf.write_text(yaml.safe_dump({"nimbus.host": "127.0.0.1", "nimbus.port": port}), encoding="utf-8")
+    for args in (["list"], ["status", "x"], ["kill", "x"], ["activate", "x"], ["rebalance", "x", "-n", "2"],
+                 ["submit", str(topology_file)]):
+        result = squall(conf, *args)
+        assert_failure(result, 1, f"cannot reach nimbus at 127.0.0.1:{port}")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_usage_errors_are_exit_2(tmp_path):
+    conf = tmp_path / "squall.yaml"
+    conf.write_text("{}", encoding="utf-8")
+    for args in (["kill"], ["status"], ["list", "--bogus"], ["kill", "x", "--wait", "-1"],
+                 ["rebalance", "x", "-e", "count"], ["rebalance", "x", "-n", "0"],
+                 ["submit"], ["list", "-c", "topology.bogus=1"]):
+        result = squall(conf, *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_bad_topology_file_is_exit_1(tmp_path, nimbus):
+    broken = tmp_path / "broken_topo.py"
+    broken.write_text("def topology(:\n", encoding="utf-8")
+    assert_failure(squall(nimbus.conf_path, "submit", str(broken)), 1, "broken_topo.py")
+    empty = tmp_path / "empty_topo.py"
+    empty.write_text("X = 1\n", encoding="utf-8")
+    assert_failure(squall(nimbus.conf_path, "submit", str(empty)), 1, "defines no topology() function")
+
+
+def test_submit_refused_by_nimbus_is_exit_1(nimbus, topology_file):
+    result = squall(nimbus.conf_path, "submit", str(topology_file), "--name", "bad/name")
+    assert_failure(result, 1, "bad topology name")
+
+
+# --- `squall nimbus` as a process: exit codes -------------------------------------------
+
+def _nimbus_cmd(conf: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
+    path = tmp_path / "nimbus.yaml"
+    path.write_text(yaml.safe_dump(conf), encoding="utf-8")
+    env = {**os.environ, "SQUALL_CONF": str(path)}
+    return subprocess.Popen([sys.executable, "-m", "squall.cli", "nimbus"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_nimbus_exits_1_when_its_port_is_taken(cluster_conf, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _nimbus_cmd({**cluster_conf, "nimbus.port": port}, tmp_path)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert "nimbus cannot listen" in out and "Traceback" not in out
+
+
+def test_nimbus_exits_1_without_zookeeper(tmp_path):
+    conf = {"zookeeper.port": free_port(), "zookeeper.connection.timeout.ms": 1000,
+            "nimbus.port": free_port(), "squall.local.dir": str(tmp_path / "local")}
+    proc = _nimbus_cmd(conf, tmp_path)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert "cannot connect to ZooKeeper" in out and "Traceback" not in out
