@@ -96,6 +96,7 @@ def _register_optional() -> None:
     except ImportError:
         return
 
+
     @scenario("zmq-ceiling", "two plain processes passing msgpack tuple batches over ZeroMQ PUSH/PULL")
     def _zmq(duration: float, warmup: float) -> dict[str, Any]:
         return zmq_ceiling.run(duration)
@@ -137,7 +138,11 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
+        if "first_tuple_secs" in result:
+            line = (f"{args.scenario}: first tuple {result['first_tuple_secs']:.2f} s after submit, "
+                    f"every task {result['all_tasks_secs']:.2f} s ({result['workers']} workers)")
+        else:
+            line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
         if "complete_latency_ms" in result:
             lat = result["complete_latency_ms"]
             line += f", complete latency p50 {lat['p50']:.1f} ms p99 {lat['p99']:.1f} ms"

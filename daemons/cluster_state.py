@@ -740,7 +740,7 @@ class ClusterState:
 
         def update() -> bool:
             try:
-                data, stat = self.client.get(path)
+                data, stat = self._op("get", path)
             except NoNodeError:
                 return False
             info = self._decode(path, data, TopologyInfo.from_dict)
@@ -748,7 +748,7 @@ class ClusterState:
                 return False
             info.status = status
             try:
-                self.client.set(path, _encode(path, info.to_dict()), version=stat.version)
+                self._op("set", path, _encode(path, info.to_dict()), version=stat.version)
             except BadVersionError:
                 raise ForceRetryError() from None
             return True
@@ -838,17 +838,17 @@ class ClusterState:
 
         def append() -> None:
             try:
-                data, stat = self.client.get(path)
+                data, stat = self._op("get", path)
             except NoNodeError:
                 try:
-                    self.client.create(path, _encode(path, {"errors": [entry]}), makepath=True)
+                    self._op("create", path, _encode(path, {"errors": [entry]}), makepath=True)
                     return
                 except NodeExistsError:
                     raise ForceRetryError() from None
             entries = [e.to_dict() for e in self._decode_errors(path, data)]
             entries = (entries + [entry])[-kept:]
             try:
-                self.client.set(path, _encode(path, {"errors": entries}), version=stat.version)
+                self._op("set", path, _encode(path, {"errors": entries}), version=stat.version)
             except BadVersionError:
                 raise ForceRetryError() from None
 
@@ -955,6 +955,12 @@ class ClusterState:
         base = "" if self.root == "/" else self.root
         return base + "/" + "/".join(parts)
 
+    def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """One ZooKeeper request, waiting at most the session timeout: kazoo's synchronous
+        calls wait forever while it reconnects, which would hang a daemon whose ZooKeeper
+        is gone instead of letting it fail."""
+        return getattr(self.client, name + "_async")(*args, **kwargs).get(timeout=self.session_timeout)
+
     def _retry(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._closed.is_set():
             raise ClusterStateError("ClusterState is closed")
@@ -990,14 +996,14 @@ class ClusterState:
 
     def _read(self, path: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
         try:
-            data, _ = self._retry(self.client.get, path)
+            data, _ = self._retry(self._op, "get", path)
         except NoNodeError:
             return None
         return self._decode(path, data, parse)
 
     def _children(self, path: str) -> list[str]:
         try:
-            return sorted(self._retry(self.client.get_children, path))
+            return sorted(self._retry(self._op, "get_children", path))
         except NoNodeError:
             return []
 
@@ -1033,10 +1039,10 @@ class ClusterState:
 
         def put() -> None:
             try:
-                self.client.set(path, data)
+                self._op("set", path, data)
             except NoNodeError:
                 try:
-                    self.client.create(path, data, makepath=True)
+                    self._op("create", path, data, makepath=True)
                 except NodeExistsError:
                     raise ForceRetryError() from None
 

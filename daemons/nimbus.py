@@ -397,6 +397,7 @@ class Nimbus:
 
     def submit(self, name: str, data: bytes) -> dict[str, Any]:
         """Validate, store the code, write TopologyInfo and the assignment."""
+        self._require_leader()  # a standby refuses before spending time on the bundle
         try:
             sub = validate_submission(name, data, self.max_upload)
         except SubmissionError as exc:
@@ -623,7 +624,8 @@ class Nimbus:
             "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
             "requested_workers": info.num_workers, "workers": workers,
             "executors": len(placed), "code_digest": info.code_digest,
-            "components": [by_component[c] for c in sorted(by_component)],
+            # User components first, then system ones (``__acker``).
+            "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
         }
 
     def cluster_info(self) -> dict[str, Any]:

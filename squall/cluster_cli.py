@@ -118,6 +118,14 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
         raise Failure(str(exc)) from None
     name = name or module.__name__
     topology_conf = {**file_conf, **extra, "topology.name": name}
+    # Resolve the worker and acker counts here, into conf.json: nimbus and every worker then
+    # compute the same task ids, whatever their own config files say (Storm's nimbus does
+    # this normalization; ours cannot edit the bundle, whose digest is fixed).
+    topology_conf.setdefault("topology.workers", conf["topology.workers"])
+    if topology_conf.get("topology.acker.executors", conf["topology.acker.executors"]) is None:
+        topology_conf["topology.acker.executors"] = topology_conf["topology.workers"]
+    else:
+        topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
     try:
         bundle = build_bundle(file, topology, topology_conf)
     except (OSError, TypeError, ValueError) as exc:

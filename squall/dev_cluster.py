@@ -171,7 +171,9 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             conf_path = _write_yaml(sup_dir / "squall.yaml", {
                 **base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
                 "supervisor.host": "127.0.0.1"})
-            children.append(_Child(f"supervisor-{i}", _daemon_argv("supervisor", log_format), conf_path,
+            # The dev cluster owns its workers: they stop with their supervisor.
+            argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
+            children.append(_Child(f"supervisor-{i}", argv, conf_path,
                                    logs_dir / f"supervisor-{i}.log", sup_dir))
         _wait_ready(NimbusClient("127.0.0.1", nimbus_port, timeout=5), children, supervisors, stop)
         if stop.is_set():

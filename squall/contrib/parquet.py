@@ -11,8 +11,8 @@ in a complete file at least once, and no reader ever sees a partial file.
 The columns are the given fields, taken by name from every input stream. Column types
 come from ``types`` (pyarrow type names such as ``{"count": "int64"}``) or from the
 first file that holds a non-null value; later files keep those types, and a value that
-does not fit fails its tuples with the reason reported. A column seen only as null is
-written as string.
+does not fit fails its tuples with the reason reported (so declare ``types`` where
+values vary). A column, or part of one, seen only as null is written as string.
 
 Keep ``roll_secs`` well under ``topology.message.timeout.secs``, and
 ``topology.max.spout.pending`` (if set) large enough for a whole file in flight, or
@@ -41,6 +41,19 @@ def _size(value: Any) -> int:
     if isinstance(value, dict):
         return 4 + sum(_size(k) + _size(v) for k, v in value.items())
     return 8
+
+
+def _without_null(pa: Any, t: Any) -> Any:
+    """``t`` with every null type in it (an all-None column, a list of empty lists) as string."""
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_without_null(pa, t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _without_null(pa, f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_without_null(pa, t.key_type), _without_null(pa, t.item_type))
+    return t
 
 
 class ParquetSink(Bolt):
@@ -199,10 +212,11 @@ class ParquetSink(Bolt):
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise ValueError(f"field {name!r}: {exc}") from None
             if known is None:
-                if pa.types.is_null(arr.type):
-                    arr = arr.cast(pa.string())  # null-only so far: a type Spark can read
-                else:
+                settled = _without_null(pa, arr.type)
+                if settled == arr.type:
                     self.learned[name] = arr.type
+                else:  # null-only (parts) so far: write a type Spark reads, decide later
+                    arr = arr.cast(settled)
             arrays.append(arr)
             fields.append(pa.field(name, arr.type, nullable=True))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -15,6 +15,7 @@ import functools
 import pickle
 import re
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from squall.model import system_topology
 from squall.spark import schema as _schema
 from squall.spark import ship
 from squall.spark.plan import BackfillError, Plan, make_plan
-from squall.spark.tasks import Fan, StatsParam, TaskIndex, WorkerPlan, bolt_partition, spout_partition
+from squall.spark.tasks import Fan, PlanRef, StatsParam, TaskIndex, WorkerPlan, bolt_partition, spout_partition
 from squall.topology import SPOUT, Topology
 
 log = structlog.get_logger("squall.spark")
@@ -169,7 +170,8 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     worker_plan = WorkerPlan(topology_id, topology, system_topology(topology, full), full,
                              plan.task_to_component, plan.component_to_tasks, plan.keep, plan.ticks,
                              ship.by_value_blobs(topology) if ship_code else {})
-    bc = sc.broadcast(pickle.dumps(worker_plan, protocol=5))
+    blob = sc.broadcast(pickle.dumps(worker_plan, protocol=5))
+    bc = PlanRef(uuid.uuid4().hex, blob)
     stats = sc.accumulator({}, StatsParam())
     outputs: dict[str, Any] = {}
     persisted: list[Any] = []
@@ -205,7 +207,7 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
             except Exception:  # the context may be gone already; nothing to free then
                 pass
         try:
-            bc.unpersist()
+            blob.unpersist()
         except Exception:
             pass
     result.stats = dict(stats.value)

@@ -51,9 +51,9 @@ def describe(value: Any) -> tuple:
 
 def merge(a: tuple, b: tuple) -> tuple:
     """The narrowest type that holds values of both ``a`` and ``b``."""
-    if a == b or b is NULL:
+    if a == b or b == NULL:
         return a
-    if a is NULL:
+    if a == NULL:
         return b
     if {a, b} == {LONG, DOUBLE}:
         return DOUBLE
@@ -74,7 +74,7 @@ def show(t: tuple) -> str:
 
 def resolve(t: tuple) -> tuple:
     """Replace unknown (only-None) parts by string."""
-    if t is NULL or t == NULL:
+    if t == NULL:
         return STRING
     if t[0] == "array":
         return ("array", resolve(t[1]))

@@ -89,20 +89,29 @@ class WorkerPlan:
                            tasks_of, frozenset(self.task_to_component), context)
 
 
-_plans: dict[int, WorkerPlan] = {}
+_plans: dict[str, WorkerPlan] = {}
 
 
-def _plan(broadcast: Any) -> WorkerPlan:
-    """The run's plan, unpickled once per worker process (Python workers are reused)."""
-    key = broadcast.id if hasattr(broadcast, "id") else id(broadcast)
-    plan = _plans.get(key)
-    if plan is None:
-        value = broadcast.value if hasattr(broadcast, "value") else broadcast
-        plan = pickle.loads(value) if isinstance(value, bytes) else value
-        if len(_plans) > 16:
-            _plans.clear()
-        _plans[key] = plan
-    return plan
+class PlanRef:
+    """What task closures carry: the run's token and the broadcast holding its plan. The
+    plan is unpickled once per worker process and run (Python workers are reused)."""
+
+    def __init__(self, token: str, broadcast: Any) -> None:
+        self.token, self.broadcast = token, broadcast
+
+    def get(self) -> WorkerPlan:
+        plan = _plans.get(self.token)
+        if plan is None:
+            value = self.broadcast.value
+            plan = pickle.loads(value) if isinstance(value, bytes) else value
+            if len(_plans) >= 8:
+                _plans.clear()
+            _plans[self.token] = plan
+        return plan
+
+
+def _plan(ref: PlanRef) -> WorkerPlan:
+    return ref.get()
 
 
 def _stat(component: str, **counts: Any) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,94 @@
+"""Cluster benchmarks: a real ZooKeeper, nimbus and supervisors on this machine.
+
+- cluster-const-id-null(-acked): storm-perf's topology in two worker processes (one
+  supervisor, two slots); throughput from the executors' counters in the worker beats.
+- cluster-submit-latency: from `squall submit` to the first tuple processed, over three
+  workers on two supervisors.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _with_cluster(supervisors: int, slots: int, fn):
+    from squall.testing.cluster import ProcessCluster
+    from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
+
+    ensure_zookeeper_installed()
+    with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
+        with ZooKeeperServer(tick_time=500, min_session_timeout=1000) as zk:
+            cluster = ProcessCluster(zk.port, "/bench", Path(tmp) / "cluster", supervisors=supervisors, slots=slots,
+                                     conf={"squall.log.level": "WARNING"})
+            try:
+                cluster.start()
+                return fn(cluster, Path(tmp))
+            finally:
+                cluster.stop()
+
+
+def _executed(cluster, name: str, component: str) -> int:
+    st = cluster.client.topology(name)
+    return sum(c["executed"] for c in st["components"] if c["id"] == component)
+
+
+def _throughput(file: str, duration: float, warmup: float) -> dict[str, Any]:
+    def run(cluster, tmp: Path) -> dict[str, Any]:
+        res = cluster.cli("submit", str(HERE / "topologies" / file), "--name", "perf", "-c", "topology.workers=2")
+        if res.returncode != 0:
+            raise RuntimeError(res.stdout + res.stderr)
+        cluster.wait_for(lambda: _executed(cluster, "perf", "null") > 0, 60, "first tuples")
+        time.sleep(warmup)
+        n0, t0 = _executed(cluster, "perf", "null"), time.monotonic()
+        time.sleep(duration)
+        n1, t1 = _executed(cluster, "perf", "null"), time.monotonic()
+        st = cluster.client.topology("perf")
+        spout = next(c for c in st["components"] if c["id"] == "spout")
+        return {"tuples_per_sec": (n1 - n0) / (t1 - t0), "tuples": n1 - n0, "seconds": t1 - t0,
+                "workers": len(st["workers"]), "acked": spout.get("acked"), "failed": spout.get("failed")}
+
+    return _with_cluster(1, 2, run)
+
+
+def cluster_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
+    return _throughput("const_id_null.py", duration, warmup)
+
+
+def cluster_const_id_null_acked(duration: float, warmup: float) -> dict[str, Any]:
+    return _throughput("const_id_null_acked.py", duration, warmup)
+
+
+def cluster_submit_latency(duration: float, warmup: float) -> dict[str, Any]:
+    """Seconds from the start of `squall submit` to the first tuple executed (3 workers)."""
+
+    def run(cluster, tmp: Path) -> dict[str, Any]:
+        out = tmp / "first"
+        out.mkdir()
+        started = time.time()
+        res = cluster.cli("submit", str(HERE / "topologies" / "first_tuple.py"), "--name", "latency",
+                          "-c", "topology.workers=3", "-c", f"bench.output.dir={out}")
+        if res.returncode != 0:
+            raise RuntimeError(res.stdout + res.stderr)
+        cluster.wait_for(lambda: len(list(out.glob("first-*"))) >= 3, 60, "every bolt task's first tuple")
+        firsts = sorted(float(p.read_text()) for p in out.glob("first-*"))
+        workers = len(cluster.client.topology("latency")["workers"])
+        return {"first_tuple_secs": firsts[0] - started, "all_tasks_secs": firsts[-1] - started,
+                "workers": workers, "tuples_per_sec": 0.0}
+
+    return _with_cluster(2, 2, run)
+
+
+SCENARIOS = {
+    "cluster-const-id-null": ("storm-perf topology in 2 worker processes (real ZooKeeper), no acking",
+                              cluster_const_id_null),
+    "cluster-const-id-null-acked": ("the same with message ids and acking (max.spout.pending 1000)",
+                                    cluster_const_id_null_acked),
+    "cluster-submit-latency": ("submit to first processed tuple across 3 workers on 2 supervisors",
+                               cluster_submit_latency),
+}
