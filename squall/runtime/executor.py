@@ -159,6 +159,12 @@ class BoltExecutor(Executor):
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
 
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
+        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls))
+        return out
+
     def loop(self) -> None:
         q, rt, tasks, flush = self.queue, self.runtime, self.tasks, self.outbox.flush
         stop = rt.stopping
