@@ -13,7 +13,17 @@ _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARN
 def configure(fmt: str = "console", level: str = "INFO", stream: Any = None, **context: Any) -> None:
     """Console (readable) or JSON lines on ``stream`` (stderr by default); ``context`` is
     bound to every line (e.g. daemon="supervisor")."""
+    static = dict(context)
+
+    def add_static(logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
+        # Process-wide fields (daemon, ids) on every line, from every thread: contextvars
+        # would not reach threads started before or outside the binding.
+        for key, value in static.items():
+            event.setdefault(key, value)
+        return event
+
     processors: list[Any] = [
+        add_static,
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso" if fmt == "json" else "%Y-%m-%d %H:%M:%S", utc=fmt == "json"),
@@ -29,8 +39,6 @@ def configure(fmt: str = "console", level: str = "INFO", stream: Any = None, **c
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
-    if context:
-        structlog.contextvars.bind_contextvars(**context)
 
 
 def configure_from(conf: Mapping[str, Any], fmt: str | None = None, **context: Any) -> None:
