@@ -52,6 +52,28 @@ class Connection(ABC):
         """Release the connection; pending sends are flushed up to the linger time."""
 
 
+class ServerConnection(Connection):
+    """The bound side of a link: it only receives. Subclasses set ``_port``, ``_callback``
+    and ``_ready`` (an Event their receive loop waits on before delivering)."""
+
+    def register_recv(self, callback: RecvCallback) -> None:
+        self._callback = callback
+        self._ready.set()
+
+    def send(self, messages: Iterable[TaskMessage]) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    def send_load_metrics(self, load: Mapping[int, float]) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    def send_control(self, kind: int, body: Any) -> None:
+        raise TypeError("a bound (server) connection only receives")
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+
 class Context(ABC):
     """Creates connections for one process; one per worker."""
 

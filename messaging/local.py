@@ -15,13 +15,13 @@ from typing import Any
 import structlog
 
 from squall.messaging import codec
-from squall.messaging.base import Connection, Context, RecvCallback, TaskMessage
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.local")
 _STOP = object()
 
 
-class LocalServer(Connection):
+class LocalServer(ServerConnection):
     def __init__(self, ctx: "LocalContext", topology_id: str, port: int) -> None:
         self._ctx, self._topology_id, self._port = ctx, topology_id, port
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -56,23 +56,6 @@ class LocalServer(Connection):
             except Exception as exc:  # the receiver outlives a failing callback, as zmq's does
                 self.callback_errors += 1
                 log.error("receive callback raised", port=self._port, error=repr(exc))
-
-    def register_recv(self, callback: RecvCallback) -> None:
-        self._callback = callback
-        self._ready.set()
-
-    def send(self, messages: Iterable[TaskMessage]) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    def send_load_metrics(self, load: Mapping[int, float]) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    def send_control(self, kind: int, body: Any) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     def close(self) -> None:
         self._ctx._unbind(self._topology_id, self._port, self)

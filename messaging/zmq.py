@@ -23,7 +23,7 @@ import structlog
 import zmq
 
 from squall.messaging import codec
-from squall.messaging.base import Connection, Context, RecvCallback, TaskMessage
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.zmq")
 
@@ -38,7 +38,7 @@ _JOIN_SECS = 5.0
 _wake_ids = itertools.count()
 
 
-class ZmqServer(Connection):
+class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int) -> None:
@@ -121,23 +121,6 @@ class ZmqServer(Connection):
                           port=self._port, kind=kind)
 
     # -- Connection -------------------------------------------------------------------
-    def register_recv(self, callback: RecvCallback) -> None:
-        self._callback = callback
-        self._ready.set()
-
-    def send(self, messages: Iterable[TaskMessage]) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    def send_load_metrics(self, load: Mapping[int, float]) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    def send_control(self, kind: int, body: Any) -> None:
-        raise TypeError("a bound (server) connection only receives")
-
-    @property
-    def port(self) -> int:
-        return self._port
-
     def close(self) -> None:
         """Stop receiving now; frames not yet handled are discarded."""
         with self._close_lock:

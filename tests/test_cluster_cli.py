@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -104,6 +105,7 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     tid = state.topology_ids()[0]
     info = state.topology(tid)
     assert info.conf["topology.workers"] == 2 and info.conf["topology.name"] == "words"
+    assert info.conf["topology.acker.executors"] == 2  # resolved by the CLI, in conf.json
 
     result = squall(conf, "list")
     assert result.returncode == 0, result.stderr
@@ -215,3 +217,71 @@ def test_nimbus_exits_1_without_zookeeper(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, out
     assert "cannot connect to ZooKeeper" in out and "Traceback" not in out
+
+
+# --- `squall dev-cluster`: the whole stack on this machine --------------------------------
+
+def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
+    import psutil
+
+    directory = tmp_path / "dev"
+    proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "dev-cluster", "--supervisors", "2",
+                             "--slots-per-supervisor", "1", "--dir", str(directory)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 90
+        while not any("Press Ctrl-C to stop." in line for line in lines):
+            line = proc.stdout.readline()
+            assert line and time.monotonic() < deadline, "".join(lines)
+            lines.append(line)
+        conf = directory / "squall.yaml"
+        assert f"export SQUALL_CONF={conf}" in "".join(lines)
+        daemons = psutil.Process(proc.pid).children(recursive=True)
+        assert len(daemons) >= 4  # ZooKeeper, nimbus, two supervisors
+        result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")
+        assert result.returncode == 0, result.stderr
+
+        def emitted() -> int:
+            status = json.loads(squall(conf, "status", "words", "--json").stdout)
+            return sum(c["emitted"] for c in status["components"] if c["id"] == "words")
+
+        deadline = time.monotonic() + 60
+        while emitted() == 0:
+            assert time.monotonic() < deadline, (directory / "logs" / "supervisor-1.log").read_text()
+            time.sleep(0.5)
+        status = json.loads(squall(conf, "status", "words", "--json").stdout)
+        slot_ports = set()
+        for i in (1, 2):
+            sup_conf = yaml.safe_load((directory / f"supervisor-{i}" / "squall.yaml").read_text())
+            slot_ports.update(sup_conf["supervisor.slots.ports"])
+        assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
+        everything = psutil.Process(proc.pid).children(recursive=True)  # now with the workers
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "squall dev cluster stopped" in out
+        gone, alive = psutil.wait_procs(everything, timeout=10)
+        assert not alive, [p.pid for p in alive]
+    finally:
+        if proc.poll() is None:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            proc.wait(10)
+
+
+def test_a_missing_daemon_module_does_not_break_the_cli(monkeypatch):
+    from click.testing import CliRunner
+
+    from squall.cli import main
+    from squall.cluster_cli import LazyCommand
+
+    monkeypatch.setitem(sys.modules, "squall.daemons.ghost", None)  # import fails: no such module
+    ghost = LazyCommand("ghost", "squall.daemons.ghost:ghost_command", "A daemon not installed here.")
+    monkeypatch.setitem(main.commands, "ghost", ghost)
+    runner = CliRunner()
+    listing = runner.invoke(main, ["--help"])
+    assert listing.exit_code == 0 and "ghost" in listing.output and "supervisor" in listing.output
+    result = runner.invoke(main, ["ghost"])
+    assert result.exit_code == 1 and "`squall ghost` is not available" in result.output

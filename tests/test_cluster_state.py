@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,21 +19,14 @@ from squall.daemons.cluster_state import (
     WorkerBeat,
 )
 from squall.testing.zookeeper import drop_connection, expire_session
+from squall.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 WAIT = 15.0  # upper bound for anything ZooKeeper-driven to show up
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+
 
 
 class Recorder:

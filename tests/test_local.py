@@ -7,7 +7,8 @@ import time
 import pytest
 
 from squall import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, wait_until
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.waiting import wait_for
 
 _names = itertools.count()
 
@@ -86,7 +87,7 @@ def test_word_count_matches_reference_with_failures_and_acking(cluster, workers)
     b.set_bolt("split", FlakySplit(name + ".flaky"), 3).shuffle("sentences")
     b.set_bolt("count", DedupCount(name + ".words"), 2).fields("split", ["word"])
     cluster.submit(name, {"topology.workers": workers}, b.build())
-    wait_until(lambda: len(set(Recorder.get(name + ".acked"))) == len(rows), 30, message="every sentence acked")
+    wait_for(lambda: len(set(Recorder.get(name + ".acked"))) == len(rows), 30, what="every sentence acked")
     reference = collections.Counter(w for s in SENTENCES for w in s.split())
     assert collections.Counter(Recorder.get(name + ".words")) == reference
     failed = sorted(Recorder.get(name + ".failed"))
@@ -116,7 +117,7 @@ def test_timeout_reaches_spout_fail_and_replay_completes(cluster, workers):
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
     b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
     cluster.submit(name, {"topology.workers": workers, "topology.message.timeout.secs": 1}, b.build())
-    wait_until(lambda: len(Recorder.get(name + ".acked")) == 20, 20, message="replays acked")
+    wait_for(lambda: len(Recorder.get(name + ".acked")) == 20, 20, what="replays acked")
     assert sorted(Recorder.get(name + ".failed")) == list(range(20))
 
 
@@ -139,7 +140,7 @@ def test_user_exception_is_reported_fails_the_tuple_and_the_topology_goes_on(clu
     b.set_bolt("explode", Exploding(), 2).shuffle("nums")
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("explode")
     cluster.submit(name, {"topology.workers": workers}, b.build())
-    wait_until(lambda: len(Recorder.get(name + ".acked")) == 10, 20, message="all acked")
+    wait_for(lambda: len(Recorder.get(name + ".acked")) == 10, 20, what="all acked")
     assert Recorder.get(name + ".failed") == [3]
     assert sorted(v[3][0] for v in Recorder.get(name + ".out")) == [n * 10 for n in range(10)]
     errors = cluster.errors(name)
@@ -163,10 +164,10 @@ def test_emit_of_wrong_arity_names_component_and_stream(cluster):
     b.set_spout("nums", FixedTupleSpout(name, [[1]], ["n"]))
     b.set_bolt("wrong", WrongArity()).shuffle("nums")
     cluster.submit(name, {"topology.message.timeout.secs": 60}, b.build())
-    wait_until(lambda: "wrong" in cluster.errors(name), 10, message="error reported")
+    wait_for(lambda: "wrong" in cluster.errors(name), 10, what="error reported")
     text = cluster.errors(name)["wrong"][0]["error"]
     assert "component 'wrong' emitted 2 values on stream 'pairs', which declares 1 fields" in text
-    wait_until(lambda: Recorder.get(name + ".failed")[:1] == [0], 10, message="input failed")
+    wait_for(lambda: Recorder.get(name + ".failed")[:1] == [0], 10, what="input failed")
 
 
 class TickCounter(Bolt):
@@ -190,7 +191,7 @@ def test_tick_tuples_arrive_at_the_configured_rate(cluster):
     b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
     b.set_bolt("ticker", TickCounter(name + ".ticks")).shuffle("nums")
     cluster.submit(name, {}, b.build())
-    wait_until(lambda: len(Recorder.get(name + ".ticks")) >= 5, 10, message="5 ticks")
+    wait_for(lambda: len(Recorder.get(name + ".ticks")) >= 5, 10, what="5 ticks")
     assert set(Recorder.get(name + ".ticks")) == {"__system"}
 
 
@@ -208,8 +209,8 @@ def test_max_spout_pending_bounds_tuples_in_flight(cluster):
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(500)], ["n"]))
     b.set_bolt("hoard", Hoarder()).shuffle("nums")
     cluster.submit(name, {"topology.max.spout.pending": 37, "topology.message.timeout.secs": 60}, b.build())
-    wait_until(lambda: sum(s["executed"] for s in cluster.stats(name) if s["component"] == "hoard") == 37, 10,
-               message="37 tuples in flight")
+    wait_for(lambda: sum(s["executed"] for s in cluster.stats(name) if s["component"] == "hoard") == 37, 10,
+               what="37 tuples in flight")
     time.sleep(0.3)
     assert sum(s["executed"] for s in cluster.stats(name) if s["component"] == "hoard") == 37
     assert [s["pending"] for s in cluster.stats(name) if s["kind"] == "spout"] == [37]
@@ -244,15 +245,15 @@ def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, workers):
     b.set_spout("gen", Lifecycle(name + ".life"))
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("gen")
     cluster.submit(name, {"topology.workers": workers}, b.build())
-    wait_until(lambda: len(Recorder.get(name + ".out")) > 10, 10, message="flow")
+    wait_for(lambda: len(Recorder.get(name + ".out")) > 10, 10, what="flow")
     cluster.deactivate(name)
-    wait_until(lambda: Recorder.get(name + ".life")[-1:] == ["deactivate"], 5, message="deactivate()")
+    wait_for(lambda: Recorder.get(name + ".life")[-1:] == ["deactivate"], 5, what="deactivate()")
     time.sleep(0.2)
     before = len(Recorder.get(name + ".out"))
     time.sleep(0.5)
     assert len(Recorder.get(name + ".out")) == before
     cluster.activate(name)
-    wait_until(lambda: len(Recorder.get(name + ".out")) > before + 10, 10, message="flow resumes")
+    wait_for(lambda: len(Recorder.get(name + ".out")) > before + 10, 10, what="flow resumes")
     assert Recorder.get(name + ".life")[:3] == ["activate", "deactivate", "activate"]
 
 
@@ -284,7 +285,7 @@ def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, wor
     b.set_bolt("global_sink", RecordingBolt(name + ".global"), 3).global_("router")
     topo = b.build()
     cluster.submit(name, {"topology.workers": workers}, topo)
-    wait_until(lambda: len(Recorder.get(name + ".acked")) == 12, 20, message="all acked")
+    wait_for(lambda: len(Recorder.get(name + ".acked")) == 12, 20, what="all acked")
     direct = Recorder.get(name + ".direct")
     tasks = sorted({t for t, *_ in Recorder.get(name + ".all")})
     assert len(tasks) == 3
@@ -363,7 +364,7 @@ def test_acking_off_acks_at_once(cluster):
     b.set_spout("c", Counting(name + ".acks"))
     b.set_bolt("h", Hoarder()).shuffle("c")
     cluster.submit(name, {"topology.acker.executors": 0}, b.build())
-    wait_until(lambda: sorted(Recorder.get(name + ".acks")) == [1, 2, 3, 4, 5], 10, message="immediate acks")
+    wait_for(lambda: sorted(Recorder.get(name + ".acks")) == [1, 2, 3, 4, 5], 10, what="immediate acks")
 
 
 def test_submit_rejects_bad_config_and_duplicate_names(cluster):

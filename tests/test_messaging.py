@@ -17,6 +17,7 @@ import zmq
 
 from squall.config import build_config
 from squall.messaging import codec, make_context
+from squall.testing.waiting import wait_for
 
 TOPO = "topo-1"
 TIMEOUT = 10.0
@@ -35,12 +36,7 @@ def conf_for(transport: str, **extra) -> dict:
     return build_config(overrides, user_file=False)
 
 
-def wait_until(predicate, timeout: float = TIMEOUT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)
+
 
 
 class Collector:
@@ -92,7 +88,7 @@ def test_batches_arrive_intact_and_in_order(ctx):
         client.send(batch)
     client.send([])                       # an empty batch is not a frame
     client.send(iter([(9, b"gen")]))      # any iterable of task messages
-    wait_until(lambda: len(got.batches) >= 51, what="51 batches")
+    wait_for(lambda: len(got.batches) >= 51, what="51 batches")
     assert got.batches == sent + [[(9, b"gen")]]
 
 
@@ -106,7 +102,7 @@ def test_order_is_kept_per_connection_with_two_senders(ctx):
     for i in range(200):
         a.send([(1, b"a%d" % i)])
         b.send([(2, b"b%d" % i)])
-    wait_until(lambda: len(got.messages) >= 400, what="400 messages")
+    wait_for(lambda: len(got.messages) >= 400, what="400 messages")
     msgs = got.messages
     assert [p for t, p in msgs if t == 1] == [b"a%d" % i for i in range(200)]
     assert [p for t, p in msgs if t == 2] == [b"b%d" % i for i in range(200)]
@@ -121,7 +117,7 @@ def test_client_connected_before_server_binds_still_delivers(ctx, transport):
     server = ctx.bind(TOPO, port)
     got = Collector()
     server.register_recv(got)
-    wait_until(lambda: len(got.batches) >= 5, timeout=2 if transport == "local" else TIMEOUT,
+    wait_for(lambda: len(got.batches) >= 5, timeout=2 if transport == "local" else TIMEOUT,
                what="batches queued before bind")
     assert got.batches == sent
 
@@ -136,7 +132,7 @@ def test_frames_received_before_register_recv_wait_for_it(ctx):
     time.sleep(0.2)  # give a buggy implementation the chance to drop them
     got = Collector()
     server.register_recv(got)
-    wait_until(lambda: len(got.batches) >= 5, what="batches sent before register_recv")
+    wait_for(lambda: len(got.batches) >= 5, what="batches sent before register_recv")
     assert got.batches == sent
 
 
@@ -171,13 +167,13 @@ def test_malformed_frames_are_counted_and_dropped(ctx, transport):
         for frame in BAD_FRAMES:
             send_raw(frame)
         send_raw(codec.encode_tasks([(2, b"after")]))
-        wait_until(lambda: len(got.batches) >= 2, what="good frames around the bad ones")
+        wait_for(lambda: len(got.batches) >= 2, what="good frames around the bad ones")
         assert got.batches == [[(1, b"before")], [(2, b"after")]]
         assert server.bad_frames == len(BAD_FRAMES)
         # The receiver is still alive for the real client too.
         client = ctx.connect(TOPO, "127.0.0.1", port)
         client.send([(3, b"later")])
-        wait_until(lambda: len(got.batches) >= 3, what="a frame after the bad ones")
+        wait_for(lambda: len(got.batches) >= 3, what="a frame after the bad ones")
         assert got.batches[-1] == [(3, b"later")]
     finally:
         if transport == "zmq":
@@ -195,7 +191,7 @@ def test_control_frames_reach_the_control_callback(ctx):
     client.send_load_metrics({1: 0.5, 2: 1.0})
     client.send([(4, b"task")])
     client.send_control(codec.KIND_BACKPRESSURE, {3: True})
-    wait_until(lambda: len(got.controls) >= 2 and got.batches, what="control frames")
+    wait_for(lambda: len(got.controls) >= 2 and got.batches, what="control frames")
     assert got.controls == [(codec.KIND_LOAD, {1: 0.5, 2: 1.0}),
                             (codec.KIND_BACKPRESSURE, {3: True})]
     assert got.batches == [[(4, b"task")]]
@@ -228,7 +224,7 @@ def test_close_and_term_are_prompt(transport):
     server.register_recv(got)
     client = context.connect(TOPO, "127.0.0.1", port)
     client.send([(1, b"x")])
-    wait_until(lambda: got.batches, what="one batch")
+    wait_for(lambda: got.batches, what="one batch")
     started = time.monotonic()
     server.close()
     assert time.monotonic() - started < 1.0, "server close() was not prompt"
@@ -284,7 +280,7 @@ def test_zmq_failing_callback_does_not_kill_the_receiver(zctx):
     client = zctx.connect(TOPO, "127.0.0.1", port)
     client.send([(1, b"boom")])
     client.send([(1, b"fine")])
-    wait_until(lambda: got.batches, what="the batch after a failing callback")
+    wait_for(lambda: got.batches, what="the batch after a failing callback")
     assert got.batches == [[(1, b"fine")]]
     assert server.callback_errors == 1
 
@@ -305,13 +301,13 @@ def test_zmq_send_blocks_at_high_water_mark_and_loses_nothing(zctx):
 
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
-    wait_until(lambda: client.blocked_sends >= 1, what="the sender to block at the HWM")
+    wait_for(lambda: client.blocked_sends >= 1, what="the sender to block at the HWM")
     assert len(sent) < total
     got = Collector()
     server.register_recv(got)
     thread.join(TIMEOUT)
     assert not thread.is_alive()
-    wait_until(lambda: len(got.batches) >= total, what=f"{total} large batches")
+    wait_for(lambda: len(got.batches) >= total, what=f"{total} large batches")
     assert [b[0][0] for b in got.batches] == list(range(total))
     assert all(b[0][1] == payload for b in got.batches)
 
@@ -346,7 +342,7 @@ def test_zmq_100k_messages_from_a_second_process_arrive_exactly_once(zctx, tmp_p
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert out.strip() == f"sent {total}"
-        wait_until(lambda: len(got.messages) >= total, timeout=30, what=f"{total} messages")
+        wait_for(lambda: len(got.messages) >= total, timeout=30, what=f"{total} messages")
         time.sleep(0.1)  # a duplicate would show up right behind the last message
     finally:
         if proc.poll() is None:

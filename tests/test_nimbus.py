@@ -30,9 +30,10 @@ from squall.daemons.cluster_state import (
     WorkerBeat,
 )
 from squall.daemons.code_store import build_bundle
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus_client import NimbusError
 from squall.daemons.nimbus_process import NimbusProcess
 from squall.loader import load_topology
+from squall.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -73,15 +74,7 @@ def topology():
 
 # --- helpers -----------------------------------------------------------------------------
 
-def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+
 
 
 def make_bundle(folder: Path, conf: dict[str, Any] | None = None, name: str = "numbers") -> bytes:
@@ -530,3 +523,28 @@ def test_two_nimbus_one_leads_and_failover(start_nimbus, state, tmp_path):
     assert data == bundle
     second.client().kill("numbers", wait_secs=0)
     assert state.topology_ids() == [] and state.assignment_ids() == []
+
+
+def test_bundle_layout_is_deterministic_and_skips_caches(tmp_path):
+    folder = tmp_path / "app"
+    (folder / "__pycache__").mkdir(parents=True)
+    (folder / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref", encoding="utf-8")
+    (folder / "lib").mkdir()
+    (folder / "lib" / "helpers.py").write_text("X = 1\n", encoding="utf-8")
+    path = folder / f"topo_{uuid.uuid4().hex[:10]}.py"
+    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    topology, conf, _ = load_topology(path)
+    first = build_bundle(path, topology, {**conf, "topology.name": "numbers"})
+    time.sleep(1.1)  # a later mtime must not change the bytes
+    path.touch()
+    assert build_bundle(path, topology, {**conf, "topology.name": "numbers"}) == first
+    files = members(first)
+    assert sorted(files) == ["code/lib/helpers.py", f"code/{path.name}", "conf.json", "structure.json",
+                             "topology.bin"]
+    assert json.loads(files["conf.json"]) == {"topology.workers": 2, "topology.name": "numbers"}
+    structure = json.loads(files["structure.json"])["components"]
+    assert structure["sink"] == {"parallelism": 3, "num_tasks": 6, "kind": "bolt",
+                                 "inputs": [["numbers", "default", "shuffle"]], "streams": {}}
+    assert structure["numbers"]["streams"] == {"default": ["n"]}

@@ -6,7 +6,8 @@ import pytest
 from squall import Bolt, LocalCluster, Spout, TopologyBuilder
 from squall.model import task_ids
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.testing.components import Recorder, wait_until
+from squall.testing.components import Recorder
+from squall.testing.waiting import wait_for
 from squall.tuple import Fields, Source, Tuple
 
 
@@ -77,7 +78,7 @@ def test_registered_user_type_crosses_workers():
     conf = {"topology.workers": 3, "topology.serializers": {path(Point): path(PointSerializer)}}
     with LocalCluster() as cluster:
         cluster.submit("points", conf, _topology("pts", "point"))
-        wait_until(lambda: len(Recorder.get("pts.acked")) == 20, 20, message="all acked")
+        wait_for(lambda: len(Recorder.get("pts.acked")) == 20, 20, what="all acked")
     got = Recorder.get("pts")
     assert sorted((p.x, p.y) for p in got) == [(i, -i) for i in range(1, 21)]
     assert all(isinstance(p, Point) for p in got)
@@ -87,7 +88,7 @@ def test_unregistered_type_is_reported_by_name_and_nothing_crashes():
     with LocalCluster() as cluster:
         cluster.submit("bad-points", {"topology.workers": 3, "topology.message.timeout.secs": 30},
                        _topology("bad", "unregistered"))
-        wait_until(lambda: "points" in cluster.errors("bad-points"), 10, message="error reported")
+        wait_for(lambda: "points" in cluster.errors("bad-points"), 10, what="error reported")
         text = cluster.errors("bad-points")["points"][0]["error"]
         assert "cannot serialize a value of type" in text and "Unregistered" in text
         assert "register it in topology.serializers" in text
@@ -129,6 +130,6 @@ def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
         some_task = min(worker.local_tasks)
         client.send([(999, b"x"), (some_task, b"\xc1garbage")])
         client.send_raw(b"\x07not a frame")
-        wait_until(lambda: worker.dropped_unknown_task == 1 and worker.dropped_bad_payload == 1, 10,
-                   message="bad input counted")
-        wait_until(lambda: len(Recorder.get("frames.acked")) == 20, 20, message="topology still flows")
+        wait_for(lambda: worker.dropped_unknown_task == 1 and worker.dropped_bad_payload == 1, 10,
+                   what="bad input counted")
+        wait_for(lambda: len(Recorder.get("frames.acked")) == 20, 20, what="topology still flows")

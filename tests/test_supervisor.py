@@ -20,7 +20,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from squall.daemons.cluster_state import Assignment, ClusterState
+from squall.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -88,15 +89,7 @@ main()
 '''
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+
 
 
 def make_bundle(tag: str = "v1") -> bytes:

@@ -45,22 +45,13 @@ from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
 from squall.testing.zookeeper import free_port
+from squall.testing.waiting import wait_for
 
 TOPOLOGY_SOURCE = Path(__file__).parent / "topologies" / "numbers_topo.py"
 WAIT = 30.0
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition",
-             detail: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            extra = f"\n{detail()}" if detail else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{extra}")
-        time.sleep(0.05)
+
 
 
 # --- decisions -------------------------------------------------------------------------

@@ -3,11 +3,13 @@
 Each spout stream's input DataFrame becomes records routed by that spout's groupings;
 each bolt, in topological order, gets the records aimed at its tasks partitioned by task
 (``partitionBy`` with one partition per task), and ``bolt_partition`` runs one bolt
-instance per partition. Every component's records are persisted and computed by their
-own Spark job before the next component starts, so each bolt runs exactly once (its side
-effects happen once) and a failure names the component. Sink streams end as typed
-DataFrames that are computed before ``run`` returns (local checkpoints: reading them
-again never re-runs a bolt).
+instance per partition. Components run level by level (a level: those whose inputs are
+all done), one Spark job per level, and each component's records are locally
+checkpointed: computed once and never recomputed from their lineage, so every bolt runs
+exactly once (its side effects happen once), also when a sink DataFrame is read again.
+Local checkpoints live on the executors: on a cluster, keep executors alive for the
+run (no dynamic allocation that removes them), and read the returned DataFrames before
+stopping the session.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from squall.model import system_topology
 from squall.spark import schema as _schema
 from squall.spark import ship
 from squall.spark.plan import BackfillError, Plan, make_plan
-from squall.spark.tasks import Fan, PlanRef, StatsParam, TaskIndex, WorkerPlan, bolt_partition, spout_partition
+from squall.spark.tasks import Fan, PlanRef, StatsParam, TypesParam, TaskIndex, WorkerPlan, bolt_partition, spout_partition
 from squall.topology import SPOUT, Topology
 
 log = structlog.get_logger("squall.spark")
@@ -152,8 +154,6 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     exclude: components not to run, with everything downstream of them.
     ship_code: add the topology's non-installed modules to the Spark workers' path.
     """
-    from pyspark import StorageLevel
-
     started = time.monotonic()
     full = _config.build_config(conf, {"topology.name": name})
     plan = make_plan(topology, list(inputs), sinks, full, ticks, exclude)
@@ -167,50 +167,60 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
                                     "is defined in __main__; define it in a module to run it on Spark")
     if ship_code:
         ship.ship_topology_code(sc, topology)
+    sink_fields: dict[str, dict[str, list[str]]] = {}
+    for comp, stream in plan.sinks.values():
+        sink_fields.setdefault(comp, {})[stream] = list(topology.stream_fields(comp, stream))
     worker_plan = WorkerPlan(topology_id, topology, system_topology(topology, full), full,
                              plan.task_to_component, plan.component_to_tasks, plan.keep, plan.ticks,
-                             ship.by_value_blobs(topology) if ship_code else {})
+                             ship.by_value_blobs(topology) if ship_code else {}, frozenset(plan.order),
+                             sink_fields)
     blob = sc.broadcast(pickle.dumps(worker_plan, protocol=5))
     bc = PlanRef(uuid.uuid4().hex, blob)
     stats = sc.accumulator({}, StatsParam())
+    types = sc.accumulator({}, TypesParam())
     outputs: dict[str, Any] = {}
-    persisted: list[Any] = []
     try:
-        for comp in plan.order:
-            spec = topology.components[comp]
-            if spec.kind == SPOUT:
-                rdd = _spout_rdd(plan, comp, inputs, bc, stats, sc)
-            else:
-                rdd = _bolt_rdd(plan, comp, outputs, bc, stats, sc)
-            rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-            rdd.setName(f"squall:{comp}")
-            persisted.append(rdd)
+        for level in _levels(plan):
+            rdds = []
+            for comp in level:
+                if topology.components[comp].kind == SPOUT:
+                    rdd = _spout_rdd(plan, comp, inputs, bc, stats, types, sc)
+                else:
+                    rdd = _bolt_rdd(plan, comp, outputs, bc, stats, types, sc)
+                # A local checkpoint: computed once, kept by the executors, and never
+                # recomputed from its lineage (which would run bolts a second time).
+                rdd.setName(f"squall:{comp}")
+                rdd.localCheckpoint()
+                outputs[comp] = rdd
+                rdds.append(rdd)
             t0 = time.monotonic()
+            what = " ".join(f"{topology.components[c].kind} {c!r}" for c in level)
             try:
-                rdd.count()
-            except BackfillError:
-                raise
+                (rdds[0] if len(rdds) == 1 else sc.union(rdds)).count()
             except Exception as exc:
-                raise _failure(exc, f"{spec.kind} {comp!r}", python) from None
-            log.info("component done", component=comp, seconds=round(time.monotonic() - t0, 3))
-            outputs[comp] = rdd
+                raise _failure(exc, what if len(level) == 1 else f"one of {what}", python) from None
+            log.info("components done", components=level, seconds=round(time.monotonic() - t0, 3))
         result = BackfillResult()
+        result.stats = dict(stats.value)
         result.rows = {}
+        found = types.value
         for sink, (comp, stream) in plan.sinks.items():
-            df = _sink_frame(spark, topology, sink, comp, stream, outputs[comp], python)
-            result[sink] = df
-            result.rows[sink] = df.count()
+            result[sink] = _sink_frame(spark, topology, sink, comp, stream, outputs[comp],
+                                       found.get((comp, stream)))
+            result.rows[sink] = int(result.stats.get(comp, {}).get("emitted", {}).get(stream, 0))
     finally:
-        for rdd in persisted:
-            try:
-                rdd.unpersist()
-            except Exception:  # the context may be gone already; nothing to free then
-                pass
+        # Free every component's records except the sinks' (their DataFrames read them).
+        keep = {comp for comp, _ in plan.sinks.values()}
+        for comp, rdd in outputs.items():
+            if comp not in keep:
+                try:
+                    rdd.unpersist()
+                except Exception:  # the context may be gone already; nothing to free then
+                    pass
         try:
             blob.unpersist()
         except Exception:
             pass
-    result.stats = dict(stats.value)
     result.sinks = dict(plan.sinks)
     result.order = list(plan.order)
     result.excluded = list(plan.excluded)
@@ -218,43 +228,50 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     return result
 
 
-def _spout_rdd(plan: Plan, spout: str, inputs: Mapping[str, Any], bc: Any, stats: Any, sc: Any) -> Any:
+def _spout_rdd(plan: Plan, spout: str, inputs: Mapping[str, Any], bc: Any, stats: Any, types: Any,
+               sc: Any) -> Any:
     parts = []
     for key, (comp, stream) in plan.inputs.items():
         if comp != spout:
             continue
         fields = plan.topology.stream_fields(spout, stream)
         rdd, plain = _input_rdd(key, inputs[key], spout, stream, list(fields), stats)
-        fn = functools.partial(spout_partition, bc, spout, stream, stats, _schema.plain_row if plain else None)
+        fn = functools.partial(spout_partition, bc, spout, stream, stats, types,
+                               _schema.plain_row if plain else None)
         parts.append(rdd.mapPartitionsWithIndex(fn))
     return parts[0] if len(parts) == 1 else sc.union(parts)
 
 
-def _bolt_rdd(plan: Plan, bolt: str, outputs: Mapping[str, Any], bc: Any, stats: Any, sc: Any) -> Any:
+def _bolt_rdd(plan: Plan, bolt: str, outputs: Mapping[str, Any], bc: Any, stats: Any, types: Any,
+              sc: Any) -> Any:
     tasks = plan.component_to_tasks[bolt]
     lo, hi = tasks[0], tasks[-1]
     parts = [outputs[up].flatMap(Fan(up, lo, hi)) for up in plan.upstream(bolt)]
     pairs = parts[0] if len(parts) == 1 else (sc.union(parts) if parts else sc.emptyRDD())
     keyed = pairs.partitionBy(len(tasks), TaskIndex(lo))
-    return keyed.mapPartitionsWithIndex(functools.partial(bolt_partition, bc, bolt, stats))
+    return keyed.mapPartitionsWithIndex(functools.partial(bolt_partition, bc, bolt, stats, types))
+
+
+def _levels(plan: Plan) -> list[list[str]]:
+    """Components grouped by depth (spouts 0, then 1 + their deepest upstream's): each
+    group runs as one Spark job once the groups above it are done."""
+    depth: dict[str, int] = {}
+    for comp in plan.order:
+        ups = plan.upstream(comp)
+        depth[comp] = 1 + max(depth[u] for u in ups) if ups else 0
+    levels: dict[int, list[str]] = {}
+    for comp in plan.order:
+        levels.setdefault(depth[comp], []).append(comp)
+    return [levels[d] for d in sorted(levels)]
 
 
 def _sink_frame(spark: Any, topology: Topology, sink: str, comp: str, stream: str, records: Any,
-                python: str) -> Any:
+                found: list | str | None) -> Any:
     fields = list(topology.stream_fields(comp, stream))
+    if isinstance(found, str):
+        why = re.sub(r"field #(\d+)", lambda m: f"field {fields[int(m.group(1)) - 1]!r}", found)
+        raise BackfillError(f"sink {sink!r} cannot be written as columns: {why}")
+    types = [_schema.resolve(t) for t in (found or [_schema.NULL] * len(fields))]
     values = records.flatMap(StreamValues(stream))
-    where = f"sink {sink!r}"
-    try:
-        parts = values.mapPartitions(_schema.InferPartition(fields, where)).collect()
-    except Exception as exc:
-        raise _failure(exc, where, python) from None
-    try:
-        types = _schema.merge_all(parts, fields, where)
-    except _schema.SchemaError as exc:
-        raise BackfillError(str(exc)) from None
-    df = spark.createDataFrame(values.map(_schema.RowConverter(types)),
-                               schema=_schema.spark_schema(fields, types), verifySchema=False)
-    try:
-        return df.localCheckpoint(eager=True)
-    except Exception as exc:
-        raise _failure(exc, where, python) from None
+    return spark.createDataFrame(values.map(_schema.RowConverter(types)),
+                                 schema=_schema.spark_schema(fields, types), verifySchema=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 NULL, BOOL, LONG, DOUBLE, STRING, BINARY, DATE, TIMESTAMP, DECIMAL = (
@@ -83,31 +83,6 @@ def resolve(t: tuple) -> tuple:
     return t
 
 
-def infer(rows: Iterable[Sequence[Any]], fields: Sequence[str], where: str) -> list[tuple]:
-    """Column types of ``rows`` (value lists in field order), unresolved."""
-    types = [NULL] * len(fields)
-    for row in rows:
-        for i, v in enumerate(row):
-            if v is None:
-                continue
-            try:
-                types[i] = merge(types[i], describe(v))
-            except SchemaError as exc:
-                raise SchemaError(f"{where}, field {fields[i]!r}: {exc}") from None
-    return types
-
-
-def merge_all(parts: Iterable[list[tuple]], fields: Sequence[str], where: str) -> list[tuple]:
-    types = [NULL] * len(fields)
-    for part in parts:
-        for i, t in enumerate(part):
-            try:
-                types[i] = merge(types[i], t)
-            except SchemaError as exc:
-                raise SchemaError(f"{where}, field {fields[i]!r}: {exc}") from None
-    return [resolve(t) for t in types]
-
-
 def converter(t: tuple) -> Callable[[Any], Any] | None:
     """A function making a value fit type ``t`` (ints in a double column become floats),
     or None when values fit as they are."""
@@ -167,16 +142,6 @@ def spark_schema(fields: Sequence[str], types: Sequence[tuple]) -> Any:
     from pyspark.sql import types as T
 
     return T.StructType([T.StructField(f, spark_type(t), True) for f, t in zip(fields, types)])
-
-
-class InferPartition:
-    """Picklable mapPartitions function: the column types of one partition's values."""
-
-    def __init__(self, fields: Sequence[str], where: str) -> None:
-        self.fields, self.where = list(fields), where
-
-    def __call__(self, rows: Iterable[Sequence[Any]]) -> list[list[tuple]]:
-        return [infer(rows, self.fields, self.where)]
 
 
 def plain_value(v: Any) -> Any:

@@ -17,7 +17,9 @@ from typing import Any
 import structlog
 
 from squall.context import TopologyContext
+from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
+from squall.spark import schema as _schema
 from squall.spark.collector import BatchBoltCollector
 from squall.topology import Topology
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
@@ -38,7 +40,8 @@ class WorkerPlan:
     def __init__(self, topology_id: str, topology: Topology, system: Topology, conf: dict[str, Any],
                  task_to_component: dict[int, str], component_to_tasks: dict[str, list[int]],
                  keep: dict[str, frozenset[str]], ticks: dict[str, float],
-                 blobs: dict[str, bytes]) -> None:
+                 blobs: dict[str, bytes], running: frozenset[str],
+                 sink_fields: dict[str, dict[str, list[str]]]) -> None:
         self.topology_id = topology_id
         self.topology_bytes = topology.to_bytes()
         self.system_bytes = system.to_bytes()
@@ -48,6 +51,8 @@ class WorkerPlan:
         self.keep = keep
         self.ticks = ticks
         self.blobs = blobs   # component -> pickled instance, where it differs from the spec's
+        self.running = running
+        self.sink_fields = sink_fields  # component -> sink stream -> its fields
         self._topology: Topology | None = None
         self._system: Topology | None = None
 
@@ -81,12 +86,15 @@ class WorkerPlan:
                                self.component_to_tasks, task, every, None, conf)
 
     def routes(self, component: str, task: int, context: TopologyContext) -> dict:
-        # Every subscriber counts, excluded ones too, so that emit returns what it would
-        # in streaming; records for tasks that do not run are dropped by Fan.
-        topo = self.topology
-        tasks_of = self.component_to_tasks.__getitem__
-        return make_routes(component, task, dict(topo.components[component].streams), topo.subscribers,
-                           tasks_of, frozenset(self.task_to_component), context)
+        topo, running = self.topology, self.running
+
+        def subscribers(comp: str, stream: str) -> list:
+            # Excluded bolts' groupings do not run (their code may not suit the input); a
+            # direct emit to an excluded task stays legal, and Fan drops its record.
+            return [(b, gr) for b, gr in topo.subscribers(comp, stream) if b in running or gr.kind == DIRECT]
+
+        return make_routes(component, task, dict(topo.components[component].streams), subscribers,
+                           self.component_to_tasks.__getitem__, frozenset(self.task_to_component), context)
 
 
 _plans: dict[str, WorkerPlan] = {}
@@ -143,7 +151,7 @@ def merge_stats(a: dict, b: dict) -> dict:
     return a
 
 
-def spout_partition(broadcast: Any, spout: str, stream: str, stats: Any, plain: Any,
+def spout_partition(broadcast: Any, spout: str, stream: str, stats: Any, types: Any, plain: Any,
                     index: int, rows: Iterable[Any]) -> Iterator[tuple]:
     """Input rows -> the records the spout would emit: partition ``index`` plays spout task
     ``tasks[index % n]``, and each row is routed by that task's grouping choosers."""
@@ -154,14 +162,82 @@ def spout_partition(broadcast: Any, spout: str, stream: str, stats: Any, plain: 
     route = plan.routes(spout, task, plan.context(task, conf))[stream]
     keep = stream in plan.keep.get(spout, ())
     choose, fixed = route.choose, route.fixed
+    tracker = TypeTracker.for_component(plan, spout)
+    see = tracker.see if tracker is not None else None
     n = 0
     for row in rows:
         values = plain(row) if plain is not None else list(row)
         n += 1
         if keep:
+            if see is not None:
+                see(stream, values)
             yield (stream, task, values, fixed or choose(values))
     if stats is not None:
         stats.add(_stat(spout, emitted={stream: n}))
+    if tracker is not None and types is not None:
+        types.add(tracker.result(spout))
+
+
+class TypeTracker:
+    """Column types of one task's values on its sink streams, found as they are emitted
+    (so a sink needs no extra pass). A value with no column type marks the stream
+    broken, with the reason, instead of ending the task."""
+
+    def __init__(self, fields: Mapping[str, list[str]]) -> None:
+        self.fields = fields
+        self.types = {s: [_schema.NULL] * len(f) for s, f in fields.items()}
+        self.broken: dict[str, str] = {}
+
+    @classmethod
+    def for_component(cls, plan: WorkerPlan, component: str) -> "TypeTracker | None":
+        fields = plan.sink_fields.get(component)
+        return cls(fields) if fields else None
+
+    def see(self, stream: str, values: list) -> None:
+        ts = self.types.get(stream)
+        if ts is None:
+            return
+        i = 0
+        try:
+            for i, v in enumerate(values):
+                if v is not None:
+                    t = _schema.describe(v)
+                    if t != ts[i]:
+                        ts[i] = _schema.merge(ts[i], t)
+        except _schema.SchemaError as exc:
+            self.broken[stream] = f"field {self.fields[stream][i]!r}: {exc}"
+            del self.types[stream]
+
+    def result(self, component: str) -> dict:
+        out: dict = {(component, s): ts for s, ts in self.types.items()}
+        out.update({(component, s): why for s, why in self.broken.items()})
+        return out
+
+
+class TypesParam:
+    """Accumulator of (component, stream) -> column types, or the reason there are none."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 (pyspark's name)
+        for key, types in b.items():
+            have = a.get(key)
+            if have is None or isinstance(have, str):
+                a[key] = have if isinstance(have, str) else types
+            elif isinstance(types, str):
+                a[key] = types
+            else:
+                merged = []
+                for i, (x, y) in enumerate(zip(have, types)):
+                    try:
+                        merged.append(_schema.merge(x, y))
+                    except _schema.SchemaError as exc:
+                        a[key] = f"field #{i + 1}: {exc}"
+                        break
+                else:
+                    a[key] = merged
+        return a
 
 
 class Fan:
@@ -186,7 +262,7 @@ class TaskIndex:
         return task - self.first
 
 
-def bolt_partition(broadcast: Any, component: str, stats: Any, index: int,
+def bolt_partition(broadcast: Any, component: str, stats: Any, types: Any, index: int,
                    pairs: Iterable[tuple]) -> Iterator[tuple]:
     """Run task ``index`` of ``component`` over its input; yields its records."""
     plan = _plan(broadcast)
@@ -211,13 +287,22 @@ def bolt_partition(broadcast: Any, component: str, stats: Any, index: int,
     context = plan.context(task, conf)
     coll = BatchBoltCollector(component, task, plan.routes(component, task, context), report,
                               plan.keep.get(component, frozenset()))
+    tracker = TypeTracker.for_component(plan, component)
+
+    def drain() -> list:
+        records = coll.take()
+        if tracker is not None:
+            for r in records:
+                tracker.see(r[0], r[2])
+        return records
+
     try:
         bolt.prepare(conf, context, coll)
     except Exception as exc:
         raise BoltTaskError(f"bolt {component!r} task {task}: prepare raised "
                             f"{type(exc).__name__}: {exc}") from exc
     if coll.out:
-        yield from coll.take()
+        yield from drain()
     execute = bolt.execute
     basic = bool(getattr(bolt, "_auto_anchor", False))
     sources: dict[tuple, Source] = {}
@@ -251,19 +336,21 @@ def bolt_partition(broadcast: Any, component: str, stats: Any, index: int,
             src = sources[key] = Source(src_comp, src_task, stream, topology.stream_fields(src_comp, stream))
         run_one(Tuple(values, src))
         if coll.out:
-            yield from coll.take()
+            yield from drain()
     period = plan.ticks.get(component)
     if period is not None:
         run_one(Tuple([period], Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)))
         if coll.out:
-            yield from coll.take()
+            yield from drain()
     try:
         bolt.cleanup()
     except Exception as exc:
         report(exc, "cleanup")
     if coll.out:
-        yield from coll.take()
+        yield from drain()
     if stats is not None:
         emitted = {s: r.emitted for s, r in coll._routes.items()}
         stats.add(_stat(component, tasks=1, executed=counts["executed"], acked=coll.acked,
                         failed=coll.failed, errors=counts["errors"], emitted=emitted, error_texts=texts))
+    if tracker is not None and types is not None:
+        types.add(tracker.result(component))

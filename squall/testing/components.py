@@ -6,8 +6,7 @@ a component: ``Recorder.get(name)`` is how a test sees what its bolts saw.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from squall.components import Bolt, Spout
@@ -81,12 +80,3 @@ class RecordingBolt(Bolt):
         Recorder.add(self.name, (self.task, tuple.source_component, tuple.source_stream, list(tuple.values)))
         self.collector.ack(tuple)
 
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0, interval: float = 0.02,
-               message: str = "condition") -> None:
-    """Poll ``condition`` until true; AssertionError naming ``message`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
