@@ -57,6 +57,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "task.refresh.poll.secs": (_FLOAT, False),
     "worker.receive.high.watermark": (_FLOAT, False),
     "worker.receive.low.watermark": (_FLOAT, False),
+    "worker.pin.cpu": (_BOOL, False),
     "zmq.hwm": (_INT, False),
     "zmq.linger.millis": (_INT, False),
     "zmq.bind.host": (_STR, False),

@@ -17,6 +17,7 @@ from squall.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER, ACKER_STREAMS, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
+from squall.runtime.affinity import pin_thread
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class Executor(threading.Thread):
         return float(freq) if freq else None
 
     def run(self) -> None:
+        pin_thread(self.runtime.cpu)
         try:
             self.setup()
         except BaseException as exc:  # a component that cannot start is a worker error

@@ -19,6 +19,7 @@ import structlog
 
 from squall.messaging import Connection, Context
 from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
+from squall.runtime.affinity import choose_cpu, pin_thread
 from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from squall.runtime.queues import BatchQueue
 from squall.runtime.serialization import SerializationError, TupleSerializer
@@ -81,6 +82,7 @@ class WorkerRuntime:
         self.on_backpressure: Callable[[set[int]], None] | None = None
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
+        self.cpu = choose_cpu(port) if conf.get("worker.pin.cpu") else None
         self.dropped_unknown_task = 0
         self.dropped_bad_payload = 0
         self.dropped_unserializable = 0
@@ -178,6 +180,7 @@ class WorkerRuntime:
         self.transfer_queue.put((task, payload), 1, block)
 
     def _transfer_loop(self) -> None:
+        pin_thread(self.cpu)
         tq = self.transfer_queue
         while True:
             items = tq.get_all(0.05)
