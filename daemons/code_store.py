@@ -22,18 +22,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from squall.topology import Topology
-
-log = structlog.get_logger("squall.code_store")
 
 BUNDLE_NAME = "bundle.tar.gz"
 STRUCTURE_NAME = "structure.json"
 CODE_DIR = "code"
-# Directories never shipped: VCS, virtualenvs, caches and squall's own local state.
+# Directories never shipped: VCS, virtualenvs, caches and squall's own local state
+# (including the default directory of ``squall dev-cluster``).
 SKIP_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "squall-local",
-                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
+                       "squall-dev-cluster", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 

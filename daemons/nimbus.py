@@ -250,7 +250,11 @@ class Nimbus:
                 if not self._has_timer(REBALANCE, topology_id):
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
-                self._reassign(info, assignments, supervisors, now)
+                try:
+                    self._reassign(info, assignments, supervisors, now)
+                except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
+                    self._warn_once(topology_id, "bad-record", "cannot schedule topology",
+                                    error=str(exc))
         ids = set(self.state.topology_ids())  # malformed topology nodes count as present
         for topology_id in sorted(assignments.keys() - ids):
             log.warning("removing assignment of unknown topology", topology_id=topology_id)

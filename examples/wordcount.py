@@ -153,7 +153,7 @@ def main() -> None:
         stats = cluster.stats("wordcount")
         elapsed = time.monotonic() - started
         words = sum(s["executed"] for s in stats if s["component"] == "count")
-        acked = sum(s.get("acked", 0) for s in stats)
+        acked = sum(s.get("acked", 0) for s in stats if s["kind"] == "spout")
         cluster.kill("wordcount")
     print(f"counted {words:,} words in {elapsed:.1f}s: {words / elapsed:,.0f} words/s "
           f"({acked:,} sentences fully acked)")

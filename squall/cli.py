@@ -83,8 +83,8 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         elapsed = time.monotonic() - started
         cluster.kill(name)
     emitted = sum(sum(s["emitted"].values()) for s in stats if s["kind"] == "spout")
-    acked = sum(s.get("acked", 0) for s in stats)
-    failed = sum(s.get("failed", 0) for s in stats)
+    acked = sum(s.get("acked", 0) for s in stats if s["kind"] == "spout")
+    failed = sum(s.get("failed", 0) for s in stats if s["kind"] == "spout")
     click.echo(f"ran {name} for {elapsed:.1f}s: spouts emitted {emitted}, acked {acked}, failed {failed}")
 
 

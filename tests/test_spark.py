@@ -259,20 +259,22 @@ def test_parquet_sink_acks_only_after_the_file_is_renamed(tmp_path):
 
 # -- batch semantics on Spark -----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def grouped(spark):
+def grouped(spark, tmp_path_factory):
     """The groupings topology run once on Spark over 60 keys (some starting with x)."""
     module = load_module(HERE / "batch_topologies.py")
+    marks = tmp_path_factory.mktemp("marks")
     keys = [{"key": f"{'x' if i % 10 == 0 else 'k'}{i}{'z' * (i % 3)}", "n": i} for i in range(60)]
     df = spark.createDataFrame([(k["n"], k["key"], "extra") for k in keys], ["n", "key", "ignored"])
     sinks = ["byfield", "everyone", "lowest", "router", "direct", "custom", "partial", "spread", "life",
              "ticker", "flaky"]
-    result = run(module.groupings(), spark, {"keys": df.repartition(3)}, sinks, ticks=True)
+    result = run(module.groupings(), spark, {"keys": df.repartition(3)}, sinks, ticks=True,
+                 conf={"batchtest.marks": str(marks)})
     rows = {s: [r.asDict() for r in result[s].collect()] for s in sinks}
-    return module, keys, result, rows
+    return module, keys, result, rows, marks
 
 
 def test_groupings_pick_the_tasks_streaming_picks(grouped):
-    module, keys, result, rows = grouped
+    module, keys, result, rows, marks = grouped
     names = [k["key"] for k in keys]
     assert sorted(r["key"] for r in rows["byfield"]) == sorted(names)
     for r in rows["byfield"]:  # the one rule fields grouping follows, on every engine
@@ -292,23 +294,27 @@ def test_groupings_pick_the_tasks_streaming_picks(grouped):
 
 
 def test_every_task_is_one_instance_prepared_once_and_cleaned_up(grouped):
-    module, keys, result, rows = grouped
+    module, keys, result, rows, marks = grouped
     life = rows["life"]
     assert len(life) == 4 and len({r["task"] for r in life}) == 4
     assert all(r["prepares"] == 1 for r in life)
     assert sum(r["executed"] for r in life) == 60
     assert result.stats["life"]["tasks"] == 4 and result.stats["life"]["acked"] == 60
+    # Reading a sink again reads the run's records; it never runs the bolt again.
+    assert sorted(r.task for r in result["life"].collect()) == sorted(r["task"] for r in life)
+    done = sorted(marks.iterdir())
+    assert len(done) == 4 and all(p.read_text() == "cleaned up\n" for p in done)
 
 
 def test_ticks_are_simulated_once_per_task_after_its_input(grouped):
-    module, keys, result, rows = grouped
+    module, keys, result, rows, marks = grouped
     ticker = rows["ticker"]
     assert len(ticker) == 2 and sum(r["count"] for r in ticker) == 60
     assert {r["rate"] for r in ticker} == {5.0}
 
 
 def test_a_failing_execute_fails_its_tuple_and_the_task_goes_on(grouped):
-    module, keys, result, rows = grouped
+    module, keys, result, rows, marks = grouped
     bad = [k["key"] for k in keys if k["key"].startswith("x")]
     assert sorted(r["key"] for r in rows["flaky"]) == sorted(k["key"] for k in keys if k["key"] not in bad)
     stats = result.stats["flaky"]
@@ -369,8 +375,6 @@ def test_spark_run_refuses_before_starting_spark(tmp_path, monkeypatch):
     assert code == 1 and "declares no stream 'other'" in output
     code, output = spark_run("examples/backfill/wordcount.py", "--input", "split=x.jsonl", "--output", out)
     assert code == 1 and "'split' is a bolt; inputs replace spouts" in output
-    make = load_module(EXAMPLES / "make_data.py")
-    assert make  # the example data maker imports cleanly
 
 
 def test_missing_input_column_is_named(spark, tmp_path, monkeypatch):
@@ -381,6 +385,26 @@ def test_missing_input_column_is_named(spark, tmp_path, monkeypatch):
                              "--output", str(tmp_path / "out"))
     assert code == 1
     assert "input 'lines' has no column 'line', which spout 'lines' declares on stream 'default'" in output
+
+
+def test_unparsable_input_lines_are_skipped_and_counted_and_text_input_works(spark, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    src = tmp_path / "some.jsonl"
+    src.write_text('{"line": "one two"}\n{"line": broken\n{"line": "two"}\n')
+    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={src}", "--exclude", "archive",
+                             "--output", str(tmp_path / "out"), "--output-format", "jsonl")
+    assert code == 0, output
+    assert "lines: input rows 2" in output and "input lines: skipped 1 unparsable lines" in output
+    rows = [json.loads(x) for p in (tmp_path / "out" / "count").glob("part-*") for x in p.read_text().splitlines()]
+    assert finals(rows, "word", "count", "count") == {"one": 1, "two": 2}
+    # Plain text: each line is the value of the spout's only field.
+    text = tmp_path / "some.txt"
+    text.write_text("one two\ntwo\n")
+    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={text}", "--input-format", "text",
+                             "--exclude", "archive", "--output", str(tmp_path / "out2"))
+    assert code == 0, output
+    rows = [r.asDict() for r in spark.read.parquet(str(tmp_path / "out2" / "count")).collect()]
+    assert finals(rows, "word", "count", "count") == {"one": 1, "two": 2}
 
 
 def test_ticks_run_the_live_parquet_sink_inside_spark(spark, tmp_path, monkeypatch):

@@ -110,10 +110,10 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
         there = existing_outputs(output, list(plan.sinks))
         if there:
             raise Failure(f"output {there[0]} exists; pass --overwrite to replace it")
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise Failure("spark-run needs pyspark: pip install 'squall[spark]'") from None
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise Failure("spark-run needs pyspark: pip install 'squall[spark]'")
 
     spark, created = session(master, spark_pairs, f"squall-{name}")
     spark_secs = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""``run``: a topology over bounded inputs on Spark, one component after another.
+"""``run``: a topology over bounded inputs on Spark, upstream components first.
 
 Each spout stream's input DataFrame becomes records routed by that spout's groupings;
 each bolt, in topological order, gets the records aimed at its tasks partitioned by task
@@ -28,7 +28,8 @@ from squall.model import system_topology
 from squall.spark import schema as _schema
 from squall.spark import ship
 from squall.spark.plan import BackfillError, Plan, make_plan
-from squall.spark.tasks import Fan, PlanRef, StatsParam, TypesParam, TaskIndex, WorkerPlan, bolt_partition, spout_partition
+from squall.spark.tasks import (Fan, PlanRef, StatsParam, TaskIndex, TypesParam, WorkerPlan, bolt_partition,
+                                spout_partition)
 from squall.topology import SPOUT, Topology
 
 log = structlog.get_logger("squall.spark")
@@ -154,6 +155,8 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     exclude: components not to run, with everything downstream of them.
     ship_code: add the topology's non-installed modules to the Spark workers' path.
     """
+    from pyspark import StorageLevel
+
     started = time.monotonic()
     full = _config.build_config(conf, {"topology.name": name})
     plan = make_plan(topology, list(inputs), sinks, full, ticks, exclude)
@@ -189,7 +192,10 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
                     rdd = _bolt_rdd(plan, comp, outputs, bc, stats, types, sc)
                 # A local checkpoint: computed once, kept by the executors, and never
                 # recomputed from its lineage (which would run bolts a second time).
+                # persist() first also keeps PySpark from fusing the next step's Python
+                # function into this one's, which would bypass the checkpoint.
                 rdd.setName(f"squall:{comp}")
+                rdd.persist(StorageLevel.MEMORY_AND_DISK)
                 rdd.localCheckpoint()
                 outputs[comp] = rdd
                 rdds.append(rdd)

@@ -16,7 +16,7 @@ from typing import Any
 NULL, BOOL, LONG, DOUBLE, STRING, BINARY, DATE, TIMESTAMP, DECIMAL = (
     ("null",), ("boolean",), ("long",), ("double",), ("string",), ("binary",), ("date",),
     ("timestamp",), ("decimal",))
-_SCALARS = {bool: BOOL, int: LONG, float: DOUBLE, str: STRING, bytes: BINARY, bytearray: BINARY,
+SCALARS = {bool: BOOL, int: LONG, float: DOUBLE, str: STRING, bytes: BINARY, bytearray: BINARY,
             _dt.datetime: TIMESTAMP, _dt.date: DATE, decimal.Decimal: DECIMAL, type(None): NULL}
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -27,7 +27,7 @@ class SchemaError(ValueError):
 
 def describe(value: Any) -> tuple:
     """The column type of one value."""
-    t = _SCALARS.get(type(value))
+    t = SCALARS.get(type(value))
     if t is not None:
         if t is LONG and not _LONG_MIN <= value <= _LONG_MAX:
             raise SchemaError(f"integer {value} does not fit in 64 bits")
@@ -42,7 +42,7 @@ def describe(value: Any) -> tuple:
         for k, v in value.items():
             key, val = merge(key, describe(k)), merge(val, describe(v))
         return ("map", key, val)
-    for base, t in _SCALARS.items():  # subclasses (a str enum, an int flag, ...)
+    for base, t in SCALARS.items():  # subclasses (a str enum, an int flag, ...)
         if base is not type(None) and isinstance(value, base):
             return t
     raise SchemaError(f"a {type(value).__module__}.{type(value).__qualname__} value has no column type; "

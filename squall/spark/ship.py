@@ -7,6 +7,10 @@ and the files beside it) are zipped, one zip per directory, and added with
 ``SparkContext.addPyFile``, which puts the zip on every worker's ``sys.path``. Classes
 defined in ``__main__`` (a script or a notebook) cannot be imported anywhere else:
 those components are re-pickled by value with cloudpickle instead.
+
+Python workers are reused and keep the modules they imported: within one SparkSession,
+a topology file edited between runs is not re-imported by workers that already ran it
+(the CLI starts a session per run, so this only concerns long-lived sessions).
 """
 from __future__ import annotations
 

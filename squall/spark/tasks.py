@@ -27,6 +27,8 @@ from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 log = structlog.get_logger("squall.spark")
 
 ERRORS_KEPT = 5
+DRAIN_BATCH = 256
+_BIG = 1 << 63
 _TICK_FIELDS = Fields(["rate_secs"])
 
 
@@ -198,11 +200,14 @@ class TypeTracker:
         if ts is None:
             return
         i = 0
+        scalars, describe, long = _schema.SCALARS, _schema.describe, _schema.LONG
         try:
             for i, v in enumerate(values):
                 if v is not None:
-                    t = _schema.describe(v)
-                    if t != ts[i]:
+                    t = scalars.get(type(v))
+                    if t is None or t is long and not -_BIG <= v < _BIG:
+                        t = describe(v)  # containers, subclasses; raises for a too-big int
+                    if t is not ts[i] and t != ts[i]:
                         ts[i] = _schema.merge(ts[i], t)
         except _schema.SchemaError as exc:
             self.broken[stream] = f"field {self.fields[stream][i]!r}: {exc}"
@@ -335,8 +340,10 @@ def bolt_partition(broadcast: Any, component: str, stats: Any, types: Any, index
         if src is None:
             src = sources[key] = Source(src_comp, src_task, stream, topology.stream_fields(src_comp, stream))
         run_one(Tuple(values, src))
-        if coll.out:
+        if len(coll.out) >= DRAIN_BATCH:  # hand records on in batches: cheaper than one by one
             yield from drain()
+    if coll.out:
+        yield from drain()
     period = plan.ticks.get(component)
     if period is not None:
         run_one(Tuple([period], Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)))

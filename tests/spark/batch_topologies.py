@@ -45,7 +45,8 @@ class Router(BasicBolt):
 
 
 class Lifecycle(Bolt):
-    """Acks by hand; reports at cleanup how often prepare ran and what it executed."""
+    """Acks by hand; reports at cleanup how often prepare ran and what it executed, and
+    leaves a mark in the directory named by config key batchtest.marks."""
 
     prepares = 0
 
@@ -54,6 +55,7 @@ class Lifecycle(Bolt):
         self.prepares += 1
         self.task = context.this_task_id
         self.executed = 0
+        self.marks = conf.get("batchtest.marks")
 
     def execute(self, tup):
         self.executed += 1
@@ -61,6 +63,9 @@ class Lifecycle(Bolt):
 
     def cleanup(self):
         self.collector.emit([self.task, self.prepares, self.executed])
+        if self.marks:  # a side effect outside Spark, to count how often this task ran
+            with open(os.path.join(self.marks, f"task-{self.task}.txt"), "a") as fh:
+                fh.write("cleaned up\n")
 
     def declare_output_fields(self, declarer):
         declarer.declare(["task", "prepares", "executed"])
