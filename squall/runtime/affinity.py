@@ -4,13 +4,14 @@ from __future__ import annotations
 import os
 
 
-def choose_cpu(port: int) -> int | None:
-    """The CPU for a worker's runtime threads: spread workers of one host by port."""
+def choose_cpu(key: int) -> int | None:
+    """The CPU for a worker's runtime threads: ``key`` spreads workers (a worker's port
+    on a cluster host; port plus pid in local mode, where every process numbers from 1)."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
-    return allowed[port % len(allowed)] if len(allowed) > 1 else None
+    return allowed[key % len(allowed)] if len(allowed) > 1 else None
 
 
 def pin_thread(cpu: int | None) -> None:

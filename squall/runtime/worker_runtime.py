@@ -10,6 +10,7 @@ destination worker and sending one frame per destination per drain.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -82,7 +83,9 @@ class WorkerRuntime:
         self.on_backpressure: Callable[[set[int]], None] | None = None
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
-        self.cpu = choose_cpu(port) if conf.get("worker.pin.cpu") else None
+        key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
+        self.cpu = choose_cpu(key) if conf.get("worker.pin.cpu") else None
+        self._receiver_pinned = False
         self.dropped_unknown_task = 0
         self.dropped_bad_payload = 0
         self.dropped_unserializable = 0
@@ -216,6 +219,9 @@ class WorkerRuntime:
     # -- receive path ---------------------------------------------------------------------
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
         """Called by the receive thread with each decoded frame's task messages."""
+        if not self._receiver_pinned:  # the transport's thread runs Python here: same CPU
+            self._receiver_pinned = True
+            pin_thread(self.cpu)
         queues = self.queues
         for task, payload in messages:
             q = queues.get(task)
