@@ -22,7 +22,7 @@ SENTENCES = [
     "i am at two with nature",
 ]
 
-CONFIG = {"topology.max.spout.pending": 2000}
+CONFIG = {"topology.max.spout.pending": 500}
 
 
 class RandomSentenceSpout(Spout):
