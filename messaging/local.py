@@ -24,7 +24,10 @@ _STOP = object()
 class LocalServer(ServerConnection):
     def __init__(self, ctx: "LocalContext", topology_id: str, port: int) -> None:
         self._ctx, self._topology_id, self._port = ctx, topology_id, port
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._key = (topology_id, port)
+        # Bounded like a ZeroMQ socket's high-water mark: a sender to a slow receiver waits.
+        hwm = int(ctx.hwm)
+        self._inbox: queue.Queue = queue.Queue(maxsize=hwm if hwm > 0 else 0)
         self._callback: RecvCallback | None = None
         self._control_cb = None
         self._ready = threading.Event()
@@ -32,6 +35,10 @@ class LocalServer(ServerConnection):
         self.callback_errors = 0
         self._thread = threading.Thread(target=self._deliver, name=f"local-recv-{port}", daemon=True)
         self._thread.start()
+
+    def register_recv(self, callback: RecvCallback) -> None:
+        super().register_recv(callback)
+        self._ctx._flush_pending(self)
 
     def put_frame(self, frame: bytes) -> None:
         self._inbox.put(frame)
@@ -129,12 +136,13 @@ class LocalContext(Context):
     """In-process Context; share one instance between the workers that must talk."""
 
     def __init__(self) -> None:
+        self.hwm = 0
         self._servers: dict[tuple[str, int], LocalServer] = {}
         self._lock = threading.Lock()
         self._made: list[Connection] = []
 
     def prepare(self, conf: Mapping[str, Any]) -> None:
-        pass
+        self.hwm = int(conf.get("zmq.hwm", 0))
 
     def bind(self, topology_id: str, port: int) -> LocalServer:
         with self._lock:
@@ -142,11 +150,16 @@ class LocalContext(Context):
                 raise OSError(f"port {port} is already bound for {topology_id}")
             server = LocalServer(self, topology_id, port)
             self._servers[(topology_id, port)] = server
-            clients = [c for c in self._made if isinstance(c, LocalClient) and c._key == (topology_id, port)]
             self._made.append(server)
-        for client in clients:  # frames sent before the server existed go out now
-            client.flush_pending(server)
         return server
+
+    def _flush_pending(self, server: "LocalServer") -> None:
+        """Frames sent before ``server`` existed go out once it delivers (its inbox is
+        bounded, so this must wait until its thread is draining)."""
+        with self._lock:
+            clients = [c for c in self._made if isinstance(c, LocalClient) and c._key == server._key]
+        for client in clients:
+            client.flush_pending(server)
 
     def _unbind(self, topology_id: str, port: int, server: LocalServer) -> None:
         with self._lock:

@@ -47,6 +47,7 @@ class LocalCluster:
 
             configure_from(self.conf)
         self._context = LocalContext()
+        self._context.prepare(self.conf)
         self._topologies: dict[str, LocalTopology] = {}
         self._lock = threading.Lock()
 

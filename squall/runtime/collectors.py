@@ -14,7 +14,7 @@ from typing import Any
 
 from squall.grouping import Chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER_STREAMS
-from squall.tuple import Fields, Source, Tuple
+from squall.tuple import Source, Tuple
 
 _rand = random.getrandbits
 Deliver = Callable[[int, list, bool], None]
@@ -167,11 +167,6 @@ class SpoutCollector(_Collector):
         self._pending = pending._pending  # root -> (msg_id, start); see squall.acker.PendingTuples
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
-
-    @property
-    def emits(self) -> int:
-        """Emits so far, over all streams (the executor's idle check)."""
-        return sum(r.emitted for r in self._routes.values())
 
     def emit(self, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> tuple[int, ...]:
         """Emit ``values``; returns the ids of the tasks it was sent to."""

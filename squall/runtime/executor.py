@@ -15,7 +15,7 @@ import structlog
 
 from squall.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
-from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER, ACKER_STREAMS, executor_tasks
+from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
 from squall.runtime.affinity import pin_thread
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
@@ -140,7 +140,7 @@ class Executor(threading.Thread):
                 emitted[stream] = emitted.get(stream, 0) + r.emitted
         return {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
                 "emitted": emitted, "executed": self.executed, "errors": self.errors,
-                "queue": len(self.queue)}
+                "queue": len(self.queue), "queue_peak": self.queue.peak}
 
     def _all_routes(self) -> list[dict]:
         return []

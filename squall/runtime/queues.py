@@ -21,7 +21,7 @@ class BatchQueue:
     """
 
     __slots__ = ("capacity", "_items", "_size", "_lock", "_wake", "_sleeping", "_space",
-                 "_space_waiters", "_closed")
+                 "_space_waiters", "_closed", "peak")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -34,6 +34,7 @@ class BatchQueue:
         self._space = threading.Condition(self._lock)
         self._space_waiters = 0
         self._closed = False
+        self.peak = 0  # the most tuples ever queued at once
 
     def put(self, item: Any, n: int, block: bool = True) -> bool:
         """Enqueue; with ``block`` wait while full. False if the queue was closed."""
@@ -51,6 +52,8 @@ class BatchQueue:
                 return False
             self._items.append(item)
             self._size += n
+            if self._size > self.peak:
+                self.peak = self._size
             wake = self._sleeping
             self._sleeping = False
         finally:

@@ -180,7 +180,7 @@ class WorkerRuntime:
                            stream=src.stream, error=str(exc), tuples=len(tuples))
             self.report_error(src.component, src.task, f"SerializationError: {exc}")
             return
-        self.transfer_queue.put((task, payload), 1, block)
+        self.transfer_queue.put((task, payload), len(tuples), block)
 
     def _transfer_loop(self) -> None:
         pin_thread(self.cpu)
