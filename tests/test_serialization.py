@@ -112,9 +112,11 @@ def test_round_trip_and_malformed_payloads():
     for bad, message in [
         (b"\xc1garbage", "undecodable tuple payload"),
         (msgpack.packb({"a": 1}), "not a list"),
-        (msgpack.packb([[99, "default", [1], None]]), "unknown task 99"),
-        (msgpack.packb([[1, "nostream", [1], None]]), "has no stream 'nostream'"),
-        (msgpack.packb([[1, "default", [1, 2], None]]), "has 2 values, expected 1"),
+        (msgpack.packb([[99, "default", [[1]], None]]), "unknown task 99"),
+        (msgpack.packb([[1, "nostream", [[1]], None]]), "has no stream 'nostream'"),
+        (msgpack.packb([[1, "default", [[1, 2]], None]]), "has 2 values, expected 1 values"),
+        (msgpack.packb([[1, "default", [1], None]]), "is 1, not a list"),
+        (msgpack.packb([[1, "default", [[1]], [None, None]]]), "malformed tuple entry"),
         (msgpack.packb([[1, "default"]]), "malformed tuple entry"),
     ]:
         with pytest.raises(SerializationError, match=message):

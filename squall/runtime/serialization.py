@@ -1,7 +1,9 @@
 """Tuple batches to bytes and back (msgpack), with registered serializers for user types.
 
-A payload is one list of ``[source_task, stream, values, ids]`` entries, all for one target
-task, so a batch costs one C-level pack call. Types msgpack does not know must be
+A payload holds one batch for one target task, column-wise: a list of
+``[source_task, stream, [values, ...], [ids, ...] | None]`` groups, one per run of tuples
+from the same source task and stream (usually the whole batch), so a batch costs one
+C-level pack call and no per-tuple wrapper lists. Types msgpack does not know must be
 registered in ``topology.serializers``; anything else is an error naming the type.
 """
 from __future__ import annotations
@@ -64,32 +66,53 @@ class TupleSerializer:
         return ser.deserialize(data)
 
     def dumps(self, tuples: list[Tuple]) -> bytes:
-        return self._packer.pack([[t.source.task, t.source.stream, t.values, t.ids] for t in tuples])
+        groups: list[list] = []
+        src = None
+        for t in tuples:
+            if t.source is not src:
+                src = t.source
+                values: list = []
+                ids: list = []
+                groups.append([src.task, src.stream, values, ids])
+            values.append(t.values)
+            ids.append(t.ids)
+        for g in groups:
+            if not any(g[3]):  # unanchored: no ids column at all
+                g[3] = None
+        return self._packer.pack(groups)
 
     def loads(self, payload: bytes) -> list[Tuple]:
         """Decode a payload; raises SerializationError on anything malformed."""
         try:
-            rows = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
+            groups = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
         except SerializationError:
             raise
         except Exception as exc:
             raise SerializationError(f"undecodable tuple payload: {exc}") from None
-        if not isinstance(rows, list):
+        if not isinstance(groups, list):
             raise SerializationError("tuple payload is not a list")
-        out = []
+        out: list[Tuple] = []
         sources = self._sources
-        for row in rows:
+        for group in groups:
             try:
-                task, stream, values, ids = row
+                task, stream, values, ids = group
                 src = sources.get((task, stream))
                 if src is None:
                     src = self._source(task, stream)
-                if len(values) != len(src.fields):
-                    raise SerializationError(f"tuple from task {task} on {stream!r} has "
-                                             f"{len(values)} values, expected {len(src.fields)}")
+                n = len(src.fields)
+                if ids is None:
+                    ids = [None] * len(values)
+                elif len(ids) != len(values):
+                    raise ValueError("ids and values differ in length")
+                for v, i in zip(values, ids):
+                    if type(v) is not list or len(v) != n:
+                        what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
+                        raise SerializationError(f"tuple from task {task} on {stream!r} {what}, expected {n} values")
+                    out.append(Tuple(v, src, i))
             except (TypeError, ValueError) as exc:
-                raise SerializationError(f"malformed tuple entry {row!r:.80}: {exc}") from None
-            out.append(Tuple(values, src, ids))
+                if isinstance(exc, SerializationError):
+                    raise
+                raise SerializationError(f"malformed tuple entry {group!r:.80}: {exc}") from None
         return out
 
     def _source(self, task: int, stream: str) -> Source:
