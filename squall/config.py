@@ -69,6 +69,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.max.spout.pending": (_INT, True),
     "topology.tick.tuple.freq.secs": (_FLOAT, True),
     "topology.executor.receive.buffer.size": (_INT, False),
+    "topology.worker.executor.threads": (_INT, False),
     "topology.transfer.buffer.size": (_INT, False),
     "topology.producer.batch.size": (_INT, False),
     "topology.batch.flush.interval.millis": (_FLOAT, False),
@@ -87,7 +88,7 @@ _POSITIVE = {
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
 }
-_NON_NEGATIVE = {"topology.acker.executors", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:

@@ -1,5 +1,6 @@
-"""End-to-end topologies in local mode, each run with one worker and with three in-process
-workers (tuples between workers are serialized through the in-process transport)."""
+"""End-to-end topologies in local mode, each run in three modes: one worker (its executors
+taking turns on one thread), three in-process workers (tuples between workers are
+serialized through the in-process transport), and one worker with a thread per executor."""
 import collections
 import itertools
 import time
@@ -13,9 +14,17 @@ from squall.testing.waiting import wait_for
 _names = itertools.count()
 
 
-@pytest.fixture(params=[1, 3], ids=["1-worker", "3-workers"])
-def workers(request):
-    return request.param
+MODES = {
+    "1-worker": {"topology.workers": 1},
+    "3-workers": {"topology.workers": 3},
+    "thread-per-executor": {"topology.workers": 1, "topology.worker.executor.threads": 0},
+}
+
+
+@pytest.fixture(params=list(MODES))
+def mode(request):
+    """The topology config that selects the execution mode."""
+    return MODES[request.param]
 
 
 @pytest.fixture
@@ -79,14 +88,14 @@ class DedupCount(Bolt):
         pass
 
 
-def test_word_count_matches_reference_with_failures_and_acking(cluster, workers):
+def test_word_count_matches_reference_with_failures_and_acking(cluster, mode):
     name = unique("wc")
     rows = list(enumerate(SENTENCES))
     b = TopologyBuilder()
     b.set_spout("sentences", FixedTupleSpout(name, rows, ["sid", "sentence"]), 2)
     b.set_bolt("split", FlakySplit(name + ".flaky"), 3).shuffle("sentences")
     b.set_bolt("count", DedupCount(name + ".words"), 2).fields("split", ["word"])
-    cluster.submit(name, {"topology.workers": workers}, b.build())
+    cluster.submit(name, dict(mode), b.build())
     wait_for(lambda: len(set(Recorder.get(name + ".acked"))) == len(rows), 30, what="every sentence acked")
     reference = collections.Counter(w for s in SENTENCES for w in s.split())
     assert collections.Counter(Recorder.get(name + ".words")) == reference
@@ -111,12 +120,12 @@ class Forgetful(Bolt):
         self.collector.ack(t)
 
 
-def test_timeout_reaches_spout_fail_and_replay_completes(cluster, workers):
+def test_timeout_reaches_spout_fail_and_replay_completes(cluster, mode):
     name = unique("timeout")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
     b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
-    cluster.submit(name, {"topology.workers": workers, "topology.message.timeout.secs": 1}, b.build())
+    cluster.submit(name, {**mode, "topology.message.timeout.secs": 1}, b.build())
     wait_for(lambda: len(Recorder.get(name + ".acked")) == 20, 20, what="replays acked")
     assert sorted(Recorder.get(name + ".failed")) == list(range(20))
 
@@ -132,14 +141,14 @@ class Exploding(BasicBolt):
         d.declare(["m"])
 
 
-def test_user_exception_is_reported_fails_the_tuple_and_the_topology_goes_on(cluster, workers):
+def test_user_exception_is_reported_fails_the_tuple_and_the_topology_goes_on(cluster, mode):
     Recorder.clear("explode.once")
     name = unique("boom")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(10)], ["n"]))
     b.set_bolt("explode", Exploding(), 2).shuffle("nums")
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("explode")
-    cluster.submit(name, {"topology.workers": workers}, b.build())
+    cluster.submit(name, dict(mode), b.build())
     wait_for(lambda: len(Recorder.get(name + ".acked")) == 10, 20, what="all acked")
     assert Recorder.get(name + ".failed") == [3]
     assert sorted(v[3][0] for v in Recorder.get(name + ".out")) == [n * 10 for n in range(10)]
@@ -239,12 +248,12 @@ class Lifecycle(Spout):
         d.declare(["n"])
 
 
-def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, workers):
+def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, mode):
     name = unique("active")
     b = TopologyBuilder()
     b.set_spout("gen", Lifecycle(name + ".life"))
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("gen")
-    cluster.submit(name, {"topology.workers": workers}, b.build())
+    cluster.submit(name, dict(mode), b.build())
     wait_for(lambda: len(Recorder.get(name + ".out")) > 10, 10, what="flow")
     cluster.deactivate(name)
     wait_for(lambda: Recorder.get(name + ".life")[-1:] == ["deactivate"], 5, what="deactivate()")
@@ -275,7 +284,7 @@ class Router(Bolt):
         d.declare(["n"])
 
 
-def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, workers):
+def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, mode):
     name = unique("groups")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(12)], ["n"]))
@@ -284,7 +293,7 @@ def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, wor
     b.set_bolt("all_sink", RecordingBolt(name + ".all"), 3).all("router")
     b.set_bolt("global_sink", RecordingBolt(name + ".global"), 3).global_("router")
     topo = b.build()
-    cluster.submit(name, {"topology.workers": workers}, topo)
+    cluster.submit(name, dict(mode), topo)
     wait_for(lambda: len(Recorder.get(name + ".acked")) == 12, 20, what="all acked")
     direct = Recorder.get(name + ".direct")
     tasks = sorted({t for t, *_ in Recorder.get(name + ".all")})
@@ -318,29 +327,29 @@ class SlowSink(Bolt):
         self.collector.ack(t)
 
 
-def test_slow_bolt_backpressure_keeps_queues_bounded_and_loses_nothing(workers):
+def test_slow_bolt_backpressure_keeps_queues_bounded_and_loses_nothing(mode):
     hwm = 2  # in-process sockets are bounded like ZeroMQ's, by the cluster's zmq.hwm
     with LocalCluster({"zmq.hwm": hwm}) as cluster:
-        _slow_bolt_backpressure(cluster, workers, hwm)
+        _slow_bolt_backpressure(cluster, mode, hwm)
 
 
-def _slow_bolt_backpressure(cluster, workers, hwm):
+def _slow_bolt_backpressure(cluster, mode, hwm):
     name = unique("bp")
     n = 3000
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(n)], ["n"], reliable=False))
     b.set_bolt("slow", SlowSink(name + ".got")).shuffle("nums")
     cap, batch, transfer = 200, 50, 200
-    cluster.submit(name, {"topology.workers": workers, "topology.executor.receive.buffer.size": cap,
+    cluster.submit(name, {**mode, "topology.executor.receive.buffer.size": cap,
                           "topology.producer.batch.size": batch, "topology.spout.batch.size": batch,
                           "topology.transfer.buffer.size": transfer}, b.build())
     wait_for(lambda: len(Recorder.get(name + ".got")) == n, 30, what="every tuple delivered")
     assert sorted(Recorder.get(name + ".got")) == list(range(n))
     peak = max(s["queue_peak"] for s in cluster.stats(name) if s["component"] == "slow")
-    # In one worker the spout blocks on the full queue. Across workers the receiving worker
-    # raises backpressure and the sender holds batches for that task; what was already on
-    # its way (transfer queue, socket buffer of hwm frames) is bounded by configuration.
-    bound = cap + batch if workers == 1 else cap + transfer + hwm * (transfer + batch) + batch
+    # In one worker the spout pauses while the queue is full. Across workers the receiving
+    # worker raises backpressure and the sender's spout pauses; what was already on its way
+    # (transfer queue, socket buffer of hwm frames) is bounded by configuration.
+    bound = cap + batch if mode["topology.workers"] == 1 else cap + transfer + hwm * (transfer + batch) + batch
     assert peak <= bound, f"queue grew to {peak} (bound {bound})"
 
 

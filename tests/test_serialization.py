@@ -92,7 +92,7 @@ def test_unregistered_type_is_reported_by_name_and_nothing_crashes():
         text = cluster.errors("bad-points")["points"][0]["error"]
         assert "cannot serialize a value of type" in text and "Unregistered" in text
         assert "register it in topology.serializers" in text
-        assert all(e.is_alive() for w in cluster._get("bad-points").workers for e in w.executors)
+        assert all(t.is_alive() for w in cluster._get("bad-points").workers for t in w.threads)
 
 
 def _serializer():

@@ -17,7 +17,7 @@ from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER_STREAMS
 from squall.tuple import Source, Tuple
 
 _rand = random.getrandbits
-Deliver = Callable[[int, list, bool], None]
+Deliver = Callable[[int, list], None]
 
 
 class EmitError(ValueError):
@@ -40,7 +40,7 @@ class Outbox:
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
 
     def full(self, task: int) -> None:
-        self.deliver(task, self.bufs.pop(task), True)
+        self.deliver(task, self.bufs.pop(task))
 
     def acker_of(self, root: int) -> int:
         return self.ackers[root % len(self.ackers)]
@@ -51,19 +51,17 @@ class Outbox:
             items = list(self.bufs.items())
             self.bufs.clear()
             for task, tuples in items:
-                deliver(task, tuples, True)
-        # Acker traffic never waits: its volume is bounded by the spouts' pending tuples,
-        # and blocking it could deadlock the spout -> acker -> spout cycle.
+                deliver(task, tuples)
         if self.inits:
             src = self.sources[ACK_INIT]
             for (acker, spout), vals in self.inits.items():
-                deliver(acker, [Tuple([vals, spout], src)], False)
+                deliver(acker, [Tuple([vals, spout], src)])
             self.inits = {}
         if self.acks:
             src = self.sources[ACK_ACK]
             acks, self.acks = self.acks, {}
             if len(self.ackers) == 1:
-                deliver(self.ackers[0], [Tuple([acks], src)], False)
+                deliver(self.ackers[0], [Tuple([acks], src)])
             else:
                 per: dict[int, dict] = {}
                 ackers, n = self.ackers, len(self.ackers)
@@ -75,11 +73,11 @@ class Outbox:
                     else:
                         d[root] = val
                 for task, d in per.items():
-                    deliver(task, [Tuple([d], src)], False)
+                    deliver(task, [Tuple([d], src)])
         if self.fails:
             src = self.sources[ACK_FAIL]
             for task, flat in self.fails.items():
-                deliver(task, [Tuple([flat], src)], False)
+                deliver(task, [Tuple([flat], src)])
             self.fails = {}
 
 

@@ -1,11 +1,13 @@
-"""Executors: one thread each, running the tasks of a contiguous task-id range.
+"""Executors: the tasks of one contiguous task-id range, run a step at a time.
 
-Each loop turn takes everything in the executor's receive queue at once, runs it, then
-flushes the outbox, so thread handoffs and locking happen per batch, not per tuple.
+An executor is not a thread: an executor thread (squall.runtime.executor_thread) calls
+the ``step`` of each executor it runs in turn. A step takes everything in the executor's
+receive queue at once, runs it, then flushes the outbox, so locking and handoffs happen
+per batch, not per tuple. ``step`` returns how long the executor can wait before it has
+something to do again (0 = at once; new input always wakes it sooner).
 """
 from __future__ import annotations
 
-import threading
 import time
 import traceback
 from collections import deque
@@ -17,7 +19,6 @@ from squall.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
-from squall.runtime.affinity import pin_thread
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 _TICK_FIELDS = Fields(["rate_secs"])
 _monotonic = time.monotonic
+IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
 
 
 class ErrorThrottle:
@@ -44,13 +46,12 @@ class ErrorThrottle:
         return False
 
 
-class Executor(threading.Thread):
+class Executor:
     """What spout, bolt and acker executors share: tasks, outbox, errors, stats."""
 
     kind = "?"
 
     def __init__(self, runtime: "WorkerRuntime", executor_id: tuple[int, int], component: str) -> None:
-        super().__init__(name=f"executor-{component}-{executor_id[0]}-{executor_id[1]}", daemon=True)
         self.runtime = runtime
         self.executor_id = executor_id
         self.component = component
@@ -67,8 +68,6 @@ class Executor(threading.Thread):
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
         self.errors = 0
-        self.started = threading.Event()
-        self.failed_to_start: BaseException | None = None
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -103,31 +102,12 @@ class Executor(threading.Thread):
         freq = self.conf.get("topology.tick.tuple.freq.secs")
         return float(freq) if freq else None
 
-    def run(self) -> None:
-        pin_thread(self.runtime.cpu)
-        try:
-            self.setup()
-        except BaseException as exc:  # a component that cannot start is a worker error
-            self.failed_to_start = exc
-            self.log.error("executor failed to start", error=repr(exc))
-            self.runtime.report_error(self.component, self.task_ids[0], "".join(
-                traceback.format_exception(type(exc), exc, exc.__traceback__)))
-            self.started.set()
-            self.runtime.executor_died(self, exc)
-            return
-        self.started.set()
-        try:
-            self.loop()
-        except BaseException as exc:
-            self.log.error("executor crashed", error=repr(exc), trace=traceback.format_exc())
-            self.runtime.executor_died(self, exc)
-        finally:
-            self.teardown()
-
     def setup(self) -> None:
+        """Create and prepare (or open) the user's components; an error here is fatal."""
         raise NotImplementedError
 
-    def loop(self) -> None:
+    def step(self, now: float) -> float:
+        """Do what there is to do now; seconds until there may be more without input."""
         raise NotImplementedError
 
     def teardown(self) -> None:
@@ -157,6 +137,9 @@ class BoltExecutor(Executor):
             coll = BoltCollector(self.component, task, self.routes(task), self.outbox, self.reporter(task))
             bolt.prepare(self.conf, self.context(task), coll)
             self.tasks[task] = (bolt, coll, bool(getattr(bolt, "_auto_anchor", False)))
+        self.tick = self.tick_period()
+        self.next_tick = _monotonic() + self.tick if self.tick else None
+        self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
 
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
@@ -167,24 +150,21 @@ class BoltExecutor(Executor):
         out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls))
         return out
 
-    def loop(self) -> None:
-        q, rt, tasks, flush = self.queue, self.runtime, self.tasks, self.outbox.flush
-        stop = rt.stopping
-        tick = self.tick_period()
-        next_tick = _monotonic() + tick if tick else None
-        tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
-        while not stop.is_set():
-            wait = 0.1 if next_tick is None else max(0.0, min(0.1, next_tick - _monotonic()))
-            for task, tuples in q.get_all(wait):
-                bolt, coll, basic = tasks[task]
-                self._run_batch(task, bolt.execute, coll, basic, tuples)
-            if next_tick is not None and _monotonic() >= next_tick:
-                next_tick += tick
-                for task, (bolt, coll, basic) in tasks.items():
-                    self._run_batch(task, bolt.execute, coll, basic, [Tuple([tick], tick_src)])
-            flush()
-            if rt.bp_tasks:
-                rt.check_relief(self)
+    def step(self, now: float) -> float:
+        tasks = self.tasks
+        for task, tuples in self.queue.get_all():
+            bolt, coll, basic = tasks[task]
+            self._run_batch(task, bolt.execute, coll, basic, tuples)
+        next_tick = self.next_tick
+        if next_tick is not None and now >= next_tick:
+            self.next_tick = next_tick = max(next_tick + self.tick, now)
+            for task, (bolt, coll, basic) in tasks.items():
+                self._run_batch(task, bolt.execute, coll, basic, [Tuple([self.tick], self.tick_src)])
+        self.outbox.flush()
+        rt = self.runtime
+        if rt.bp_tasks:
+            rt.check_relief(self)
+        return IDLE if next_tick is None else min(IDLE, next_tick - now)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
         if basic:
@@ -237,6 +217,14 @@ class SpoutExecutor(Executor):
         self.acked = self.failed = 0
         self.latencies: deque[float] = deque(maxlen=20000)
         self.active = False
+        conf = self.conf
+        self.max_pending = conf.get("topology.max.spout.pending")
+        self.batch = int(conf["topology.spout.batch.size"])
+        self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
+        self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
+        self.timeout = float(conf["topology.message.timeout.secs"])
+        self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.runtime.acker_tasks)
+        self.next_expiry = _monotonic() + 0.1
 
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
@@ -249,66 +237,66 @@ class SpoutExecutor(Executor):
             except Exception as exc:
                 self.user_error(task, exc, "activate" if active else "deactivate")
 
-    def loop(self) -> None:
-        q, rt, tasks, outbox = self.queue, self.runtime, self.tasks, self.outbox
-        stop = rt.stopping
-        conf = self.conf
-        max_pending = conf.get("topology.max.spout.pending")
-        batch = int(conf["topology.spout.batch.size"])
-        idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
-        flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
-        timeout = float(conf["topology.message.timeout.secs"])
-        timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(rt.acker_tasks)
-        next_expiry = _monotonic() + 0.1
-        wait = 0.0
-        while not stop.is_set():
-            for task, tuples in q.get_all(wait):
-                self._acks(task, tuples)
-            if rt.active != self.active:
-                self._set_active(rt.active)
-            emitted = 0
-            if self.active:
-                now = _monotonic()
-                deadline = now + flush_interval
+    def step(self, now: float) -> float:
+        rt, tasks = self.runtime, self.tasks
+        for task, tuples in self.queue.get_all():
+            self._acks(task, tuples, now)
+        if rt.active != self.active:
+            self._set_active(rt.active)
+        wait = IDLE
+        if self.active:
+            if rt.overloaded():
+                wait = self.idle_wait  # backpressure: hold emits until the queues drain
+            else:
+                emitted, capped = self._emit(now)
+                wait = 0.0 if emitted else IDLE if capped else self.idle_wait
+        self.outbox.flush()
+        for task, (spout, coll, pending) in tasks.items():
+            if coll.immediate_acks:
+                done, coll.immediate_acks = coll.immediate_acks, []
+                self.acked += len(done)
+                for msg_id in done:
+                    self._call(task, spout.ack, msg_id)
+        if self.timeouts_on:
+            if now >= self.next_expiry:
+                self.next_expiry = now + 0.1
                 for task, (spout, coll, pending) in tasks.items():
-                    coll.now = now
-                    routes = coll._routes.values()
-                    start = before = sum(r.emitted for r in routes)
-                    next_tuple = spout.next_tuple
-                    n = 0
-                    while n < batch:
-                        # Call in chunks: per-call bookkeeping costs as much as a small emit.
-                        k = 32 if max_pending is None else min(32, max_pending - len(pending))
-                        if k <= 0:
-                            break
-                        try:
-                            for _ in range(k):
-                                next_tuple()
-                        except Exception as exc:
-                            self.user_error(task, exc, "next_tuple")
-                            break
-                        n += k
-                        after = sum(r.emitted for r in routes)
-                        if after == before or _monotonic() > deadline:
-                            break  # nothing to emit right now, or time to flush
-                        before = after
-                    emitted += sum(r.emitted for r in routes) - start
-            outbox.flush()
-            for task, (spout, coll, pending) in tasks.items():
-                if coll.immediate_acks:
-                    done, coll.immediate_acks = coll.immediate_acks, []
-                    self.acked += len(done)
-                    for msg_id in done:
-                        self._call(task, spout.ack, msg_id)
-            if timeouts_on:
-                now = _monotonic()
-                if now >= next_expiry:
-                    next_expiry = now + 0.1
-                    for task, (spout, coll, pending) in tasks.items():
-                        for msg_id in pending.expire(now, timeout):
-                            self.failed += 1
-                            self._call(task, spout.fail, msg_id)
-            wait = 0.0 if emitted else idle_wait
+                    for msg_id in pending.expire(now, self.timeout):
+                        self.failed += 1
+                        self._call(task, spout.fail, msg_id)
+            wait = min(wait, self.next_expiry - now)
+        return wait
+
+    def _emit(self, now: float) -> tuple[int, bool]:
+        """Call next_tuple in chunks; (tuples emitted, whether max pending stopped it)."""
+        max_pending, batch = self.max_pending, self.batch
+        deadline = now + self.flush_interval
+        emitted, capped = 0, False
+        for task, (spout, coll, pending) in self.tasks.items():
+            coll.now = now
+            routes = coll._routes.values()
+            start = before = sum(r.emitted for r in routes)
+            next_tuple = spout.next_tuple
+            n = 0
+            while n < batch:
+                # Call in chunks: per-call bookkeeping costs as much as a small emit.
+                k = min(32, batch - n) if max_pending is None else min(32, batch - n, max_pending - len(pending))
+                if k <= 0:
+                    capped = True
+                    break
+                try:
+                    for _ in range(k):
+                        next_tuple()
+                except Exception as exc:
+                    self.user_error(task, exc, "next_tuple")
+                    break
+                n += k
+                after = sum(r.emitted for r in routes)
+                if after == before or _monotonic() > deadline:
+                    break  # nothing to emit right now, or time to flush
+                before = after
+            emitted += sum(r.emitted for r in routes) - start
+        return emitted, capped
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:
@@ -316,9 +304,8 @@ class SpoutExecutor(Executor):
         except Exception as exc:
             self.user_error(task, exc, fn.__name__)
 
-    def _acks(self, task: int, tuples: list) -> None:
+    def _acks(self, task: int, tuples: list, now: float) -> None:
         spout, coll, pending = self.tasks[task]
-        now = _monotonic()
         lat = self.latencies
         pop = pending.pop
         for tup in tuples:
@@ -368,40 +355,37 @@ class AckerExecutor(Executor):
 
     def setup(self) -> None:
         self.ledger = AckerLedger()
+        self.timeout = float(self.conf["topology.message.timeout.secs"])
+        self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
+        self.next_expiry = _monotonic() + 1.0
 
-    def loop(self) -> None:
-        q, rt, ledger, outbox = self.queue, self.runtime, self.ledger, self.outbox
-        stop = rt.stopping
-        timeout = float(self.conf["topology.message.timeout.secs"])
-        ack_src, fail_src = outbox.sources[ACK_ACK], outbox.sources[ACK_FAIL]
-        deliver = rt.deliver
-        next_expiry = _monotonic() + 1.0
-        while not stop.is_set():
-            batches = q.get_all(0.1)
-            now = _monotonic()
-            done: dict[int, list] = {}
-            failed: dict[int, list] = {}
-            for _, tuples in batches:
-                for tup in tuples:
-                    stream = tup.source.stream
-                    v = tup.values
-                    if stream == ACK_ACK:
-                        ledger.apply_acks(v[0], now, done)
-                    elif stream == ACK_INIT:
-                        ledger.apply_inits(v[0], v[1], now, done)
-                    elif stream == ACK_FAIL:
-                        for root in v[0]:
-                            spout = ledger.fail(root)
-                            if spout is not None:
-                                failed.setdefault(spout, []).append(root)
-                self.executed += len(tuples)
-            for spout, roots in done.items():
-                deliver(spout, [Tuple([roots], ack_src)], False)
-            for spout, roots in failed.items():
-                deliver(spout, [Tuple([roots], fail_src)], False)
-            if now >= next_expiry:
-                next_expiry = now + 1.0
-                ledger.expire(now, timeout * 2)
+    def step(self, now: float) -> float:
+        ledger = self.ledger
+        done: dict[int, list] = {}
+        failed: dict[int, list] = {}
+        for _, tuples in self.queue.get_all():
+            for tup in tuples:
+                stream = tup.source.stream
+                v = tup.values
+                if stream == ACK_ACK:
+                    ledger.apply_acks(v[0], now, done)
+                elif stream == ACK_INIT:
+                    ledger.apply_inits(v[0], v[1], now, done)
+                elif stream == ACK_FAIL:
+                    for root in v[0]:
+                        spout = ledger.fail(root)
+                        if spout is not None:
+                            failed.setdefault(spout, []).append(root)
+            self.executed += len(tuples)
+        deliver = self.runtime.deliver
+        for spout, roots in done.items():
+            deliver(spout, [Tuple([roots], self.ack_src)])
+        for spout, roots in failed.items():
+            deliver(spout, [Tuple([roots], self.fail_src)])
+        if now >= self.next_expiry:
+            self.next_expiry = now + 1.0
+            ledger.expire(now, self.timeout * 2)
+        return IDLE
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -1,8 +1,12 @@
-"""A bounded queue of batches: one lock round trip per batch, not per tuple.
+"""Executor receive queues and the doorbell that wakes the thread serving them.
 
-Built on raw locks rather than threading.Condition, whose pure-Python wait/notify cost
-more than the work in a small batch: a consumer that finds work never touches a
-condition, and a producer wakes the consumer only when it is actually asleep.
+An executor thread serves several queues (every executor it runs), so a producer does
+not wake a queue's consumer directly: it rings the thread's doorbell. Both are built on
+raw locks rather than threading.Condition, whose pure-Python wait/notify cost more than
+the work in a small batch. Nothing here blocks a producer: a queue over its capacity
+makes the spouts pause instead (see WorkerRuntime.overloaded), as in Storm 2, because a
+producer that waits for a consumer on its own thread, or on a thread that waits for it,
+never wakes up.
 """
 from __future__ import annotations
 
@@ -11,91 +15,115 @@ from collections import deque
 from typing import Any
 
 
-class BatchQueue:
-    """Items are (key, list) batches; the bound counts list elements (tuples).
+class Doorbell:
+    """Wakes one consumer thread when any of its queues receives something."""
 
-    ``put(block=False)`` always succeeds (overflow), for traffic that must never wait:
-    acker messages, whose volume is bounded by the spouts' pending limits, and batches
-    arriving from the network, where the receive thread must keep serving other tasks.
-    One consumer thread; any number of producers.
+    __slots__ = ("_lock", "_bell", "_sleeping", "_rung")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bell = threading.Lock()  # held while nobody has woken the consumer
+        self._bell.acquire()
+        self._sleeping = False
+        self._rung = False
+
+    def ring(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        self._rung = True
+        wake = self._sleeping
+        self._sleeping = False
+        lock.release()
+        if wake:
+            self._bell.release()
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds unless rung since the last wait."""
+        lock = self._lock
+        lock.acquire()
+        if self._rung or timeout <= 0:
+            self._rung = False
+            lock.release()
+            return
+        self._sleeping = True
+        lock.release()
+        woken = self._bell.acquire(True, timeout)
+        lock.acquire()
+        if not woken:
+            if self._sleeping:
+                self._sleeping = False
+            else:
+                # A ringer cleared the flag and is about to release: take that release
+                # now so the bell stays balanced.
+                lock.release()
+                self._bell.acquire()
+                lock.acquire()
+        self._rung = False
+        lock.release()
+
+
+class BatchQueue:
+    """Items are (key, list) batches; ``capacity`` and ``peak`` count list elements.
+
+    Any number of producer threads, one consumer thread (the one ``doorbell`` wakes).
     """
 
-    __slots__ = ("capacity", "_items", "_size", "_lock", "_wake", "_sleeping", "_space",
-                 "_space_waiters", "_closed", "peak")
+    __slots__ = ("capacity", "_items", "_size", "_lock", "_doorbell", "_closed", "peak")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, doorbell: Doorbell | None = None) -> None:
         self.capacity = capacity
         self._items: deque = deque()
         self._size = 0
         self._lock = threading.Lock()
-        self._wake = threading.Lock()   # held while nobody has woken the consumer
-        self._wake.acquire()
-        self._sleeping = False
-        self._space = threading.Condition(self._lock)
-        self._space_waiters = 0
+        self._doorbell = doorbell or Doorbell()
         self._closed = False
         self.peak = 0  # the most tuples ever queued at once
 
-    def put(self, item: Any, n: int, block: bool = True) -> bool:
-        """Enqueue; with ``block`` wait while full. False if the queue was closed."""
+    @property
+    def doorbell(self) -> Doorbell:
+        return self._doorbell
+
+    def put(self, item: Any, n: int) -> bool:
+        """Enqueue and ring the consumer's doorbell. False if the queue was closed."""
         lock = self._lock
         lock.acquire()
-        try:
-            if block and self._size >= self.capacity:
-                self._space_waiters += 1
-                try:
-                    while self._size >= self.capacity and not self._closed:
-                        self._space.wait(0.05)
-                finally:
-                    self._space_waiters -= 1
-            if self._closed:
-                return False
-            self._items.append(item)
-            self._size += n
-            if self._size > self.peak:
-                self.peak = self._size
-            wake = self._sleeping
-            self._sleeping = False
-        finally:
+        if self._closed:
             lock.release()
-        if wake:
-            self._wake.release()
+            return False
+        self._items.append(item)
+        size = self._size = self._size + n
+        if size > self.peak:
+            self.peak = size
+        lock.release()
+        self._doorbell.ring()
         return True
 
-    def get_all(self, timeout: float | None) -> list:
-        """Everything queued, waiting up to ``timeout`` seconds for something to arrive."""
+    def get_all(self) -> list:
+        """Everything queued now (possibly nothing); never waits."""
+        if not self._items:
+            return []
         lock = self._lock
         lock.acquire()
-        if not self._items:
-            if not timeout or self._closed:
-                lock.release()
-                return []
-            self._sleeping = True
-            lock.release()
-            woken = self._wake.acquire(True, timeout)
-            lock.acquire()
-            if not woken:
-                if self._sleeping:
-                    self._sleeping = False
-                else:
-                    # A producer cleared the flag and is about to release: take that
-                    # release now so the wake lock stays balanced.
-                    lock.release()
-                    self._wake.acquire()
-                    lock.acquire()
-            if not self._items:
-                lock.release()
-                return []
         items = list(self._items)
         self._items.clear()
         self._size = 0
-        if self._space_waiters:
-            self._space.notify_all()
         lock.release()
+        return items
+
+    def wait(self, timeout: float) -> list:
+        """Everything queued, waiting up to ``timeout`` seconds for something to arrive."""
+        items = self.get_all()
+        if not items and timeout > 0 and not self._closed:
+            self._doorbell.wait(timeout)
+            items = self.get_all()
         return items
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def full(self) -> bool:
+        return self._size >= self.capacity
 
     @property
     def fill(self) -> float:
@@ -104,8 +132,4 @@ class BatchQueue:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            wake = self._sleeping
-            self._sleeping = False
-            self._space.notify_all()
-        if wake:
-            self._wake.release()
+        self._doorbell.ring()

@@ -22,7 +22,8 @@ from squall.messaging import Connection, Context
 from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
 from squall.runtime.affinity import choose_cpu, pin_thread
 from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
-from squall.runtime.queues import BatchQueue
+from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
+from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
@@ -60,17 +61,25 @@ class WorkerRuntime:
         self._error_sink = error_sink
         self._on_fatal = on_fatal
         cap = int(conf["topology.executor.receive.buffer.size"])
+        rank = component_order(self.system)
+        ordered = sorted(self.executor_ids, key=lambda ex: (rank[self.task_to_component[ex[0]]], ex))
+        # Executors sharing a thread share its doorbell; each has its own queue.
+        self.thread_groups = thread_groups(ordered, int(conf["topology.worker.executor.threads"]))
+        self.doorbells = [Doorbell() for _ in self.thread_groups]
         self.queues: dict[int, BatchQueue] = {}
-        for ex in self.executor_ids:
-            q = BatchQueue(cap)
-            for t in executor_tasks(ex):
-                self.queues[t] = q
+        for group, bell in zip(self.thread_groups, self.doorbells):
+            for ex in group:
+                q = BatchQueue(cap, bell)
+                for t in executor_tasks(ex):
+                    self.queues[t] = q
+        self._queue_list = list({id(q): q for q in self.queues.values()}.values())
         self.transfer_queue = BatchQueue(int(conf["topology.transfer.buffer.size"]))
         self.serializer = TupleSerializer(conf.get("topology.serializers") or {}, self.task_to_component,
                                           self._stream_fields)
         self.active = False
         self.stopping = threading.Event()
         self.executors: list[Executor] = []
+        self.threads: list[ExecutorThread] = []
         self.connections: dict[Endpoint, Connection] = {}
         self.task_endpoint: dict[int, Endpoint] = {}
         self._conn_lock = threading.Lock()
@@ -104,18 +113,23 @@ class WorkerRuntime:
         self._server.register_recv(self.receive)
 
     def start_executors(self, timeout: float = 60.0) -> None:
-        """Create every executor, start its thread, and wait until each has prepared."""
+        """Create every executor, start the executor threads, and wait until each has
+        prepared its executors."""
         tune_gc()
-        for ex in self.executor_ids:
-            comp = self.task_to_component[ex[0]]
-            spec = self.system.components[comp]
-            cls = AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor
-            self.executors.append(cls(self, ex, comp))
-        for e in self.executors:
-            e.start()
+        for i, (group, bell) in enumerate(zip(self.thread_groups, self.doorbells)):
+            made = []
+            for ex in group:
+                comp = self.task_to_component[ex[0]]
+                spec = self.system.components[comp]
+                cls = AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor
+                made.append(cls(self, ex, comp))
+            self.executors.extend(made)
+            self.threads.append(ExecutorThread(self, made, bell, i))
+        for t in self.threads:
+            t.start()
         deadline = time.monotonic() + timeout
-        for e in self.executors:
-            e.started.wait(max(0.0, deadline - time.monotonic()))
+        for t in self.threads:
+            t.started.wait(max(0.0, deadline - time.monotonic()))
 
     def start_transfer(self) -> None:
         self._transfer_thread = threading.Thread(target=self._transfer_loop, name="transfer", daemon=True)
@@ -160,15 +174,13 @@ class WorkerRuntime:
             self.log.debug("connections refreshed", connected=sorted(needed), closed=sorted(stale))
 
     # -- transfer path --------------------------------------------------------------------
-    def deliver(self, task: int, tuples: list, block: bool) -> None:
-        """Hand a batch for ``task`` on: straight to a local queue, else to the transfer queue."""
+    def deliver(self, task: int, tuples: list) -> None:
+        """Hand a batch for ``task`` on: straight to a local queue, else to the transfer
+        queue. Never waits: a full queue makes the spouts pause (``overloaded``)."""
         q = self.queues.get(task)
         if q is not None:
-            q.put((task, tuples), len(tuples), block)
+            q.put((task, tuples), len(tuples))
             return
-        if block and task in self.remote_bp:
-            while task in self.remote_bp and not self.stopping.is_set():
-                time.sleep(0.001)  # hold emits for this task only until it drains
         try:
             payload = self.serializer.dumps(tuples)
         except SerializationError as exc:
@@ -180,13 +192,23 @@ class WorkerRuntime:
                            stream=src.stream, error=str(exc), tuples=len(tuples))
             self.report_error(src.component, src.task, f"SerializationError: {exc}")
             return
-        self.transfer_queue.put((task, payload), len(tuples), block)
+        self.transfer_queue.put((task, payload), len(tuples))
+
+    def overloaded(self) -> bool:
+        """Should spouts hold their emits? True while a queue of this worker is over its
+        bound or a task elsewhere has raised backpressure (Storm 2's spout throttling)."""
+        if self.remote_bp or self.transfer_queue.full:
+            return True
+        for q in self._queue_list:
+            if q.full:
+                return True
+        return False
 
     def _transfer_loop(self) -> None:
         pin_thread(self.cpu)
         tq = self.transfer_queue
         while True:
-            items = tq.get_all(0.05)
+            items = tq.wait(0.05)
             if self._unsent:
                 items = self._unsent + items
                 self._unsent = []
@@ -236,7 +258,7 @@ class WorkerRuntime:
                 self.log.warning("undecodable tuple batch dropped", task=task, error=str(exc))
                 continue
             # Never block the receive thread (it serves every task); raise backpressure instead.
-            q.put((task, tuples), len(tuples), False)
+            q.put((task, tuples), len(tuples))
             if q.fill >= self._high and task not in self.bp_tasks:
                 self._set_bp(self.bp_tasks | set(executor_tasks(self._executor_of(task))))
 
@@ -283,8 +305,8 @@ class WorkerRuntime:
         for q in self.queues.values():
             q.close()
         deadline = time.monotonic() + timeout
-        for e in self.executors:
-            e.join(max(0.0, deadline - time.monotonic()))
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
         self.transfer_queue.close()
         if self._transfer_thread is not None:
             self._transfer_thread.join(max(0.0, deadline - time.monotonic()))

@@ -15,7 +15,7 @@ from squall.runtime.collectors import BoltCollector, Outbox, Route
 from squall.tuple import Tuple
 
 
-def _no_delivery(task: int, tuples: list, blocking: bool) -> None:  # pragma: no cover
+def _no_delivery(task: int, tuples: list) -> None:  # pragma: no cover
     raise AssertionError("a batch collector delivers nothing itself")
 
 

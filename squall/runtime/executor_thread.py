@@ -1,0 +1,104 @@
+"""Executor threads: each runs several executors, one step of each in turn.
+
+Only one thread of a process runs Python at a time, so an executor per thread buys no
+parallelism for Python code; it costs a GIL handoff and a cold cache every time a batch
+changes hands. By default a worker runs all its executors on one thread, in topology
+order (spouts first, then each bolt after the components that feed it), so one turn
+carries a batch from the spout through every bolt it reaches. A bolt that blocks (a
+network call, say) holds up the executors that share its thread:
+``topology.worker.executor.threads: 0`` gives every executor its own thread, as in Storm.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from squall.model import ACKER
+from squall.runtime.affinity import pin_thread
+from squall.runtime.executor import IDLE, Executor
+from squall.runtime.queues import Doorbell
+from squall.topology import Topology
+
+if TYPE_CHECKING:
+    from squall.runtime.worker_runtime import WorkerRuntime
+
+T = TypeVar("T")
+
+
+def component_order(system: Topology) -> dict[str, int]:
+    """Rank of each component: spouts first, then breadth-first along subscriptions
+    (a cycle keeps its first-reached order), the acker last."""
+    rank: dict[str, int] = {}
+    frontier = [s.id for s in system.spouts()]
+    while frontier:
+        nxt = []
+        for comp in frontier:
+            if comp in rank:
+                continue
+            rank[comp] = len(rank)
+            for stream in system.components[comp].streams:
+                nxt.extend(bolt for bolt, _ in system.subscribers(comp, stream) if bolt != ACKER)
+        frontier = nxt
+    for comp in sorted(system.components):  # unreachable bolts, then the acker
+        if comp not in rank and comp != ACKER:
+            rank[comp] = len(rank)
+    rank[ACKER] = len(rank)
+    return rank
+
+
+def thread_groups(ordered: Sequence[T], threads: int) -> list[list[T]]:
+    """Spread executors (in run order) over ``threads`` threads; 0 = one thread each."""
+    if threads <= 0 or threads >= len(ordered):
+        return [[e] for e in ordered]
+    return [list(ordered[i::threads]) for i in range(threads)]
+
+
+class ExecutorThread(threading.Thread):
+    """Sets up its executors, then steps them in turn until the worker stops."""
+
+    def __init__(self, runtime: "WorkerRuntime", executors: list[Executor], doorbell: Doorbell,
+                 index: int) -> None:
+        super().__init__(name=f"executors-{index}", daemon=True)
+        self.runtime = runtime
+        self.executors = executors
+        self.doorbell = doorbell
+        self.started = threading.Event()
+
+    def run(self) -> None:
+        rt = self.runtime
+        pin_thread(rt.cpu)
+        live = []
+        for ex in self.executors:
+            try:
+                ex.setup()
+            except BaseException as exc:  # a component that cannot start is a worker error
+                ex.log.error("executor failed to start", error=repr(exc))
+                rt.report_error(ex.component, ex.task_ids[0], "".join(
+                    traceback.format_exception(type(exc), exc, exc.__traceback__)))
+                rt.executor_died(ex, exc)
+                continue
+            live.append(ex)
+        self.started.set()
+        stop, bell, mono = rt.stopping, self.doorbell, time.monotonic
+        ex = None
+        try:
+            while not stop.is_set():
+                wait = IDLE
+                for ex in live:
+                    w = ex.step(mono())
+                    if w < wait:
+                        wait = w
+                bell.wait(wait)
+        except BaseException as exc:  # a bug in the runtime, not user code (that is caught)
+            if ex is not None:
+                ex.log.error("executor crashed", error=repr(exc), trace=traceback.format_exc())
+                rt.executor_died(ex, exc)
+        finally:
+            for ex in live:
+                try:
+                    ex.teardown()
+                except Exception as exc:
+                    ex.log.error("executor teardown failed", error=repr(exc))

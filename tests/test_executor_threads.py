@@ -1,0 +1,95 @@
+"""How a worker's executors share threads: run order, grouping, queues and doorbells."""
+import threading
+import time
+
+from squall import Bolt, TopologyBuilder
+from squall.model import ACKER, system_topology
+from squall.runtime.executor_thread import component_order, thread_groups
+from squall.runtime.queues import BatchQueue, Doorbell
+from squall.testing.components import FixedTupleSpout
+
+
+class Pass(Bolt):
+    def execute(self, t):
+        pass
+
+    def declare_output_fields(self, d):
+        d.declare(["n"])
+
+
+def _diamond():
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("order", [[1]], ["n"]))
+    b.set_bolt("sink", Pass()).shuffle("left").shuffle("right")  # declared before its inputs
+    b.set_bolt("left", Pass()).shuffle("src")
+    b.set_bolt("right", Pass()).shuffle("src")
+    b.set_bolt("alone", Pass()).shuffle("alone2")
+    b.set_bolt("alone2", Pass()).shuffle("alone")
+    return system_topology(b.build(), {"topology.acker.executors": 1, "topology.workers": 1})
+
+
+def test_run_order_puts_spouts_first_then_each_bolt_after_its_inputs_and_the_acker_last():
+    rank = component_order(_diamond())
+    assert rank["src"] == 0
+    assert rank["src"] < rank["left"] < rank["sink"] and rank["right"] < rank["sink"]
+    # A cycle no spout reaches still gets a place, before the acker.
+    assert max(rank["alone"], rank["alone2"]) < rank[ACKER] == len(rank) - 1
+    assert sorted(rank.values()) == list(range(len(rank)))
+
+
+def test_thread_groups_share_out_executors_in_run_order():
+    order = ["a", "b", "c", "d", "e"]
+    assert thread_groups(order, 1) == [order]
+    assert thread_groups(order, 2) == [["a", "c", "e"], ["b", "d"]]
+    assert thread_groups(order, 0) == [[x] for x in order]  # Storm's thread per executor
+    assert thread_groups(order, 9) == [[x] for x in order]
+
+
+def test_a_put_on_any_queue_wakes_the_thread_serving_them():
+    bell = Doorbell()
+    queues = [BatchQueue(10, bell), BatchQueue(10, bell)]
+    got, woke = [], threading.Event()
+
+    def consumer():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(got) < 2:
+            for q in queues:
+                got.extend(q.get_all())
+            if len(got) < 2:
+                bell.wait(5.0)  # far longer than the test waits: only a ring ends it early
+        woke.set()
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    queues[1].put((7, ["x"]), 1)
+    time.sleep(0.05)
+    queues[0].put((3, ["y"]), 1)
+    assert woke.wait(3.0)
+    t.join(3.0)
+    assert time.monotonic() - start < 2.0
+    assert sorted(got) == [(3, ["y"]), (7, ["x"])]
+
+
+def test_a_ring_before_the_wait_is_not_lost():
+    bell = Doorbell()
+    bell.ring()
+    start = time.monotonic()
+    bell.wait(5.0)
+    assert time.monotonic() - start < 1.0
+    start = time.monotonic()
+    bell.wait(0.05)  # the ring was used up: this one sleeps its full timeout
+    assert time.monotonic() - start >= 0.04
+
+
+def test_put_never_blocks_counts_tuples_and_reports_full():
+    q = BatchQueue(5)
+    for i in range(4):
+        assert q.put((1, [i, i]), 2)  # over capacity: accepted, the spouts pause instead
+    assert len(q) == 8 and q.full and q.peak == 8
+    assert [b for _, b in q.get_all()] == [[0, 0], [1, 1], [2, 2], [3, 3]]
+    assert len(q) == 0 and not q.full and q.peak == 8
+    q.close()
+    assert not q.put((1, [9]), 1)
+    assert q.get_all() == []
