@@ -61,18 +61,27 @@ class Source:
 
 
 class Tuple:
-    """An immutable named list of values, with where it came from and its anchoring ids.
+    """An immutable named list of values, with where it came from and its anchoring.
 
-    ``ids`` is Storm's MessageId: {root id: edge id} for an anchored tuple, else None.
+    A plain Tuple is unanchored. Anchored tuples are the two subclasses below; the runtime
+    makes all three with ``object.__new__`` and slot stores, which costs half as much as a
+    call to ``__init__`` (tuples are made and freed millions of times a second).
+    ``ids`` is Storm's MessageId: {root id: edge id}, or None when unanchored.
     """
 
-    __slots__ = ("values", "source", "ids", "ack_val")
+    __slots__ = ("values", "source")
+    root = 0        # the one tuple tree it belongs to (0: none, or several: see roots)
+    edge = 0        # its edge id in that tree
+    roots: dict[int, int] | None = None  # anchored to several trees: {root: edge}
+    ack_val = 0     # XOR of the edge ids it anchored (Storm's outAckVal)
 
-    def __init__(self, values: list, source: Source, ids: dict[int, int] | None = None) -> None:
+    def __init__(self, values: list, source: Source) -> None:
         self.values = values
         self.source = source
-        self.ids = ids
-        self.ack_val = 0  # XOR of edge ids this tuple anchored (Storm's outAckVal)
+
+    @property
+    def ids(self) -> dict[int, int] | None:
+        return {self.root: self.edge} if self.root else self.roots
 
     @property
     def fields(self) -> Fields:
@@ -93,7 +102,7 @@ class Tuple:
     @property
     def message_id(self) -> dict[int, int]:
         """Root id -> edge id of this tuple's tuple trees (empty when unanchored)."""
-        return dict(self.ids) if self.ids else {}
+        return dict(self.ids or {})
 
     def is_tick(self) -> bool:
         return self.source.stream == TICK_STREAM and self.source.component == SYSTEM_COMPONENT
@@ -119,3 +128,35 @@ class Tuple:
     def __repr__(self) -> str:
         s = self.source
         return f"Tuple({s.component}:{s.task} {s.stream} {self.values!r})"
+
+
+class TreeTuple(Tuple):
+    """A tuple in one tuple tree (the common case)."""
+
+    __slots__ = ("root", "edge", "ack_val")
+
+
+class MultiTreeTuple(Tuple):
+    """A tuple anchored to several trees (a join or an aggregate of several inputs)."""
+
+    __slots__ = ("roots", "ack_val")
+
+
+_new = object.__new__
+
+
+def anchored_tuple(values: list, source: Source, ids: dict[int, int] | None) -> Tuple:
+    """The tuple for ``ids`` ({root: edge}, as on the wire); off the hot path."""
+    if not ids:
+        t = _new(Tuple)
+    elif len(ids) == 1:
+        t = _new(TreeTuple)
+        (t.root, t.edge), = ids.items()
+        t.ack_val = 0
+    else:
+        t = _new(MultiTreeTuple)
+        t.roots = dict(ids)
+        t.ack_val = 0
+    t.values = values
+    t.source = source
+    return t

@@ -104,6 +104,74 @@ def test_word_count_matches_reference_with_failures_and_acking(cluster, mode):
     assert sorted(Recorder.get(name + ".acked")) == [sid for sid, _ in rows], "each acked exactly once"
 
 
+class PairUp(Bolt):
+    """Joins inputs two by two: emits their sum anchored to both, then acks both."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.held = None
+
+    def execute(self, t):
+        if self.held is None:
+            self.held = t
+            return
+        first, self.held = self.held, None
+        self.collector.emit([first["n"] + t["n"]], anchors=[first, t])
+        self.collector.ack(first)
+        self.collector.ack(t)
+
+    def declare_output_fields(self, d):
+        d.declare(["sum"])
+
+
+class GatedSink(Bolt):
+    """Holds sums; once ``<key>.open`` is set, acks them on the next tick, failing the first
+    sum once."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.held = []
+
+    def execute(self, t):
+        if not t.is_tick():
+            Recorder.add(self.key, t["sum"])
+            self.held.append(t)
+        if not Recorder.get(self.key + ".open"):
+            return
+        for h in self.held:
+            if not Recorder.get(self.key + ".failed_once"):
+                Recorder.add(self.key + ".failed_once", h["sum"])
+                self.collector.fail(h)
+            else:
+                self.collector.ack(h)
+        self.held = []
+
+    def component_config(self):
+        return {"topology.tick.tuple.freq.secs": 0.1}
+
+
+def test_a_tuple_anchored_to_two_trees_completes_both_only_when_acked(cluster, mode):
+    name = unique("join")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(8)], ["n"]))
+    b.set_bolt("pair", PairUp()).global_("nums")
+    b.set_bolt("sink", GatedSink(name + ".sums")).global_("pair")
+    cluster.submit(name, {**mode, "topology.message.timeout.secs": 60}, b.build())
+    wait_for(lambda: len(Recorder.get(name + ".sums")) == 4, 10, what="four joined tuples")
+    time.sleep(0.3)
+    # Each pair member was acked by the join, but its tree holds the joined tuple: open.
+    assert Recorder.get(name + ".acked") == [] and Recorder.get(name + ".failed") == []
+    Recorder.add(name + ".sums.open", True)
+    wait_for(lambda: len(Recorder.get(name + ".acked")) == 8, 15, what="every tree complete")
+    assert sorted(Recorder.get(name + ".acked")) == list(range(8))
+    # Failing the first joined tuple failed both trees it belonged to; both were replayed.
+    failed = sorted(Recorder.get(name + ".failed"))
+    assert len(failed) == 2 and sum(failed) == Recorder.get(name + ".sums.failed_once")[0]
+
+
 class Forgetful(Bolt):
     """Never acks a tuple the first time it sees it: only the message timeout saves it."""
 

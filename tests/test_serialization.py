@@ -8,7 +8,7 @@ from squall.model import task_ids
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.testing.components import Recorder
 from squall.testing.waiting import wait_for
-from squall.tuple import Fields, Source, Tuple
+from squall.tuple import Fields, Source, Tuple, anchored_tuple
 
 
 class Point:
@@ -107,7 +107,7 @@ def _serializer():
 def test_round_trip_and_malformed_payloads():
     ser, topo = _serializer()
     src = Source("points", 1, "default", Fields(["p"]))
-    back = ser.loads(ser.dumps([Tuple([1], src, {5: 7}), Tuple(["a"], src)]))
+    back = ser.loads(ser.dumps([anchored_tuple([1], src, {5: 7}), Tuple(["a"], src)]))
     assert [(t.values, t.ids, t.source_component) for t in back] == [([1], {5: 7}, "points"), (["a"], None, "points")]
     for bad, message in [
         (b"\xc1garbage", "undecodable tuple payload"),

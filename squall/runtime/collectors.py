@@ -14,9 +14,10 @@ from typing import Any
 
 from squall.grouping import Chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER_STREAMS
-from squall.tuple import Source, Tuple
+from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits
+_new = object.__new__
 Deliver = Callable[[int, list], None]
 
 
@@ -25,7 +26,11 @@ class EmitError(ValueError):
 
 
 class Outbox:
-    """Per-executor output buffers by target task, and pending acker traffic."""
+    """Per-executor output buffers by target task, and pending acker traffic.
+
+    A target's buffer is one list for the executor's lifetime (routes with a fixed target
+    keep a reference to it); delivering hands on a copy and empties it.
+    """
 
     __slots__ = ("bufs", "acks", "inits", "fails", "batch", "deliver", "ackers", "sources")
 
@@ -39,19 +44,26 @@ class Outbox:
         self.ackers = tuple(ackers)
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
 
+    def buffer(self, task: int) -> list:
+        b = self.bufs.get(task)
+        if b is None:
+            b = self.bufs[task] = []
+        return b
+
     def full(self, task: int) -> None:
-        self.deliver(task, self.bufs.pop(task))
+        b = self.bufs[task]
+        self.deliver(task, b[:])
+        b.clear()
 
     def acker_of(self, root: int) -> int:
         return self.ackers[root % len(self.ackers)]
 
     def flush(self) -> None:
         deliver = self.deliver
-        if self.bufs:
-            items = list(self.bufs.items())
-            self.bufs.clear()
-            for task, tuples in items:
-                deliver(task, tuples)
+        for task, b in self.bufs.items():
+            if b:
+                deliver(task, b[:])
+                b.clear()
         if self.inits:
             src = self.sources[ACK_INIT]
             for (acker, spout), vals in self.inits.items():
@@ -84,7 +96,7 @@ class Outbox:
 class Route:
     """One output stream of one task: its Source, arity and target chooser."""
 
-    __slots__ = ("source", "arity", "choose", "direct", "direct_tasks", "emitted", "fixed")
+    __slots__ = ("source", "arity", "choose", "direct", "direct_tasks", "emitted", "fixed", "target", "buf")
 
     def __init__(self, source: Source, choosers: list[Chooser], direct: bool, direct_tasks: frozenset[int]) -> None:
         self.source = source
@@ -94,6 +106,9 @@ class Route:
         self.emitted = 0
         # When the targets never vary (global, a single target task), skip the chooser call.
         self.fixed = getattr(choosers[0], "fixed", None) if len(choosers) == 1 else None
+        # One fixed target: emitters append straight to its buffer (set by the collector).
+        self.target: int = self.fixed[0] if self.fixed and len(self.fixed) == 1 else 0
+        self.buf: list | None = None
         if len(choosers) == 1:
             self.choose = choosers[0]
         elif not choosers:
@@ -115,6 +130,9 @@ class _Collector:
         self._bufs, self._batch = outbox.bufs, outbox.batch
         self._acking = bool(outbox.ackers)
         self._report = report
+        for route in routes.values():
+            if route.target:
+                route.buf = outbox.buffer(route.target)
 
     def _route(self, stream: str, values: Any, direct: bool) -> Route:
         """The slow path of emit: find the route, or raise an error naming the problem."""
@@ -145,11 +163,10 @@ class _Collector:
     def _put(self, task: int, tup: Tuple) -> None:
         b = self._bufs.get(task)
         if b is None:
-            self._bufs[task] = [tup]
-        else:
-            b.append(tup)
-            if len(b) >= self._batch:
-                self._outbox.full(task)
+            b = self._bufs[task] = []
+        b.append(tup)
+        if len(b) >= self._batch:
+            self._outbox.full(task)
 
     def report_error(self, error: BaseException | str) -> None:
         """Record an error against this component (shown by ``squall status``)."""
@@ -163,6 +180,7 @@ class SpoutCollector(_Collector):
                  report: Callable, pending: Any) -> None:
         super().__init__(component, task, routes, outbox, report)
         self._pending = pending._pending  # root -> (msg_id, start); see squall.acker.PendingTuples
+        self._init_key = (outbox.ackers[0], task) if len(outbox.ackers) == 1 else None
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
 
@@ -173,66 +191,78 @@ class SpoutCollector(_Collector):
             route = self._route(stream, values, False)
         if type(values) is not list:
             values = list(values)
-        targets = route.fixed or route.choose(values)
         route.emitted += 1
-        if msg_id is None:
-            tup = Tuple(values, route.source)
-            bufs = self._bufs
-            for t in targets:
-                b = bufs.get(t)
-                if b is None:
-                    bufs[t] = [tup]
-                else:
-                    b.append(tup)
-                    if len(b) >= self._batch:
-                        self._outbox.full(t)
-        else:
+        buf = route.buf
+        if msg_id is None or not self._acking:
+            tup = _new(Tuple)
+            tup.values = values
+            tup.source = route.source
+            if buf is not None:
+                buf.append(tup)
+                if len(buf) >= self._batch:
+                    self._outbox.full(route.target)
+                targets = route.fixed
+            else:
+                targets = route.fixed or route.choose(values)
+                for t in targets:
+                    self._put(t, tup)
+            if msg_id is not None:  # Storm acks at once when no acker can track the tree
+                self.immediate_acks.append(msg_id)
+            return targets
+        if buf is None:
+            targets = route.fixed or route.choose(values)
             self._reliable(route, values, targets, msg_id)
-        return targets
+            return targets
+        # The common reliable case, inline: one target.
+        root = _rand(64) or 1
+        edge = _rand(64)
+        tup = _new(TreeTuple)
+        tup.values = values
+        tup.source = route.source
+        tup.root = root
+        tup.edge = edge
+        tup.ack_val = 0
+        buf.append(tup)
+        if len(buf) >= self._batch:
+            self._outbox.full(route.target)
+        self._pending[root] = (msg_id, self.now)
+        inits = self._outbox.inits
+        key = self._init_key or (self._outbox.acker_of(root), self._task)
+        vals = inits.get(key)
+        if vals is None:
+            inits[key] = {root: edge}
+        else:
+            vals[root] = edge
+        return route.fixed
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
                     msg_id: Any = None) -> tuple[int, ...]:
         route = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
-        values = list(values)
-        if msg_id is None:
-            self._put(task, Tuple(values, route.source))
-        else:
-            self._reliable(route, values, targets, msg_id)
+        self._reliable(route, list(values), targets, msg_id)
         return targets
 
     def _reliable(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
-        if not self._acking or not targets:
-            # Storm acks at once when nothing can track the tree: no ackers, or no targets.
-            tup = Tuple(values, route.source)
+        """Send one tuple per target, each a new edge of a new tree (or unanchored)."""
+        src = route.source
+        if msg_id is None or not self._acking or not targets:
+            tup = Tuple(values, src)
             for t in targets:
                 self._put(t, tup)
-            self.immediate_acks.append(msg_id)
+            if msg_id is not None:  # Storm acks at once when nothing can track the tree
+                self.immediate_acks.append(msg_id)
             return
         root = _rand(64) or 1
         ack_val = 0
-        src = route.source
-        bufs = self._bufs
         for t in targets:
-            edge = _rand(64)
-            ack_val ^= edge
-            tup = Tuple(values, src, {root: edge})
-            b = bufs.get(t)
-            if b is None:
-                bufs[t] = [tup]
-            else:
-                b.append(tup)
-                if len(b) >= self._batch:
-                    self._outbox.full(t)
+            tup = _new(TreeTuple)
+            tup.values, tup.source, tup.root, tup.edge, tup.ack_val = values, src, root, _rand(64), 0
+            ack_val ^= tup.edge
+            self._put(t, tup)
         self._pending[root] = (msg_id, self.now)
         outbox = self._outbox
-        key = (outbox.ackers[root % len(outbox.ackers)], self._task)
-        vals = outbox.inits.get(key)
-        if vals is None:
-            outbox.inits[key] = {root: ack_val}
-        else:
-            vals[root] = ack_val
+        outbox.inits.setdefault((outbox.acker_of(root), self._task), {})[root] = ack_val
 
 
 class BoltCollector(_Collector):
@@ -254,42 +284,42 @@ class BoltCollector(_Collector):
             route = self._route(stream, values, False)
         if type(values) is not list:
             values = list(values)
-        targets = route.fixed or route.choose(values)
         route.emitted += 1
+        buf = route.buf
         if self._acking:
             if anchors is None:
                 anchors = self._auto
             if anchors is not None:
-                if type(anchors) is not Tuple or len(targets) != 1:
-                    self._anchored(route, values, targets, anchors)
-                    return targets
-                # The common case, inline: one anchor, one target.
-                aids = anchors.ids
-                if aids:
+                cls = type(anchors)
+                if cls is TreeTuple and buf is not None:
+                    # The common case, inline: one anchor in one tree, one target.
                     edge = _rand(64)
                     anchors.ack_val ^= edge
-                    tup = Tuple(values, route.source, dict.fromkeys(aids, edge))
-                else:
-                    tup = Tuple(values, route.source)
-                t = targets[0]
-                b = self._bufs.get(t)
-                if b is None:
-                    self._bufs[t] = [tup]
-                else:
-                    b.append(tup)
-                    if len(b) >= self._batch:
-                        self._outbox.full(t)
-                return targets
-        tup = Tuple(values, route.source)
-        bufs = self._bufs
+                    tup = _new(TreeTuple)
+                    tup.values = values
+                    tup.source = route.source
+                    tup.root = anchors.root
+                    tup.edge = edge
+                    tup.ack_val = 0
+                    buf.append(tup)
+                    if len(buf) >= self._batch:
+                        self._outbox.full(route.target)
+                    return route.fixed
+                if cls is not Tuple:
+                    targets = route.fixed or route.choose(values)
+                    self._anchored(route, values, targets, anchors)
+                    return targets
+        tup = _new(Tuple)
+        tup.values = values
+        tup.source = route.source
+        if buf is not None:
+            buf.append(tup)
+            if len(buf) >= self._batch:
+                self._outbox.full(route.target)
+            return route.fixed
+        targets = route.fixed or route.choose(values)
         for t in targets:
-            b = bufs.get(t)
-            if b is None:
-                bufs[t] = [tup]
-            else:
-                b.append(tup)
-                if len(b) >= self._batch:
-                    self._outbox.full(t)
+            self._put(t, tup)
         return targets
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -306,60 +336,43 @@ class BoltCollector(_Collector):
         return targets
 
     def _anchored(self, route: Route, values: list, targets: tuple[int, ...], anchors: Any) -> None:
-        if type(anchors) is Tuple:
-            single = anchors
-        else:
-            single = anchors[0] if len(anchors) == 1 else None
+        """Storm's anchoring: per target and anchor a new edge id, XORed into the anchor's
+        ack value and into the new tuple's id for each tree the anchor belongs to."""
+        anchors = (anchors,) if isinstance(anchors, Tuple) else anchors
         src = route.source
-        bufs = self._bufs
         for t in targets:
-            if single is not None:
-                # The common case: one anchor; every root of it gets the same new edge.
-                aids = single.ids
-                if aids:
+            ids: dict[int, int] = {}
+            for a in anchors:
+                root = a.root
+                if root or a.roots:
                     edge = _rand(64)
-                    single.ack_val ^= edge
-                    ids = dict.fromkeys(aids, edge)
-                else:
-                    ids = None
-            else:
-                ids = {}
-                for a in anchors:
-                    aids = a.ids
-                    if aids:
-                        edge = _rand(64)
-                        a.ack_val ^= edge
-                        for root in aids:
-                            ids[root] = ids.get(root, 0) ^ edge
-                ids = ids or None
-            tup = Tuple(values, src, ids)
-            b = bufs.get(t)
-            if b is None:
-                bufs[t] = [tup]
-            else:
-                b.append(tup)
-                if len(b) >= self._batch:
-                    self._outbox.full(t)
+                    a.ack_val ^= edge
+                    for r in ((root,) if root else a.roots):
+                        ids[r] = ids.get(r, 0) ^ edge
+            self._put(t, anchored_tuple(values, src, ids))
 
     def ack(self, tup: Tuple) -> None:
         """This input is done: its edge (and the edges it anchored) leave the ledger."""
         self.acked += 1
-        ids = tup.ids
-        if ids and self._acking:
-            acks = self._outbox.acks
-            extra = tup.ack_val
-            for root, edge in ids.items():
-                acks[root] = acks.get(root, 0) ^ edge ^ extra
+        if self._acking:
+            root = tup.root
+            if root:
+                acks = self._outbox.acks
+                acks[root] = acks.get(root, 0) ^ tup.edge ^ tup.ack_val
+            elif tup.roots:
+                acks = self._outbox.acks
+                extra = tup.ack_val
+                for root, edge in tup.roots.items():
+                    acks[root] = acks.get(root, 0) ^ edge ^ extra
 
     def fail(self, tup: Tuple) -> None:
         """Fail the trees this input belongs to: their spouts' ``fail`` runs soon."""
         self.failed += 1
         self._failed = True
-        ids = tup.ids
-        if ids and self._acking:
-            fails = self._outbox.fails
-            for root in ids:
-                fails.setdefault(self._outbox.acker_of(root), []).append(root)
+        if self._acking:
+            outbox = self._outbox
+            for root in ((tup.root,) if tup.root else tup.roots or ()):
+                outbox.fails.setdefault(outbox.acker_of(root), []).append(root)
 
 
 def make_routes(component: str, task: int, streams: dict[str, Any], subscribers: Callable,

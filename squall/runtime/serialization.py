@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 
-from squall.tuple import Fields, Source, Tuple
+from squall.tuple import Fields, Source, Tuple, anchored_tuple
 
 
 class SerializationError(ValueError):
@@ -108,7 +108,7 @@ class TupleSerializer:
                     if type(v) is not list or len(v) != n:
                         what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
                         raise SerializationError(f"tuple from task {task} on {stream!r} {what}, expected {n} values")
-                    out.append(Tuple(v, src, i))
+                    out.append(anchored_tuple(v, src, i))
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, SerializationError):
                     raise
