@@ -1,101 +1,111 @@
 """Reliability bookkeeping as plain code: the acker's XOR ledger and the spout's pending map.
 
-A spout tuple's tree has a random 64-bit root id. Every edge (a tuple sent to a task) has a
-random 64-bit edge id, XORed into the ledger once when it is created (by the emitter's ack
-or the spout's init) and once when it is acked, so the entry returns to zero exactly when
-every edge is acked. Both maps keep insertion order, which is start-time order, so expiring
-stale entries looks only at the oldest ones.
+A spout tuple's tree has a random root id. Every edge (a tuple sent to a task) has a random
+64-bit edge id, XORed into the ledger once when it is created (by the emitter's ack or the
+spout's init) and once when it is acked, so the entry returns to zero exactly when every
+edge is acked (a false zero has probability 2**-64). The pending map keeps insertion order,
+which is start-time order, so expiring stale entries looks only at the oldest ones.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable
 from typing import Any
 
+# A root id is 64 bits (it crosses the wire as a msgpack uint64): 44 random bits above 20
+# that name its spout task, so the acker needs no record of which spout to tell. A spout
+# task never has two pending trees with one root (it draws again), and an edge id is 64
+# random bits, so a tree still completes early only with probability 2**-64.
+TASK_BITS = 20
+TASK_MASK = (1 << TASK_BITS) - 1
+ROOT_RANDOM_BITS = 64 - TASK_BITS
+_rand = random.getrandbits
+
+
+def new_root(task: int) -> int:
+    """A fresh root id for spout task ``task``."""
+    return (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | task
+
+
+def spout_task(root: int) -> int:
+    return root & TASK_MASK
+
 
 class AckerLedger:
-    """root id -> [xor value, spout task or None, start time]."""
+    """root id -> XOR of the edge ids seen so far, from the spout's init and the bolts'
+    acks alike (order does not matter). An entry returns to zero exactly when every edge
+    is acked: the tree is complete and its spout task, named by the root, is told.
+    Completed and failed roots collect in ``done`` and ``failed`` (spout task -> roots)
+    until ``take`` hands them on."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("entries", "done", "failed", "_seen", "_older")
 
     def __init__(self) -> None:
-        self._entries: dict[int, list] = {}
+        self.entries: dict[int, int] = {}
+        self.done: dict[int, list[int]] = {}
+        self.failed: dict[int, list[int]] = {}
+        self._seen: set[int] = set()
+        self._older: set[int] = set()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
-    def init(self, root: int, ack_val: int, spout_task: int, now: float) -> int | None:
-        """The spout's init; returns the spout task if the tree is already complete."""
-        entry = self._entries.get(root)
-        if entry is None:
-            entry = self._entries[root] = [0, None, now]
-        entry[0] ^= ack_val
-        entry[1] = spout_task
-        return self._complete(root, entry)
+    def xor(self, root: int, x: int) -> bool:
+        """Apply an init or ack; True if it completed the tree."""
+        v = self.entries.get(root, 0) ^ x
+        if v:
+            self.entries[root] = v
+            return False
+        self.complete(root)
+        return True
 
-    def ack(self, root: int, xor: int, now: float) -> int | None:
-        """A bolt's ack (edge ids XORed); returns the spout task if the tree completed."""
-        entry = self._entries.get(root)
-        if entry is None:  # ack overtook the spout's init: remember it until the init comes
-            self._entries[root] = [xor, None, now]
-            return None
-        entry[0] ^= xor
-        return self._complete(root, entry)
+    def complete(self, root: int) -> None:
+        """The entry of ``root`` reached zero (used by emitters that share the ledger)."""
+        self.entries.pop(root, None)
+        task = root & TASK_MASK
+        d = self.done.get(task)
+        if d is None:
+            self.done[task] = [root]
+        else:
+            d.append(root)
 
-    def _complete(self, root: int, entry: list) -> int | None:
-        if entry[0] == 0 and entry[1] is not None:
-            del self._entries[root]
-            return entry[1]
-        return None
-
-    def fail(self, root: int) -> int | None:
-        """Forget the tree; returns its spout task (None if the init never came)."""
-        entry = self._entries.pop(root, None)
-        return None if entry is None else entry[1]
-
-    def apply_inits(self, vals: dict[int, int], spout: int, now: float, done: dict[int, list]) -> None:
-        """Batch form of ``init``: {root: ack_val} from one spout task; completed roots
-        are appended to ``done[spout]``."""
-        entries = self._entries
-        completed = None
-        for root, val in vals.items():
-            entry = entries.get(root)
-            if entry is None:
-                if val:
-                    entries[root] = [val, spout, now]
-                    continue
-            else:
-                val = entry[0] = entry[0] ^ val
-                entry[1] = spout
-                if val:
-                    continue
-                del entries[root]
-            if completed is None:
-                completed = done.setdefault(spout, [])
-            completed.append(root)
-
-    def apply_acks(self, vals: dict[int, int], now: float, done: dict[int, list]) -> None:
-        """Batch form of ``ack``: {root: xor}."""
-        entries = self._entries
+    def apply(self, vals: dict[int, int]) -> None:
+        """Batch form of ``xor``: {root: XOR of edge ids} folded by one emitter."""
+        entries, done = self.entries, self.done
         for root, x in vals.items():
-            entry = entries.get(root)
-            if entry is None:
-                entries[root] = [x, None, now]
+            if not x:
+                continue  # a fold that cancelled out inside one executor: no news
+            v = entries.get(root, 0) ^ x
+            if v:
+                entries[root] = v
                 continue
-            val = entry[0] = entry[0] ^ x
-            if val == 0 and entry[1] is not None:
-                del entries[root]
-                done.setdefault(entry[1], []).append(root)
+            del entries[root]
+            task = root & TASK_MASK
+            d = done.get(task)
+            if d is None:
+                done[task] = [root]
+            else:
+                d.append(root)
 
-    def expire(self, now: float, timeout: float) -> list[int]:
-        """Drop entries older than ``timeout`` (their spout times them out itself)."""
-        dead = []
-        limit = now - timeout
-        for root, entry in self._entries.items():
-            if entry[2] > limit:
-                break
-            dead.append(root)
+    def fail(self, root: int) -> None:
+        """Forget the tree and tell its spout task."""
+        self.entries.pop(root, None)
+        self.failed.setdefault(root & TASK_MASK, []).append(root)
+
+    def take(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """(completed, failed) roots by spout task since the last take."""
+        done, failed = self.done, self.failed
+        self.done, self.failed = {}, {}
+        return done, failed
+
+    def expire(self) -> list[int]:
+        """Call once per message timeout: drops entries that were already there two calls
+        ago (their spouts have timed them out). Returns the dropped roots."""
+        entries = self.entries
+        dead = [root for root in self._older if root in entries]
         for root in dead:
-            del self._entries[root]
+            del entries[root]
+        self._older, self._seen = self._seen, set(entries)
         return dead
 
 

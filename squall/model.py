@@ -15,14 +15,12 @@ from squall.topology import BOLT, ComponentSpec, Subscription, Topology
 from squall.tuple import Fields
 
 ACKER = "__acker"
-ACK_INIT, ACK_ACK, ACK_FAIL = "__ack_init", "__ack_ack", "__ack_fail"
+ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 # Acker traffic is batched: one system tuple per flush and destination carries
-#   __ack_init to the acker:   [{root: ack_val, ...}, spout_task]
-#   __ack_ack  to the acker:   [{root: xor, ...}]
+#   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
 #   __ack_fail to the acker:   [[root, ...]]
 #   __ack_ack / __ack_fail from the acker to a spout task: [[root, ...]]
-ACKER_STREAMS = {ACK_INIT: Fields(["batch", "spout_task"]), ACK_ACK: Fields(["batch"]),
-                 ACK_FAIL: Fields(["batch"])}
+ACKER_STREAMS = {ACK_ACK: Fields(["batch"]), ACK_FAIL: Fields(["batch"])}
 
 ExecutorId = tuple[int, int]
 
@@ -35,12 +33,12 @@ def acker_count(conf: Mapping[str, Any]) -> int:
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
     """The user's topology plus ``__acker`` (unless acking is off). The acker is an
     ordinary component with tasks and executors; its subscriptions are declared only for
-    the record, since ack traffic is routed to ``ackers[root % n]`` directly."""
+    the record, since ack traffic is routed to the acker a root id picks (squall.acker) directly."""
     n = acker_count(conf)
     if n == 0:
         return topology
     inputs = [Subscription(c.id, s, Grouping(g.FIELDS, ["id"])) for c in topology.components.values()
-              for s in (ACK_INIT, ACK_ACK, ACK_FAIL)]
+              for s in (ACK_ACK, ACK_FAIL)]
     streams = {ACK_ACK: StreamDeclaration(ACKER_STREAMS[ACK_ACK], True),
                ACK_FAIL: StreamDeclaration(ACKER_STREAMS[ACK_FAIL], True)}
     acker = ComponentSpec(ACKER, BOLT, b"", n, n, {}, inputs, streams)

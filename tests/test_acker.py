@@ -3,41 +3,66 @@ import random
 
 from hypothesis import given, strategies as st
 
-from squall.acker import AckerLedger, PendingTuples
+from squall.acker import AckerLedger, PendingTuples, new_root, spout_task
+
+
+def test_root_ids_name_their_spout_task_and_are_random():
+    roots = [new_root(37) for _ in range(1000)]
+    assert {spout_task(r) for r in roots} == {37}
+    assert len(set(roots)) == 1000
 
 
 def test_tree_completes_only_when_every_edge_is_acked():
     ledger = AckerLedger()
+    root = new_root(3)
     e1, e2, e3 = 0x1111, 0x2222, 0x4444
-    assert ledger.init(7, e1, spout_task=3, now=0) is None
+    assert not ledger.xor(root, e1)  # the spout's init
     # the bolt that got e1 emits two children (e2, e3) and acks its input
-    assert ledger.ack(7, e1 ^ e2 ^ e3, now=0) is None
-    assert ledger.ack(7, e2, now=0) is None
-    assert ledger.ack(7, e3, now=0) == 3  # the last edge: spout task 3 is told
-    assert len(ledger) == 0
+    assert not ledger.xor(root, e1 ^ e2 ^ e3)
+    assert not ledger.xor(root, e2)
+    assert ledger.xor(root, e3)  # the last edge
+    assert ledger.take() == ({3: [root]}, {})  # spout task 3 is told
+    assert len(ledger) == 0 and ledger.take() == ({}, {})
 
 
 def test_ack_before_init_is_remembered():
     ledger = AckerLedger()
-    assert ledger.ack(9, 0xAB, now=0) is None
-    assert ledger.init(9, 0xAB, spout_task=4, now=0) == 4
+    root = new_root(4)
+    assert not ledger.xor(root, 0xAB)
+    assert ledger.xor(root, 0xAB)
+    assert ledger.take()[0] == {4: [root]}
 
 
-def test_fail_reports_the_spout_and_forgets():
+def test_fail_tells_the_spout_and_forgets():
     ledger = AckerLedger()
-    ledger.init(5, 0x10, spout_task=2, now=0)
-    assert ledger.fail(5) == 2
-    assert ledger.ack(5, 0x10, now=0) is None  # unknown again: kept until it expires
-    assert ledger.expire(now=100, timeout=30) == [5]
+    root = new_root(2)
+    ledger.xor(root, 0x10)
+    ledger.fail(root)
+    assert ledger.take() == ({}, {2: [root]})
+    assert not ledger.xor(root, 0x10)  # unknown again: kept until it expires
 
 
-def test_batch_forms_match():
-    ledger, done = AckerLedger(), {}
-    ledger.apply_inits({1: 0x5, 2: 0x6}, spout=8, now=0, done=done)
-    ledger.apply_acks({1: 0x5, 2: 0x2}, now=0, done=done)
-    assert done == {8: [1]}
-    ledger.apply_acks({2: 0x4}, now=0, done=done)
-    assert done == {8: [1, 2]}
+def test_abandoned_entries_expire_on_the_second_sweep_after_they_appear():
+    ledger = AckerLedger()
+    old, young = new_root(1), new_root(1)
+    ledger.xor(old, 0x5)
+    assert ledger.expire() == []
+    ledger.xor(young, 0x6)
+    assert ledger.expire() == []
+    assert ledger.expire() == [old]
+    assert ledger.expire() == [young]
+    assert len(ledger) == 0
+
+
+def test_batch_form_matches_and_skips_cancelled_folds():
+    ledger = AckerLedger()
+    a, b = new_root(8), new_root(9)
+    ledger.apply({a: 0x5, b: 0x6})
+    ledger.apply({a: 0x5, b: 0x2})
+    assert ledger.take() == ({8: [a]}, {})
+    ledger.apply({b: 0})  # an executor whose own edges cancelled: no news
+    ledger.apply({b: 0x4})
+    assert ledger.take() == ({9: [b]}, {})
 
 
 @given(st.integers(min_value=1, max_value=6), st.integers(min_value=0, max_value=2**32))
@@ -47,10 +72,10 @@ def test_any_tree_in_any_order_completes_exactly_at_the_last_ack(depth, seed):
     a chosen zero id or XOR collision has probability 2**-64 there.)"""
     rnd = random.Random(seed)
     ledger = AckerLedger()
-    root = rnd.getrandbits(64)
+    root = (rnd.getrandbits(44) << 20) | 1
     messages = []
     frontier = [rnd.getrandbits(64)]
-    messages.append(("init", frontier[0]))
+    messages.append(frontier[0])  # the init
     for _ in range(depth):
         new = []
         for edge in frontier:
@@ -58,15 +83,14 @@ def test_any_tree_in_any_order_completes_exactly_at_the_last_ack(depth, seed):
             val = edge
             for c in children:
                 val ^= c
-            messages.append(("ack", val))
+            messages.append(val)
             new.extend(children)
         frontier = new
-    for edge in frontier:
-        messages.append(("ack", edge))
+    messages.extend(frontier)
     rnd.shuffle(messages)
-    for i, (kind, val) in enumerate(messages):
-        res = ledger.init(root, val, 1, 0) if kind == "init" else ledger.ack(root, val, 0)
-        assert (res == 1) == (i == len(messages) - 1)
+    for i, val in enumerate(messages):
+        assert ledger.xor(root, val) == (i == len(messages) - 1)
+    assert ledger.take()[0] == {1: [root]}
 
 
 def test_pending_expires_oldest_first():

@@ -67,6 +67,7 @@ def test_build_gives_immutable_serializable_topology():
     (lambda b: b.set_bolt("x", Sink(), 0), "parallelism must be an integer >= 1"),
     (lambda b: b.set_bolt("x", Sink(), 1, num_tasks=0), "num_tasks must be an integer >= 1"),
     (lambda b: b.set_bolt("x", Spout()), "must be a Bolt instance"),
+    (lambda b: b.set_bolt("x", Sink(), 1, num_tasks=1_000_000).shuffle("words"), "at most 1000000 are supported"),
     (lambda b: b.set_bolt("x", Sink()).add_configuration("topology.workerz", 1), "unknown config key 'topology.workerz'"),
 ])
 def test_validation_errors_name_the_problem(make, message):

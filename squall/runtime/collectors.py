@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.grouping import Chooser
-from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, ACKER_STREAMS
+from squall.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
+from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits
@@ -30,19 +31,28 @@ class Outbox:
 
     A target's buffer is one list for the executor's lifetime (routes with a fixed target
     keep a reference to it); delivering hands on a copy and empties it.
+
+    ``acks`` folds the spout's inits and the bolts' acks by root (XOR) until the flush
+    sends them to the ackers. When the topology's only acker runs on this executor's
+    thread, the outbox is ``fuse``d to its ledger: ``acks`` is then the ledger itself and
+    no ack message is sent at all.
     """
 
-    __slots__ = ("bufs", "acks", "inits", "fails", "batch", "deliver", "ackers", "sources")
+    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int) -> None:
         self.bufs: dict[int, list] = {}
-        self.acks: dict[int, int] = {}           # root -> XOR of acked edge ids
-        self.inits: dict[tuple[int, int], dict] = {}  # (acker task, spout task) -> {root: ack_val}
+        self.acks: dict[int, int] = {}           # root -> XOR of edge ids
         self.fails: dict[int, list] = {}         # acker task -> [root, ...]
         self.batch = batch
         self.deliver = deliver
         self.ackers = tuple(ackers)
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
+        self.ledger: AckerLedger | None = None
+
+    def fuse(self, ledger: AckerLedger) -> None:
+        self.ledger = ledger
+        self.acks = ledger.entries
 
     def buffer(self, task: int) -> list:
         b = self.bufs.get(task)
@@ -56,7 +66,20 @@ class Outbox:
         b.clear()
 
     def acker_of(self, root: int) -> int:
-        return self.ackers[root % len(self.ackers)]
+        return self.ackers[(root >> TASK_BITS) % len(self.ackers)]
+
+    def zeroed(self, root: int) -> None:
+        """A root's XOR in ``acks`` reached zero."""
+        if self.ledger is not None:
+            self.ledger.complete(root)  # the tree is complete
+        else:
+            self.acks[root] = 0  # this executor's edges cancelled out; only the acker knows more
+
+    def fail(self, root: int) -> None:
+        if self.ledger is not None:
+            self.ledger.fail(root)
+        else:
+            self.fails.setdefault(self.acker_of(root), []).append(root)
 
     def flush(self) -> None:
         deliver = self.deliver
@@ -64,11 +87,8 @@ class Outbox:
             if b:
                 deliver(task, b[:])
                 b.clear()
-        if self.inits:
-            src = self.sources[ACK_INIT]
-            for (acker, spout), vals in self.inits.items():
-                deliver(acker, [Tuple([vals, spout], src)])
-            self.inits = {}
+        if self.ledger is not None:
+            return
         if self.acks:
             src = self.sources[ACK_ACK]
             acks, self.acks = self.acks, {}
@@ -78,7 +98,7 @@ class Outbox:
                 per: dict[int, dict] = {}
                 ackers, n = self.ackers, len(self.ackers)
                 for root, val in acks.items():
-                    a = ackers[root % n]
+                    a = ackers[(root >> TASK_BITS) % n]
                     d = per.get(a)
                     if d is None:
                         per[a] = {root: val}
@@ -180,7 +200,7 @@ class SpoutCollector(_Collector):
                  report: Callable, pending: Any) -> None:
         super().__init__(component, task, routes, outbox, report)
         self._pending = pending._pending  # root -> (msg_id, start); see squall.acker.PendingTuples
-        self._init_key = (outbox.ackers[0], task) if len(outbox.ackers) == 1 else None
+        self._root_tag = task  # the low bits of its root ids (see squall.acker)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
 
@@ -213,9 +233,11 @@ class SpoutCollector(_Collector):
             targets = route.fixed or route.choose(values)
             self._reliable(route, values, targets, msg_id)
             return targets
-        # The common reliable case, inline: one target.
-        root = _rand(64) or 1
-        edge = _rand(64)
+        # The common reliable case, inline: one target. The root id, random and used once,
+        # doubles as the edge id of the tree's first edge.
+        root = edge = (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | self._root_tag
+        if root in self._pending:
+            root = edge = self._unused_root()
         tup = _new(TreeTuple)
         tup.values = values
         tup.source = route.source
@@ -226,13 +248,7 @@ class SpoutCollector(_Collector):
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
         self._pending[root] = (msg_id, self.now)
-        inits = self._outbox.inits
-        key = self._init_key or (self._outbox.acker_of(root), self._task)
-        vals = inits.get(key)
-        if vals is None:
-            inits[key] = {root: edge}
-        else:
-            vals[root] = edge
+        self._outbox.acks[root] = edge  # the init: a new root, so nothing to fold
         return route.fixed
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -242,6 +258,12 @@ class SpoutCollector(_Collector):
         route.emitted += 1
         self._reliable(route, list(values), targets, msg_id)
         return targets
+
+    def _unused_root(self) -> int:
+        root = new_root(self._task)
+        while root in self._pending:
+            root = new_root(self._task)
+        return root
 
     def _reliable(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
         """Send one tuple per target, each a new edge of a new tree (or unanchored)."""
@@ -253,7 +275,7 @@ class SpoutCollector(_Collector):
             if msg_id is not None:  # Storm acks at once when nothing can track the tree
                 self.immediate_acks.append(msg_id)
             return
-        root = _rand(64) or 1
+        root = self._unused_root()
         ack_val = 0
         for t in targets:
             tup = _new(TreeTuple)
@@ -261,8 +283,7 @@ class SpoutCollector(_Collector):
             ack_val ^= tup.edge
             self._put(t, tup)
         self._pending[root] = (msg_id, self.now)
-        outbox = self._outbox
-        outbox.inits.setdefault((outbox.acker_of(root), self._task), {})[root] = ack_val
+        self._outbox.acks[root] = ack_val
 
 
 class BoltCollector(_Collector):
@@ -358,21 +379,28 @@ class BoltCollector(_Collector):
             root = tup.root
             if root:
                 acks = self._outbox.acks
-                acks[root] = acks.get(root, 0) ^ tup.edge ^ tup.ack_val
+                v = acks.get(root, 0) ^ tup.edge ^ tup.ack_val
+                if v:
+                    acks[root] = v
+                else:
+                    self._outbox.zeroed(root)
             elif tup.roots:
-                acks = self._outbox.acks
+                outbox = self._outbox
                 extra = tup.ack_val
                 for root, edge in tup.roots.items():
-                    acks[root] = acks.get(root, 0) ^ edge ^ extra
+                    v = outbox.acks.get(root, 0) ^ edge ^ extra
+                    if v:
+                        outbox.acks[root] = v
+                    else:
+                        outbox.zeroed(root)
 
     def fail(self, tup: Tuple) -> None:
         """Fail the trees this input belongs to: their spouts' ``fail`` runs soon."""
         self.failed += 1
         self._failed = True
         if self._acking:
-            outbox = self._outbox
             for root in ((tup.root,) if tup.root else tup.roots or ()):
-                outbox.fails.setdefault(outbox.acker_of(root), []).append(root)
+                self._outbox.fail(root)
 
 
 def make_routes(component: str, task: int, streams: dict[str, Any], subscribers: Callable,

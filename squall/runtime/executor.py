@@ -17,7 +17,7 @@ import structlog
 
 from squall.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
-from squall.model import ACK_ACK, ACK_FAIL, ACK_INIT, executor_tasks
+from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
@@ -306,24 +306,26 @@ class SpoutExecutor(Executor):
 
     def _acks(self, task: int, tuples: list, now: float) -> None:
         spout, coll, pending = self.tasks[task]
-        lat = self.latencies
-        pop = pending.pop
+        lat = self.latencies.append
+        pop = pending._pending.pop
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
                 ack = spout.ack
+                acked = 0
                 for root in tup.values[0]:
-                    entry = pop(root)
+                    entry = pop(root, None)
                     if entry is not None:  # None: it timed out (and was failed) already
-                        self.acked += 1
-                        lat.append(now - entry[1])
+                        acked += 1
+                        lat(now - entry[1])
                         try:
                             ack(entry[0])
                         except Exception as exc:
                             self.user_error(task, exc, "ack")
+                self.acked += acked
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
-                    entry = pop(root)
+                    entry = pop(root, None)
                     if entry is not None:
                         self.failed += 1
                         self._call(task, spout.fail, entry[0])
@@ -349,42 +351,41 @@ class SpoutExecutor(Executor):
 
 
 class AckerExecutor(Executor):
-    """The system bolt that tracks tuple trees (see squall.acker)."""
+    """The system bolt that tracks tuple trees (see squall.acker). Emitters on its own
+    thread write to its ledger directly (Outbox.fuse); others send it ack messages."""
 
     kind = "acker"
 
-    def setup(self) -> None:
+    def __init__(self, runtime: "WorkerRuntime", executor_id: tuple[int, int], component: str) -> None:
+        super().__init__(runtime, executor_id, component)
         self.ledger = AckerLedger()
+
+    def setup(self) -> None:
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
-        self.next_expiry = _monotonic() + 1.0
+        self.next_expiry = _monotonic() + self.timeout
 
     def step(self, now: float) -> float:
         ledger = self.ledger
-        done: dict[int, list] = {}
-        failed: dict[int, list] = {}
         for _, tuples in self.queue.get_all():
             for tup in tuples:
                 stream = tup.source.stream
-                v = tup.values
                 if stream == ACK_ACK:
-                    ledger.apply_acks(v[0], now, done)
-                elif stream == ACK_INIT:
-                    ledger.apply_inits(v[0], v[1], now, done)
+                    ledger.apply(tup.values[0])
                 elif stream == ACK_FAIL:
-                    for root in v[0]:
-                        spout = ledger.fail(root)
-                        if spout is not None:
-                            failed.setdefault(spout, []).append(root)
-            self.executed += len(tuples)
+                    for root in tup.values[0]:
+                        ledger.fail(root)
+        done, failed = ledger.take()
         deliver = self.runtime.deliver
         for spout, roots in done.items():
+            self.executed += len(roots)  # an acker's "executed" counts finished trees
             deliver(spout, [Tuple([roots], self.ack_src)])
         for spout, roots in failed.items():
+            self.executed += len(roots)
             deliver(spout, [Tuple([roots], self.fail_src)])
         if now >= self.next_expiry:
-            self.next_expiry = now + 1.0
-            ledger.expire(now, self.timeout * 2)
+            self.next_expiry = now + self.timeout
+            ledger.expire()
         return IDLE
 
     def stats(self) -> dict[str, Any]:

@@ -123,6 +123,12 @@ class WorkerRuntime:
                 spec = self.system.components[comp]
                 cls = AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor
                 made.append(cls(self, ex, comp))
+            ackers = [e for e in made if isinstance(e, AckerExecutor)]
+            if ackers and len(self.acker_tasks) == 1:
+                # The topology's only acker shares this thread: emitters on it write its
+                # ledger directly, with no ack messages (see Outbox.fuse).
+                for e in made:
+                    e.outbox.fuse(ackers[0].ledger)
             self.executors.extend(made)
             self.threads.append(ExecutorThread(self, made, bell, i))
         for t in self.threads:
