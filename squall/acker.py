@@ -71,21 +71,15 @@ class AckerLedger:
 
     def apply(self, vals: dict[int, int]) -> None:
         """Batch form of ``xor``: {root: XOR of edge ids} folded by one emitter."""
-        entries, done = self.entries, self.done
+        entries = self.entries
         for root, x in vals.items():
             if not x:
                 continue  # a fold that cancelled out inside one executor: no news
             v = entries.get(root, 0) ^ x
             if v:
                 entries[root] = v
-                continue
-            del entries[root]
-            task = root & TASK_MASK
-            d = done.get(task)
-            if d is None:
-                done[task] = [root]
             else:
-                d.append(root)
+                self.complete(root)
 
     def fail(self, root: int) -> None:
         """Forget the tree and tell its spout task."""
@@ -110,29 +104,30 @@ class AckerLedger:
 
 
 class PendingTuples:
-    """A spout task's tuples in flight: root id -> (message id, start time)."""
+    """A spout task's tuples in flight: root id -> (message id, start time). The spout's
+    collector and executor use ``entries`` directly on the hot path."""
 
-    __slots__ = ("_pending",)
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[Hashable, float]] = {}
+        self.entries: dict[int, tuple[Hashable, float]] = {}
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self.entries)
 
     def add(self, root: int, msg_id: Any, now: float) -> None:
-        self._pending[root] = (msg_id, now)
+        self.entries[root] = (msg_id, now)
 
     def pop(self, root: int) -> tuple[Any, float] | None:
         """Remove and return (message id, start time); None if unknown (timed out already)."""
-        return self._pending.pop(root, None)
+        return self.entries.pop(root, None)
 
     def expire(self, now: float, timeout: float) -> list[Any]:
         """Remove and return the message ids of tuples pending longer than ``timeout``."""
         limit = now - timeout
         dead: list[int] = []
-        for root, (_, start) in self._pending.items():
+        for root, (_, start) in self.entries.items():
             if start > limit:
                 break
             dead.append(root)
-        return [self._pending.pop(root)[0] for root in dead]
+        return [self.entries.pop(root)[0] for root in dead]

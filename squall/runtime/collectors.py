@@ -183,7 +183,7 @@ class _Collector:
     def _put(self, task: int, tup: Tuple) -> None:
         b = self._bufs.get(task)
         if b is None:
-            b = self._bufs[task] = []
+            b = self._outbox.buffer(task)
         b.append(tup)
         if len(b) >= self._batch:
             self._outbox.full(task)
@@ -199,7 +199,7 @@ class SpoutCollector(_Collector):
     def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
                  report: Callable, pending: Any) -> None:
         super().__init__(component, task, routes, outbox, report)
-        self._pending = pending._pending  # root -> (msg_id, start); see squall.acker.PendingTuples
+        self._pending = pending.entries  # root -> (msg_id, start); see squall.acker.PendingTuples
         self._root_tag = task  # the low bits of its root ids (see squall.acker)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
@@ -213,26 +213,21 @@ class SpoutCollector(_Collector):
             values = list(values)
         route.emitted += 1
         buf = route.buf
+        if buf is None:
+            targets = route.fixed or route.choose(values)
+            self._send(route, values, targets, msg_id)
+            return targets
+        # One fixed target (the common case): inline.
         if msg_id is None or not self._acking:
             tup = _new(Tuple)
             tup.values = values
             tup.source = route.source
-            if buf is not None:
-                buf.append(tup)
-                if len(buf) >= self._batch:
-                    self._outbox.full(route.target)
-                targets = route.fixed
-            else:
-                targets = route.fixed or route.choose(values)
-                for t in targets:
-                    self._put(t, tup)
+            buf.append(tup)
+            if len(buf) >= self._batch:
+                self._outbox.full(route.target)
             if msg_id is not None:  # Storm acks at once when no acker can track the tree
                 self.immediate_acks.append(msg_id)
-            return targets
-        if buf is None:
-            targets = route.fixed or route.choose(values)
-            self._reliable(route, values, targets, msg_id)
-            return targets
+            return route.fixed
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
         root = edge = (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | self._root_tag
@@ -256,7 +251,7 @@ class SpoutCollector(_Collector):
         route = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
-        self._reliable(route, list(values), targets, msg_id)
+        self._send(route, list(values), targets, msg_id)
         return targets
 
     def _unused_root(self) -> int:
@@ -265,8 +260,9 @@ class SpoutCollector(_Collector):
             root = new_root(self._task)
         return root
 
-    def _reliable(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
-        """Send one tuple per target, each a new edge of a new tree (or unanchored)."""
+    def _send(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
+        """Send one tuple per target: with a message id (and ackers), each a new edge of a
+        new tree; without, unanchored."""
         src = route.source
         if msg_id is None or not self._acking or not targets:
             tup = Tuple(values, src)
@@ -278,10 +274,9 @@ class SpoutCollector(_Collector):
         root = self._unused_root()
         ack_val = 0
         for t in targets:
-            tup = _new(TreeTuple)
-            tup.values, tup.source, tup.root, tup.edge, tup.ack_val = values, src, root, _rand(64), 0
-            ack_val ^= tup.edge
-            self._put(t, tup)
+            edge = _rand(64)
+            ack_val ^= edge
+            self._put(t, anchored_tuple(values, src, {root: edge}))
         self._pending[root] = (msg_id, self.now)
         self._outbox.acks[root] = ack_val
 

@@ -307,7 +307,7 @@ class SpoutExecutor(Executor):
     def _acks(self, task: int, tuples: list, now: float) -> None:
         spout, coll, pending = self.tasks[task]
         lat = self.latencies.append
-        pop = pending._pending.pop
+        pop = pending.entries.pop
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:

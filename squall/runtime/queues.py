@@ -79,10 +79,6 @@ class BatchQueue:
         self._closed = False
         self.peak = 0  # the most tuples ever queued at once
 
-    @property
-    def doorbell(self) -> Doorbell:
-        return self._doorbell
-
     def put(self, item: Any, n: int) -> bool:
         """Enqueue and ring the consumer's doorbell. False if the queue was closed."""
         lock = self._lock
