@@ -1,4 +1,5 @@
 """squall: a Storm-style distributed stream processor in Python."""
+from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
@@ -8,8 +9,9 @@ from squall.tuple import Fields, Tuple
 __version__ = "0.1.0"
 
 __all__ = [
-    "BasicBolt", "Bolt", "CustomStreamGrouping", "Fields", "LocalCluster", "OutputFieldsDeclarer",
-    "Spout", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "BasicBolt", "Bolt", "CustomStreamGrouping", "Fields", "LocalCluster", "OutputCollector",
+    "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder",
+    "TopologyContext", "TopologyError", "Tuple",
 ]
 
 
