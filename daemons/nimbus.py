@@ -796,7 +796,7 @@ def run_nimbus(conf: Mapping[str, Any]) -> int:
 def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
     """Run nimbus (the HTTP API on nimbus.host:nimbus.port) in the foreground."""
     from squall import logs
-    from squall.cli import base_config, parse_overrides
+    from squall.cli.options import base_config, parse_overrides
 
     conf = base_config(parse_overrides(overrides))
     logs.configure_from(conf, log_format, daemon="nimbus")

@@ -275,7 +275,7 @@ def test_a_missing_daemon_module_does_not_break_the_cli(monkeypatch):
     from click.testing import CliRunner
 
     from squall.cli import main
-    from squall.cluster_cli import LazyCommand
+    from squall.cli.cluster import LazyCommand
 
     monkeypatch.setitem(sys.modules, "squall.daemons.ghost", None)  # import fails: no such module
     ghost = LazyCommand("ghost", "squall.daemons.ghost:ghost_command", "A daemon not installed here.")

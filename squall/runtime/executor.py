@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from squall.acker import AckerLedger, PendingTuples
+from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
@@ -351,7 +351,7 @@ class SpoutExecutor(Executor):
 
 
 class AckerExecutor(Executor):
-    """The system bolt that tracks tuple trees (see squall.acker). Emitters on its own
+    """The system bolt that tracks tuple trees (see squall.runtime.acker). Emitters on its own
     thread write to its ledger directly (Outbox.fuse); others send it ack messages."""
 
     kind = "acker"

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from squall.cli import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus_client import NimbusClient, NimbusError
 
 
@@ -269,7 +269,7 @@ def status(name: str, as_json: bool, overrides: tuple[str, ...]) -> None:
 @LOG_FORMAT
 def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
     """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
-    from squall.dev_cluster import DevClusterError, run_dev_cluster
+    from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
 
     try:
         code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
