@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from squall import config as _config
-from squall.daemons.scheduler import schedule_even
+from squall.daemons.nimbus.scheduler import schedule_even
 from squall.messaging.local import LocalContext
 from squall.model import executors as executors_of
 from squall.model import executor_tasks, system_topology, task_ids

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from squall.daemons.cluster_state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
-from squall.daemons.nimbus_process import NimbusProcess
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster

@@ -29,9 +29,9 @@ from squall.daemons.cluster_state import (
     SupervisorInfo,
     WorkerBeat,
 )
-from squall.daemons.code_store import build_bundle
-from squall.daemons.nimbus_client import NimbusError
-from squall.daemons.nimbus_process import NimbusProcess
+from squall.daemons.nimbus.code_store import build_bundle
+from squall.daemons.nimbus.client import NimbusError
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
 

@@ -189,7 +189,7 @@ class Node:
         env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
         with open(self.log_path, "ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "squall.daemons.supervisor", "--log-format", "json",
+                [sys.executable, "-m", "squall.daemons.supervisor.main", "--log-format", "json",
                  "-c", f"supervisor.worker.shutdown.sleep.secs={SHUTDOWN_SLEEP}", *args],
                 cwd=self.tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
         self.procs.append(proc)
@@ -498,7 +498,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
         closed_port = s.getsockname()[1]
     (tmp_path / "empty.yaml").write_text("")
     result = subprocess.run(
-        [sys.executable, "-m", "squall.daemons.supervisor", "-c", f"zookeeper.port={closed_port}",
+        [sys.executable, "-m", "squall.daemons.supervisor.main", "-c", f"zookeeper.port={closed_port}",
          "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}"],
         cwd=tmp_path, env={**os.environ, "SQUALL_CONF": str(tmp_path / "empty.yaml")},
         capture_output=True, text=True, timeout=60)
@@ -508,7 +508,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("override", ["supervisor.bogus=1", "supervisor.slots.ports=oops", "novalue"])
 def test_usage_errors_exit_2(tmp_path: Path, override: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor", "-c", override],
+    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor.main", "-c", override],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "-c" in result.stderr

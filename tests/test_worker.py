@@ -20,27 +20,23 @@ import yaml
 
 from squall.config import build_config
 from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, TopologyInfo
-from squall.daemons.worker import (
+from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
+from squall.daemons.worker.decisions import (
     CHANGED,
     GONE,
     KEEP,
     UNREADABLE,
     ConnectionGuard,
-    HaltingTimer,
-    WorkerError,
-    ZkWriter,
     assignment_verdict,
     check_executors,
-    heartbeat_record,
     is_active,
-    load_bundle_topology,
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
-    read_topology_conf,
     remote_backpressure,
     task_endpoints,
 )
+from squall.daemons.worker.zk_writer import ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
@@ -123,12 +119,6 @@ class TestDecisions:
         assert conf["my.key"] == 1
         assert ignored == ["squall.local.dir", "zookeeper.root"]
 
-    def test_heartbeat_record(self):
-        rec = heartbeat_record(12.5, "t1", 6700, "w1", 42, [(3, 4), (1, 1)])
-        assert rec == {"time": 12.5, "topology_id": "t1", "port": 6700, "worker_id": "w1", "pid": 42,
-                       "executors": [[1, 1], [3, 4]]}
-        assert json.loads(json.dumps(rec)) == rec
-
 
 class TestConnectionGuard:
     def test_raises_only_after_being_down_longer_than_the_limit(self):
@@ -166,55 +156,6 @@ class TestBundleFiles:
         (tmp_path / "conf.json").write_text(json.dumps({"topology.workers": "two"}))
         with pytest.raises(WorkerError, match="topology.workers"):
             read_topology_conf(tmp_path)
-
-
-class TestHaltingTimer:
-    def test_runs_periodically_and_on_trigger(self):
-        calls: list[float] = []
-        timer = HaltingTimer("t", 0.05, lambda: calls.append(time.monotonic()), lambda *_: None).start()
-        try:
-            wait_for(lambda: len(calls) >= 3, 5, "three periodic runs")
-            slow = HaltingTimer("slow", 60, lambda: calls.append(-1.0), lambda *_: None).start()
-            slow.trigger()
-            wait_for(lambda: -1.0 in calls, 5, "a triggered run")
-            slow.cancel()
-        finally:
-            timer.cancel()
-        assert not timer.alive
-
-    def test_a_raising_callback_halts(self):
-        halted: list[tuple[str, BaseException]] = []
-        done = threading.Event()
-
-        def boom() -> None:
-            raise ValueError("bad state")
-
-        def on_halt(name: str, exc: BaseException) -> None:
-            halted.append((name, exc))
-            done.set()
-
-        timer = HaltingTimer("refresh", 0.01, boom, on_halt).start()
-        assert done.wait(5)
-        wait_for(lambda: not timer.alive, 5, "the timer thread to end")
-        assert len(halted) == 1 and halted[0][0] == "refresh" and isinstance(halted[0][1], ValueError)
-
-    def test_a_cancelled_timer_does_not_halt(self):
-        halted: list[str] = []
-        started, release = threading.Event(), threading.Event()
-
-        def slow_then_boom() -> None:
-            started.set()
-            release.wait(5)
-            raise ValueError("after cancel")
-
-        timer = HaltingTimer("t", 0.01, slow_then_boom, lambda name, _e: halted.append(name)).start()
-        assert started.wait(5)
-        canceller = threading.Thread(target=timer.cancel)
-        canceller.start()
-        wait_for(lambda: timer._cancelled.is_set(), 5, "cancel to be requested")
-        release.set()
-        canceller.join(5)
-        assert not timer.alive and halted == []
 
 
 # --- against a real ZooKeeper -------------------------------------------------------------
@@ -310,7 +251,7 @@ class WorkerHarness:
         env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
         with open(wdir / "worker.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "squall.daemons.worker_main", "start", self.topology_id,
+                [sys.executable, "-m", "squall.daemons.worker.main", "start", self.topology_id,
                  self.node, str(port), worker_id],
                 cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         proc.worker_dir = wdir  # type: ignore[attr-defined]
@@ -588,7 +529,7 @@ def test_zookeeper_unreachable_past_the_session_timeout_halts_the_worker_with_1(
 
 class TestCommandLine:
     def run(self, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "squall.daemons.worker_main", *args],
+        return subprocess.run([sys.executable, "-m", "squall.daemons.worker.main", *args],
                               env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True,
                               timeout=60)
 

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 
 class LazyCommand(click.Command):
@@ -57,9 +57,9 @@ class LazyCommand(click.Command):
         return self.short_help or ""
 
 
-nimbus = LazyCommand("nimbus", "squall.daemons.nimbus:nimbus_command",
+nimbus = LazyCommand("nimbus", "squall.daemons.nimbus.main:nimbus_command",
                      "Run nimbus (HTTP API, scheduling, leader election) in the foreground.")
-supervisor = LazyCommand("supervisor", "squall.daemons.supervisor:supervisor_command",
+supervisor = LazyCommand("supervisor", "squall.daemons.supervisor.main:supervisor_command",
                          "Run a supervisor (worker slots of this host) in the foreground.")
 
 JSON_OUT = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -106,7 +106,7 @@ def _table(rows: Sequence[Sequence[Any]]) -> str:
 def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
-    from squall.daemons.code_store import build_bundle
+    from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
     from squall.topology import TopologyError
 

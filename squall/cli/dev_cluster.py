@@ -24,7 +24,7 @@ from typing import Any
 import click
 import yaml
 
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 FIRST_SLOT_PORT = 6700
 READY_TIMEOUT_SECS = 60.0

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.testing.zookeeper import free_port
 
 # Short periods so failures are noticed in seconds, not minutes.

@@ -1,4 +1,4 @@
-"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``daemons/nimbus.py``).
+"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``server.py``).
 
 Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx status):
 

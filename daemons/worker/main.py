@@ -1,6 +1,6 @@
 """``worker start <topology-id> <supervisor-id> <port> <worker-id>``: one worker process.
 
-The supervisor launches this (``python -m squall.daemons.worker_main start ...`` or the
+The supervisor launches this (``python -m squall.daemons.worker.main start ...`` or the
 ``worker`` console script) with ``SQUALL_CONF`` naming its own configuration file; the
 topology's conf.json comes from the extracted code bundle. Exit codes: 0 clean stop,
 1 failure, 2 usage.
@@ -17,7 +17,7 @@ import click
 
 from squall import config as _config
 from squall import logs
-from squall.daemons.worker import EXIT_FAILURE, Worker, _flush_and_exit
+from squall.daemons.worker.daemon import EXIT_FAILURE, Worker, _flush_and_exit
 
 
 def worker_base_conf(overrides: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -66,7 +66,7 @@ def start(topology_id: str, supervisor_id: str, port: int, worker_id: str,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker = Worker(conf, topology_id, supervisor_id, port, worker_id, extra)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: worker.request_stop(
+        signal.signal(sig, lambda signum, _frame: worker.stop(
             0, f"received {signal.Signals(signum).name}"))
     code = worker.run()
     # os._exit: the exit code must not depend on library threads winding down.
