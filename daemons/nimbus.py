@@ -37,7 +37,7 @@ from typing import Any
 import click
 import structlog
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,

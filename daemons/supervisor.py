@@ -50,7 +50,7 @@ import yaml
 from squall import config as _config
 from squall import logs
 from squall.daemons import slot as _slot
-from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 
 log = structlog.get_logger("squall.supervisor")
 

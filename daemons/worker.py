@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from squall import config as _config
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,
