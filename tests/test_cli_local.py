@@ -62,6 +62,6 @@ def test_wheel_ships_every_package_and_the_defaults(tmp_path):
     (wheel,) = tmp_path.glob("squall-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ["squall/conf/defaults.yaml", "squall/messaging/zmq.py", "squall/messaging/local.py",
-                   "squall/daemons/cluster_state.py", "squall/daemons/nimbus/scheduler.py", "squall/daemons/worker/main.py",
+                   "squall/daemons/state/cluster_state.py", "squall/daemons/nimbus/scheduler.py", "squall/daemons/worker/main.py",
                    "squall/daemons/supervisor/slot.py", "squall/cli/__init__.py"]:
         assert needed in names, needed

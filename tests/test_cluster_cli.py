@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from squall.daemons.cluster_state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
+from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.zookeeper import free_port
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.daemons.cluster_state import ClusterState
+from squall.daemons.state import ClusterState
 from squall.testing.cluster import ProcessCluster
 
 pytestmark = pytest.mark.cluster

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ErrorInfo,

@@ -29,7 +29,7 @@ import psutil
 import pytest
 import yaml
 
-from squall.daemons.cluster_state import Assignment, ClusterState
+from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -64,7 +64,7 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     from squall.config import build_config
-    from squall.daemons.cluster_state import ClusterState
+    from squall.daemons.state import ClusterState
     conf = build_config()  # SQUALL_CONF: the supervisor's effective config
     state = ClusterState(conf).start()
     try:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from squall.config import build_config
-from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, TopologyInfo
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, TopologyInfo
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from squall.daemons.cluster_state import ClusterStateError
+from squall.daemons.state import ClusterStateError
 
 log = structlog.get_logger("squall.nimbus.api")
 

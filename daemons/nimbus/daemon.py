@@ -35,7 +35,7 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,

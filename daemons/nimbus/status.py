@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.cluster_state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
 from squall.model import ACKER
 

@@ -39,7 +39,7 @@ import structlog
 import yaml
 
 from squall.daemons import local_state
-from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.processes import (

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from squall.daemons import local_state
-from squall.daemons.cluster_state import ClusterState, ClusterStateError, WorkerBeat
+from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (

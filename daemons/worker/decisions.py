@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.cluster_state import Assignment, ClusterStateError, TopologyInfo
+from squall.daemons.state import Assignment, ClusterStateError, TopologyInfo
 from squall.model import executor_tasks
 
 ExecutorId = tuple[int, int]

@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.cluster_state import ClusterState, ClusterStateError, ErrorInfo
+from squall.daemons.state import ClusterState, ClusterStateError, ErrorInfo
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 from squall.runtime.executor import ErrorThrottle
 
