@@ -29,6 +29,7 @@ import psutil
 import pytest
 import yaml
 
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
 
@@ -64,9 +65,11 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     from squall.config import build_config
+    from squall.daemons.credentials import ENV_VAR, read_credentials
     from squall.daemons.state import ClusterState
-    conf = build_config()  # SQUALL_CONF: the supervisor's effective config
-    state = ClusterState(conf).start()
+    conf = build_config()  # SQUALL_CONF: the supervisor's config without its secrets
+    creds = read_credentials(os.environ[ENV_VAR], topology_id)  # the topology's own
+    state = ClusterState(conf, auth=creds.zk_auth()).start()
     try:
         assignment = state.assignment(topology_id)
     finally:
@@ -314,6 +317,8 @@ def node(tmp_path: Path, cluster_conf: dict[str, Any], server: BundleServer) -> 
 def assign(zk: ClusterState, node_id: str, topology_id: str, digest: str, port: int,
            executors: tuple[tuple[int, int], ...] = ((1, 1), (2, 2))) -> None:
     now = time.time()
+    if zk.topology_secrets(topology_id) is None:  # nimbus makes them at submit
+        zk.set_topology_secrets(topology_id, new_topology_secrets())
     zk.set_assignment(Assignment(topology_id, {ex: (node_id, port) for ex in executors},
                                  {node_id: "127.0.0.1"}, {ex: now for ex in executors}, digest, 1))
 

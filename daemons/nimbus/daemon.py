@@ -44,6 +44,7 @@ from squall.daemons.state import (
     TopologyInfo,
     Watch,
 )
+from squall.daemons.insecure import warn_insecure
 from squall.daemons.nimbus import status
 from squall.daemons.nimbus.api import ApiError, make_app
 from squall.daemons.nimbus.code_store import CodeStore, digest
@@ -58,6 +59,7 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
 from squall.model import executors as executors_of
@@ -144,6 +146,7 @@ class Nimbus:
                               lambda: self.is_leader, self._stopping)
         self._sync.start()
         self._server.start()
+        warn_insecure(self.conf, log)
         log.info("nimbus started", nimbus=self.identifier, zk=self.state.hosts, root=self.state.root,
                  code_dir=str(self.store.root))
         return self
@@ -445,6 +448,8 @@ class Nimbus:
                 component_parallelism={c: p for c, (p, _) in system.items()},
                 code_digest=code_digest, submitted_at=self.clock.time(), conf=conf)
             try:
+                # Secrets first: the topology's beats/errors/backpressure nodes need them.
+                self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
                 now = self.clock.time()
                 assignment = self._reassign(info, self.state.assignments(),

@@ -39,6 +39,9 @@ import structlog
 import yaml
 
 from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.downloads import CodeDownloads
@@ -142,13 +145,16 @@ class Supervisor:
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
-            # The effective config, once: workers read it through SQUALL_CONF.
-            local_state.write_atomic(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True).encode())
+            # The effective config without the daemons' secrets, once: workers read it
+            # through SQUALL_CONF; their own topology's credentials come per launch.
+            local_state.write_atomic(self.conf_path, yaml.safe_dump(
+                without_daemon_secrets(self.conf), sort_keys=True).encode())
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
         self.log = log.bind(supervisor=self.id)
         self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        warn_insecure(self.conf, self.log)
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
         self.state = ClusterState(self.conf)
         try:
@@ -502,9 +508,13 @@ class Supervisor:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
         wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        creds = self._worker_credentials(action.topology_id, fields)
+        if creds is None:
+            return  # no record: relaunched (with back-off) once the secrets can be read
         try:
             wdir.mkdir(parents=True, exist_ok=True)
+            env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
+                   CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
             with open(self.layout.worker_log(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
@@ -521,6 +531,20 @@ class Supervisor:
         self._save_state()
         self.log.info("worker launched", pid=child.pid, reason=action.reason,
                       executors=rec.executors, **fields)
+
+    def _worker_credentials(self, topology_id: str, fields: dict[str, Any]) -> WorkerCredentials | None:
+        """The topology's credentials for its worker, read from its daemon-only node."""
+        assert self.state is not None
+        try:
+            secrets = self.state.topology_secrets(topology_id)
+        except ClusterStateError as exc:
+            self.log.error("cannot read the topology's secrets; worker not launched", error=str(exc), **fields)
+            return None
+        if secrets is None:
+            self._warn_once(("secrets", topology_id), "topology has no secrets in ZooKeeper (submitted "
+                            "before this version? resubmit it); worker not launched", **fields)
+            return None
+        return WorkerCredentials(topology_id, secrets, self.state.auth.daemon_id)
 
     def _kill(self, port: int, action: _slot.KillWorker) -> None:
         rec = self.workers.get(action.worker_id or "")

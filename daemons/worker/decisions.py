@@ -15,7 +15,9 @@ ExecutorId = tuple[int, int]
 Endpoint = tuple[str, int]
 
 # Where a topology's conf.json may not reach: keys that say where this daemon lives.
-DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir")
+# The transport's security settings are the cluster's, not a topology's to relax.
+DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir", "zmq.curve",
+                        "zmq.bind.host")
 
 KEEP, GONE, CHANGED, UNREADABLE = "keep", "gone", "changed", "unreadable"
 
@@ -105,6 +107,12 @@ def merge_worker_conf(base: Mapping[str, Any], topology_conf: Mapping[str, Any],
             conf[key] = value
     conf.update(overrides or {})
     return conf, sorted(ignored)
+
+
+def bind_host(conf: Mapping[str, Any], advertised: str) -> str:
+    """Where the receive socket binds: ``zmq.bind.host`` when set, else the host the
+    supervisor advertises (never every interface unless configured)."""
+    return str(conf.get("zmq.bind.host") or advertised)
 
 
 class ConnectionGuard:

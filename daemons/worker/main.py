@@ -1,8 +1,9 @@
 """``worker start <topology-id> <supervisor-id> <port> <worker-id>``: one worker process.
 
 The supervisor launches this (``python -m squall.daemons.worker.main start ...`` or the
-``worker`` console script) with ``SQUALL_CONF`` naming its own configuration file; the
-topology's conf.json comes from the extracted code bundle. Exit codes: 0 clean stop,
+``worker`` console script) with ``SQUALL_CONF`` naming its configuration without the
+daemons' secrets and ``SQUALL_WORKER_CREDENTIALS`` naming the topology's credentials file;
+the topology's conf.json comes from the extracted code bundle. Exit codes: 0 clean stop,
 1 failure, 2 usage.
 """
 from __future__ import annotations
@@ -14,9 +15,12 @@ import sys
 from typing import Any
 
 import click
+import structlog
 
 from squall import config as _config
 from squall import logs
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import read_credentials
 from squall.daemons.worker.daemon import EXIT_FAILURE, Worker, _flush_and_exit
 
 
@@ -64,7 +68,16 @@ def start(topology_id: str, supervisor_id: str, port: int, worker_id: str,
     logs.configure_from(conf, fmt, daemon="worker", topology=topology_id, port=port, worker=worker_id)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker = Worker(conf, topology_id, supervisor_id, port, worker_id, extra)
+    creds_path = os.environ.pop(CREDENTIALS_ENV, None)  # user code need not see where it was
+    credentials = None
+    if creds_path:
+        try:
+            credentials = read_credentials(creds_path, topology_id)
+        except (OSError, ValueError) as exc:
+            structlog.get_logger("squall.worker").error("cannot read the worker's credentials",
+                                                        path=creds_path, error=str(exc))
+            _flush_and_exit(EXIT_FAILURE)
+    worker = Worker(conf, topology_id, supervisor_id, port, worker_id, extra, credentials=credentials)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: worker.stop(
             0, f"received {signal.Signals(signum).name}"))

@@ -74,6 +74,31 @@ def _write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
     return path
 
 
+def zookeeper_security(directory: Path) -> dict[str, Any]:
+    """The daemons' ZooKeeper credential (generated once, kept in ``DIR/zookeeper-auth.yaml``,
+    mode 0600, so a restarted dev cluster can still read its nodes); CURVE is on by default."""
+    from squall.testing.zookeeper import daemon_auth_conf
+
+    path = directory / "zookeeper-auth.yaml"
+    if path.is_file():
+        return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+    auth = daemon_auth_conf()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(auth, fh)
+    return auth
+
+
+def _write_daemon_yaml(path: Path, data: Mapping[str, Any]) -> Path:
+    """A daemon's config holds the ZooKeeper secret: readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(dict(data), fh, sort_keys=True)
+    os.chmod(path, 0o600)
+    return path
+
+
 class _Child:
     def __init__(self, name: str, argv: list[str], conf_path: Path, log_path: Path, cwd: Path) -> None:
         self.name, self.log_path = name, log_path
@@ -160,16 +185,18 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/squall",
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client_conf = _write_yaml(directory / "squall.yaml", base)
+        daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
-        nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**base, "squall.local.dir": str(nimbus_dir)})
+        nimbus_conf = _write_daemon_yaml(nimbus_dir / "squall.yaml",
+                                         {**daemon_base, "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
         port_ranges = pick_slot_ports(supervisors, slots)
         for i, ports in enumerate(port_ranges, start=1):
             sup_dir = directory / f"supervisor-{i}"
-            conf_path = _write_yaml(sup_dir / "squall.yaml", {
-                **base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
+            conf_path = _write_daemon_yaml(sup_dir / "squall.yaml", {
+                **daemon_base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
                 "supervisor.host": "127.0.0.1"})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
