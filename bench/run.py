@@ -141,6 +141,11 @@ def main() -> int:
         if "first_tuple_secs" in result:
             line = (f"{args.scenario}: first tuple {result['first_tuple_secs']:.2f} s after submit, "
                     f"every task {result['all_tasks_secs']:.2f} s ({result['workers']} workers)")
+        elif "curve_cost_pct" in result:
+            off = ", ".join(f"{v:,.0f}" for v in result["curve_off_tuples_per_sec"])
+            on = ", ".join(f"{v:,.0f}" for v in result["curve_on_tuples_per_sec"])
+            line = (f"{args.scenario}: curve off {off} tuples/s; curve on {on} tuples/s; "
+                    f"cost {result['curve_cost_pct']:.1f}%")
         else:
             line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
         if "complete_latency_ms" in result:
