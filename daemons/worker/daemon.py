@@ -151,7 +151,11 @@ class Worker:
             raise WorkerError(f"no credentials for {self.topology_id} (the supervisor passes them in "
                               f"the file named by {CREDENTIALS_ENV})")
         self._checkpoint()
-        self.state = ClusterState(self.conf, auth=self.credentials.zk_auth()).start()
+        auth = self.credentials.zk_auth()
+        if not auth.enabled:
+            self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
+                             "worker's nodes are open to anyone reaching ZooKeeper")
+        self.state = ClusterState(self.conf, auth=auth).start()
         guard = ConnectionGuard(self.state.session_timeout, self.clock.monotonic())
         self._timer("zookeeper-guard", min(1.0, self.state.session_timeout / 4),
                     lambda: guard.check(self.state.connected, self.clock.monotonic()))  # type: ignore[union-attr]
