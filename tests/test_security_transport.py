@@ -96,6 +96,8 @@ def test_plain_and_foreign_key_peers_are_refused_and_the_worker_runs_on(cluster,
             zctx.term()
         stats = transport()
         assert stats["dropped_unknown_task"] == 0 and stats["bad_frames"] == 0  # nothing delivered
+        shown = next(w for w in cluster.client.topology("sec")["workers"] if w["port"] == port)
+        assert shown["transport"]["refused_connections"] >= 3  # what `squall status --json` shows
         acked_then = _acked(out)
         cluster.wait_for(lambda: _acked(out) > acked_then + 20, 30, "processing continuing")
         assert _workers_by_port(cluster) == workers  # same workers, same pids

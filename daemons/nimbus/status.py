@@ -90,7 +90,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         beat = beats.get((node, port))
         workers.append({"node": node, "host": hosts.get(node), "port": port,
                         "executors": len(assignment.executors_on(node, port)),
-                        "uptime": round(beat.uptime, 1) if beat else None})
+                        "uptime": round(beat.uptime, 1) if beat else None,
+                        "transport": _transport(beat)})
     return {
         "id": info.id, "name": info.name, "status": info.status,
         "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
@@ -99,6 +100,18 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         # User components first, then system ones (``__acker``).
         "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
     }
+
+
+TRANSPORT_COUNTERS = ("refused_connections", "refused_keys", "bad_frames", "dropped_unknown_task",
+                      "dropped_bad_payload")
+
+
+def _transport(beat: Any) -> dict[str, int]:
+    """A worker's receive-side counters from its beat (known keys, integers only)."""
+    raw = beat.stats.get("transport") if beat is not None and isinstance(beat.stats, dict) else None
+    if not isinstance(raw, dict):
+        return {}
+    return {k: _int(raw.get(k)) for k in TRANSPORT_COUNTERS if k in raw}
 
 
 def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
