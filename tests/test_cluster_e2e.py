@@ -111,7 +111,8 @@ def test_wordcount_on_three_workers_list_status_and_kill(cluster, out, zk_server
     from squall.config import build_config
     with ClusterState(build_config(conf, user_file=False)) as state:
         cluster.wait_for(lambda: state.topology(topology_id) is None and state.assignment(topology_id) is None
-                         and state.worker_beats(topology_id) == {}, 30, "ZooKeeper state removed")
+                         and state.worker_beats(topology_id) == {}
+                         and state.topology_secrets(topology_id) is None, 30, "ZooKeeper state removed")
     assert cluster.cli("status", "wc3").returncode == 1
 
 

@@ -245,3 +245,22 @@ def test_wrong_daemon_password_is_refused(daemons, cluster_conf) -> None:
             intruder.assignment("ta")
     finally:
         intruder.close()
+
+
+@pytest.mark.cluster
+def test_a_restarted_daemon_recreates_nodes_with_the_topology_acl(daemons, cluster_conf) -> None:
+    """A fresh daemon (no cached digests, e.g. a new nimbus leader) re-creating an assignment
+    reads the topology's digest from its secrets: the topology's workers can still read it."""
+    state, secrets = daemons
+    fresh = ClusterState(cluster_conf).start()
+    worker = _worker_state(cluster_conf, state, "ta", secrets)
+    try:
+        fresh.remove_assignment("ta")
+        assert not worker.assignment_exists("ta")
+        fresh.set_assignment(Assignment("ta", {(1, 1): ("n2", 6701)}, {"n2": "127.0.0.1"}, {(1, 1): 2.0}, "d"))
+        assert worker.assignment("ta").executors == {(1, 1): ("n2", 6701)}
+        with pytest.raises(ClusterStateError, match="not authorized"):
+            worker.assignment("tb")
+    finally:
+        worker.close()
+        fresh.close()
