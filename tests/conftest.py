@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from squall.config import build_config
+from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import (
     ZooKeeperServer,
     authenticated_client,
@@ -76,3 +77,22 @@ def cluster_conf(zk_server: ZooKeeperServer, zk_root: str) -> dict[str, Any]:
         "zookeeper.connection.timeout.ms": 10000,
         **ZK_AUTH,
     }, user_file=False)
+
+
+@pytest.fixture
+def start_cluster(zk_server: ZooKeeperServer, zk_root: str, tmp_path) -> Iterator[Any]:
+    """``start_cluster(supervisors, slots)``: a started ProcessCluster (nimbus, supervisors,
+    their workers) under this test's root, stopped by PID afterwards."""
+    made: list[ProcessCluster] = []
+
+    def start(supervisors: int = 2, slots: int = 2) -> ProcessCluster:
+        cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / f"cluster-{len(made)}",
+                                 supervisors=supervisors, slots=slots)
+        made.append(cluster)
+        return cluster.start()
+
+    try:
+        yield start
+    finally:
+        for cluster in made:
+            cluster.stop()

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from squall.daemons.state import ClusterState
-from squall.testing.cluster import ProcessCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -30,13 +29,8 @@ def load_sentences():
 
 
 @pytest.fixture
-def cluster(zk_server, zk_root, tmp_path):
-    c = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
+def cluster(start_cluster):
+    return start_cluster(supervisors=2, slots=2)
 
 
 @pytest.fixture

@@ -23,13 +23,8 @@ UNKNOWN_TASK = 99_999  # a frame for it, if delivered, would show as dropped_unk
 
 
 @pytest.fixture
-def cluster(zk_server, zk_root, tmp_path):
-    c = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=2)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
+def cluster(start_cluster):
+    return start_cluster(supervisors=1, slots=2)
 
 
 def _acked(out: Path) -> int:
