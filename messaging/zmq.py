@@ -142,7 +142,7 @@ class ZmqServer(ServerConnection):
                 self.refused_connections += 1
                 if should_log(self.refused_connections):
                     log.warning("connection refused at handshake", topology_id=self._topology_id,
-                                port=self._port, peer=event["endpoint"].decode(errors="replace"),
+                                port=self._port, endpoint=event["endpoint"].decode(errors="replace"),
                                 refused_connections=self.refused_connections)
 
     def _handle(self, frame: bytes) -> None:
