@@ -70,6 +70,11 @@ def cluster_curve_cost(duration: float, warmup: float) -> dict[str, Any]:
         for mode in ("off", "on"):
             result = _throughput("const_id_null.py", duration, warmup, {"zmq.curve": mode == "on"})
             runs[mode].append(result["tuples_per_sec"])
+    return curve_cost(runs)
+
+
+def curve_cost(runs: dict[str, list[float]]) -> dict[str, Any]:
+    """tuples/s of the runs with CURVE "off" and "on"; the cost compares their means."""
     mean = {mode: sum(v) / len(v) for mode, v in runs.items()}
     return {"tuples_per_sec": mean["on"], "curve_off_tuples_per_sec": runs["off"],
             "curve_on_tuples_per_sec": runs["on"], "curve_cost_pct": 100.0 * (1 - mean["on"] / mean["off"])}

@@ -101,6 +101,16 @@ def _register_optional() -> None:
     def _zmq(duration: float, warmup: float) -> dict[str, Any]:
         return zmq_ceiling.run(duration)
 
+    @scenario("zmq-curve-cost", "zmq-ceiling with CurveZMQ off and on, alternating, three rounds each")
+    def _zmq_curve(duration: float, warmup: float) -> dict[str, Any]:
+        runs: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(3):
+            for mode in ("off", "on"):
+                runs[mode].append(zmq_ceiling.run(duration, curve=mode == "on")["tuples_per_sec"])
+        from cluster_bench import curve_cost
+
+        return curve_cost(runs)
+
     try:
         import cluster_bench
     except ImportError:

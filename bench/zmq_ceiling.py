@@ -4,7 +4,8 @@ The sender builds Storm-shaped tuples ``[src_task, "default", [value], None]`` i
 of 1000, packs each batch with msgpack (one payload per batch, as the runtime does), wraps
 it in one squall frame and PUSHes it over 127.0.0.1. The receiver (this process) PULLs,
 decodes the frame and unpacks the payload. No squall runtime is involved: this is the
-figure the runtime can approach, not exceed.
+figure the runtime can approach, not exceed. With ``curve`` both sockets use CurveZMQ
+(keys passed to the sender in SQUALL_BENCH_CURVE), as workers do by default.
 
     python bench/zmq_ceiling.py [seconds]
 """
@@ -20,7 +21,8 @@ import time
 import msgpack
 import zmq
 
-from squall.messaging import codec
+from squall.messaging import CurveKeys, codec
+from squall.messaging.curve import apply_curve
 
 BATCH = 1000
 _WARMUP_SECS = 0.5
@@ -30,6 +32,9 @@ def _sender(port: int, seconds: float) -> None:
     """Child process: push batches until ``seconds`` pass (the parent kills it anyway)."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
+    keys = os.environ.get("SQUALL_BENCH_CURVE")
+    if keys:
+        apply_curve(sock, CurveKeys(*keys.split(",")), server=False)
     sock.setsockopt(zmq.SNDHWM, 1000)
     sock.setsockopt(zmq.LINGER, 0)  # the parent stops counting before we stop sending
     sock.connect(f"tcp://127.0.0.1:{port}")
@@ -44,10 +49,15 @@ def _sender(port: int, seconds: float) -> None:
     ctx.term()
 
 
-def run(duration: float) -> dict:
+def run(duration: float, curve: bool = False) -> dict:
     """Measure for ``duration`` seconds after a short warm-up; returns tuples/s."""
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
+    env = dict(os.environ)
+    if curve:  # no ZAP handler here: any client with the server key is let in
+        keys = CurveKeys.generate()
+        apply_curve(pull, keys, server=True)
+        env["SQUALL_BENCH_CURVE"] = f"{keys.public},{keys.secret}"
     pull.setsockopt(zmq.RCVHWM, 1000)
     pull.setsockopt(zmq.LINGER, 0)
     port = pull.bind_to_random_port("tcp://127.0.0.1")
@@ -56,7 +66,7 @@ def run(duration: float) -> dict:
     child = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "--send", str(port),
          str(duration + _WARMUP_SECS + 5.0)],
-        cwd=tempfile.gettempdir())
+        cwd=tempfile.gettempdir(), env=env)
     try:
         unpackb, decode, recv = msgpack.unpackb, codec.decode, pull.recv
         if not pull.poll(10_000):

@@ -19,6 +19,7 @@ from zmq.utils import z85
 log = structlog.get_logger("squall.messaging.curve")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by the ZAP specification (RFC 27)
+ZAP_DOMAIN = "squall"
 _POLL_MS = 200  # how often the handler thread checks for a stop
 
 
@@ -48,6 +49,17 @@ class CurveKeys:
 
     def __repr__(self) -> str:  # never print the secret
         return f"CurveKeys(public={self.public!r})"
+
+
+def apply_curve(sock: zmq.Socket, keys: CurveKeys, server: bool) -> None:
+    """Make ``sock`` a CURVE server, or a client of a server holding the same keys."""
+    sock.curve_secretkey = keys.secret.encode("ascii")
+    sock.curve_publickey = keys.public.encode("ascii")
+    if server:
+        sock.zap_domain = ZAP_DOMAIN.encode()
+        sock.curve_server = True
+    else:
+        sock.curve_serverkey = keys.public.encode("ascii")
 
 
 def curve_available() -> bool:

@@ -29,7 +29,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
-from squall.messaging.curve import CurveKeys, ZapHandler, should_log
+from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.zmq")
@@ -43,21 +43,9 @@ _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
 _wake_ids = itertools.count()
-ZAP_DOMAIN = "squall"
 # Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
 _REFUSED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-
-
-def _apply_curve(sock: zmq.Socket, keys: CurveKeys, server: bool) -> None:
-    """Make ``sock`` a CURVE server, or a client of a server holding the same keys."""
-    sock.curve_secretkey = keys.secret.encode("ascii")
-    sock.curve_publickey = keys.public.encode("ascii")
-    if server:
-        sock.zap_domain = ZAP_DOMAIN.encode()
-        sock.curve_server = True
-    else:
-        sock.curve_serverkey = keys.public.encode("ascii")
 
 
 class ZmqServer(ServerConnection):
@@ -78,7 +66,7 @@ class ZmqServer(ServerConnection):
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
         if curve is not None:
-            _apply_curve(pull, curve, server=True)
+            apply_curve(pull, curve, server=True)
         # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
         # senders' PUSH sockets block, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
@@ -206,7 +194,7 @@ class ZmqClient(Connection):
         self.blocked_sends = 0
         sock = zctx.socket(zmq.PUSH)
         if curve is not None:
-            _apply_curve(sock, curve, server=False)
+            apply_curve(sock, curve, server=False)
         # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
         # control toward the transfer thread) instead of dropping, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
