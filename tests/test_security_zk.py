@@ -264,3 +264,10 @@ def test_a_restarted_daemon_recreates_nodes_with_the_topology_acl(daemons, clust
     finally:
         worker.close()
         fresh.close()
+
+
+@pytest.mark.cluster
+def test_a_tree_created_open_is_reported_at_start(cluster_conf, zk_client, zk_root, capsys) -> None:
+    zk_client.ensure_path(zk_root)  # made open, as by a cluster before ACLs
+    ClusterState(cluster_conf).start().close()
+    assert "created without ACLs" in capsys.readouterr().out

@@ -153,11 +153,23 @@ class ClusterState:
         for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
                      "nimbus", "backpressure", "credentials"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
+        if self.auth.enabled and self.auth.topology_id is None:
+            self._warn_if_open(client)
         self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
         self._restorer.start()
         log.info("connected to ZooKeeper", zk=self.hosts, root=self.root,
                  auth=self.auth.credential.user if self.auth.credential else None)
         return self
+
+    def _warn_if_open(self, client: KazooClient) -> None:
+        """A tree made before ACLs were on keeps its open nodes: say so, once, at start."""
+        try:
+            acls, _ = client.get_acls(self.root)
+        except (KazooException, KazooTimeoutError):
+            return
+        if any(acl.id.scheme == "world" for acl in acls):
+            log.warning("SECURITY: the ZooKeeper tree was created without ACLs and stays open to "
+                        "anyone; migrate it (README, Security: ZooKeeper)", root=self.root)
 
     def close(self) -> None:
         """Step down from elections and close the session (its ephemeral nodes go with it)."""
