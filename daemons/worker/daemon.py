@@ -67,8 +67,9 @@ class Worker:
 
     ``conf`` is the supervisor's configuration (SQUALL_CONF, plus ``overrides``); the
     topology's conf.json is merged in at start. ``credentials`` are the topology's own
-    (ZooKeeper digest, CURVE keys), handed over by the supervisor; without them it cannot start. Stops come from ``stop`` (signals, a
-    halting timer, a dead executor, the assignment no longer naming this worker).
+    (ZooKeeper digest, CURVE keys), handed over by the supervisor; without them it cannot
+    start. Stops come from ``stop`` (signals, a halting timer, a dead executor, the
+    assignment no longer naming this worker).
     """
 
     def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
