@@ -217,6 +217,8 @@ def test_nimbus_exits_1_without_zookeeper(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, out
     assert "cannot connect to ZooKeeper" in out and "Traceback" not in out
+    # No zookeeper.auth.*: said loudly, before anything else.
+    assert "SECURITY OFF: ZooKeeper authentication is OFF" in out
 
 
 # --- `squall dev-cluster`: the whole stack on this machine --------------------------------

@@ -127,6 +127,7 @@ class Nimbus:
     def start(self) -> Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
+        warn_insecure(self.conf, log)
         try:
             self._server = ApiServer(make_app(self), self.host, self.port,
                                      max_body=2 * self.max_upload + (1 << 20))
@@ -146,7 +147,6 @@ class Nimbus:
                               lambda: self.is_leader, self._stopping)
         self._sync.start()
         self._server.start()
-        warn_insecure(self.conf, log)
         log.info("nimbus started", nimbus=self.identifier, zk=self.state.hosts, root=self.state.root,
                  code_dir=str(self.store.root))
         return self
