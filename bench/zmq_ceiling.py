@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import msgpack
+import psutil
 import zmq
 
 from squall.messaging import CurveKeys, codec
@@ -76,6 +77,10 @@ def run(duration: float, curve: bool = False) -> dict:
             for _task, payload in decode(recv())[1]:
                 unpackb(payload)
         tuples = 0
+        # CPU time of both processes over the window: unlike tuples/s, it hardly depends on
+        # what else the machine runs.
+        sender = psutil.Process(child.pid)
+        cpu0 = time.process_time() + sum(sender.cpu_times()[:2])
         started = time.monotonic()
         end = started + duration
         while True:
@@ -88,13 +93,15 @@ def run(duration: float, curve: bool = False) -> dict:
             for _task, payload in decode(recv())[1]:
                 tuples += len(unpackb(payload))
         seconds = now - started
+        cpu = time.process_time() + sum(sender.cpu_times()[:2]) - cpu0
     finally:
         if child.poll() is None:
             child.kill()
         child.wait(timeout=10)
         pull.close()
         ctx.term()
-    return {"tuples_per_sec": tuples / seconds, "tuples": tuples, "seconds": seconds}
+    return {"tuples_per_sec": tuples / seconds, "tuples": tuples, "seconds": seconds,
+            "cpu_ns_per_tuple": 1e9 * cpu / max(tuples, 1)}
 
 
 if __name__ == "__main__":
