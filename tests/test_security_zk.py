@@ -271,3 +271,11 @@ def test_a_tree_created_open_is_reported_at_start(cluster_conf, zk_client, zk_ro
     zk_client.ensure_path(zk_root)  # made open, as by a cluster before ACLs
     ClusterState(cluster_conf).start().close()
     assert "created without ACLs" in capsys.readouterr().out
+
+
+def test_half_a_daemon_credential_is_a_config_error() -> None:
+    from squall.config import ConfigError
+
+    with pytest.raises(ConfigError, match="zookeeper.auth.user' and 'zookeeper.auth.password'"):
+        build_config({"zookeeper.auth.user": "squall"}, user_file=False)
+    assert build_config({"zookeeper.auth.user": "u", "zookeeper.auth.password": "p"}, user_file=False)
