@@ -372,8 +372,13 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
-    assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
+
+    def states() -> list[str]:
+        return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
+
+    # The slot logs RUNNING on the tick after it sees the heartbeat: wait for that line.
+    wait_for(lambda: len(states()) >= 3, what="the slot's RUNNING state logged")
+    assert states()[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")
     assert launched[0]["supervisor"] == sid and launched[0]["worker"] == rec["worker_id"]
