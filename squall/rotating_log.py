@@ -1,14 +1,17 @@
 """A log file that rotates itself by size: ``worker.log``, ``worker.log.1`` ... ``.N``.
 
 The writer rotates (not the supervisor that started the process), so nothing has to
-signal it and no line is split between files. With ``capture_std`` the process's own
-stdout and stderr (user ``print``, tracebacks, C libraries) are pointed at the current
-file as well, and follow it through every rotation: everything a worker writes is bounded
-by ``max_bytes * (backups + 1)``.
+signal it and no line is split between files. With ``capture_std`` the process's
+``sys.stdout`` and ``sys.stderr`` (user ``print``, tracebacks) write through it line by
+line, and file descriptors 1 and 2 (C libraries, the interpreter's last words) point at
+the current file and follow it through every rotation: what a worker writes is bounded by
+about ``max_bytes * (backups + 1)``.
 """
 from __future__ import annotations
 
+import io
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -28,6 +31,9 @@ class RotatingLogFile:
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = self._open()
+        if capture_std:
+            sys.stdout = _LineStream(self, "<stdout>")
+            sys.stderr = _LineStream(self, "<stderr>")
 
     def _open(self) -> int:
         fd = os.open(self.path, FLAGS, 0o644)
@@ -64,6 +70,57 @@ class RotatingLogFile:
         old, self._fd = self._fd, self._open()
         os.close(old)
 
+    def fileno(self) -> int:
+        return self._fd
+
     def close(self) -> None:
         with self._lock:
             os.close(self._fd)
+
+
+class _LineStream(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` over a RotatingLogFile: whole lines go through its
+    ``write`` (so prints count toward rotation); a partial line waits for its newline or
+    ``flush`` (or until it passes MAX_PARTIAL characters)."""
+
+    MAX_PARTIAL = 64 * 1024
+
+    def __init__(self, sink: RotatingLogFile, name: str) -> None:
+        super().__init__()
+        self._sink, self._name = sink, name
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._sink.fileno()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            data = self._partial + text
+            cut = data.rfind("\n") + 1
+            if len(data) - cut > self.MAX_PARTIAL:
+                cut = len(data)  # a line without end: write what there is
+            self._partial = data[cut:]
+        if cut:
+            self._sink.write(data[:cut])
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            data, self._partial = self._partial, ""
+        if data:
+            self._sink.write(data)

@@ -53,7 +53,7 @@ def _number(value: Any) -> float | None:
 def _latencies(entry: Mapping[str, Any], executed: int) -> tuple[float | None, float | None]:
     """(mean execute latency, median complete latency) in ms from one executor's stats."""
     busy = _number(entry.get("busy_secs"))
-    execute = round(busy * 1000 / executed, 3) if busy is not None and executed > 0 else None
+    execute = round(busy * 1000 / executed, 4) if busy is not None and executed > 0 else None
     complete = entry.get("complete_latency_ms")
     p50 = _number(complete.get("p50")) if isinstance(complete, dict) else None
     return execute, (round(p50, 3) if p50 is not None else None)
@@ -66,8 +66,8 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     if not pairs:
         return None
     if total <= 0:
-        return round(sum(v for v, _ in pairs) / len(pairs), 3)
-    return round(sum(v * w for v, w in pairs) / total, 3)
+        return round(sum(v for v, _ in pairs) / len(pairs), 4)
+    return round(sum(v * w for v, w in pairs) / total, 4)
 
 
 def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, Assignment],
@@ -167,5 +167,6 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),
-                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1)})
+                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
+                     "logviewer_port": s.logviewer_port})
     return rows
