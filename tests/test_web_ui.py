@@ -224,9 +224,20 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser):
         "document.getElementById('log-info').textContent")
     browser.screenshot(SHOTS / "worker-log.png")
 
-    # -- kill with a wait, confirmed -------------------------------------------------------
+    # -- rebalance onto one worker, at once -------------------------------------------------
     browser.open(f"{base}/#/topology/{name}")
     browser.wait_for("document.querySelector('#summary-status .status')", "the topology page")
+    browser.evaluate("document.getElementById('rebalance-workers').value = '1';"
+                     "document.getElementById('rebalance-wait').value = '0'")
+    browser.click("#action-rebalance")
+    browser.wait_for("!document.getElementById('confirm').hidden", "the confirmation dialog")
+    assert "over 1 workers" in browser.evaluate("document.getElementById('confirm-text').textContent")
+    browser.click("#confirm-ok")
+    browser.wait_for("document.getElementById('summary-workers').textContent.includes('requested 1')",
+                     "the page to show one requested worker")
+    cluster.wait_for(lambda: len(status_json(cluster, name)["workers"]) == 1, 30, "one worker")
+
+    # -- kill with a wait, confirmed -------------------------------------------------------
     browser.evaluate("document.getElementById('kill-wait').value = '0'")
     browser.click("#action-kill")
     browser.wait_for("!document.getElementById('confirm').hidden", "the confirmation dialog")

@@ -4,7 +4,7 @@
 
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
-  const BOX_W = 180, BOX_H = 58, GAP_X = 90, GAP_Y = 26, PAD = 16;
+  const BOX_W = 210, BOX_H = 58, GAP_X = 90, GAP_Y = 26, PAD = 16;
 
   function el(name, attrs, text) {
     const node = document.createElementNS(SVG, name);
@@ -39,6 +39,13 @@
     if (r >= 1e6) return (r / 1e6).toFixed(1) + "M/s";
     if (r >= 1e3) return (r / 1e3).toFixed(1) + "k/s";
     return r.toFixed(r < 10 ? 1 : 0) + "/s";
+  }
+
+  function compact(n) {
+    if (n >= 1e9) return (n / 1e9).toFixed(2) + "G";
+    if (n >= 1e6) return (n / 1e6).toFixed(2) + "M";
+    if (n >= 1e4) return (n / 1e3).toFixed(1) + "k";
+    return String(n);
   }
 
   // components: the status JSON's user components; rate(componentId, stream) -> tuples/s or null
@@ -88,8 +95,8 @@
       g.append(el("text", {x: p.x + 10, y: p.y + 35},
                   `${c.executors.length} executors, ${c.tasks} tasks`));
       const cap = c.capacity === null || c.capacity === undefined ? "" : ` · cap ${c.capacity.toFixed(2)}`;
-      g.append(el("text", {x: p.x + 10, y: p.y + 51},
-                  (c.kind === "spout" ? `emitted ${c.emitted}` : `executed ${c.executed}`) + cap));
+      const count = c.kind === "spout" ? `emitted ${compact(c.emitted)}` : `executed ${compact(c.executed)}`;
+      g.append(el("text", {x: p.x + 10, y: p.y + 51}, count + cap));
       nodes.append(g);
     }
     return svg;
