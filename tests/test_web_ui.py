@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.browser import HeadlessChromium, find_chromium
 from squall.testing.cluster import ProcessCluster
 
@@ -129,7 +130,18 @@ def settled(cluster: ProcessCluster, name: str, timeout: float = 40) -> dict[str
     raise AssertionError(f"counters of {name} still changing after {timeout}s: {last}")
 
 
-def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser):
+@pytest.fixture
+def standby(cluster, tmp_path) -> Iterator[NimbusProcess]:
+    """A second nimbus on the same cluster: it stands by while the first one leads."""
+    proc = NimbusProcess({k: v for k, v in cluster.common.items() if k != "nimbus.port"}, tmp_path / "standby")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, standby):
     name = "observed"
     submit(cluster, name)
     cluster.wait_for(lambda: running(cluster, name), 60, "all executors reporting")
@@ -142,6 +154,7 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser):
     rows = page_rows(browser)
     info = cluster.client.cluster()
     assert rows[f"nimbus:{info['nimbus']['leader']}"][0]["role"] == "leader"
+    assert rows[f"nimbus:{standby.address}"][0]["role"] == "standby"
     for sup in info["supervisors"]:
         row = rows[f"supervisor:{sup['id']}"][0]
         assert (row["slots"], row["used"], row["free"]) == (str(sup["slots"]), str(sup["used"]), str(sup["free"]))
@@ -302,5 +315,8 @@ def test_squall_logs_rotation_follow_and_logviewer_auth(cluster):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=10)
         assert err.value.code == code, (path, err.value.code)
+    # User code runs in the workers: their copy of the config does not carry the secret.
+    for i in range(cluster.n_supervisors):
+        assert secret not in (cluster.supervisor_dir(i) / "supervisor-conf.yaml").read_text()
     res = cluster.cli("kill", name, "--wait", "0")
     assert res.returncode == 0, res.stderr
