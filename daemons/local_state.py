@@ -103,6 +103,18 @@ class LocalLayout:
         return self.worker_dir(worker_id) / "worker.out"
 
 
+def truncate_if_over(path: Path, limit: int) -> bool:
+    """Empty ``path`` when it has grown past ``limit`` bytes (its writers open it with
+    O_APPEND, so they go on at the new end); whether it was emptied."""
+    try:
+        if path.stat().st_size <= limit:
+            return False
+        os.truncate(path, 0)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 # --- the worker's pid file -----------------------------------------------------------------
 
 def write_pid(layout: LocalLayout, worker_id: str, pid: int) -> None:

@@ -250,6 +250,23 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
                      "the page to show one requested worker")
     cluster.wait_for(lambda: len(status_json(cluster, name)["workers"]) == 1, 30, "one worker")
 
+    # -- a pasted API token is kept for the tab and sent with every request ----------------
+    browser.call("Network.enable")
+    browser.type_text("#token", "tok-123")
+    browser.click("#token-save")
+    browser.wait_for("sessionStorage.getItem('squall.token') === 'tok-123'", "the token to be kept")
+    render(browser)
+    sent = browser.requests("/api/v1/topologies/")
+    assert sent and sent[-1]["headers"].get("Authorization") == "Bearer tok-123"
+    assert browser.evaluate("document.getElementById('token').value") == ""  # not left on the page
+    browser.click("#token-clear")
+    browser.wait_for("sessionStorage.getItem('squall.token') === null", "the token to be forgotten")
+    browser.events.clear()
+    render(browser)
+    after = browser.requests("/api/v1/")
+    assert after and all("Authorization" not in r["headers"] for r in after)
+    browser.call("Network.disable")
+
     # -- kill with a wait, confirmed -------------------------------------------------------
     browser.evaluate("document.getElementById('kill-wait').value = '0'")
     browser.click("#action-kill")

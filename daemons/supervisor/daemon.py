@@ -62,6 +62,9 @@ FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading o
 CRASH_WINDOW = 60.0  # a worker dying this soon after its launch counts as a crash loop
 MAX_RELAUNCH_DELAY = 30.0  # cap of the crash-loop back-off
 ARCHIVED_LOGS_KEPT = 100  # logs of cleaned-up workers kept under <log dir>/workers
+# worker.out holds what a worker prints before its own rotating log is set up; if a worker
+# writes there anyway (output from before that, a child process), it is emptied past this.
+EARLY_OUTPUT_MAX_BYTES = 1 << 20
 # Keys the workers' copy of the config leaves out: user code runs in the workers.
 HIDDEN_FROM_WORKERS = ("supervisor.logviewer.secret",)
 
@@ -444,12 +447,26 @@ class Supervisor:
                 self.log.exception("slot step failed", port=port)
         for port in [p for p, s in self.slots.items() if p not in self.ports and s.name is _slot.State.EMPTY]:
             del self.slots[port]  # a recorded port no longer configured, now cleaned up
+        self._bound_early_output()
         if snapshot is not None:
             keep = {a.topology_id for a in assigned.values()}
             keep |= {s.assignment.topology_id for s in self.slots.values() if s.assignment is not None}
             keep |= {w.topology_id for w in self.workers.values()}
             for topology_id in self.code.cleanup(keep):
                 self.log.info("code removed; topology no longer assigned here", topology=topology_id)
+
+    def _bound_early_output(self) -> None:
+        for rec in self.workers.values():
+            path = self.layout.worker_early_output(rec.worker_id)
+            try:
+                emptied = local_state.truncate_if_over(path, EARLY_OUTPUT_MAX_BYTES)
+            except OSError as exc:
+                self._warn_once(("early", rec.worker_id), "cannot bound worker output", path=str(path),
+                                error=str(exc))
+                continue
+            if emptied:
+                self.log.warning("worker output outside its log passed its bound; emptied", path=str(path),
+                                 worker=rec.worker_id, max_bytes=EARLY_OUTPUT_MAX_BYTES)
 
     def _step_port(self, port: int, assignment: _slot.SlotAssignment | None) -> None:
         assert self.code is not None

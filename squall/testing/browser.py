@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class HeadlessChromium:
         self.proc: subprocess.Popen[bytes] | None = None
         self._ws: Any = None
         self._ids = itertools.count(1)
+        self.events: deque[dict[str, Any]] = deque(maxlen=5000)  # DevTools events seen, newest last
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> HeadlessChromium:
@@ -132,12 +134,15 @@ class HeadlessChromium:
 
     # -- DevTools -------------------------------------------------------------------------
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One DevTools command; its result (events arriving meanwhile are skipped)."""
+        """One DevTools command; its result (events arriving meanwhile go to ``events``)."""
         msg_id = next(self._ids)
         self._ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             reply = json.loads(self._ws.recv())
+            if "method" in reply and "id" not in reply:
+                self.events.append(reply)
+                continue
             if reply.get("id") == msg_id:
                 if "error" in reply:
                     raise BrowserError(f"{method}: {reply['error'].get('message')}")
@@ -175,6 +180,17 @@ class HeadlessChromium:
             raise BrowserError(f"no element matches {selector!r}")
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left", clickCount=1)
+
+    def type_text(self, selector: str, text: str) -> None:
+        """Focus an input and type into it as a keyboard would."""
+        self.click(selector)
+        self.call("Input.insertText", text=text)
+
+    def requests(self, url_part: str) -> list[dict[str, Any]]:
+        """Requests the page sent whose URL contains ``url_part`` (needs ``Network.enable``)."""
+        self.call("Runtime.evaluate", expression="0")  # drain events queued before now
+        return [e["params"]["request"] for e in self.events
+                if e.get("method") == "Network.requestWillBeSent" and url_part in e["params"]["request"]["url"]]
 
     def screenshot(self, path: Path) -> Path:
         """A PNG of the whole page (beyond the window's height)."""
