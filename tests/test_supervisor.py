@@ -367,8 +367,12 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
-    assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
+    # The slot turns RUNNING on the tick after the worker's first heartbeat (up to a tick
+    # after the test saw that heartbeat): wait for it, then check the order of states.
+    def states() -> list[str]:
+        return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
+    wait_for(lambda: "RUNNING" in states(), what="the slot to turn RUNNING")
+    assert states()[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")
     assert launched[0]["supervisor"] == sid and launched[0]["worker"] == rec["worker_id"]
