@@ -54,6 +54,11 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.logviewer.port": (_INT, False),
+    "supervisor.logviewer.secret": (_STR, True),
+    "supervisor.logviewer.max.bytes": (_INT, False),
+    "worker.log.max.bytes": (_INT, False),
+    "worker.log.backups": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
@@ -90,8 +95,10 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "supervisor.logviewer.max.bytes", "worker.log.max.bytes",
 }
-_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
+                 "supervisor.logviewer.port", "worker.log.backups"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:

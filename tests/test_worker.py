@@ -545,6 +545,8 @@ class TestCommandLine:
         assert result.returncode == 2 and "PORT" in result.stderr
         result = self.run(["start", "t1", "sup", "6700", "w1", "-c", "topology.workers=many"], {}, tmp_path)
         assert result.returncode == 2 and "topology.workers" in result.stderr
+        result = self.run(["start", "t1", "sup", "6700", "../w1"], {}, tmp_path)  # names its log's dir
+        assert result.returncode == 2 and "cannot be used as a worker id" in result.stderr
 
     def test_unreadable_supervisor_conf_exits_1(self, tmp_path):
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(tmp_path / "nope.yaml")},
@@ -556,7 +558,10 @@ class TestCommandLine:
         conf.write_text(yaml.safe_dump({"squall.local.dir": str(tmp_path / "local")}))
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(conf)}, tmp_path)
         assert result.returncode == 1
-        lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+        # The worker writes its own (rotating) log file; nothing reaches the captured output.
+        assert result.stdout == "" and result.stderr == ""
+        log = tmp_path / "local" / "workers" / "w1" / "worker.log"
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         stop = [entry for entry in lines if entry["event"] == "worker stopping"]
         assert stop and stop[0]["exit_code"] == 1 and "code bundle for t1 not found" in stop[0]["reason"]
         assert stop[0]["daemon"] == "worker" and stop[0]["worker"] == "w1" and stop[0]["port"] == 6700

@@ -45,7 +45,7 @@ from squall.daemons.state import (
     Watch,
 )
 from squall.daemons.insecure import warn_insecure
-from squall.daemons.nimbus import status
+from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.api import ApiError, make_app
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
@@ -588,6 +588,23 @@ class Nimbus:
             info, self.state.assignment(info.id), self.state.worker_beats(info.id),
             self._executor_components(info) or {}, self.store.structure(info.id) or {},
             self.state.errors(info.id), self.clock.time())
+
+    def topology_conf(self, name: str) -> dict[str, Any]:
+        info = self._lookup(name)
+        return {"id": info.id, "name": info.name, "conf": info.conf}
+
+    def topology_errors(self, name: str) -> dict[str, Any]:
+        """Every kept error of the topology, newest first."""
+        info = self._lookup(name)
+        errors = sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)
+        return {"id": info.id, "name": info.name, "errors": [e.to_dict() for e in errors]}
+
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
+        info = self._lookup(name)
+        return worker_logs.worker_log(self.conf, info, self.state.assignment(info.id),
+                                      self.state.supervisors(), node, port,
+                                      lines=lines, offset=offset, inode=inode)
 
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()

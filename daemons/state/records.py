@@ -183,10 +183,12 @@ class SupervisorInfo:
     started_at: float
     used_ports: list[int] = field(default_factory=list)
     time: float = 0.0
+    logviewer_port: int | None = None  # where its worker logs are served; None: not served
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "ports": list(self.ports),
-                "started_at": self.started_at, "used_ports": list(self.used_ports), "time": self.time}
+                "started_at": self.started_at, "used_ports": list(self.used_ports), "time": self.time,
+                "logviewer_port": self.logviewer_port}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SupervisorInfo:
@@ -196,6 +198,8 @@ class SupervisorInfo:
             started_at=_num(d, "started_at"),
             used_ports=[as_int(p, "used port") for p in as_list(field_value(d, "used_ports"), "used_ports")],
             time=as_num(d.get("time", 0.0), "time"),
+            logviewer_port=None if d.get("logviewer_port") is None
+            else as_int(d["logviewer_port"], "logviewer_port"),
         )
 
 

@@ -45,6 +45,7 @@ from squall.daemons.worker.decisions import (
     nodes_without_host,
     remote_backpressure,
     task_endpoints,
+    with_capacity,
 )
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
@@ -101,6 +102,7 @@ class Worker:
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
         self._stats_at = float("-inf")
+        self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
         self._shut_down = False
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
@@ -274,7 +276,8 @@ class Worker:
         # Stats are read while the executors run; a rare concurrent-mutation error must not
         # halt the worker: keep the last good stats instead.
         try:
-            return self.rt.stats()
+            stats, self._busy_marks = with_capacity(self.rt.stats(), self._busy_marks, self.clock.monotonic())
+            return stats
         except Exception as exc:  # noqa: BLE001
             self.log.warning("reading executor stats failed", error=repr(exc))
             return self._stats.get("executors", [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -185,6 +186,9 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/squall",
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client_conf = _write_yaml(directory / "squall.yaml", base)
+        # Daemons only (not the client file): nimbus reads worker logs from the supervisors with it.
+        base["supervisor.logviewer.secret"] = secrets.token_urlsafe(24)
+        base["supervisor.logviewer.port"] = 0
         daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
@@ -210,6 +214,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"squall dev cluster is up in {directory}\n"
             f"  ZooKeeper    {zk.hosts} (data in {zk.work_dir})\n"
             f"  nimbus       http://127.0.0.1:{nimbus_port}/api/v1/cluster (log {logs_dir / 'nimbus.log'})\n"
+            f"  web UI       http://127.0.0.1:{nimbus_port}/\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"

@@ -8,6 +8,7 @@ supervisor leaves its workers running when it stops, as Storm's does).
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -50,6 +51,7 @@ class ProcessCluster:
         self.base.mkdir(parents=True, exist_ok=True)
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
+                       "supervisor.logviewer.port": 0, "supervisor.logviewer.secret": secrets.token_urlsafe(24),
                        **FAST, **daemon_auth_conf(), **(conf or {})}
         self.client_conf = self._write(self.base / "client.yaml", without_daemon_secrets(self.common))
         self.n_supervisors, self.slots = supervisors, slots
@@ -131,12 +133,14 @@ class ProcessCluster:
         for pid in pids:
             _signal(pid, signal.SIGKILL)
 
-    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> None:
+    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> Any:
+        """Wait until ``condition()`` is truthy; that value."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if condition():
-                    return
+                value = condition()
+                if value:
+                    return value
             except (NimbusError, OSError):
                 pass
             if time.monotonic() > deadline:
