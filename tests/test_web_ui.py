@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
-
 from squall.daemons.nimbus.process import NimbusProcess
+
 from squall.testing.browser import HeadlessChromium, find_chromium
 from squall.testing.cluster import ProcessCluster
+from squall.testing.zookeeper import authenticated_client
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")]
@@ -47,8 +47,7 @@ def cluster(zk_server, tmp_path_factory) -> Iterator[ProcessCluster]:
         yield c
     finally:
         c.stop()
-        zk = KazooClient(hosts=zk_server.hosts, timeout=10)
-        zk.start(timeout=10)
+        zk = authenticated_client(zk_server.hosts, c.common)
         try:
             zk.delete(root, recursive=True)
         finally:
