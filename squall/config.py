@@ -43,6 +43,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "nimbus.task.launch.secs": (_FLOAT, False),
     "nimbus.code.max.upload.bytes": (_INT, False),
     "nimbus.leader.poll.secs": (_FLOAT, False),
+    "nimbus.bind.host": (_STR, True),
+    "nimbus.auth.enabled": (_BOOL, False),
+    "nimbus.auth.tokens.file": (_STR, True),
+    "nimbus.tls.cert.file": (_STR, True),
+    "nimbus.tls.key.file": (_STR, True),
+    "nimbus.tls.ca.file": (_STR, True),
+    "squall.token": (_STR, True),
     "supervisor.slots.ports": ("list[int]", False),
     "supervisor.host": (_STR, False),
     "supervisor.id": (_STR, True),
@@ -52,6 +59,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.code.max.unpacked.bytes": (_INT, False),
+    "supervisor.code.max.members": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
@@ -87,6 +96,7 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "supervisor.code.max.unpacked.bytes", "supervisor.code.max.members",
 }
 _NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
 

@@ -1,4 +1,7 @@
-"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``server.py``).
+"""Nimbus's HTTP JSON API as a small WSGI app (served by cheroot, see ``server.py``).
+
+Every request, reads included, needs ``Authorization: Bearer <token>`` when API security is
+on (``auth.py``): 401 without a known token, 403 without the right; either way nothing runs.
 
 Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx status):
 
@@ -19,12 +22,23 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import structlog
 
+from squall.daemons.nimbus.auth import (
+    ANONYMOUS_ADMIN,
+    CONTROL,
+    FETCH_CODE,
+    READ,
+    SUBMIT,
+    Principal,
+    TokenTable,
+    authorize,
+)
 from squall.daemons.state import ClusterStateError
 
 log = structlog.get_logger("squall.nimbus.api")
@@ -49,7 +63,8 @@ class NimbusService(Protocol):
 
     max_upload: int
 
-    def submit(self, name: str, data: bytes) -> dict[str, Any]: ...
+    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]: ...
+    def owner_of(self, name: str) -> str: ...
     def kill(self, name: str, wait_secs: Any) -> dict[str, Any]: ...
     def activate(self, name: str) -> dict[str, Any]: ...
     def deactivate(self, name: str) -> dict[str, Any]: ...
@@ -60,7 +75,7 @@ class NimbusService(Protocol):
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
             409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
             500: "Internal Server Error", 503: "Service Unavailable"}
 
@@ -120,65 +135,135 @@ def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
-    """The WSGI application serving ``nimbus``."""
+class Guard:
+    """Authentication of API requests: the token table (None when security is off) and
+    counters of refusals by status."""
 
-    def route(method: str, path: str, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    def __init__(self, tokens: TokenTable | None) -> None:
+        self.tokens = tokens
+        self.refused = {401: 0, 403: 0}
+        self._lock = threading.Lock()
+
+    def principal(self, environ: dict[str, Any]) -> Principal:
+        """Who sent the request; ApiError 401 without a valid bearer token."""
+        if self.tokens is None:
+            return ANONYMOUS_ADMIN
+        header = environ.get("HTTP_AUTHORIZATION") or ""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise self.refuse(401, "authentication required: send Authorization: Bearer <token> "
+                                   "(squall.token or SQUALL_TOKEN)")
+        principal = self.tokens.lookup(token.strip())
+        if principal is None:
+            raise self.refuse(401, "unknown or revoked token")
+        return principal
+
+    def check(self, principal: Principal, action: str, owner: str | None, what: str) -> None:
+        """ApiError 403 unless ``principal`` may do ``action``."""
+        if not authorize(principal.role, principal.user, action, owner):
+            raise self.refuse(403, f"user {principal.user!r} (role {principal.role}) may not {action} {what}")
+
+    def refuse(self, status: int, message: str) -> ApiError:
+        with self._lock:
+            self.refused[status] += 1
+        return ApiError(status, message)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {"unauthenticated": self.refused[401], "forbidden": self.refused[403]}
+
+
+Handler = Callable[[], list[bytes]]
+
+
+def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
+    """The WSGI application serving ``nimbus``; every request passes ``guard`` first."""
+
+    def not_allowed(method: str, path: str, allow: str) -> ApiError:
+        return ApiError(405, f"{method} is not allowed on {API}{path}", allow=allow)
+
+    def route(method: str, path: str, environ: dict[str, Any], start_response: StartResponse,
+              who: Principal) -> tuple[str, str | None, Handler]:
+        """(action, topology named by the request or None, what answers it); 404/405 otherwise."""
+        def reply(body: Any) -> list[bytes]:
+            return _json_response(start_response, 200, body)
+
         if path == "/topologies":
             if method == "GET":
-                return _json_response(start_response, 200, {"topologies": nimbus.list_topologies()})
+                def listing() -> list[bytes]:
+                    rows = [r for r in nimbus.list_topologies()
+                            if authorize(who.role, who.user, READ, r.get("owner", ""))]
+                    return reply({"topologies": rows})
+                return READ, None, listing
             if method == "POST":
                 query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
                 name = (query.get("name") or [""])[0]
-                data = _read_body(environ, nimbus.max_upload, "bundle")
-                return _json_response(start_response, 200, nimbus.submit(name, data))
-            raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET, POST")
+                return SUBMIT, None, lambda: reply(nimbus.submit(
+                    name, _read_body(environ, nimbus.max_upload, "bundle"), who.user))
+            raise not_allowed(method, path, "GET, POST")
         if path == "/cluster":
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
-            return _json_response(start_response, 200, nimbus.cluster_info())
+                raise not_allowed(method, path, "GET")
+            return READ, None, lambda: reply({**nimbus.cluster_info(), "api": {"refused": guard.counts()}})
         match = _TOPOLOGY.match(path)
         if match:
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
-            return _json_response(start_response, 200, nimbus.topology_status(match.group(1)))
+                raise not_allowed(method, path, "GET")
+            name = match.group(1)
+            return READ, name, lambda: reply(nimbus.topology_status(name))
         match = _ACTION.match(path)
-        if match:
-            name, action = match.groups()
-            if action == "bundle":
-                if method != "GET":
-                    raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+        if not match:
+            raise ApiError(404, f"no such resource: {API}{path}")
+        name, action = match.groups()
+        if action == "bundle":
+            if method != "GET":
+                raise not_allowed(method, path, "GET")
+
+            def bundle() -> list[bytes]:
                 data, digest = nimbus.bundle(name)
                 start_response(_status_line(200), [
                     ("Content-Type", "application/gzip"), ("Content-Length", str(len(data))),
                     ("X-Squall-Digest", digest)])
                 return [data]
-            if method != "POST":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="POST")
-            body = _json_body(environ)
+            return FETCH_CODE, name, bundle
+        if method != "POST":
+            raise not_allowed(method, path, "POST")
+
+        body = _json_body(environ)
+
+        def control() -> list[bytes]:
             if action == "kill":
-                return _json_response(start_response, 200, nimbus.kill(name, body.get("wait_secs")))
+                return reply(nimbus.kill(name, body.get("wait_secs")))
             if action == "activate":
-                return _json_response(start_response, 200, nimbus.activate(name))
+                return reply(nimbus.activate(name))
             if action == "deactivate":
-                return _json_response(start_response, 200, nimbus.deactivate(name))
-            return _json_response(start_response, 200, nimbus.rebalance(
-                name, body.get("num_workers"), body.get("executors"), body.get("wait_secs")))
-        raise ApiError(404, f"no such resource: {API}{path}")
+                return reply(nimbus.deactivate(name))
+            return reply(nimbus.rebalance(name, body.get("num_workers"), body.get("executors"),
+                                          body.get("wait_secs")))
+        return CONTROL, name, control
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         raw_path = environ.get("PATH_INFO", "") or "/"
         try:
+            who = guard.principal(environ)  # before anything else: no route is open
             if not raw_path.startswith(API + "/"):
                 raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
             path = raw_path[len(API):].rstrip("/") or "/"
             # PATH_INFO arrives %-decoded as latin-1 (PEP 3333); names are UTF-8.
             path = path.encode("latin-1").decode("utf-8", "replace")
-            return route(method, path, environ, start_response)
+            action, target, handler = route(method, path, environ, start_response, who)
+            owner = nimbus.owner_of(target) if target is not None else None
+            guard.check(who, action, owner, f"topology {target!r}" if target else f"{method} {API}{path}")
+            return handler()
         except ApiError as exc:
             headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
-            if exc.status >= 500:
+            if exc.status == 401:
+                headers.append(("WWW-Authenticate", 'Bearer realm="squall"'))
+            if exc.status in (401, 403):
+                log.warning("request refused", method=method, path=raw_path, status=exc.status,
+                            error=str(exc), remote=environ.get("REMOTE_ADDR"))
+            elif exc.status >= 500:
                 log.warning("request failed", method=method, path=raw_path, status=exc.status,
                             error=str(exc))
             return _json_response(start_response, exc.status, {"error": str(exc), **exc.extra}, headers)

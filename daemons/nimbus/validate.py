@@ -96,6 +96,11 @@ def read_bundle(data: bytes, max_unpacked: int) -> tuple[bytes, bytes]:
                 if name == "code" or name.startswith("code/"):
                     if member.isdir() and name == "code":
                         continue
+                    if any(part.startswith(".") for part in name.split("/")):
+                        # squall submit never ships these: a dotfile here is a .env or a
+                        # .git/ that a hand-made bundle would spread to every supervisor.
+                        raise SubmissionError(f"bundle member {name!r} is a dotfile or inside a dot-directory "
+                                              "(bundles leave out .env, .git/ and the like)")
                     code_files += member.isfile()
                     continue
                 if name not in TOP_FILES or not member.isfile():

@@ -41,6 +41,7 @@ import yaml
 from squall.daemons import local_state
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
+from squall.daemons.nimbus.access import DAEMON_SECRET_KEYS, TOKEN_ENV, AccessError
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.processes import (
     WorkerProc,
@@ -137,18 +138,24 @@ class Supervisor:
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
         try:
-            self.local_dir.mkdir(parents=True, exist_ok=True)
+            local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
-            # The effective config, once: workers read it through SQUALL_CONF.
-            local_state.write_atomic(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True).encode())
+            # The effective config, once: workers read it through SQUALL_CONF. User code runs
+            # in workers, so the supervisor's API token stays out of it.
+            worker_conf = {k: v for k, v in self.conf.items() if k not in DAEMON_SECRET_KEYS}
+            local_state.write_atomic(self.conf_path, yaml.safe_dump(worker_conf, sort_keys=True).encode())
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
         self.log = log.bind(supervisor=self.id)
-        self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        try:
+            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        except AccessError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
         self.state = ClusterState(self.conf)
         try:
@@ -502,7 +509,8 @@ class Supervisor:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
         wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        env["SQUALL_CONF"] = str(self.conf_path)
         try:
             wdir.mkdir(parents=True, exist_ok=True)
             with open(self.layout.worker_log(action.worker_id), "ab") as out:

@@ -218,9 +218,9 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     if not rows:
         click.echo("no topologies")
         return
-    table = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
-    table += [(r["name"], r["id"], r["status"], r["workers"], r["executors"], _duration(r["uptime"]))
-              for r in rows]
+    table = [("NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
+    table += [(r["name"], r["id"], r.get("owner") or "-", r["status"], r["workers"], r["executors"],
+               _duration(r["uptime"])) for r in rows]
     click.echo(_table(table))
 
 

@@ -2,7 +2,8 @@
 
 ``ProcessCluster`` runs one nimbus and N supervisors as child processes against a given
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
-them. Every process it starts is stopped by PID on ``stop()``, workers included (a
+them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
+``base_dir/security``); ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
 supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any
 
 import yaml
 
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.credentials import create
 from squall.testing.zookeeper import free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
@@ -49,15 +53,18 @@ class ProcessCluster:
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        **FAST, **(conf or {})}
-        self.client_conf = self._write(self.base / "client.yaml", self.common)
+        self.credentials = create(self.base / "security")
+        client = {**self.common, **self.credentials.client_conf()}
+        self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
         self.nimbus: subprocess.Popen | None = None
         self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
-        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30)
+        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30,
+                                   access=ApiAccess.from_conf(client))
 
     @staticmethod
     def _write(path: Path, data: Mapping[str, Any]) -> Path:
-        path.write_text(yaml.safe_dump(dict(data)))
+        write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
     def _spawn(self, name: str, command: str, conf: Mapping[str, Any]) -> subprocess.Popen:
@@ -81,7 +88,8 @@ class ProcessCluster:
         return self
 
     def start_nimbus(self, timeout: float = 60) -> None:
-        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, "squall.local.dir": str(self.base / "nimbus")})
+        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, **self.credentials.nimbus_conf(),
+                                                       "squall.local.dir": str(self.base / "nimbus")})
         self.wait_for(self._nimbus_up, timeout, "nimbus answering")
 
     def _nimbus_up(self) -> bool:
@@ -95,7 +103,8 @@ class ProcessCluster:
 
     def start_supervisor(self, i: int) -> None:
         ports = [free_port() for _ in range(self.slots)]
-        conf = {**self.common, "squall.local.dir": str(self.supervisor_dir(i)), "supervisor.slots.ports": ports}
+        conf = {**self.common, **self.credentials.supervisor_conf(), "squall.local.dir": str(self.supervisor_dir(i)),
+                "supervisor.slots.ports": ports}
         prev = self.base / f"supervisor-{i}.yaml"
         if prev.exists():  # a restart keeps its slots
             conf["supervisor.slots.ports"] = yaml.safe_load(prev.read_text())["supervisor.slots.ports"]
