@@ -110,8 +110,8 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     result = squall(conf, "list")
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
-    assert row.split()[:5] == ["words", tid, "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
+    assert header.split() == ["NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
+    assert row.split()[:6] == ["words", tid, "admin", "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
     listed = json.loads(squall(conf, "list", "--json").stdout)
     assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
 
