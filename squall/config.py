@@ -59,6 +59,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.worker.user": (_STR, True),
     "supervisor.code.max.unpacked.bytes": (_INT, False),
     "supervisor.code.max.members": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),

@@ -43,6 +43,7 @@ from squall.daemons.state import Assignment, ClusterState, ClusterStateError, Su
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.nimbus.access import DAEMON_SECRET_KEYS, TOKEN_ENV, AccessError
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -115,6 +116,7 @@ class Supervisor:
         self.log: Any = log
         self.state: ClusterState | None = None
         self.code: CodeDownloads | None = None
+        self.worker_user: WorkerUser | None = None
         self.slots: dict[int, _slot.SlotState] = {}
         self.workers: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # workers launched by this process
@@ -138,8 +140,15 @@ class Supervisor:
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
         try:
+            self.worker_user = WorkerUser.from_conf(self.conf)
+        except WorkerUserError as exc:
+            raise SupervisorError(str(exc)) from None
+        try:
             local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
+            if self.worker_user is not None:  # a way through for the workers' group, nothing to list
+                self.worker_user.share(self.local_dir, 0o710)
+                self.worker_user.share(self.workers_dir, 0o710)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
@@ -147,12 +156,15 @@ class Supervisor:
             # in workers, so the supervisor's API token stays out of it.
             worker_conf = {k: v for k, v in self.conf.items() if k not in DAEMON_SECRET_KEYS}
             local_state.write_atomic(self.conf_path, yaml.safe_dump(worker_conf, sort_keys=True).encode())
+            if self.worker_user is not None:
+                self.worker_user.share(self.conf_path, 0o640)
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
         self.log = log.bind(supervisor=self.id)
         try:
-            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
+                                      self.worker_user)
         except AccessError as exc:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
@@ -511,13 +523,17 @@ class Supervisor:
         cmd = self.worker_command(action)
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
         env["SQUALL_CONF"] = str(self.conf_path)
+        as_user: dict[str, Any] = {}
         try:
             wdir.mkdir(parents=True, exist_ok=True)
+            if self.worker_user is not None:
+                self.worker_user.own(wdir)
+                env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
             with open(self.layout.worker_log(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
                 child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True, **as_user)
         except OSError as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)

@@ -17,6 +17,7 @@ from typing import Any
 
 from squall.daemons.local_state import make_private, private_dir
 from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.supervisor.worker_user import WorkerUser
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
@@ -36,13 +37,15 @@ class CodeDownloads:
     """
 
     def __init__(self, root: Path, conf: Mapping[str, Any], logger: Any,
-                 on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
+                 on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
+                 worker_user: WorkerUser | None = None) -> None:
         self.clock = clock
         self.root = root
         self.conf = conf
         self.log = logger
         self.on_done = on_done
         self.failures = 0
+        self.worker_user = worker_user  # code is shared read-only with its group
         self.access = ApiAccess.from_conf(conf)  # the supervisor token and the CA that signs nimbus
         self.max_unpacked = int(conf["supervisor.code.max.unpacked.bytes"])
         self.max_members = int(conf["supervisor.code.max.members"])
@@ -96,6 +99,8 @@ class CodeDownloads:
         if not digest:
             raise BundleError("the assignment names no code digest")
         private_dir(self.root)
+        if self.worker_user is not None:
+            self.worker_user.share(self.root, 0o710)
         limit = int(self.conf["nimbus.code.max.upload.bytes"])
         work = Path(tempfile.mkdtemp(prefix=f".tmp-{topology_id}-", dir=self.root))
         try:
@@ -117,6 +122,8 @@ class CodeDownloads:
                 raise BundleError(f"bad code bundle: no {', '.join(missing)}")
             (tree / ".digest").write_text(digest + "\n", encoding="utf-8")
             make_private(tree)  # the data filter keeps group/other read bits: drop them
+            if self.worker_user is not None:
+                self.worker_user.share_tree(tree)
             self._install(tree, self.root / topology_id)
             return size
         finally:

@@ -47,7 +47,7 @@ FAST = {
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = ()) -> None:
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
@@ -57,6 +57,7 @@ class ProcessCluster:
         client = {**self.common, **self.credentials.client_conf()}
         self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
+        self.supervisor_prefix = list(supervisor_prefix)  # e.g. a namespace to run supervisors in
         self.nimbus: subprocess.Popen | None = None
         self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
         self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30,
@@ -67,11 +68,11 @@ class ProcessCluster:
         write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
-    def _spawn(self, name: str, command: str, conf: Mapping[str, Any]) -> subprocess.Popen:
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**os.environ, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
@@ -108,7 +109,7 @@ class ProcessCluster:
         prev = self.base / f"supervisor-{i}.yaml"
         if prev.exists():  # a restart keeps its slots
             conf["supervisor.slots.ports"] = yaml.safe_load(prev.read_text())["supervisor.slots.ports"]
-        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf)
+        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf, self.supervisor_prefix)
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "SQUALL_CONF": str(self.client_conf)}
