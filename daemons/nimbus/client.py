@@ -137,20 +137,20 @@ class NimbusClient:
         except (urllib.error.URLError, OSError) as exc:
             if (tls := self.access.explain(exc, self.address)) is not None:
                 raise NimbusUnavailable(tls) from None
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if not isinstance(exc, urllib.error.URLError) or isinstance(reason, (ConnectionResetError, BrokenPipeError)):
-                raise self._failed(reason if isinstance(reason, OSError) else exc) from None
-            text = getattr(reason, "strerror", None) or str(reason)
-            raise NimbusUnavailable(f"cannot reach nimbus at {self.address}: {text}") from None
+            raise self._unreachable(exc) from None
 
-    def _failed(self, exc: OSError) -> NimbusUnavailable:
-        if isinstance(exc, (socket.timeout, TimeoutError)):
+    def _unreachable(self, exc: OSError) -> NimbusUnavailable:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, (socket.timeout, TimeoutError)):
             return NimbusUnavailable(f"nimbus at {self.address} did not answer within {self.timeout:g}s")
-        # e.g. the server closed the connection while we were still sending a large body
+        text = getattr(reason, "strerror", None) or str(reason)
         hint = ""
-        if self.access.ssl_context is None and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        if self.access.ssl_context is None and isinstance(reason, (ConnectionResetError, BrokenPipeError)):
             hint = " (a nimbus that serves HTTPS only does this: set nimbus.tls.ca.file)"
-        return NimbusUnavailable(f"connection to nimbus at {self.address} failed: {exc.strerror or exc}{hint}")
+        if isinstance(exc, urllib.error.URLError):
+            return NimbusUnavailable(f"cannot reach nimbus at {self.address}: {text}{hint}")
+        # e.g. the server closed the connection while we were still sending a large body
+        return NimbusUnavailable(f"connection to nimbus at {self.address} failed: {text}{hint}")
 
 
 def _q(part: str) -> str:

@@ -38,17 +38,21 @@ def token_add(path: str, user: str, role: str) -> None:
 
 @token.command("remove")
 @click.option("--file", "path", type=click.Path(dir_okay=False, exists=True), required=True, help="The token file.")
-@click.option("--user", required=True, help="Remove every token of this user.")
-def token_remove(path: str, user: str) -> None:
-    """Revoke every token of USER (after nimbus restarts)."""
+@click.option("--user", required=True, help="Remove the tokens of this user.")
+@click.option("--sha256", "prefix", default="", help="Only the entry whose sha256 starts with this (8+ hex digits).")
+def token_remove(path: str, user: str, prefix: str) -> None:
+    """Revoke the tokens of USER, or one of them (after nimbus restarts)."""
+    if prefix and len(prefix) < 8:
+        raise click.BadParameter("give at least 8 hex digits", param_hint="--sha256")
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         parse_entries(doc, path)
     except (OSError, yaml.YAMLError, TokenFileError) as exc:
         raise Failure(f"cannot use token file {path}: {exc}") from None
-    kept = [row for row in doc["tokens"] if row["user"] != user]
+    kept = [row for row in doc["tokens"]
+            if row["user"] != user or not row["sha256"].lower().startswith(prefix.lower())]
     if len(kept) == len(doc["tokens"]):
-        raise Failure(f"token file {path} has no token of user {user!r}")
+        raise Failure(f"token file {path} has no matching token of user {user!r}")
     write_private(Path(path), yaml.safe_dump({"tokens": kept}, sort_keys=False))
     click.echo(f"removed {len(doc['tokens']) - len(kept)} token(s) of {user}; restart nimbus to apply")
 
