@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import structlog
 import yaml
@@ -44,29 +45,8 @@ from squall.daemons.state import ClusterState
 from squall.daemons.supervisor.downloads import BundleError, CodeDownloads
 from squall.loader import load_topology
 
-TOPOLOGY_FILE = '''\
-from squall import Bolt, Spout, TopologyBuilder
-
-
-class Numbers(Spout):
-    def next_tuple(self):
-        pass
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["n"])
-
-
-class Sink(Bolt):
-    def execute(self, tuple):
-        pass
-
-
-def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("numbers", Numbers(), 1)
-    builder.set_bolt("sink", Sink(), 2).shuffle("numbers")
-    return builder.build()
-'''
+# Submitted, never run here: any topology file will do.
+TOPOLOGY_FILE = (Path(__file__).parent / "topologies" / "numbers_topo.py").read_text(encoding="utf-8")
 
 
 def make_bundle(folder: Path, name: str) -> bytes:
@@ -244,6 +224,9 @@ def test_hostile_requests_are_refused_and_change_nothing(secured, tmp_path):
     info = nimbus.client().cluster()
     assert info["api"]["refused"] == {"unauthenticated": expected[401], "forbidden": expected[403]}
     assert info["security"] == {"auth": True, "tls": True}
+    # It listens on nimbus.host (127.0.0.1) only, not on every interface.
+    listening = {c.laddr for c in psutil.Process(nimbus.pid).net_connections("tcp") if c.status == "LISTEN"}
+    assert listening == {("127.0.0.1", int(nimbus.conf["nimbus.port"]))}, listening
     # What each may see: bob lists only his own topology, the viewer everything.
     bob = NimbusClient.from_conf({**nimbus.client_conf(tokens["bob"])})
     assert [r["name"] for r in bob.topologies()] == ["bob-topo"]

@@ -367,7 +367,9 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
+    # The worker beats before the slot's next step records RUNNING: wait for that step.
+    states = wait_for(lambda: (s := [e["state"] for e in node.events("slot state changed")
+                                     if e.get("port") == PORTS[0]])[2:] and s, what="the slot RUNNING")
     assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")

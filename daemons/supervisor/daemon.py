@@ -168,7 +168,14 @@ class Supervisor:
         except AccessError as exc:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
-        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
+        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
+                      worker_user=self.worker_user.name if self.worker_user else None)
+        if self.code.access.token is None:
+            self.log.warning("SECURITY: no squall.token (or SQUALL_TOKEN): a secured nimbus refuses this "
+                             "supervisor's code downloads; an open one serves anyone")
+        if self.code.access.ssl_context is None:
+            self.log.warning("SECURITY: no nimbus.tls.ca.file: code is downloaded over plain HTTP, unverified "
+                             "except for its sha256")
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
