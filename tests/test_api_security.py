@@ -22,8 +22,10 @@ from typing import Any
 import psutil
 import pytest
 import structlog
+import structlog.testing
 import yaml
 
+from squall.daemons.nimbus.api import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
 from squall.daemons.nimbus.auth import (
     ACTIONS,
     CONTROL,
@@ -43,18 +45,19 @@ from squall.daemons.nimbus.credentials import create
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import ClusterState
 from squall.daemons.supervisor.downloads import BundleError, CodeDownloads
+from squall.daemons.timers import FakeClock
 from squall.loader import load_topology
 
 # Submitted, never run here: any topology file will do.
 TOPOLOGY_FILE = (Path(__file__).parent / "topologies" / "numbers_topo.py").read_text(encoding="utf-8")
 
 
-def make_bundle(folder: Path, name: str) -> bytes:
+def make_bundle(folder: Path, name: str, extra_conf: dict[str, Any] | None = None) -> bytes:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"topo_{uuid.uuid4().hex[:10]}.py"  # unique: loaded into this process
     path.write_text(TOPOLOGY_FILE, encoding="utf-8")
     topology, conf, _ = load_topology(path)
-    return build_bundle(path, topology, {**conf, "topology.name": name})
+    return build_bundle(path, topology, {**conf, **(extra_conf or {}), "topology.name": name})
 
 
 def bundle_names(bundle: bytes) -> list[str]:
@@ -143,6 +146,22 @@ def test_bundle_leaves_out_dotfiles_vcs_and_ignored_files(tmp_path):
     code = [n for n in names if n.startswith("code/")]
     assert code == ["code/lib/helpers.py", next(n for n in code if n.startswith("code/topo_"))], code
     assert not any(".env" in n or ".git" in n or "data" in n for n in names)
+
+
+def test_refusal_log_lines_are_bounded_and_counts_are_not():
+    clock = FakeClock()
+    guard = Guard(TokenTable([]), clock)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(REFUSAL_LOGS_PER_WINDOW + 30):
+            with pytest.raises(ApiError):
+                guard.principal({"HTTP_AUTHORIZATION": "Bearer nope"})
+            guard.log_refusal(status=401)
+        clock.advance(REFUSAL_LOG_WINDOW_SECS)
+        guard.log_refusal(status=401)
+    events = [e["event"] for e in logs]
+    assert events.count("request refused") == REFUSAL_LOGS_PER_WINDOW + 1
+    assert [e["count"] for e in logs if e["event"] == "requests refused without a log line"] == [30]
+    assert guard.counts() == {"unauthenticated": REFUSAL_LOGS_PER_WINDOW + 30, "forbidden": 0}
 
 
 # --- a real nimbus --------------------------------------------------------------------------
@@ -312,6 +331,11 @@ def test_a_hand_made_bundle_with_dotfiles_is_refused(secured, tmp_path):
         with pytest.raises(NimbusError) as info:
             nimbus.client().submit("hand", raw.getvalue())
         assert info.value.status == 400 and "dot" in str(info.value)
+    # A conf.json carrying a client's token (never written by `squall submit`) is refused too.
+    leaky = make_bundle(tmp_path / "leaky", "leaky", {"squall.token": "s3cret-token-xyz"})
+    with pytest.raises(NimbusError) as info:
+        nimbus.client().submit("leaky", leaky)
+    assert info.value.status == 400 and "squall.token" in str(info.value)
     assert snapshot(state, nimbus) == before
 
 

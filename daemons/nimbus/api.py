@@ -40,11 +40,14 @@ from squall.daemons.nimbus.auth import (
     authorize,
 )
 from squall.daemons.state import ClusterStateError
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
 
 log = structlog.get_logger("squall.nimbus.api")
 
 API = "/api/v1"
 MAX_JSON_BODY = 1 << 20
+REFUSAL_LOG_WINDOW_SECS = 10.0
+REFUSAL_LOGS_PER_WINDOW = 20
 
 StartResponse = Callable[..., Any]
 
@@ -139,10 +142,28 @@ class Guard:
     """Authentication of API requests: the token table (None when security is off) and
     counters of refusals by status."""
 
-    def __init__(self, tokens: TokenTable | None) -> None:
+    def __init__(self, tokens: TokenTable | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.tokens = tokens
         self.refused = {401: 0, 403: 0}
         self._lock = threading.Lock()
+        self._window = Every(REFUSAL_LOG_WINDOW_SECS, clock)
+        self._logged = 0  # refusals logged in the current window
+        self._quiet = 0   # refusals counted but not logged in it
+
+    def log_refusal(self, **fields: Any) -> None:
+        """Log a refusal, at most REFUSAL_LOGS_PER_WINDOW per window: a flood of bad requests
+        must not become a flood of log lines (the counters keep every one)."""
+        with self._lock:
+            if self._window.due():
+                quiet, self._logged, self._quiet = self._quiet, 0, 0
+                if quiet:
+                    log.warning("requests refused without a log line", count=quiet,
+                                window_secs=REFUSAL_LOG_WINDOW_SECS)
+            if self._logged >= REFUSAL_LOGS_PER_WINDOW:
+                self._quiet += 1
+                return
+            self._logged += 1
+        log.warning("request refused", **fields)
 
     def principal(self, environ: dict[str, Any]) -> Principal:
         """Who sent the request; ApiError 401 without a valid bearer token."""
@@ -261,8 +282,8 @@ def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], S
             if exc.status == 401:
                 headers.append(("WWW-Authenticate", 'Bearer realm="squall"'))
             if exc.status in (401, 403):
-                log.warning("request refused", method=method, path=raw_path, status=exc.status,
-                            error=str(exc), remote=environ.get("REMOTE_ADDR"))
+                guard.log_refusal(method=method, path=raw_path, status=exc.status, error=str(exc),
+                                  remote=environ.get("REMOTE_ADDR"))
             elif exc.status >= 500:
                 log.warning("request failed", method=method, path=raw_path, status=exc.status,
                             error=str(exc))

@@ -130,7 +130,7 @@ class Nimbus:
     def start(self) -> Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
-        self.guard = Guard(self._load_tokens())
+        self.guard = Guard(self._load_tokens(), self.clock)
         try:
             private_dir(Path(self.conf["squall.local.dir"]))  # code and conf of every topology
         except OSError as exc:
