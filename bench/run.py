@@ -102,11 +102,13 @@ def _register_optional() -> None:
         return zmq_ceiling.run(duration)
 
     try:
+        import api_bench
         import cluster_bench
     except ImportError:
         return
-    for name, (doc, fn) in cluster_bench.SCENARIOS.items():
-        SCENARIOS[name] = (doc, fn)
+    for module in (cluster_bench, api_bench):
+        for name, (doc, fn) in module.SCENARIOS.items():
+            SCENARIOS[name] = (doc, fn)
 
 
 _register_optional()
@@ -141,6 +143,8 @@ def main() -> int:
         if "first_tuple_secs" in result:
             line = (f"{args.scenario}: first tuple {result['first_tuple_secs']:.2f} s after submit, "
                     f"every task {result['all_tasks_secs']:.2f} s ({result['workers']} workers)")
+        elif "summary" in result:
+            line = f"{args.scenario}: {result['summary']}"
         else:
             line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
         if "complete_latency_ms" in result:
