@@ -161,7 +161,7 @@ def test_refusal_log_lines_are_bounded_and_counts_are_not():
     events = [e["event"] for e in logs]
     assert events.count("request refused") == REFUSAL_LOGS_PER_WINDOW + 1
     assert [e["count"] for e in logs if e["event"] == "requests refused without a log line"] == [30]
-    assert guard.counts() == {"unauthenticated": REFUSAL_LOGS_PER_WINDOW + 30, "forbidden": 0}
+    assert guard.counts() == {"unauthenticated": REFUSAL_LOGS_PER_WINDOW + 30, "forbidden": 0, "connection": 0}
 
 
 # --- a real nimbus --------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def test_hostile_requests_are_refused_and_change_nothing(secured, tmp_path):
             expected[403] += 1
         assert snapshot(state, nimbus) == before, (method, path)
     info = nimbus.client().cluster()
-    assert info["api"]["refused"] == {"unauthenticated": expected[401], "forbidden": expected[403]}
+    assert info["api"]["refused"] == {"unauthenticated": expected[401], "forbidden": expected[403], "connection": 0}
     assert info["security"] == {"auth": True, "tls": True}
     # It listens on nimbus.host (127.0.0.1) only, not on every interface.
     listening = {c.laddr for c in psutil.Process(nimbus.pid).net_connections("tcp") if c.status == "LISTEN"}
@@ -279,6 +279,10 @@ def test_tls_refuses_a_wrong_ca_and_plain_http(secured, tmp_path):
                 call()
             assert text in str(info.value), str(info.value)
     assert snapshot(state, nimbus) == before
+    refused = nimbus.client().cluster()["api"]["refused"]
+    assert refused["connection"] >= 4 and refused["unauthenticated"] == refused["forbidden"] == 0, refused
+    # cheroot's own stderr lines are replaced by structured, counted ones
+    assert not [line for line in nimbus.log_tail(200).splitlines() if line.startswith("Client (")]
     # A supervisor with the wrong CA, or the right CA and a wrong token, gets no code.
     digest = state.topology(secured["ids"]["alice"]).code_digest
     for conf, text in (({"nimbus.tls.ca.file": str(other.ca_file)}, "is not trusted"),

@@ -21,6 +21,7 @@ their stack and answered with 500.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import urllib.parse
@@ -144,7 +145,7 @@ class Guard:
 
     def __init__(self, tokens: TokenTable | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.tokens = tokens
-        self.refused = {401: 0, 403: 0}
+        self.refused = {401: 0, 403: 0, "connection": 0}
         self._lock = threading.Lock()
         self._window = Every(REFUSAL_LOG_WINDOW_SECS, clock)
         self._logged = 0  # refusals logged in the current window
@@ -191,7 +192,18 @@ class Guard:
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            return {"unauthenticated": self.refused[401], "forbidden": self.refused[403]}
+            return {"unauthenticated": self.refused[401], "forbidden": self.refused[403],
+                    "connection": self.refused["connection"]}
+
+    def server_error(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
+        """cheroot's error log: a failed TLS handshake or plain HTTP on the TLS port is a
+        refused connection (counted, logged within the bound); anything else an error."""
+        if traceback or level >= logging.ERROR:
+            log.error("HTTP server error", error=msg, exc_info=traceback)
+            return
+        with self._lock:
+            self.refused["connection"] += 1
+        self.log_refusal(status="connection", error=msg)
 
 
 Handler = Callable[[], list[bytes]]

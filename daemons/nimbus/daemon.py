@@ -142,7 +142,8 @@ class Nimbus:
             raise NimbusStartError(str(exc)) from None
         try:
             self._server = ApiServer(make_app(self, self.guard), self.bind_host, self.port,
-                                     max_body=2 * self.max_upload + (1 << 20), tls=tls)
+                                     max_body=2 * self.max_upload + (1 << 20), tls=tls,
+                                     on_error=self.guard.server_error)
         except (OSError, ValueError) as exc:
             raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
         if tls is None:

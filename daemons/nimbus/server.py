@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from cheroot import wsgi
@@ -22,6 +23,9 @@ THREADS = 8
 # handshake on its accepting thread, so this also bounds how long one silent client
 # can hold up new connections.
 SOCKET_TIMEOUT = 5
+ACCEPTED_QUEUE = 64               # connections waiting for a thread; more wait in the kernel's backlog
+MAX_HEADER_BYTES = 256 * 1024     # request line and headers
+ErrorLog = Callable[..., None]    # (msg, level=20, traceback=False), cheroot's error_log
 
 
 class ApiServer:
@@ -29,11 +33,15 @@ class ApiServer:
     thread, ``stop()`` closes the sockets and ends that thread. ``tls`` is (cert, key)."""
 
     def __init__(self, app: WSGIApp, host: str, port: int, max_body: int,
-                 tls: tuple[str, str] | None = None) -> None:
+                 tls: tuple[str, str] | None = None, on_error: ErrorLog | None = None) -> None:
         self._server = wsgi.Server((host, port), app, numthreads=THREADS, server_name="squall-nimbus",
-                                   timeout=SOCKET_TIMEOUT, shutdown_timeout=5)
+                                   timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
+                                   accepted_queue_size=ACCEPTED_QUEUE, accepted_queue_timeout=SOCKET_TIMEOUT)
         # The app answers 413 (JSON) above its limit; cheroot's own cap is a backstop.
         self._server.max_request_body_size = max_body
+        self._server.max_request_header_size = MAX_HEADER_BYTES
+        if on_error is not None:  # cheroot writes failed handshakes and its own errors to stderr
+            self._server.error_log = on_error
         if tls is not None:
             try:
                 adapter = BuiltinSSLAdapter(*tls)
