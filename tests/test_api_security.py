@@ -359,3 +359,32 @@ def test_security_off_is_announced_and_open(cluster_conf, tmp_path):
     finally:
         assert nimbus.stop() == 0
 
+
+
+def test_secure_init_and_token_commands(tmp_path):
+    from click.testing import CliRunner
+
+    from squall.cli import main
+
+    runner = CliRunner()
+    target = tmp_path / "sec"
+    result = runner.invoke(main, ["secure-init", str(target), "--host", "127.0.0.1", "--host", "nimbus"])
+    assert result.exit_code == 0, result.output
+    client = yaml.safe_load((target / "client.yaml").read_text())
+    table = TokenTable.load(target / "tokens.yaml")
+    assert table.lookup(client["squall.token"]).role == "admin"
+    supervisor_token = (target / "supervisor.env").read_text().strip().removeprefix("SQUALL_TOKEN=")
+    assert table.lookup(supervisor_token).role == "supervisor"
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in target.iterdir())
+    assert "BEGIN" not in (target / "tokens.yaml").read_text() and client["squall.token"] not in (
+        target / "tokens.yaml").read_text()
+    # A rotation: add a second token for alice, remove the first by its hash prefix.
+    tokens = [runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "alice",
+                                   "--role", "user"]).output.strip() for _ in range(2)]
+    removed = runner.invoke(main, ["token", "remove", "--file", str(target / "tokens.yaml"), "--user", "alice",
+                                   "--sha256", token_hash(tokens[0])[:12]])
+    assert removed.exit_code == 0, removed.output
+    table = TokenTable.load(target / "tokens.yaml")
+    assert table.lookup(tokens[0]) is None and table.lookup(tokens[1]).user == "alice"
+    assert runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "x",
+                                "--role", "root"]).exit_code == 2
