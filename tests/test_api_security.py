@@ -32,6 +32,7 @@ from squall.daemons.nimbus.auth import (
     FETCH_CODE,
     READ,
     SUBMIT,
+    TokenFile,
     TokenFileError,
     TokenTable,
     add_token,
@@ -47,6 +48,7 @@ from squall.daemons.state import ClusterState
 from squall.daemons.supervisor.downloads import BundleError, CodeDownloads
 from squall.daemons.timers import FakeClock
 from squall.loader import load_topology
+from squall.testing.waiting import wait_for
 
 # Submitted, never run here: any topology file will do.
 TOPOLOGY_FILE = (Path(__file__).parent / "topologies" / "numbers_topo.py").read_text(encoding="utf-8")
@@ -148,9 +150,10 @@ def test_bundle_leaves_out_dotfiles_vcs_and_ignored_files(tmp_path):
     assert not any(".env" in n or ".git" in n or "data" in n for n in names)
 
 
-def test_refusal_log_lines_are_bounded_and_counts_are_not():
+def test_refusal_log_lines_are_bounded_and_counts_are_not(tmp_path):
     clock = FakeClock()
-    guard = Guard(TokenTable([]), clock)
+    add_token(tmp_path / "tokens.yaml", "alice", "user")
+    guard = Guard(TokenFile(tmp_path / "tokens.yaml", clock), clock)
     with structlog.testing.capture_logs() as logs:
         for _ in range(REFUSAL_LOGS_PER_WINDOW + 30):
             with pytest.raises(ApiError):
@@ -388,3 +391,21 @@ def test_secure_init_and_token_commands(tmp_path):
     assert table.lookup(tokens[0]) is None and table.lookup(tokens[1]).user == "alice"
     assert runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "x",
                                 "--role", "root"]).exit_code == 2
+
+
+def test_token_file_changes_apply_without_a_restart(secured, tmp_path):
+    nimbus, tokens, creds = secured["nimbus"], secured["tokens"], secured["creds"]
+    carol = creds.add_user("carol", "viewer")  # written while nimbus runs
+    wait_for(lambda: _status(nimbus, carol) == 200, timeout=15, what="carol's new token accepted")
+    doc = yaml.safe_load(creds.tokens_file.read_text())
+    doc["tokens"] = [row for row in doc["tokens"] if row["user"] != "alice"]  # revoke alice
+    creds.tokens_file.write_text(yaml.safe_dump(doc))
+    wait_for(lambda: _status(nimbus, tokens["alice"]) == 401, timeout=15, what="alice's token revoked")
+    creds.tokens_file.write_text("tokens: [oops\n")  # a broken edit: the tokens in force stay
+    wait_for(lambda: _status(nimbus, carol) and "token file changed but cannot be used" in nimbus.log_tail(100),
+             timeout=15, what="the broken edit noticed")
+    assert _status(nimbus, carol) == 200 and _status(nimbus, tokens["alice"]) == 401
+
+
+def _status(nimbus: NimbusProcess, token: str) -> int:
+    return request(nimbus, "GET", "/cluster", token)[0]

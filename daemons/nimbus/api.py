@@ -37,7 +37,7 @@ from squall.daemons.nimbus.auth import (
     READ,
     SUBMIT,
     Principal,
-    TokenTable,
+    TokenFile,
     authorize,
 )
 from squall.daemons.state import ClusterStateError
@@ -143,7 +143,7 @@ class Guard:
     """Authentication of API requests: the token table (None when security is off) and
     counters of refusals by status."""
 
-    def __init__(self, tokens: TokenTable | None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, tokens: TokenFile | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.tokens = tokens
         self.refused = {401: 0, 403: 0, "connection": 0}
         self._lock = threading.Lock()
@@ -175,7 +175,7 @@ class Guard:
         if scheme.lower() != "bearer" or not token.strip():
             raise self.refuse(401, "authentication required: send Authorization: Bearer <token> "
                                    "(squall.token or SQUALL_TOKEN)")
-        principal = self.tokens.lookup(token.strip())
+        principal = self.tokens.table().lookup(token.strip())
         if principal is None:
             raise self.refuse(401, "unknown or revoked token")
         return principal

@@ -7,7 +7,8 @@ tokens themselves, so reading it does not give anyone a token::
       - {user: alice, role: admin, sha256: 9f86d08...}
       - {user: supervisors, role: supervisor, sha256: 60303ae...}
 
-``squall token add`` appends an entry and prints the new token once. A presented token is
+``squall token add`` appends an entry and prints the new token once; nimbus notices the
+change within seconds (``TokenFile``). A presented token is
 hashed and compared with every entry by ``hmac.compare_digest`` (no early exit), so timing
 tells nothing about which entry came close.
 
@@ -26,11 +27,17 @@ import hmac
 import json
 import os
 import secrets
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import structlog
 import yaml
+
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
+
+log = structlog.get_logger("squall.nimbus.auth")
 
 ROLES = ("admin", "user", "viewer", "supervisor")
 READ, SUBMIT, CONTROL, FETCH_CODE = "read", "submit", "control", "fetch-code"
@@ -38,6 +45,7 @@ ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE)
 MAX_TOKENS = 10_000
 MAX_FILE_BYTES = 4 << 20
 MIN_TOKEN_CHARS = 16
+RELOAD_CHECK_SECS = 2.0
 
 
 class TokenFileError(ValueError):
@@ -123,6 +131,40 @@ class TokenTable:
         except yaml.YAMLError as exc:
             raise TokenFileError(f"token file {path} is not valid YAML or JSON: {exc}") from None
         return cls(parse_entries(doc, str(path)))
+
+
+class TokenFile:
+    """A token file in force: read at start and again when it changes (checked at most every
+    ``RELOAD_CHECK_SECS``), so adding or revoking a token needs no restart. A change that
+    cannot be used is logged and the tokens read before stay in force."""
+
+    def __init__(self, path: str | os.PathLike[str], clock: Clock = SYSTEM_CLOCK) -> None:
+        self.path = Path(path)
+        self._stamp = self._stat()
+        self._table = TokenTable.load(self.path)
+        self._check = Every(RELOAD_CHECK_SECS, clock)
+        self._lock = threading.Lock()
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def table(self) -> TokenTable:
+        with self._lock:
+            if self._check.due():
+                stamp = self._stat()
+                if stamp != self._stamp:
+                    self._stamp = stamp
+                    try:
+                        self._table = TokenTable.load(self.path)
+                        log.info("API tokens reloaded", file=str(self.path), tokens=len(self._table))
+                    except TokenFileError as exc:
+                        log.error("token file changed but cannot be used; the tokens read before stay "
+                                  "in force", error=str(exc))
+            return self._table
 
 
 def parse_entries(doc: Any, where: str) -> list[tuple[str, Principal]]:

@@ -47,7 +47,7 @@ from squall.daemons.state import (
 from squall.daemons.nimbus import status
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
 from squall.daemons.nimbus.api import ApiError, Guard, make_app
-from squall.daemons.nimbus.auth import TokenFileError, TokenTable
+from squall.daemons.nimbus.auth import TokenFile, TokenFileError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.scheduler import (
@@ -168,7 +168,7 @@ class Nimbus:
                  root=self.state.root, code_dir=str(self.store.root))
         return self
 
-    def _load_tokens(self) -> TokenTable | None:
+    def _load_tokens(self) -> TokenFile | None:
         """The API's token table; None (with a loud warning) when API security is off."""
         path = self.conf.get("nimbus.auth.tokens.file")
         if not self.conf.get("nimbus.auth.enabled", True):
@@ -181,11 +181,11 @@ class Nimbus:
                         "(`squall dev-cluster` and `squall token add` make one)")
             return None
         try:
-            table = TokenTable.load(path)
+            tokens = TokenFile(path, self.clock)
         except TokenFileError as exc:
             raise NimbusStartError(str(exc)) from None
-        log.info("API tokens loaded", file=str(path), tokens=len(table))
-        return table
+        log.info("API tokens loaded", file=str(path), tokens=len(tokens.table()))
+        return tokens
 
     def stop(self, code: int = 0) -> None:
         """Ask ``run`` to return (safe from signal handlers and other threads)."""

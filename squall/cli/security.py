@@ -1,7 +1,7 @@
 """Security commands of the ``squall`` CLI: API tokens and a cluster's security material.
 
 ``squall token add`` / ``squall token remove`` edit a token file (``nimbus.auth.tokens.file``;
-nimbus reads it at start, so restart nimbus after a change). ``squall secure-init DIR``
+nimbus applies a change within seconds). ``squall secure-init DIR``
 makes what a cluster of hosts or containers needs (the compose file uses it): a token file
 with an admin and a supervisor token, a CA, nimbus's certificate and key, a client config
 and an env file with the supervisor token.
@@ -41,7 +41,7 @@ def token_add(path: str, user: str, role: str) -> None:
 @click.option("--user", required=True, help="Remove the tokens of this user.")
 @click.option("--sha256", "prefix", default="", help="Only the entry whose sha256 starts with this (8+ hex digits).")
 def token_remove(path: str, user: str, prefix: str) -> None:
-    """Revoke the tokens of USER, or one of them (after nimbus restarts)."""
+    """Revoke the tokens of USER, or one of them (nimbus applies it within seconds)."""
     if prefix and len(prefix) < 8:
         raise click.BadParameter("give at least 8 hex digits", param_hint="--sha256")
     try:
@@ -54,7 +54,7 @@ def token_remove(path: str, user: str, prefix: str) -> None:
     if len(kept) == len(doc["tokens"]):
         raise Failure(f"token file {path} has no matching token of user {user!r}")
     write_private(Path(path), yaml.safe_dump({"tokens": kept}, sort_keys=False))
-    click.echo(f"removed {len(doc['tokens']) - len(kept)} token(s) of {user}; restart nimbus to apply")
+    click.echo(f"removed {len(doc['tokens']) - len(kept)} token(s) of {user}; nimbus applies it within seconds")
 
 
 @click.command("secure-init")
