@@ -54,8 +54,9 @@ def api_security_cost(duration: float, warmup: float) -> dict[str, Any]:
                      "p50_ms": round(statistics.median(lat) * 1000, 2),
                      "p99_ms": round(statistics.quantiles(lat, n=100)[98] * 1000, 2)}
     out["secured_over_open_p50"] = round(out["secured"]["p50_ms"] / out["open"]["p50_ms"], 2)
-    out["summary"] = ", ".join(f"{k} {v['requests_per_sec']:,.0f} req/s p50 {v['p50_ms']:.1f} ms p99 {v['p99_ms']:.1f} ms"
-                               for k, v in out.items() if isinstance(v, dict))
+    out["summary"] = ", ".join(
+        f"{k} {v['requests_per_sec']:,.0f} req/s p50 {v['p50_ms']:.1f} ms p99 {v['p99_ms']:.1f} ms"
+        for k, v in out.items() if isinstance(v, dict))
     return out
 
 

@@ -199,8 +199,8 @@ def secured(cluster_conf: dict[str, Any], tmp_path: Path) -> Iterator[dict[str, 
                            credentials=creds).start(leader=True)
     state = ClusterState(cluster_conf).start()
     try:
-        ids = {user: nimbus.client(token=tokens[user]).submit(f"{user}-topo", make_bundle(tmp_path / user, f"{user}-topo"))["id"]
-               for user in ("alice", "bob")}
+        ids = {user: nimbus.client(token=tokens[user]).submit(
+                   f"{user}-topo", make_bundle(tmp_path / user, f"{user}-topo"))["id"] for user in ("alice", "bob")}
         yield {"nimbus": nimbus, "state": state, "tokens": tokens, "ids": ids, "creds": creds}
     finally:
         state.close()

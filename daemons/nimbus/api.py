@@ -79,8 +79,8 @@ class NimbusService(Protocol):
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
             500: "Internal Server Error", 503: "Service Unavailable"}
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")

@@ -137,7 +137,8 @@ class CodeDownloads:
             count += 1
             total += max(0, member.size)
             if count > self.max_members:
-                raise BundleError(f"bad code bundle: more than supervisor.code.max.members ({self.max_members}) members")
+                raise BundleError(f"bad code bundle: more than supervisor.code.max.members "
+                                  f"({self.max_members}) members")
             if total > self.max_unpacked:
                 raise BundleError(f"bad code bundle: unpacks to more than supervisor.code.max.unpacked.bytes "
                                   f"({self.max_unpacked})")
