@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 TOKEN_ENV = "SQUALL_TOKEN"
-# Keys of a daemon's config that never reach worker processes (they run user code).
-DAEMON_SECRET_KEYS = frozenset({"squall.token"})
 
 
 class AccessError(ValueError):

@@ -12,7 +12,14 @@ Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx st
     GET  /topologies                        -> {"topologies": [...]}
     GET  /topologies/<name or id>           -> status of one topology
     GET  /topologies/<id>/bundle            -> the bundle, header X-Squall-Digest
+    GET  /topologies/<name>/conf            -> {"conf": the topology's configuration}
+    GET  /topologies/<name>/errors          -> {"errors": [...]} newest first
+    GET  /topologies/<name>/logs/<node>/<port>?lines=N | ?offset=O&inode=I
+                                            -> a worker's log, from its supervisor's logviewer
     GET  /cluster                           -> supervisors, slots, nimbus leader
+
+Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (``web.py``),
+without a token: they hold no data (the UI asks for a token and sends it to the API).
 
 A standby nimbus answers writes with 503 and ``{"leader": "host:port"}`` (the client
 retries there). A traceback never reaches the client: unexpected errors are logged with
@@ -30,6 +37,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from squall.daemons.nimbus import web
 from squall.daemons.nimbus.auth import (
     ANONYMOUS_ADMIN,
     CONTROL,
@@ -81,10 +89,12 @@ class NimbusService(Protocol):
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
 _ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|bundle)$")
+_READ = re.compile(r"^/topologies/([^/]+)/(conf|errors)$")
+_LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
 
 
 def _status_line(code: int) -> str:
@@ -137,6 +147,16 @@ def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
     return body
+
+
+def _query_int(environ: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    values = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get(key)
+    if not values:
+        return None
+    if not values[0].isdigit() or not low <= int(values[0]) <= high:
+        raise ApiError(400, f"parameter {key!r} must be an integer from {low} to {high}, "
+                            f"got {values[0][:40]!r}")
+    return int(values[0])
 
 
 class Guard:
@@ -244,6 +264,20 @@ def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], S
                 raise not_allowed(method, path, "GET")
             name = match.group(1)
             return READ, name, lambda: reply(nimbus.topology_status(name))
+        match = _READ.match(path) or _LOG.match(path)
+        if match:
+            if method != "GET":
+                raise not_allowed(method, path, "GET")
+            if match.re is _LOG:
+                name, node, port = match.groups()
+                lines = _query_int(environ, "lines", 1, 100_000)
+                offset = _query_int(environ, "offset", 0, 1 << 62)
+                inode = _query_int(environ, "inode", 0, 1 << 64)
+                return READ, name, lambda: reply(nimbus.worker_log(
+                    name, node, int(port), lines=lines, offset=offset, inode=inode))
+            name, what = match.groups()
+            read = nimbus.topology_conf if what == "conf" else nimbus.topology_errors
+            return READ, name, lambda: reply(read(name))
         match = _ACTION.match(path)
         if not match:
             raise ApiError(404, f"no such resource: {API}{path}")
@@ -279,7 +313,10 @@ def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], S
         method = environ.get("REQUEST_METHOD", "GET").upper()
         raw_path = environ.get("PATH_INFO", "") or "/"
         try:
-            who = guard.principal(environ)  # before anything else: no route is open
+            page = web.static_file(raw_path) if method in ("GET", "HEAD") else None
+            if page is not None:  # the UI's own files: no data in them
+                return web.respond(start_response, page, method == "HEAD")
+            who = guard.principal(environ)  # before anything else: no API route is open
             if not raw_path.startswith(API + "/"):
                 raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
             path = raw_path[len(API):].rstrip("/") or "/"

@@ -8,6 +8,8 @@ of squall's dependencies. Everything is written readable by its owner only.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import shutil
 import subprocess
@@ -58,6 +60,14 @@ class ClusterCredentials:
 
     def client_conf(self, token: str | None = None) -> dict[str, Any]:
         return {"squall.token": token or self.admin_token, **self._tls_client()}
+
+    def nimbus_spki(self) -> str:
+        """base64 sha256 of nimbus's public key (what a browser can be told to trust)."""
+        if self.cert_file is None:
+            raise CredentialsError("no TLS material was made")
+        pem = _openssl_out("x509", "-in", self.cert_file, "-pubkey", "-noout")
+        der = _openssl_out("pkey", "-pubin", "-outform", "der", stdin=pem)
+        return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
     def add_user(self, user: str, role: str) -> str:
         """A new token for ``user`` in ``role`` (nimbus reads the token file at start)."""
@@ -116,11 +126,16 @@ def _san(host: str) -> str:
 
 
 def _openssl(*args: Any) -> None:
+    _openssl_out(*args)
+
+
+def _openssl_out(*args: Any, stdin: bytes = b"") -> bytes:
     try:
-        proc = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True,
-                              timeout=OPENSSL_TIMEOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(["openssl", *map(str, args)], capture_output=True, input=stdin,
+                              timeout=OPENSSL_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CredentialsError(f"openssl {args[0]} failed: {exc}") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["(no output)"])[-1]
         raise CredentialsError(f"openssl {args[0]} failed ({proc.returncode}): {last}")
+    return proc.stdout

@@ -44,7 +44,8 @@ from squall.daemons.state import (
     TopologyInfo,
     Watch,
 )
-from squall.daemons.nimbus import status
+from squall.daemons.insecure import warn_insecure
+from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
 from squall.daemons.nimbus.api import ApiError, Guard, make_app
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError
@@ -60,6 +61,7 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
 from squall.daemons.local_state import private_dir
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
@@ -130,6 +132,7 @@ class Nimbus:
     def start(self) -> Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
+        warn_insecure(self.conf, log)
         self.guard = Guard(self._load_tokens(), self.clock)
         try:
             private_dir(Path(self.conf["squall.local.dir"]))  # code and conf of every topology
@@ -147,7 +150,7 @@ class Nimbus:
         except (OSError, ValueError) as exc:
             raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
         if tls is None:
-            log.warning("SECURITY: the nimbus API serves plain HTTP: tokens and code travel in clear; "
+            log.warning("SECURITY OFF: the nimbus API serves plain HTTP: tokens and code travel in clear; "
                         "set nimbus.tls.cert.file and nimbus.tls.key.file")
         self.port = self._server.port
         self.identifier = f"{self.host}:{self.port}"
@@ -488,6 +491,8 @@ class Nimbus:
                 component_parallelism={c: p for c, (p, _) in system.items()},
                 code_digest=code_digest, submitted_at=self.clock.time(), conf=conf, owner=owner)
             try:
+                # Secrets first: the topology's beats/errors/backpressure nodes need them.
+                self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
                 now = self.clock.time()
                 assignment = self._reassign(info, self.state.assignments(),
@@ -626,6 +631,23 @@ class Nimbus:
             info, self.state.assignment(info.id), self.state.worker_beats(info.id),
             self._executor_components(info) or {}, self.store.structure(info.id) or {},
             self.state.errors(info.id), self.clock.time())
+
+    def topology_conf(self, name: str) -> dict[str, Any]:
+        info = self._lookup(name)
+        return {"id": info.id, "name": info.name, "conf": info.conf}
+
+    def topology_errors(self, name: str) -> dict[str, Any]:
+        """Every kept error of the topology, newest first."""
+        info = self._lookup(name)
+        errors = sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)
+        return {"id": info.id, "name": info.name, "errors": [e.to_dict() for e in errors]}
+
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
+        info = self._lookup(name)
+        return worker_logs.worker_log(self.conf, info, self.state.assignment(info.id),
+                                      self.state.supervisors(), node, port,
+                                      lines=lines, offset=offset, inode=inode)
 
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()

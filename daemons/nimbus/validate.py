@@ -18,7 +18,7 @@ from typing import Any
 
 from squall import config as _config
 from squall import grouping as g
-from squall.daemons.nimbus.access import DAEMON_SECRET_KEYS
+from squall.daemons.credentials import DAEMON_SECRET_KEYS
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
 MAX_JSON_BYTES = 1 << 20      # conf.json / structure.json
@@ -210,10 +210,10 @@ def check_conf(name: str, conf: dict[str, Any]) -> dict[str, Any]:
         conf = _config.validate(conf)
     except _config.ConfigError as exc:
         raise SubmissionError(f"conf.json: {exc}") from None
-    secret = sorted(DAEMON_SECRET_KEYS & conf.keys())
+    secret = sorted(set(DAEMON_SECRET_KEYS) & conf.keys())
     if secret:
-        raise SubmissionError(f"conf.json carries {', '.join(secret)}: a client's secret has no place in "
-                              "a topology's config (every worker and every reader of its status sees it)")
+        raise SubmissionError(f"conf.json carries {', '.join(secret)}: a secret has no place in a "
+                              "topology's config (every worker and every reader of its status sees it)")
     declared = conf.get("topology.name")
     if declared is not None and declared != name:
         raise SubmissionError(f"conf.json names the topology {declared!r}, but it is submitted "

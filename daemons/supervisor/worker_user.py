@@ -66,7 +66,7 @@ class WorkerUser:
                 if stat.S_ISREG(mode):
                     self.share(path, 0o750 if mode & stat.S_IXUSR else 0o640)
 
-    def own(self, path: Path) -> None:
-        """Hand ``path`` (a worker's own directory) to this user, 0700."""
+    def own(self, path: Path, mode: int = 0o700) -> None:
+        """Hand ``path`` (a worker's own directory, its credentials file) to this user."""
         os.chown(path, self.uid, self.gid)
-        os.chmod(path, 0o700)
+        os.chmod(path, mode)

@@ -106,7 +106,7 @@ def _table(rows: Sequence[Sequence[Any]]) -> str:
 def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
-    from squall.daemons.nimbus.access import DAEMON_SECRET_KEYS
+    from squall.daemons.credentials import DAEMON_SECRET_KEYS
     from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
     from squall.topology import TopologyError

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -75,8 +76,24 @@ def pick_slot_ports(count: int, per: int, start: int = FIRST_SLOT_PORT) -> list[
 
 
 def _write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
-    write_private(path, yaml.safe_dump(dict(data), sort_keys=True))  # configs hold tokens
+    """Every config here holds a secret (a token, the ZooKeeper credential): owner only."""
+    write_private(path, yaml.safe_dump(dict(data), sort_keys=True))
     return path
+
+
+def zookeeper_security(directory: Path) -> dict[str, Any]:
+    """The daemons' ZooKeeper credential (generated once, kept in ``DIR/zookeeper-auth.yaml``,
+    mode 0600, so a restarted dev cluster can still read its nodes); CURVE is on by default."""
+    from squall.testing.zookeeper import daemon_auth_conf
+
+    path = directory / "zookeeper-auth.yaml"
+    if path.is_file():
+        return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+    auth = daemon_auth_conf()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(auth, fh)
+    return auth
 
 
 class _Child:
@@ -170,9 +187,13 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client = {**base, **creds.client_conf()}
         client_conf = _write_yaml(directory / "squall.yaml", client)
+        # Daemons only (not the client file): nimbus reads worker logs from the supervisors with it.
+        base["supervisor.logviewer.secret"] = secrets.token_urlsafe(24)
+        base["supervisor.logviewer.port"] = 0
+        daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
-        nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**base, **creds.nimbus_conf(),
+        nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**daemon_base, **creds.nimbus_conf(),
                                                                "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
@@ -180,7 +201,8 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         for i, ports in enumerate(port_ranges, start=1):
             sup_dir = directory / f"supervisor-{i}"
             conf_path = _write_yaml(sup_dir / "squall.yaml", {
-                **base, **creds.supervisor_conf(), "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
+                **daemon_base, **creds.supervisor_conf(), "squall.local.dir": str(sup_dir),
+                "supervisor.slots.ports": ports,
                 "supervisor.host": "127.0.0.1"})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
@@ -195,7 +217,8 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"squall dev cluster is up in {directory}\n"
             f"  ZooKeeper    {zk.hosts} (data in {zk.work_dir})\n"
             f"  nimbus       https://127.0.0.1:{nimbus_port}/api/v1/cluster (log {logs_dir / 'nimbus.log'})\n"
-            f"  security     API token and TLS in {creds.directory} (the admin token is in {client_conf})\n"
+            f"  web UI       https://127.0.0.1:{nimbus_port}/ (CA {creds.ca_file}; token in {client_conf})\n"
+            f"  security     API tokens and TLS material in {creds.directory}\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"
