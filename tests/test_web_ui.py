@@ -47,7 +47,8 @@ def cluster(zk_server, tmp_path_factory) -> Iterator[ProcessCluster]:
         yield c
     finally:
         c.stop()
-        zk = KazooClient(hosts=zk_server.hosts, timeout=10)
+        auth = [("digest", f"{c.common['zookeeper.auth.user']}:{c.common['zookeeper.auth.password']}")]
+        zk = KazooClient(hosts=zk_server.hosts, timeout=10, auth_data=auth)  # the tree has ACLs
         zk.start(timeout=10)
         try:
             zk.delete(root, recursive=True)
@@ -276,7 +277,10 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
     after = browser.requests("/api/v1/")
     assert after and all("Authorization" not in r["headers"] for r in after)
     browser.call("Network.disable")
-    paste_token(browser, cluster.credentials.admin_token)
+    before = browser.evaluate("Number(document.body.dataset.renders || 0)")
+    paste_token(browser, cluster.credentials.admin_token)  # the actions below need it again
+    browser.wait_for(f"Number(document.body.dataset.renders || 0) > {before} && "
+                     "document.getElementById('banner').hidden", "the page loaded with the admin token")
 
     # -- kill with a wait, confirmed -------------------------------------------------------
     browser.evaluate("document.getElementById('kill-wait').value = '0'")
