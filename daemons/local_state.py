@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def make_private(root: Path) -> None:
+    """Make ``root`` and everything under it readable by its owner only: directories 0700,
+    files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, 0o700 if mode & stat.S_IXUSR else 0o600)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) if needed and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def valid_id(value: str) -> bool:

@@ -98,7 +98,7 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     now = time.time()
     for sid in ("s1", "s2"):
         state.register_supervisor(SupervisorInfo(sid, f"{sid}.example", [7001, 7002], now, [], now))
-    conf = nimbus.conf_path
+    conf = nimbus.client_conf_path
     result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")
     assert result.returncode == 0, result.stderr
     assert "submitted topology words as words-" in result.stdout
@@ -110,8 +110,8 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     result = squall(conf, "list")
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
-    assert row.split()[:5] == ["words", tid, "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
+    assert header.split() == ["NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
+    assert row.split()[:6] == ["words", tid, "admin", "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
     listed = json.loads(squall(conf, "list", "--json").stdout)
     assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
 
@@ -178,14 +178,14 @@ def test_usage_errors_are_exit_2(tmp_path):
 def test_bad_topology_file_is_exit_1(tmp_path, nimbus):
     broken = tmp_path / "broken_topo.py"
     broken.write_text("def topology(:\n", encoding="utf-8")
-    assert_failure(squall(nimbus.conf_path, "submit", str(broken)), 1, "broken_topo.py")
+    assert_failure(squall(nimbus.client_conf_path, "submit", str(broken)), 1, "broken_topo.py")
     empty = tmp_path / "empty_topo.py"
     empty.write_text("X = 1\n", encoding="utf-8")
-    assert_failure(squall(nimbus.conf_path, "submit", str(empty)), 1, "defines no topology() function")
+    assert_failure(squall(nimbus.client_conf_path, "submit", str(empty)), 1, "defines no topology() function")
 
 
 def test_submit_refused_by_nimbus_is_exit_1(nimbus, topology_file):
-    result = squall(nimbus.conf_path, "submit", str(topology_file), "--name", "bad/name")
+    result = squall(nimbus.client_conf_path, "submit", str(topology_file), "--name", "bad/name")
     assert_failure(result, 1, "bad topology name")
 
 

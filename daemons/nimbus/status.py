@@ -77,7 +77,7 @@ def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, A
     for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
         a = assignments.get(info.id)
         out.append({
-            "name": info.name, "id": info.id, "status": info.status,
+            "name": info.name, "id": info.id, "owner": info.owner, "status": info.status,
             "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
             "executors": len(a.executors) if a else 0,
             "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
@@ -149,7 +149,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                         "uptime": round(beat.uptime, 1) if beat else None,
                         "transport": _transport(beat)})
     return {
-        "id": info.id, "name": info.name, "status": info.status,
+        "id": info.id, "name": info.name, "owner": info.owner, "status": info.status,
         "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
         "requested_workers": info.num_workers, "workers": workers,
         "executors": len(placed), "code_digest": info.code_digest,

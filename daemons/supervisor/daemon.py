@@ -45,9 +45,11 @@ from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
+from squall.daemons.nimbus.access import TOKEN_ENV, AccessError
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -124,6 +126,7 @@ class Supervisor:
         self.log: Any = log
         self.state: ClusterState | None = None
         self.code: CodeDownloads | None = None
+        self.worker_user: WorkerUser | None = None
         self.slots: dict[int, _slot.SlotState] = {}
         self.workers: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # workers launched by this process
@@ -148,8 +151,15 @@ class Supervisor:
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
         try:
-            self.local_dir.mkdir(parents=True, exist_ok=True)
+            self.worker_user = WorkerUser.from_conf(self.conf)
+        except WorkerUserError as exc:
+            raise SupervisorError(str(exc)) from None
+        try:
+            local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
+            if self.worker_user is not None:  # a way through for the workers' group, nothing to list
+                self.worker_user.share(self.local_dir, 0o710)
+                self.worker_user.share(self.workers_dir, 0o710)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
@@ -157,13 +167,27 @@ class Supervisor:
             # through SQUALL_CONF; their own topology's credentials come per launch.
             local_state.write_atomic(self.conf_path, yaml.safe_dump(
                 without_daemon_secrets(self.conf), sort_keys=True).encode())
+            if self.worker_user is not None:
+                self.worker_user.share(self.conf_path, 0o640)
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
         self.log = log.bind(supervisor=self.id)
-        self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        try:
+            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
+                                      self.worker_user)
+        except AccessError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         warn_insecure(self.conf, self.log)
-        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
+        if self.code.access.token is None:
+            self.log.warning("SECURITY OFF: no squall.token (or SQUALL_TOKEN): a secured nimbus refuses this "
+                             "supervisor's code downloads; an open one serves anyone")
+        if self.code.access.ssl_context is None:
+            self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
+                             "unverified except for its sha256")
+        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
+                      worker_user=self.worker_user.name if self.worker_user else None)
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
@@ -567,15 +591,22 @@ class Supervisor:
         creds = self._worker_credentials(action.topology_id, fields)
         if creds is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
+        as_user: dict[str, Any] = {}
         try:
             wdir.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
-                   CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
+            # The supervisor's own API token stays with it, environment included.
+            env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+            env["SQUALL_CONF"] = str(self.conf_path)
+            env[CREDENTIALS_ENV] = str(write_credentials(wdir, creds))
+            if self.worker_user is not None:
+                self.worker_user.own(wdir)
+                self.worker_user.own(Path(env[CREDENTIALS_ENV]), mode=0o600)
+                env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
             with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
                 child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True, **as_user)
         except OSError as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
