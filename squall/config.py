@@ -52,8 +52,10 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.metrics.port": (_INT, True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
+    "worker.metrics.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
     "worker.receive.high.watermark": (_FLOAT, False),
     "worker.receive.low.watermark": (_FLOAT, False),
@@ -87,8 +89,10 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "worker.metrics.frequency.secs",
 }
-_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
+                 "supervisor.metrics.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:

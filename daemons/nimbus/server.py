@@ -15,12 +15,13 @@ class ApiServer:
     """Binds on construction (OSError or ValueError when it cannot); ``start()`` serves on a
     thread, ``stop()`` closes the sockets and ends that thread."""
 
-    def __init__(self, app: WSGIApp, host: str, port: int, max_body: int) -> None:
+    def __init__(self, app: WSGIApp, host: str, port: int, max_body: int, ident: str = "squall-nimbus",
+                 threads: int = 8) -> None:
         self._server = create_server(
-            app, host=host, port=port, threads=8, ident="squall-nimbus",
+            app, host=host, port=port, threads=threads, ident=ident,
             # The app answers 413 (JSON) above its limit; waitress's own cap is a backstop.
             max_request_body_size=max_body, clear_untrusted_proxy_headers=True)
-        self._thread = threading.Thread(target=self._server.run, name="nimbus-http", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name=f"{ident}-http", daemon=True)
 
     @property
     def port(self) -> int:

@@ -170,7 +170,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             sup_dir = directory / f"supervisor-{i}"
             conf_path = _write_yaml(sup_dir / "squall.yaml", {
                 **base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
-                "supervisor.host": "127.0.0.1"})
+                "supervisor.host": "127.0.0.1", "supervisor.metrics.port": free_port()})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
             children.append(_Child(f"supervisor-{i}", argv, conf_path,
