@@ -15,14 +15,7 @@ from typing import Any
 import structlog
 
 from squall.messaging import codec
-from squall.messaging.base import (
-    Connection,
-    Context,
-    RecvCallback,
-    ServerConnection,
-    TaskMessage,
-    TransportCounters,
-)
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 
 log = structlog.get_logger("squall.messaging.local")
 _STOP = object()

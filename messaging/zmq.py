@@ -24,14 +24,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
-from squall.messaging.base import (
-    Connection,
-    Context,
-    RecvCallback,
-    ServerConnection,
-    TaskMessage,
-    TransportCounters,
-)
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 
 log = structlog.get_logger("squall.messaging.zmq")
 

@@ -24,32 +24,7 @@ from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY_FILE = '''\
-from squall import Bolt, Spout, TopologyBuilder
-
-
-class Words(Spout):
-    def open(self, conf, context, collector):
-        self.collector = collector
-
-    def next_tuple(self):
-        self.collector.emit(["word"])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
-
-
-class Count(Bolt):
-    def execute(self, tuple):
-        pass
-
-
-def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("words", Words())
-    builder.set_bolt("count", Count(), 2).fields("words", ["word"])
-    return builder.build()
-'''
+TOPOLOGY_FILE = Path(__file__).parent / "topologies" / "words_topo.py"
 
 
 def squall(conf_path: Path | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -90,7 +65,7 @@ def topology_file(tmp_path: Path) -> Path:
     folder = tmp_path / "app"
     folder.mkdir()
     path = folder / "words_topology.py"
-    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    path.write_text(TOPOLOGY_FILE.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 

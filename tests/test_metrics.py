@@ -149,8 +149,8 @@ def mutate(path: str, value) -> dict:
     (mutate("executors.0.execute_latency", {"bounds": [0.01, 0.001], "counts": [1, 1, 1], "sum": 1}),
      "increasing"),
     (mutate("executors.0.execute_latency", {"bounds": [0.01], "counts": [1], "sum": 1}), "one more count"),
-    (mutate("dropped", []), "not an object"),
-    ("garbage", "not an object"),
+    (mutate("dropped", []), "must be an object"),
+    ("garbage", "must be an object"),
 ])
 def test_malformed_snapshot_is_refused_whole(snap, problem):
     series = Series()

@@ -69,32 +69,7 @@ def test_table_shows_totals_and_rates():
 
 # --- against a real nimbus --------------------------------------------------------------
 
-TOPOLOGY_FILE = '''\
-from squall import Bolt, Spout, TopologyBuilder
-
-
-class Words(Spout):
-    def open(self, conf, context, collector):
-        self.collector = collector
-
-    def next_tuple(self):
-        self.collector.emit(["word"])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
-
-
-class Count(Bolt):
-    def execute(self, tuple):
-        pass
-
-
-def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("words", Words())
-    builder.set_bolt("count", Count()).shuffle("words")
-    return builder.build()
-'''
+TOPOLOGY = Path(__file__).parent / "topologies" / "words_topo.py"  # words -> count (2 executors)
 
 
 def squall(conf_path: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
@@ -111,17 +86,19 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
     try:
         now = time.time()
         state.register_supervisor(SupervisorInfo("s1", "s1.example", [7001], now, [], now))
-        (tmp_path / "words.py").write_text(TOPOLOGY_FILE)
         conf = nimbus.conf_path
-        assert squall(conf, "submit", str(tmp_path / "words.py"), "--name", "words").returncode == 0
+        assert squall(conf, "submit", str(TOPOLOGY), "--name", "words").returncode == 0
         tid = state.topology_ids()[0]
         assignment = state.assignment(tid)
         execs = assignment.executors_on("s1", 7001)
+        # Task ids: the acker (1), count (2, 3), words (4), one executor each.
+        assert sorted(execs) == [(1, 1), (2, 2), (3, 3), (4, 4)]
 
         def beat(t: float, n: int) -> None:
-            # What a worker writes: totals since start, read at t. count executes n, words emits n.
-            stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (3, 3) else {},
-                      "executed": n if ex == (2, 2) else 0, "acked": 0, "failed": 0} for ex in execs]
+            # What a worker writes: totals since start, read at t. Each count executor executes
+            # n, words emits n.
+            stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (4, 4) else {},
+                      "executed": n if ex in ((2, 2), (3, 3)) else 0, "acked": 0, "failed": 0} for ex in execs]
             state.worker_beat(WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
                                          {"executors": stats, "time": t}))
 
@@ -129,19 +106,19 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
         beat(start, 1000)
         first = json.loads(squall(conf, "status", "words", "--json").stdout)
         count = next(c for c in first["components"] if c["id"] == "count")
-        assert count["executed"] == 1000 and count["rates"] is None  # one sample: no rate yet
+        assert count["executed"] == 2000 and count["rates"] is None  # one sample: no rate yet
         beat(start + 10, 1000 + 2500)  # 250 tuples/s over the 10 s between the two reads
         st = json.loads(squall(conf, "status", "words", "--json").stdout)
         count = next(c for c in st["components"] if c["id"] == "count")
         words = next(c for c in st["components"] if c["id"] == "words")
-        assert count["rates"]["executed"] == 250.0 and words["rates"]["emitted"] == 250.0
+        assert count["rates"]["executed"] == 500.0 and words["rates"]["emitted"] == 250.0
         assert count["executors"][0]["rates"]["executed"] == 250.0 and st["rate_window_secs"] == 60.0
         # Only additions: every key the JSON had before is still there.
         assert {"emitted", "executed", "acked", "failed", "executors", "last_error", "kind"} <= set(count)
 
         human = squall(conf, "status", "words").stdout
         row = next(line for line in human.splitlines() if line.startswith("count (bolt)"))
-        assert row.split()[-8:] == ["0", "0", "3,500", "250", "0", "0", "0", "0"]
+        assert row.split()[-8:] == ["0", "0", "7,000", "500", "0", "0", "0", "0"]
 
         # --watch redraws until Ctrl-C, then exits 0.
         env = {**os.environ, "SQUALL_CONF": str(conf)}
@@ -158,7 +135,7 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
         assert proc.returncode == 0, err
         frames = out.split("every 0.5s, Ctrl-C to stop")
         assert len(frames) >= 4, out
-        assert "3,500" in frames[1] and "6,000" in frames[-1], out  # the later frames saw the new beat
+        assert "7,000" in frames[1] and "12,000" in frames[-1], out  # the later frames saw the new beat
         assert "Traceback" not in err
 
         usage = squall(conf, "status", "words", "--watch", "--json")

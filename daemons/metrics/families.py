@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from squall.daemons.state.records import as_dict
+
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
 EXECUTOR = ("topology", "component", "executor")
@@ -136,15 +138,9 @@ def label(value: Any, what: str) -> str:
     return text
 
 
-def mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} is {type(value).__name__}, not an object")
-    return value
-
-
 def histogram(value: Any, what: str) -> tuple[list[tuple[str, float]], float]:
     """A snapshot histogram (bounds, per-bucket counts, sum) as Prometheus's cumulative buckets."""
-    h = mapping(value, what)
+    h = as_dict(value, what)
     bounds, counts = h.get("bounds"), h.get("counts")
     if not isinstance(bounds, list) or not isinstance(counts, list) or len(counts) != len(bounds) + 1 \
             or len(bounds) > 64:
@@ -163,7 +159,7 @@ def histogram(value: Any, what: str) -> tuple[list[tuple[str, float]], float]:
 
 def add_worker_snapshot(series: Series, snapshot: Any, topology: str, port: int, now: float) -> None:
     """Add one worker's series; ValueError (nothing added) when the snapshot is malformed."""
-    snap = mapping(snapshot, "snapshot")
+    snap = as_dict(snapshot, "snapshot")
     if snap.get("version") != 1:
         raise ValueError(f"snapshot version {snap.get('version')!r} is not 1")
     mine = Series()
@@ -172,18 +168,18 @@ def add_worker_snapshot(series: Series, snapshot: Any, topology: str, port: int,
     if not isinstance(execs, list):
         raise ValueError("snapshot executors is not a list")
     for i, raw in enumerate(execs):
-        _add_executor(mine, mapping(raw, f"executor {i}"), topology)
-    transport = mapping(snap.get("transport"), "transport")
+        _add_executor(mine, as_dict(raw, f"executor {i}"), topology)
+    transport = as_dict(snap.get("transport"), "transport")
     for key, name in (("frames_in", "squall_worker_frames_received"), ("bytes_in", "squall_worker_bytes_received"),
                       ("frames_out", "squall_worker_frames_sent"), ("bytes_out", "squall_worker_bytes_sent"),
                       ("reconnects", "squall_worker_reconnects"), ("blocked_sends", "squall_worker_blocked_sends")):
         mine.add(name, worker, count(transport.get(key), f"transport {key}"))
-    for cause, n in mapping(snap.get("dropped"), "dropped").items():
+    for cause, n in as_dict(snap.get("dropped"), "dropped").items():
         mine.add("squall_worker_dropped", (*worker, label(cause, "drop cause")), count(n, f"dropped {cause}"))
     mine.add("squall_worker_transfer_queue_depth", worker, count(snap.get("transfer_queue"), "transfer_queue"))
     mine.add("squall_worker_transfer_queue_capacity", worker,
              count(snap.get("transfer_queue_capacity"), "transfer_queue_capacity"))
-    proc = mapping(snap.get("process"), "process")
+    proc = as_dict(snap.get("process"), "process")
     mine.add("squall_worker_resident_memory_bytes", worker, count(proc.get("rss"), "process rss"))
     for mode in ("user", "system"):
         mine.add("squall_worker_cpu_seconds", (*worker, mode), count(proc.get(f"cpu_{mode}"), f"cpu_{mode}"))
@@ -204,10 +200,10 @@ def _add_executor(series: Series, ex: Mapping[str, Any], topology: str) -> None:
         raise ValueError(f"executor of {component} is {span!r}, not [start, end]")
     executor = f"{int(count(span[0], 'executor start'))}-{int(count(span[1], 'executor end'))}"
     labels = (topology, component, executor)
-    for task, counts in mapping(ex.get("tasks"), f"tasks of {component}").items():
+    for task, counts in as_dict(ex.get("tasks"), f"tasks of {component}").items():
         t = (topology, component, label(task, "task"))
-        counts = mapping(counts, f"task {task}")
-        for stream, n in mapping(counts.get("emitted", {}), f"emitted of task {task}").items():
+        counts = as_dict(counts, f"task {task}")
+        for stream, n in as_dict(counts.get("emitted", {}), f"emitted of task {task}").items():
             series.add("squall_task_emitted", (*t, label(stream, "stream")), count(n, f"emitted {stream}"))
         for key in ("executed", "acked", "failed"):
             if key in counts:
