@@ -103,14 +103,19 @@ def test_local_topology_counters_reach_the_exposition_exactly():
     assert total(m["squall_task_failed_total"]) == 0
     # The acker counts finished trees: every row's tree finished once.
     assert total(executed, component="__acker") == ROWS
-    # Histograms: cumulative buckets ending in +Inf == count, sampled (at most every tuple).
+    # Histograms: cumulative buckets ending in +Inf == count; a bolt's execute latency counts
+    # every tuple, a spout's complete latency a sample of the trees.
     for hist, component, most in (("complete_latency", "nums", ROWS), ("execute_latency", "sink", 2 * ROWS)):
         name_ = f"squall_executor_{hist}_seconds"
         count = total(m[f"{name_}_count"], component=component)
-        buckets = sorted((float(s.labels["le"]), s.value) for s in m[f"{name_}_bucket"]
-                         if s.labels["component"] == component)
-        assert buckets[-1] == (math.inf, count) and count <= most
+        by_le: dict[float, float] = collections.Counter()
+        for s in m[f"{name_}_bucket"]:
+            if s.labels["component"] == component:
+                by_le[float(s.labels["le"])] += s.value
+        buckets = sorted(by_le.items())
+        assert buckets[-1] == (math.inf, count) and 0 < count <= most
         assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+    assert total(m["squall_executor_execute_latency_seconds_count"], component="double") == ROWS
     assert total(m["squall_worker_resident_memory_bytes"]) > 10_000_000
     assert {s.value for s in m["squall_executor_receive_queue_capacity"]} == {32768}  # the default bound
 
@@ -168,6 +173,8 @@ def test_histogram_buckets_follow_prometheus_le():
                 zip((-math.inf, 0.001, 0.01, 0.1), (0.001, 0.01, 0.1, math.inf))]
     assert h.counts == expected == [2, 2, 2, 2]
     assert h.sum == pytest.approx(sum(values))
+    h.observe_batch(0.03, 10)  # ten tuples in 30 ms: ten counts in the 3 ms bucket
+    assert h.counts == [2, 12, 2, 2] and h.sum == pytest.approx(sum(values) + 0.03)
 
 
 def test_supervisor_exports_good_workers_and_counts_a_bad_snapshot(tmp_path: Path):

@@ -35,9 +35,9 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "squall_executor_transferred": (COUNTER, "Tuples an executor handed on to target tasks.", EXECUTOR),
     "squall_executor_errors": (COUNTER, "Errors raised by user code in an executor.", EXECUTOR),
     "squall_executor_execute_latency_seconds": (
-        HISTOGRAM, "Time of one bolt execute call (one batch in eight is timed).", EXECUTOR),
+        HISTOGRAM, "Time of one bolt execute call (each batch counted at its mean).", EXECUTOR),
     "squall_executor_complete_latency_seconds": (
-        HISTOGRAM, "Spout tuple emit to tree complete (one ack batch in eight is sampled).", EXECUTOR),
+        HISTOGRAM, "Spout tuple emit to tree complete (up to 16 trees per ack batch sampled).", EXECUTOR),
     "squall_executor_receive_queue_depth": (GAUGE, "Tuples waiting in an executor's receive queue.", EXECUTOR),
     "squall_executor_receive_queue_capacity": (GAUGE, "Bound of an executor's receive queue.", EXECUTOR),
     "squall_executor_backpressure": (GAUGE, "1 while the executor's queue has raised backpressure.", EXECUTOR),

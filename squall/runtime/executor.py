@@ -19,7 +19,7 @@ from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
-from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_MASK, Histogram, timed
+from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_PER_BATCH, Histogram
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
 if TYPE_CHECKING:
@@ -168,8 +168,6 @@ class BoltExecutor(Executor):
         self.next_tick = _monotonic() + self.tick if self.tick else None
         self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
         self.execute_latency = Histogram(EXECUTE_BOUNDS)
-        self.batches = 0
-        self.samples: list[float] = []
 
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
@@ -188,14 +186,9 @@ class BoltExecutor(Executor):
         tasks = self.tasks
         for task, tuples in self.queue.get_all():
             bolt, coll, basic = tasks[task]
-            self.batches += 1
-            if self.batches & SAMPLE_MASK:
-                self._run_batch(task, bolt.execute, coll, basic, tuples)
-            else:  # a sampled batch: time each execute for the latency histogram
-                samples = self.samples
-                self._run_batch(task, timed(bolt.execute, samples, _monotonic), coll, basic, tuples)
-                self.execute_latency.observe_many(samples)
-                samples.clear()
+            start = _monotonic()
+            self._run_batch(task, bolt.execute, coll, basic, tuples)
+            self.execute_latency.observe_batch(_monotonic() - start, len(tuples))
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
             self.next_tick = next_tick = max(next_tick + self.tick, now)
@@ -261,7 +254,6 @@ class SpoutExecutor(Executor):
         self.task_failed = dict.fromkeys(self.task_ids, 0)
         self.latencies: deque[float] = deque(maxlen=20000)
         self.complete_latency = Histogram(COMPLETE_BOUNDS)
-        self.ack_batches = 0
         self.active = False
         conf = self.conf
         self.max_pending = conf.get("topology.max.spout.pending")
@@ -386,9 +378,7 @@ class SpoutExecutor(Executor):
                         self._call(task, spout.fail, entry[0])
         if lats:
             self.latencies.extend(lats)
-            self.ack_batches += 1
-            if not self.ack_batches & SAMPLE_MASK:  # one batch in SAMPLE_EVERY feeds the histogram
-                self.complete_latency.observe_many(lats)
+            self.complete_latency.observe_many(lats[:SAMPLE_PER_BATCH])  # a bounded sample per batch
 
     def teardown(self) -> None:
         for task, (spout, _, _) in getattr(self, "tasks", {}).items():

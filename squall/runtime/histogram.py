@@ -1,18 +1,19 @@
-"""Latency histograms an executor keeps for its metrics: fixed buckets, sampled input.
+"""Latency histograms an executor keeps for its metrics: fixed buckets, batch updates.
 
-Timing every tuple would cost two clock reads per tuple on the hot path, so executors
-time only sampled batches (one in ``SAMPLE_EVERY``) and fold the samples in here once per
-batch. The buckets are Prometheus's (a value lands in the first bucket whose upper bound
-is at least the value); the last count is the +Inf bucket.
+Timing every tuple would cost two clock reads and a call per tuple on the hot path, so a
+bolt times each batch and records its mean per tuple, weighted by the batch size (sum and
+count stay exact; the spread within a batch is lost), and a spout folds in the complete
+latencies of at most ``SAMPLE_PER_BATCH`` trees of each ack batch. The buckets are Prometheus's (a value
+lands in the first bucket whose upper bound is at least the value); the last count is the
++Inf bucket.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-SAMPLE_EVERY = 8  # one batch in this many is timed tuple by tuple (a power of two)
-SAMPLE_MASK = SAMPLE_EVERY - 1
+SAMPLE_PER_BATCH = 16  # complete latencies a spout folds in per ack batch
 
 # Seconds. A bolt's execute is microseconds to seconds; a tuple tree takes milliseconds to
 # the message timeout.
@@ -38,18 +39,11 @@ class Histogram:
             counts[bisect_left(bounds, v)] += 1
         self.sum += sum(values)
 
+    def observe_batch(self, total: float, n: int) -> None:
+        """``n`` observations whose sum is ``total``, all counted at their mean."""
+        self.counts[bisect_left(self.bounds, total / n)] += n
+        self.sum += total
+
     def snapshot(self) -> dict[str, Any]:
         return {"bounds": list(self.bounds), "counts": list(self.counts), "sum": self.sum}
 
-
-def timed(fn: Callable[[Any], Any], samples: list[float], clock: Callable[[], float]) -> Callable[[Any], Any]:
-    """``fn`` that also appends how long each call took to ``samples``."""
-
-    def run(arg: Any) -> Any:
-        start = clock()
-        try:
-            return fn(arg)
-        finally:
-            samples.append(clock() - start)
-
-    return run
