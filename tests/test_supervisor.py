@@ -20,6 +20,7 @@ import sys
 import tarfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -28,9 +29,11 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -179,7 +182,9 @@ class Node:
             "worker.heartbeat.frequency.secs": 0.2,
             "nimbus.host": "127.0.0.1",
             "nimbus.port": server.port,
+            "supervisor.metrics.port": free_port(),
         })
+        self.metrics_port = user_conf["supervisor.metrics.port"]
         self.conf_path.write_text(yaml.safe_dump(user_conf))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seen_pids: set[int] = set()
@@ -203,6 +208,14 @@ class Node:
     def id(self) -> str:
         path = self.local / "supervisor-id"
         return wait_for(lambda: path.is_file() and path.read_text().strip(), what="supervisor-id file")
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Its /metrics, parsed: (sample name, sorted labels) -> value."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
 
     def events(self, event: str) -> list[dict[str, Any]]:
         out = []
@@ -367,8 +380,9 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
-    assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
+    # The slot turns RUNNING on the tick after the worker's first heartbeat: wait for that tick.
+    wait_for(lambda: [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]][:3]
+             == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"], what="slot states in order")
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")
     assert launched[0]["supervisor"] == sid and launched[0]["worker"] == rec["worker_id"]
@@ -408,6 +422,11 @@ def test_killed_worker_is_relaunched(node: Node, zk: ClusterState, server: Bundl
     assert server.requests["topo-3-100"] == 1  # code already there: no new download
     archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}.log"))
     assert len(archived) == 1  # its log is kept
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
+    assert m[("squall_supervisor_worker_restarts_total", ())] == 1
+    assert (m[("squall_supervisor_slots_used", ())], m[("squall_supervisor_slots_free", ())]) == (1, 1)
+    assert m[("squall_supervisor_workers", ())] == 1
 
 
 def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, server: BundleServer) -> None:
@@ -422,6 +441,9 @@ def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, se
     assert second["executors"] == [[3, 5]]
     reasons = [e["reason"] for e in node.events("worker signalled") if e["worker"] == first["worker_id"]]
     assert reasons[0] == "heartbeat timed out"
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_kills_total", (("signal", "SIGTERM"),))] >= 1
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
 
 
 def test_unassigned_workers_are_killed_and_cleaned(node: Node, zk: ClusterState, server: BundleServer) -> None:
