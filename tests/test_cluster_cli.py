@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,6 +233,12 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             sup_conf = yaml.safe_load((directory / f"supervisor-{i}" / "squall.yaml").read_text())
             slot_ports.update(sup_conf["supervisor.slots.ports"])
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
+        # The banner names nimbus's and each supervisor's /metrics; each supervisor runs one worker.
+        urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", "".join(lines))
+        assert len(urls) == 3, "".join(lines)
+        for url in urls[1:]:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                assert "\nsquall_supervisor_workers 1.0\n" in reply.read().decode()
         everything = psutil.Process(proc.pid).children(recursive=True)  # now with the workers
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, _ = proc.communicate(timeout=60)
