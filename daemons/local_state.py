@@ -201,6 +201,10 @@ def write_metrics(layout: LocalLayout, worker_id: str, data: bytes) -> None:
     write_atomic(layout.metrics_file(worker_id), data, sync=False)
 
 
+def remove_metrics(layout: LocalLayout, worker_id: str) -> None:
+    layout.metrics_file(worker_id).unlink(missing_ok=True)
+
+
 def read_metrics(layout: LocalLayout, worker_id: str) -> Any:
     """The worker's last metrics snapshot (parsed JSON), None when there is none yet;
     ValueError (or OSError) when the file cannot be used."""

@@ -309,7 +309,7 @@ class Nimbus:
         return out
 
     def _observed_beats(self, topology_id: str, now: float,
-                        assignment: Assignment | None = None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
+                        assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
         """Beats by slot, timed by when this nimbus saw each beat change; their counters
         go to the rate history."""
         out: dict[Slot, tuple[float, list[ExecutorId]]] = {}

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 ExecutorId = tuple[int, int]
 COUNTERS = ("emitted", "executed", "acked", "failed")
 WINDOW_SECS = 60.0
-MAX_SAMPLES = 64          # per executor; beats every 1-3 s cover a minute or more
+MAX_SAMPLES = 128         # per executor: a minute or more even with stats every 0.5 s
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
 
 Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)

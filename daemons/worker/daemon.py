@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import psutil
 import structlog
 
 from squall.daemons import local_state
@@ -263,8 +264,6 @@ class Worker:
             return
         try:
             if self._process is None:
-                import psutil
-
                 self._process = psutil.Process(self.pid)
             now = self.clock.time()
             data = worker_metrics.snapshot(
@@ -360,9 +359,9 @@ class Worker:
             self.writer.stop(THREAD_JOIN_SECS)
         try:
             local_state.remove_heartbeat(self.layout, self.worker_id)
-            self.layout.metrics_file(self.worker_id).unlink(missing_ok=True)
+            local_state.remove_metrics(self.layout, self.worker_id)
         except OSError as exc:
-            self.log.warning("removing the heartbeat file failed", error=str(exc))
+            self.log.warning("removing the heartbeat or metrics file failed", error=str(exc))
         if self.state is not None:
             if self.state.connected and self.executors:
                 try:
