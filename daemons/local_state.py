@@ -7,7 +7,9 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
     <local dir>/
       supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
-      workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log
+      workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
+                                      worker: worker.log.1 ...), worker.out (output before the
+                                      worker's log is set up, captured by the supervisor)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
 from __future__ import annotations
@@ -101,6 +103,21 @@ class LocalLayout:
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"
+
+    def worker_early_output(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "worker.out"
+
+
+def truncate_if_over(path: Path, limit: int) -> bool:
+    """Empty ``path`` when it has grown past ``limit`` bytes (its writers open it with
+    O_APPEND, so they go on at the new end); whether it was emptied."""
+    try:
+        if path.stat().st_size <= limit:
+            return False
+        os.truncate(path, 0)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 # --- the worker's pid file -----------------------------------------------------------------

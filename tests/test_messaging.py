@@ -297,7 +297,14 @@ def test_zmq_counts_traffic_and_a_reconnect_to_a_restarted_peer(zctx):
     client.send_raw(b"not a frame")
     wait_for(lambda: len(got.messages) == 1, what="first message")
     server.close()  # the peer goes away ...
-    server = zctx.bind(TOPO, port)  # ... and comes back on the same port
+
+    def rebind():
+        try:
+            return zctx.bind(TOPO, port)
+        except OSError:  # ZeroMQ releases the port a moment after close
+            return None
+
+    server = wait_for(rebind, what="the same port bound again")  # ... and comes back
     server.register_recv(got)
     sent = 1
 

@@ -129,7 +129,7 @@ def good_snapshot() -> dict:
                                      "4": {"executed": 7, "emitted": {}, "acked": 7, "failed": 0}},
                            "execute_latency": {"bounds": [0.001, 0.01], "counts": [1, 2, 3], "sum": 0.5}}],
             "transport": {"frames_in": 1, "bytes_in": 10, "frames_out": 2, "bytes_out": 20,
-                          "reconnects": 0, "blocked_sends": 0},
+                          "reconnects": 0, "blocked_sends": 0, "refused_connections": 3, "refused_keys": 1},
             "dropped": {"unknown_task": 0, "bad_frame": 1}, "transfer_queue": 0, "transfer_queue_capacity": 10}
 
 
@@ -199,6 +199,8 @@ def test_supervisor_exports_good_workers_and_counts_a_bad_snapshot(tmp_path: Pat
     assert total(m["squall_supervisor_worker_restarts_total"]) == 1
     assert total(m["squall_supervisor_worker_kills_total"], signal="SIGTERM") == 2
     assert total(m["squall_worker_dropped_total"], cause="bad_frame") == 1
+    assert total(m["squall_worker_refused_connections_total"]) == 3
+    assert total(m["squall_worker_refused_keys_total"]) == 1
     # An oversized file is refused unread.
     (layout.metrics_file("wgood")).write_bytes(b" " * (local_state.METRICS_MAX_BYTES + 1))
     m = exposition(metrics.series([6701], [6701], {"wgood": good}, 0))

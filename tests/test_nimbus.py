@@ -299,6 +299,9 @@ def test_submit_writes_topology_and_an_even_assignment(start_nimbus, state, tmp_
     assert sorted(slot_sizes(assignment).values()) == [2, 3, 3]
     assert sorted(node for node, _ in assignment.slots()) == ["a", "b", "c"]
     assert assignment.node_host == {"a": "host-a", "b": "host-b", "c": "host-c"}
+    # Its own generated secrets, in a node only daemons can read (tests/test_security_zk.py).
+    secrets = state.topology_secrets(reply["id"])
+    assert secrets is not None and len(secrets.zk_password) >= 32
     tasks = sorted(t for s, e in assignment.executors for t in range(s, e + 1))
     assert tasks == list(range(1, 12))  # 2 + 6 + 3 tasks
     # The code is served back byte for byte, with its digest, and kept where the contract says.

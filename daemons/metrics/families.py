@@ -49,6 +49,9 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "squall_worker_dropped": (COUNTER, "Messages dropped on receipt or send, by cause.", (*WORKER, "cause")),
     "squall_worker_reconnects": (COUNTER, "Connections to a peer worker made again after a loss.", WORKER),
     "squall_worker_blocked_sends": (COUNTER, "Sends that waited for a peer at the high-water mark.", WORKER),
+    "squall_worker_refused_connections": (COUNTER, "Handshakes refused (no CURVE, a foreign key, garbage).",
+                                          WORKER),
+    "squall_worker_refused_keys": (COUNTER, "CURVE keys the worker's ZAP handler refused.", WORKER),
     "squall_worker_transfer_queue_depth": (GAUGE, "Tuples waiting in the worker transfer queue.", WORKER),
     "squall_worker_transfer_queue_capacity": (GAUGE, "Bound of the worker transfer queue.", WORKER),
     "squall_worker_resident_memory_bytes": (GAUGE, "Resident set size of the worker process.", WORKER),
@@ -172,7 +175,9 @@ def add_worker_snapshot(series: Series, snapshot: Any, topology: str, port: int,
     transport = as_dict(snap.get("transport"), "transport")
     for key, name in (("frames_in", "squall_worker_frames_received"), ("bytes_in", "squall_worker_bytes_received"),
                       ("frames_out", "squall_worker_frames_sent"), ("bytes_out", "squall_worker_bytes_sent"),
-                      ("reconnects", "squall_worker_reconnects"), ("blocked_sends", "squall_worker_blocked_sends")):
+                      ("reconnects", "squall_worker_reconnects"), ("blocked_sends", "squall_worker_blocked_sends"),
+                      ("refused_connections", "squall_worker_refused_connections"),
+                      ("refused_keys", "squall_worker_refused_keys")):
         mine.add(name, worker, count(transport.get(key), f"transport {key}"))
     for cause, n in as_dict(snap.get("dropped"), "dropped").items():
         mine.add("squall_worker_dropped", (*worker, label(cause, "drop cause")), count(n, f"dropped {cause}"))

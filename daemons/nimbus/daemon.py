@@ -45,7 +45,8 @@ from squall.daemons.state import (
     TopologyInfo,
     Watch,
 )
-from squall.daemons.nimbus import status
+from squall.daemons.insecure import warn_insecure
+from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.api import ApiError, make_app
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
@@ -62,6 +63,7 @@ from squall.daemons.nimbus.scheduler import (
 )
 from squall.daemons.metrics.exposition import metrics_app, mount_metrics
 from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
 from squall.model import executors as executors_of
@@ -131,6 +133,7 @@ class Nimbus:
     def start(self) -> Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
+        warn_insecure(self.conf, log)
         try:
             app = mount_metrics(make_app(self), metrics_app(self.metrics_series))
             self._server = ApiServer(app, self.host, self.port,
@@ -460,6 +463,8 @@ class Nimbus:
                 component_parallelism={c: p for c, (p, _) in system.items()},
                 code_digest=code_digest, submitted_at=self.clock.time(), conf=conf)
             try:
+                # Secrets first: the topology's beats/errors/backpressure nodes need them.
+                self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
                 now = self.clock.time()
                 assignment = self._reassign(info, self.state.assignments(),
@@ -600,6 +605,23 @@ class Nimbus:
             info, assignment, beats, self._executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
             rates=self.rates.rates(info.id, now), rate_window=self.rates.window)
+
+    def topology_conf(self, name: str) -> dict[str, Any]:
+        info = self._lookup(name)
+        return {"id": info.id, "name": info.name, "conf": info.conf}
+
+    def topology_errors(self, name: str) -> dict[str, Any]:
+        """Every kept error of the topology, newest first."""
+        info = self._lookup(name)
+        errors = sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)
+        return {"id": info.id, "name": info.name, "errors": [e.to_dict() for e in errors]}
+
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
+        info = self._lookup(name)
+        return worker_logs.worker_log(self.conf, info, self.state.assignment(info.id),
+                                      self.state.supervisors(), node, port,
+                                      lines=lines, offset=offset, inode=inode)
 
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()

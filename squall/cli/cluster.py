@@ -80,8 +80,6 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise Failure(str(exc)) from None
 
 
-
-
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")

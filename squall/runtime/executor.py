@@ -70,6 +70,7 @@ class Executor:
         self.executed = 0
         self.task_executed = dict.fromkeys(self.task_ids, 0)
         self.errors = 0
+        self.busy_secs = 0.0  # time spent in user execute calls (bolts)
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -179,16 +180,15 @@ class BoltExecutor(Executor):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
-        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls))
+        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls),
+                   busy_secs=self.busy_secs)
         return out
 
     def step(self, now: float) -> float:
         tasks = self.tasks
         for task, tuples in self.queue.get_all():
             bolt, coll, basic = tasks[task]
-            start = _monotonic()
             self._run_batch(task, bolt.execute, coll, basic, tuples)
-            self.execute_latency.observe_batch(_monotonic() - start, len(tuples))
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
             self.next_tick = next_tick = max(next_tick + self.tick, now)
@@ -201,6 +201,7 @@ class BoltExecutor(Executor):
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
+        started = _monotonic()  # per batch, not per tuple: capacity and execute latency
         if basic:
             for tup in tuples:
                 coll._auto = tup
@@ -223,6 +224,9 @@ class BoltExecutor(Executor):
                     coll.fail(tup)
         self.executed += len(tuples)
         self.task_executed[task] += len(tuples)
+        elapsed = _monotonic() - started
+        self.busy_secs += elapsed
+        self.execute_latency.observe_batch(elapsed, len(tuples))
 
     def teardown(self) -> None:
         try:
