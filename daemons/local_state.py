@@ -7,8 +7,8 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
     <local dir>/
       supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
-      workers/<worker id>/            pid, heartbeat.json, worker.log (rotated by the worker:
-                                      worker.log.1 ...), worker.out (output before the
+      workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
+                                      worker: worker.log.1 ...), worker.out (output before the
                                       worker's log is set up, captured by the supervisor)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
@@ -26,16 +26,18 @@ from typing import Any
 ExecutorId = tuple[int, int]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` through a temporary file in the same directory, fsync, rename: readers
-    see the old content or the new, never half of it."""
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` through a temporary file in the same directory, fsync (unless ``sync``
+    is false: for data worth nothing after a crash), rename: readers see the old content or
+    the new, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -115,6 +117,9 @@ class LocalLayout:
 
     def heartbeat_file(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "heartbeat.json"
+
+    def metrics_file(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "metrics.json"
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"
@@ -221,3 +226,31 @@ def remove_heartbeat(layout: LocalLayout, worker_id: str) -> None:
 def heartbeat_of(now: float, topology_id: str, port: int, worker_id: str, pid: int,
                  executors: Iterable[ExecutorId]) -> LocalHeartbeat:
     return LocalHeartbeat(now, topology_id, port, worker_id, pid, frozenset(executors))
+
+
+# --- the worker's metrics snapshot -------------------------------------------------------------
+
+METRICS_MAX_BYTES = 4 << 20  # a snapshot larger than this is refused unread
+
+
+def write_metrics(layout: LocalLayout, worker_id: str, data: bytes) -> None:
+    """The worker's metrics snapshot (JSON); not synced: a lost one is replaced seconds later."""
+    write_atomic(layout.metrics_file(worker_id), data, sync=False)
+
+
+def remove_metrics(layout: LocalLayout, worker_id: str) -> None:
+    layout.metrics_file(worker_id).unlink(missing_ok=True)
+
+
+def read_metrics(layout: LocalLayout, worker_id: str) -> Any:
+    """The worker's last metrics snapshot (parsed JSON), None when there is none yet;
+    ValueError (or OSError) when the file cannot be used."""
+    path = layout.metrics_file(worker_id)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(METRICS_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(raw) > METRICS_MAX_BYTES:
+        raise ValueError(f"{path} is over {METRICS_MAX_BYTES} bytes")
+    return json.loads(raw)

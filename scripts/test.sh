@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages, Debian's ZooKeeper and Chromium; Java
+# Install everything the tests need (Python packages, Debian's ZooKeeper, Chromium and Prometheus;
 # is already on the machine) and run the whole suite. Idempotent; fast on the second run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +14,5 @@ apt_quietly() {
 }
 [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper
 command -v chromium >/dev/null || apt_quietly chromium  # the web UI tests
+command -v prometheus >/dev/null || apt_quietly prometheus  # the metrics test scrapes with it
 exec "$VENV/bin/pytest" "$@"

@@ -64,6 +64,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.user": (_STR, True),
     "supervisor.code.max.unpacked.bytes": (_INT, False),
     "supervisor.code.max.members": (_INT, False),
+    "supervisor.metrics.port": (_INT, True),
     "supervisor.logviewer.port": (_INT, False),
     "supervisor.logviewer.secret": (_STR, True),
     "supervisor.logviewer.max.bytes": (_INT, False),
@@ -71,6 +72,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "worker.log.backups": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
+    "worker.metrics.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
     "worker.receive.high.watermark": (_FLOAT, False),
     "worker.receive.low.watermark": (_FLOAT, False),
@@ -106,10 +108,10 @@ _POSITIVE = {
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
     "supervisor.code.max.unpacked.bytes", "supervisor.code.max.members",
-    "supervisor.logviewer.max.bytes", "worker.log.max.bytes",
+    "supervisor.logviewer.max.bytes", "worker.log.max.bytes", "worker.metrics.frequency.secs",
 }
 _NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
-                 "supervisor.logviewer.port", "worker.log.backups"}
+                 "supervisor.logviewer.port", "worker.log.backups", "supervisor.metrics.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:

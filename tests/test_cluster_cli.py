@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,32 +26,7 @@ from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY_FILE = '''\
-from squall import Bolt, Spout, TopologyBuilder
-
-
-class Words(Spout):
-    def open(self, conf, context, collector):
-        self.collector = collector
-
-    def next_tuple(self):
-        self.collector.emit(["word"])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
-
-
-class Count(Bolt):
-    def execute(self, tuple):
-        pass
-
-
-def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("words", Words())
-    builder.set_bolt("count", Count(), 2).fields("words", ["word"])
-    return builder.build()
-'''
+TOPOLOGY_FILE = Path(__file__).parent / "topologies" / "words_topo.py"
 
 
 def squall(conf_path: Path | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -90,7 +67,7 @@ def topology_file(tmp_path: Path) -> Path:
     folder = tmp_path / "app"
     folder.mkdir()
     path = folder / "words_topology.py"
-    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    path.write_text(TOPOLOGY_FILE.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 
@@ -258,6 +235,12 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             sup_conf = yaml.safe_load((directory / f"supervisor-{i}" / "squall.yaml").read_text())
             slot_ports.update(sup_conf["supervisor.slots.ports"])
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
+        # The banner names nimbus's and each supervisor's /metrics; each supervisor runs one worker.
+        urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", "".join(lines))
+        assert len(urls) == 3, "".join(lines)
+        for url in urls[1:]:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                assert "\nsquall_supervisor_workers 1.0\n" in reply.read().decode()
         # Secure by default: ZooKeeper closed to a client without the daemons' credential,
         # which only the daemons' (0600) configs hold, and the workers talk CURVE.
         client_conf = yaml.safe_load(conf.read_text())

@@ -229,8 +229,11 @@ class Guard:
 Handler = Callable[[], list[bytes]]
 
 
-def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
-    """The WSGI application serving ``nimbus``; every request passes ``guard`` first."""
+def make_app(nimbus: NimbusService, guard: Guard,
+             metrics: Callable[[dict[str, Any], StartResponse], Any] | None = None,
+             ) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
+    """The WSGI application serving ``nimbus``; every request passes ``guard`` first.
+    ``metrics`` answers ``/metrics`` (Prometheus scrapes it with a bearer token, as a read)."""
 
     def not_allowed(method: str, path: str, allow: str) -> ApiError:
         return ApiError(405, f"{method} is not allowed on {API}{path}", allow=allow)
@@ -317,6 +320,9 @@ def make_app(nimbus: NimbusService, guard: Guard) -> Callable[[dict[str, Any], S
             if page is not None:  # the UI's own files: no data in them
                 return web.respond(start_response, page, method == "HEAD")
             who = guard.principal(environ)  # before anything else: no API route is open
+            if metrics is not None and raw_path.rstrip("/") == "/metrics" and method in ("GET", "HEAD"):
+                guard.check(who, READ, None, "GET /metrics")
+                return metrics(environ, start_response)
             if not raw_path.startswith(API + "/"):
                 raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
             path = raw_path[len(API):].rstrip("/") or "/"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ from squall.daemons.nimbus.api import ApiError, Guard, make_app
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
+from squall.daemons.nimbus.metrics import nimbus_series
+from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     Slot,
@@ -60,6 +63,7 @@ from squall.daemons.nimbus.scheduler import (
     start_times_after,
     worker_shortfall,
 )
+from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
@@ -126,6 +130,8 @@ class Nimbus:
         self._sync: CodeSync | None = None
         self._server: ApiServer | None = None
         self.guard: Guard | None = None
+        self.counts: Counter[str] = Counter()  # rounds, assignments, moved (for /metrics)
+        self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -144,7 +150,7 @@ class Nimbus:
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
-            self._server = ApiServer(make_app(self, self.guard), self.bind_host, self.port,
+            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)), self.bind_host, self.port,
                                      max_body=2 * self.max_upload + (1 << 20), tls=tls,
                                      on_error=self.guard.server_error)
         except (OSError, ValueError) as exc:
@@ -295,6 +301,7 @@ class Nimbus:
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
         now = self.clock.time()
+        self.counts["rounds"] += 1
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
@@ -321,6 +328,7 @@ class Nimbus:
                 self.store.remove(topology_id)
         self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
+        self.rates.retain(ids)
 
     # -- observations ---------------------------------------------------------------
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
@@ -341,10 +349,14 @@ class Nimbus:
         self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
         return out
 
-    def _observed_beats(self, topology_id: str, now: float) -> dict[Slot, tuple[float, list[ExecutorId]]]:
-        """Beats by slot, timed by when this nimbus saw each beat change."""
+    def _observed_beats(self, topology_id: str, now: float,
+                        assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
+        """Beats by slot, timed by when this nimbus saw each beat change; their counters
+        go to the rate history."""
         out: dict[Slot, tuple[float, list[ExecutorId]]] = {}
-        for slot, beat in self.state.worker_beats(topology_id).items():
+        beats = self.state.worker_beats(topology_id)
+        self.rates.record(topology_id, status.counter_samples(assignment, beats))
+        for slot, beat in beats.items():
             key = (topology_id, slot)
             seen = self._beat_seen.get(key)
             if seen is None or seen[0] != beat.time:
@@ -394,7 +406,7 @@ class Nimbus:
         cur_start = dict(current.executor_start) if current else {}
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
-            beats = self._observed_beats(topology_id, now)
+            beats = self._observed_beats(topology_id, now, current)
             dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         alive = set(cur_map) - dead
         others = {k: a.executors for k, a in assignments.items() if k != topology_id}
@@ -417,6 +429,8 @@ class Nimbus:
         self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
+        self.counts["assignments"] += 1
+        self.counts["moved"] += moved
         log.info("assignment written", topology_id=topology_id, version=assignment.version,
                  workers=len(assignment.slots()), executors=len(new), moved=moved, dead=len(dead),
                  scratch=scratch)
@@ -627,10 +641,12 @@ class Nimbus:
     def topology_status(self, name: str) -> dict[str, Any]:
         """Components with their executors (host, port, counters), workers, last errors."""
         info = self._lookup(name)
+        assignment, beats, now = self.state.assignment(info.id), self.state.worker_beats(info.id), self.clock.time()
+        self.rates.record(info.id, status.counter_samples(assignment, beats))
         return status.topology_status(
-            info, self.state.assignment(info.id), self.state.worker_beats(info.id),
-            self._executor_components(info) or {}, self.store.structure(info.id) or {},
-            self.state.errors(info.id), self.clock.time())
+            info, assignment, beats, self._executor_components(info) or {},
+            self.store.structure(info.id) or {}, self.state.errors(info.id), now,
+            rates=self.rates.rates(info.id, now), rate_window=self.rates.window)
 
     def topology_conf(self, name: str) -> dict[str, Any]:
         info = self._lookup(name)
@@ -663,6 +679,17 @@ class Nimbus:
             "security": {"auth": self.guard is not None and self.guard.tokens is not None,
                          "tls": self._server is not None and self._server.tls},
         }
+
+    def metrics_series(self) -> Any:
+        """Series for /metrics (on the server's threads); ZooKeeper's part left out while it
+        cannot be read."""
+        now = self.clock.time()
+        try:
+            statuses = [i.status for i in self.state.topologies().values()]
+            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+        except ClusterStateError:
+            statuses, rows = None, None
+        return nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
 
     def bundle(self, topology_id: str) -> tuple[bytes, str]:
         data = self.store.read(topology_id)

@@ -33,8 +33,9 @@ class ApiServer:
     thread, ``stop()`` closes the sockets and ends that thread. ``tls`` is (cert, key)."""
 
     def __init__(self, app: WSGIApp, host: str, port: int, max_body: int,
-                 tls: tuple[str, str] | None = None, on_error: ErrorLog | None = None) -> None:
-        self._server = wsgi.Server((host, port), app, numthreads=THREADS, server_name="squall-nimbus",
+                 tls: tuple[str, str] | None = None, on_error: ErrorLog | None = None,
+                 ident: str = "squall-nimbus", threads: int = THREADS) -> None:
+        self._server = wsgi.Server((host, port), app, numthreads=threads, server_name=ident,
                                    timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
                                    accepted_queue_size=ACCEPTED_QUEUE, accepted_queue_timeout=SOCKET_TIMEOUT)
         # The app answers 413 (JSON) above its limit; cheroot's own cap is a backstop.
@@ -51,7 +52,7 @@ class ApiServer:
             self._server.ssl_adapter = adapter
         self._server.prepare()  # binds and listens
         self.tls = tls is not None
-        self._thread = threading.Thread(target=self._serve, name="nimbus-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"{ident}-http", daemon=True)
 
     def _serve(self) -> None:
         try:

@@ -50,6 +50,7 @@ from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
+from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -143,6 +144,8 @@ class Supervisor:
         self._crash_hold: dict[str, float] = {}  # worker id -> relaunch not before
         self._exits_logged: set[str] = set()
         self._zk_down = False
+        self.metrics = SupervisorMetrics(self.layout, clock.time)
+        self._metrics_server: Any = None
         self._logviewer: ApiServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -172,6 +175,11 @@ class Supervisor:
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
+        try:
+            self._serve_metrics()
+        except OSError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         self.log = log.bind(supervisor=self.id)
         try:
             self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
@@ -194,6 +202,7 @@ class Supervisor:
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         with self._snapshot_lock:
@@ -207,6 +216,7 @@ class Supervisor:
             if self._logviewer is not None:
                 self._logviewer.stop()
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
             if isinstance(exc, SupervisorError):
                 raise
@@ -260,8 +270,36 @@ class Supervisor:
             self.state.close()
         if self._logviewer is not None:
             self._logviewer.stop()
+        self._stop_metrics()
         self._release_lock()
         self.log.info("supervisor stopped")
+
+    # -- /metrics ----------------------------------------------------------------------------
+    def _serve_metrics(self) -> None:
+        """Serve /metrics on supervisor.metrics.port (null: no endpoint); OSError if taken."""
+        port = self.conf.get("supervisor.metrics.port")
+        if port is None:
+            return
+        from squall.daemons.metrics.exposition import metrics_app
+
+        try:
+            server = ApiServer(metrics_app(self.metrics_series), self.host, int(port), max_body=1024,
+                               ident="squall-supervisor", threads=2)
+        except (OSError, ValueError) as exc:
+            raise OSError(f"cannot serve metrics on {self.host}:{port} (supervisor.metrics.port): {exc}") from None
+        server.start()
+        self._metrics_server = server
+        self.log.info("metrics served", url=f"http://{self.host}:{server.port}/metrics")
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
+
+    def metrics_series(self) -> Any:
+        """This supervisor's series and its workers' (called on the metrics server's threads)."""
+        used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
+        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats)
 
     def _start_logviewer(self) -> None:
         """Serve this node's worker logs when a secret is configured (see ``logviewer``)."""
@@ -522,6 +560,8 @@ class Supervisor:
                           state=new.name.value)
         for action in actions:
             self._perform(port, action)
+            if isinstance(action, _slot.LaunchWorker) and new.relaunch_count and action.worker_id in self.workers:
+                self.metrics.counts["restarts"] += 1
 
     def _hold_relaunch(self, state: _slot.SlotState, assignment: _slot.SlotAssignment | None,
                        alive: bool, now: float) -> bool:
@@ -611,6 +651,7 @@ class Supervisor:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
         self.children[action.worker_id] = child
+        self.metrics.counts["launches"] += 1
         rec = WorkerProc(action.worker_id, action.port, action.topology_id,
                          [[s, e] for s, e in sorted(action.executors)], action.code_digest,
                          child.pid, process_create_time(child.pid), self.clock.time())
@@ -639,6 +680,8 @@ class Supervisor:
             return
         sig = signal.SIGKILL if action.force else signal.SIGTERM
         sent = signal_worker(rec.pid, rec.create_time, rec.worker_id, sig)
+        if sent:
+            self.metrics.counts[f"kill:{sig.name}"] += 1
         self.log.info("worker signalled", port=port, topology=rec.topology_id, worker=rec.worker_id,
                       pid=rec.pid, signal=sig.name, sent=sent, reason=action.reason)
 

@@ -198,12 +198,13 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
         port_ranges = pick_slot_ports(supervisors, slots)
-        for i, ports in enumerate(port_ranges, start=1):
+        metrics_ports = [free_port() for _ in port_ranges]
+        for i, (ports, metrics_port) in enumerate(zip(port_ranges, metrics_ports), start=1):
             sup_dir = directory / f"supervisor-{i}"
             conf_path = _write_yaml(sup_dir / "squall.yaml", {
                 **daemon_base, **creds.supervisor_conf(), "squall.local.dir": str(sup_dir),
                 "supervisor.slots.ports": ports,
-                "supervisor.host": "127.0.0.1"})
+                "supervisor.host": "127.0.0.1", "supervisor.metrics.port": metrics_port})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
             children.append(_Child(f"supervisor-{i}", argv, conf_path,
@@ -220,6 +221,8 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"  web UI       https://127.0.0.1:{nimbus_port}/ (CA {creds.ca_file}; token in {client_conf})\n"
             f"  security     API tokens and TLS material in {creds.directory}\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
+            f"  metrics      http://127.0.0.1:{nimbus_port}/metrics and "
+            f"{', '.join(f'http://127.0.0.1:{p}/metrics' for p in metrics_ports)}\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"
             f"  squall submit examples/wordcount.py\n"

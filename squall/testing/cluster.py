@@ -40,6 +40,7 @@ FAST = {
     "supervisor.worker.shutdown.sleep.secs": 1,
     "worker.heartbeat.frequency.secs": 0.5,
     "task.heartbeat.frequency.secs": 1,
+    "worker.metrics.frequency.secs": 1,
     "task.refresh.poll.secs": 1,
     "zookeeper.session.timeout.ms": 4000,
     "squall.log.format": "json",
@@ -110,11 +111,17 @@ class ProcessCluster:
     def start_supervisor(self, i: int) -> None:
         ports = [free_port() for _ in range(self.slots)]
         conf = {**self.common, **self.credentials.supervisor_conf(), "squall.local.dir": str(self.supervisor_dir(i)),
-                "supervisor.slots.ports": ports}
+                "supervisor.slots.ports": ports, "supervisor.metrics.port": free_port()}
         prev = self.base / f"supervisor-{i}.yaml"
-        if prev.exists():  # a restart keeps its slots
-            conf["supervisor.slots.ports"] = yaml.safe_load(prev.read_text())["supervisor.slots.ports"]
+        if prev.exists():  # a restart keeps its slots and its metrics port
+            kept = yaml.safe_load(prev.read_text())
+            conf["supervisor.slots.ports"] = kept["supervisor.slots.ports"]
+            conf["supervisor.metrics.port"] = kept["supervisor.metrics.port"]
         self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf, self.supervisor_prefix)
+
+    def metrics_port(self, i: int) -> int:
+        """The port of supervisor ``i``'s /metrics."""
+        return int(yaml.safe_load((self.base / f"supervisor-{i}.yaml").read_text())["supervisor.metrics.port"])
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "SQUALL_CONF": str(self.client_conf)}
