@@ -86,7 +86,7 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
     try:
         now = time.time()
         state.register_supervisor(SupervisorInfo("s1", "s1.example", [7001], now, [], now))
-        conf = nimbus.conf_path
+        conf = nimbus.client_conf_path  # the CLI: admin token and CA
         assert squall(conf, "submit", str(TOPOLOGY), "--name", "words").returncode == 0
         tid = state.topology_ids()[0]
         assignment = state.assignment(tid)
