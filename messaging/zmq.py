@@ -9,7 +9,8 @@ Threading (ZeroMQ sockets are not thread-safe):
   other thread again; the receive thread closes it. ``close()`` may be called from any
   thread: it wakes the receive thread through an inproc socket of its own.
 
-One frame per ``send`` call: the codec's task frame holding the whole batch for this peer.
+A ``send`` call sends the batch for one peer as one task frame, or several when it
+would exceed ``zmq.max.message.bytes``; control frames have a socket of their own.
 """
 from __future__ import annotations
 
@@ -35,27 +36,31 @@ _DRAIN = 256
 _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
+_CONTROL_HWM = 4
 _wake_ids = itertools.count()
 
 
 class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
-    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int) -> None:
+    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
+                 max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
         self._topology_id = topology_id
         self._callback: RecvCallback | None = None
-        self._control_cb = None
         self._ready = threading.Event()     # set by register_recv (or close)
         self._stopping = False
         self._closed = False
         self._close_lock = threading.Lock()
-        self.bad_frames = 0
-        self.callback_errors = 0
+        self._max_bytes = max_bytes
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
-        # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
-        # senders' PUSH sockets block, which is the flow control we want, not loss.
+        # RCVHWM bounds what ZeroMQ buffers for us per sender (in frames); beyond it the
+        # senders' PUSH sockets refuse more, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
+        # A peer that sends a frame over the limit is disconnected by ZeroMQ before the
+        # frame is buffered: no frame can make the worker allocate more than this.
+        if max_bytes:
+            pull.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         # Nothing is ever sent from a PULL socket: closing it need not wait.
         pull.setsockopt(zmq.LINGER, 0)
         try:
@@ -82,7 +87,7 @@ class ZmqServer(ServerConnection):
             poller = zmq.Poller()
             poller.register(pull, zmq.POLLIN)
             poller.register(wake, zmq.POLLIN)
-            recv, handle = pull.recv, self._handle
+            recv, handle = pull.recv, self.handle_frame
             while not self._stopping:
                 poller.poll()
                 for _ in range(_DRAIN):
@@ -99,26 +104,6 @@ class ZmqServer(ServerConnection):
         finally:
             pull.close()
             wake.close()
-
-    def _handle(self, frame: bytes) -> None:
-        try:
-            kind, body = codec.decode(frame)
-        except codec.FrameError as exc:
-            self.bad_frames += 1
-            log.warning("bad frame dropped", topology_id=self._topology_id, port=self._port,
-                        error=str(exc), frame_bytes=len(frame), bad_frames=self.bad_frames)
-            return
-        try:
-            if kind == codec.KIND_TASKS:
-                self._callback(body)  # type: ignore[misc]
-            elif self._control_cb is not None:
-                self._control_cb(kind, body)
-        except Exception:
-            # The callback's failure is the caller's bug, but a dead receive thread would
-            # leave the worker alive and deaf: log it, count it, keep receiving.
-            self.callback_errors += 1
-            log.exception("receive callback failed", topology_id=self._topology_id,
-                          port=self._port, kind=kind)
 
     # -- Connection -------------------------------------------------------------------
     def close(self) -> None:
@@ -152,16 +137,21 @@ class ZmqServer(ServerConnection):
 
 
 class ZmqClient(Connection):
-    """The send side: a PUSH socket connected to one peer. Use from one thread only."""
+    """The send side: PUSH sockets connected to one peer. Use from one thread only.
+
+    Two sockets, so two pipes into the peer's PULL socket: data frames, and control frames
+    (backpressure status), which a backlog of data frames therefore cannot hold up."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
-                 hwm: int, linger_ms: int) -> None:
+                 hwm: int, linger_ms: int, max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
+        self._max_bytes = max_bytes
         self._peer_load: dict[int, float] = {}
         self.blocked_sends = 0
+        self.control_dropped = 0
         sock = zctx.socket(zmq.PUSH)
-        # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
-        # control toward the transfer thread) instead of dropping, which is what lets a
+        # SNDHWM bounds the frames queued for this peer; at the mark a send is refused
+        # (the caller keeps the batch and retries) instead of dropped, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
         sock.setsockopt(zmq.SNDHWM, hwm)
         # The configured linger, not 0: close() must still flush queued batches (a PUSH
@@ -172,28 +162,44 @@ class ZmqClient(Connection):
         # it comes up (ZeroMQ reconnects every RECONNECT_IVL) rather than refused.
         sock.setsockopt(zmq.IMMEDIATE, 0)
         sock.connect(f"tcp://{host}:{port}")
-        self._sock = sock
+        ctl = zctx.socket(zmq.PUSH)
+        # Status is sent again every second: a few frames are all worth keeping, and none at close.
+        ctl.setsockopt(zmq.SNDHWM, _CONTROL_HWM)
+        ctl.setsockopt(zmq.LINGER, 0)
+        ctl.connect(f"tcp://{host}:{port}")
+        self._sock, self._ctl = sock, ctl
         self._send = sock.send
 
-    def send(self, messages: Iterable[TaskMessage]) -> None:
+    def send(self, messages: Iterable[TaskMessage], timeout: float | None = None) -> list[TaskMessage]:
         batch = messages if isinstance(messages, list) else list(messages)
-        if batch:
-            frame = codec.encode_tasks(batch)
+        if not batch:
+            return []
+        runs = codec.chunks(batch, self._max_bytes)
+        for i, run in enumerate(runs):
+            frame = codec.encode_tasks(run)
             try:
                 self._send(frame, _NOBLOCK)
             except zmq.Again:
-                self._send_blocked(frame)
+                if not self._send_blocked(frame, timeout):
+                    return [m for r in runs[i:] for m in r]
+        return []
 
-    def _send_blocked(self, frame: bytes) -> None:
-        """The peer holds HWM batches unread: wait for room, warning while we wait."""
+    def _send_blocked(self, frame: bytes, timeout: float | None) -> bool:
+        """The peer holds HWM frames unread: wait up to ``timeout`` for room, warning
+        while we wait. False if the frame was not sent."""
         self.blocked_sends += 1
         started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         next_warn = started + _BLOCKED_WARN_SECS
         while True:
-            if self._sock.poll(_BLOCKED_POLL_MS, zmq.POLLOUT):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            wait = _BLOCKED_POLL_MS if deadline is None else min(_BLOCKED_POLL_MS, int((deadline - now) * 1000) + 1)
+            if self._sock.poll(wait, zmq.POLLOUT):
                 try:
                     self._send(frame, _NOBLOCK)
-                    return
+                    return True
                 except zmq.Again:
                     continue
             now = time.monotonic()
@@ -208,10 +214,15 @@ class ZmqClient(Connection):
         self._send(frame)
 
     def send_load_metrics(self, load: Mapping[int, float]) -> None:
-        self._send(codec.encode_control(codec.KIND_LOAD, dict(load)))
+        self.send_control(codec.KIND_LOAD, dict(load))
 
-    def send_control(self, kind: int, body: Any) -> None:
-        self._send(codec.encode_control(kind, body))
+    def send_control(self, kind: int, body: Any) -> bool:
+        try:
+            self._ctl.send(codec.encode_control(kind, body), _NOBLOCK)
+            return True
+        except zmq.Again:
+            self.control_dropped += 1
+            return False
 
     def register_recv(self, callback: RecvCallback) -> None:
         raise TypeError("a connected (client) connection only sends")
@@ -224,6 +235,7 @@ class ZmqClient(Connection):
         """Returns at once; ZeroMQ keeps flushing for up to the linger, and term() waits."""
         if not self._sock.closed:
             self._sock.close()
+            self._ctl.close()
 
 
 class ZmqContext(Context):
@@ -233,6 +245,7 @@ class ZmqContext(Context):
         self._zctx = zmq.Context()
         self._hwm = 1000
         self._linger_ms = 5000
+        self._max_bytes = codec.DEFAULT_MAX_BYTES
         self._bind_host = "0.0.0.0"
         self._made: list[Connection] = []
         self._lock = threading.Lock()
@@ -242,6 +255,7 @@ class ZmqContext(Context):
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
         self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
         self._bind_host = str(conf.get("zmq.bind.host", self._bind_host))
+        self._max_bytes = int(conf.get("zmq.max.message.bytes", self._max_bytes))
 
     def _add(self, conn: Connection) -> None:
         with self._lock:
@@ -252,13 +266,13 @@ class ZmqContext(Context):
 
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
-        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm)
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._max_bytes)
         self._add(server)
         log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
-        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms)
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._max_bytes)
         self._add(client)
         return client
 

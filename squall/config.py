@@ -61,6 +61,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "zmq.hwm": (_INT, False),
     "zmq.linger.millis": (_INT, False),
     "zmq.bind.host": (_STR, False),
+    "zmq.max.message.bytes": (_INT, False),
+    "worker.transfer.held.max.bytes": (_INT, False),
     "topology.name": (_STR, True),
     "topology.workers": (_INT, False),
     "topology.acker.executors": (_INT, True),
