@@ -31,6 +31,14 @@ def _emitted(entry: Mapping[str, Any]) -> int:
     return _int(emitted)
 
 
+def _dropped(entry: Any) -> dict[str, int]:
+    """Input a worker refused, by cause ({cause: count}), from a beat's stats."""
+    dropped = entry.get("dropped") if isinstance(entry, dict) else None
+    if not isinstance(dropped, dict):
+        return {}
+    return {str(k): _int(v) for k, v in dropped.items() if _int(v)}
+
+
 def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, Assignment],
                   now: float) -> list[dict[str, Any]]:
     """One row per topology for ``squall list``."""
@@ -76,21 +84,25 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "beat_age": round(now - beat.time, 1) if beat else None,
             "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
             "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed")),
+            "dropped_by_cause": _dropped(entry),
         }
+        row["dropped"] = sum(row["dropped_by_cause"].values())
         comp = by_component.setdefault(component, {
             "id": component, "kind": kinds.get(component) or entry.get("kind"),
             "parallelism": info.component_parallelism.get(component), "executors": []})
         comp["executors"].append(row)
     for comp in by_component.values():
-        for key in ("emitted", "acked", "failed", "executed"):
+        for key in ("emitted", "acked", "failed", "executed", "dropped"):
             comp[key] = sum(r[key] for r in comp["executors"])
         comp["last_error"] = last_errors.get(comp["id"])
     workers = []
     for node, port in sorted(assignment.slots()) if assignment else []:
         beat = beats.get((node, port))
+        worker_stats = beat.stats.get("worker") if beat and isinstance(beat.stats, dict) else None
         workers.append({"node": node, "host": hosts.get(node), "port": port,
                         "executors": len(assignment.executors_on(node, port)),
-                        "uptime": round(beat.uptime, 1) if beat else None})
+                        "uptime": round(beat.uptime, 1) if beat else None,
+                        "dropped_by_cause": _dropped(worker_stats)})
     return {
         "id": info.id, "name": info.name, "status": info.status,
         "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,

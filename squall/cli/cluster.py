@@ -239,24 +239,37 @@ def status(name: str, as_json: bool, overrides: tuple[str, ...]) -> None:
                f"(requested {st['requested_workers']}), {st['executors']} executors, "
                f"uptime {_duration(st['uptime'])}")
     table: list[tuple[Any, ...]] = [("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED",
-                                     "EXECUTED", "ACKED", "FAILED")]
-    errors = []
+                                     "EXECUTED", "ACKED", "FAILED", "DROPPED")]
+    errors, drops = [], []
     for comp in st["components"]:
         table.append((f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors", "",
-                      "", comp["emitted"], comp["executed"], comp["acked"], comp["failed"]))
+                      "", comp["emitted"], comp["executed"], comp["acked"], comp["failed"], comp.get("dropped", 0)))
         for ex in comp["executors"]:
             where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
             table.append(("", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, _duration(ex["uptime"]),
-                          ex["emitted"], ex["executed"], ex["acked"], ex["failed"]))
+                          ex["emitted"], ex["executed"], ex["acked"], ex["failed"], ex.get("dropped", 0)))
+            if ex.get("dropped_by_cause"):
+                drops.append(f"  {comp['id']} [{ex['executor'][0]}-{ex['executor'][1]}] on {where}: "
+                             + _causes(ex["dropped_by_cause"]))
         err = comp.get("last_error")
         if err:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
             first = (err["error"].strip().splitlines() or [""])[-1]
             errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
+    for w in st["workers"]:
+        if w.get("dropped_by_cause"):
+            drops.append(f"  worker {w['host']}:{w['port']}: " + _causes(w["dropped_by_cause"]))
     click.echo(_table(table))
+    if drops:
+        click.echo("input dropped (counted by cause; anchored tuples are replayed):")
+        click.echo("\n".join(drops))
     if errors:
         click.echo("last errors:")
         click.echo("\n".join(errors))
+
+
+def _causes(by_cause: dict[str, int]) -> str:
+    return ", ".join(f"{cause} {n}" for cause, n in sorted(by_cause.items()))
 
 
 @click.command("dev-cluster")
