@@ -364,6 +364,8 @@ class AckerExecutor(Executor):
         rt = self.runtime
         self.spout_tasks = frozenset(t for spec in rt.system.spouts() for t in rt.component_to_tasks[spec.id])
         self.timeout = float(self.conf["topology.message.timeout.secs"])
+        # Timeouts off means off everywhere: spouts wait for every tree, so the acker keeps it.
+        self.expires = bool(self.conf["topology.enable.message.timeouts"])
         self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
         self.next_expiry = _monotonic() + self.timeout
 
@@ -391,7 +393,7 @@ class AckerExecutor(Executor):
                 deliver(spout, [Tuple([roots], self.fail_src)])
             else:
                 self._no_spout(spout, roots)
-        if now >= self.next_expiry:
+        if self.expires and now >= self.next_expiry:
             self.next_expiry = now + self.timeout
             ledger.expire()
         return IDLE
