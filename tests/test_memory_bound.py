@@ -1,0 +1,119 @@
+"""Bounded memory, small by default: a spout flooding a bolt about ten times slower, in two
+worker processes of a real cluster, keeps every worker under 150 MB and loses nothing; and
+a peer that ignores backpressure cannot grow a worker's receive queue past its bound."""
+import itertools
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import psutil
+import pytest
+import zmq
+
+from squall import Bolt, TopologyBuilder
+from squall.config import build_config
+from squall.messaging import codec
+from squall.messaging.zmq import ZmqContext
+from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT, WorkerRuntime
+from squall.testing.cluster import ProcessCluster
+from squall.testing.components import FixedTupleSpout
+from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port
+
+TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "slow_sink.py"
+LIMIT_MB = 150
+RUN_SECS = 30
+
+
+def _components(cluster):
+    import json
+    res = cluster.cli("status", "probe", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return {c["id"]: c for c in json.loads(res.stdout)["components"]}
+
+
+@pytest.mark.cluster
+def test_slow_bolt_keeps_every_worker_under_150_mb(zk_server, zk_root, tmp_path):
+    with ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=2) as cluster:
+        res = cluster.cli("submit", str(TOPOLOGY), "--name", "probe")
+        assert res.returncode == 0, res.stdout + res.stderr
+        cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
+        cluster.wait_for(lambda: _components(cluster)["slow"]["executed"] > 0, 60, "the bolt at work")
+        procs = [psutil.Process(pid) for pid in cluster.worker_pids().values()]
+        peak = {p.pid: 0 for p in procs}
+        deadline = time.monotonic() + RUN_SECS
+        while time.monotonic() < deadline:
+            for p in procs:
+                peak[p.pid] = max(peak[p.pid], p.memory_info().rss)
+            time.sleep(0.25)
+        comps = _components(cluster)
+        print("probe: peak rss MB", {pid: round(rss / 2**20, 1) for pid, rss in peak.items()},
+              "emitted", comps["flood"]["emitted"], "executed", comps["slow"]["executed"])
+        assert all(p.is_running() for p in procs), "a worker died"
+        assert max(peak.values()) < LIMIT_MB * 2**20, f"peak RSS {max(peak.values()) / 2**20:.0f} MB"
+        assert comps["slow"]["executed"] > RUN_SECS * 1000  # the bolt kept working throughout
+        # Nothing lost: once the spout stops, the bolt catches up with every tuple emitted.
+        assert cluster.cli("deactivate", "probe").returncode == 0
+
+        def drained():
+            c = _components(cluster)
+            return c["flood"]["emitted"] > 0 and c["slow"]["executed"] == c["flood"]["emitted"]
+        cluster.wait_for(drained, 60, "the bolt to process every emitted tuple", interval=1.0)
+
+
+class Counting(Bolt):
+    """0.1 ms per tuple, counted in a class attribute the test reads."""
+
+    seen = 0
+
+    def execute(self, t):
+        time.sleep(0.0001)
+        Counting.seen += 1
+
+
+def test_a_peer_ignoring_backpressure_cannot_grow_the_receive_queue():
+    cap, batches, per_batch = 1000, 40, 500
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("unused", [], ["n"]))
+    b.set_bolt("slow", Counting()).shuffle("src")
+    # Task ids: slow 1, src 2 (no ackers).
+    conf = build_config({"topology.acker.executors": 0, "topology.executor.receive.buffer.size": cap,
+                         "zmq.hwm": 4, "zmq.bind.host": "127.0.0.1", "worker.pin.cpu": False}, user_file=False)
+    ctx = ZmqContext()
+    ctx.prepare(conf)
+    port = free_port()
+    Counting.seen = 0
+    rt = WorkerRuntime("flood-1-1", b.build(), conf, [(1, 1)], port, ctx)
+    rt.start({})
+    zctx = zmq.Context()
+    push = zctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(f"tcp://127.0.0.1:{port}")
+    numbers = itertools.count()
+    frames = [codec.encode_tasks([(1, msgpack.packb([[2, "default", [[next(numbers)] for _ in range(per_batch)], None]]))])
+              for _ in range(batches)]
+    stop = threading.Event()
+
+    def flood():  # ignores backpressure; waits only for ZeroMQ to take each frame
+        for frame in frames:
+            while not stop.is_set():
+                try:
+                    push.send(frame, zmq.NOBLOCK)
+                    break
+                except zmq.Again:
+                    time.sleep(0.001)
+    sender = threading.Thread(target=flood, daemon=True)
+    sender.start()
+    try:
+        wait_for(lambda: Counting.seen == batches * per_batch, 60, what="every flooded tuple executed",
+                 detail=lambda: f"executed {Counting.seen}")
+        queue = rt.queues[1]
+        assert queue.peak <= cap * RECEIVE_HARD_LIMIT + per_batch, f"receive queue peaked at {queue.peak}"
+    finally:
+        stop.set()
+        sender.join(5)
+        push.close()
+        zctx.term()
+        rt.shutdown()
+        ctx.term()
