@@ -6,10 +6,9 @@ import zmq
 
 from squall import Bolt, TopologyBuilder
 from squall.config import build_config
-from squall.messaging.zmq import ZmqContext
-from squall.runtime.worker_runtime import WorkerRuntime
 from squall.testing.components import FixedTupleSpout, Recorder
 from squall.testing.waiting import wait_for
+from squall.testing.wire import runtime_over_zmq
 from squall.testing.zookeeper import free_port
 
 N = 1000
@@ -46,34 +45,26 @@ def test_executors_moved_off_a_dead_peer_resume_on_their_new_home():
     dead.setsockopt(zmq.LINGER, 0)
     dead_port = dead.bind_to_random_port("tcp://127.0.0.1")
     port_a, port_c = free_port(), free_port()
-    ctx_a, ctx_c = ZmqContext(), ZmqContext()
-    ctx_a.prepare(conf)
-    ctx_c.prepare(conf)
-    topo = b.build()
-    a = WorkerRuntime("dead-1-1", topo, conf, [(1, 1), (3, 3)], port_a, ctx_a)
-    c = WorkerRuntime("dead-1-1", topo, conf, [(2, 2)], port_c, ctx_c)
     home_a, home_c = ("127.0.0.1", port_a), ("127.0.0.1", port_c)
     moved = {1: home_a, 3: home_a, 2: home_c}
+    topo = b.build()
     try:
-        a.start({1: home_a, 3: home_a, 2: ("127.0.0.1", dead_port)})
-        c.start(moved)
-        # The dead peer's pipe fills up; the rest waits in the transfer thread's buffers.
-        wait_for(lambda: a.transfer.held_bytes > 0, 20, what="sends to the dead peer backing up")
-        refresh = threading.Thread(target=a.refresh_connections, args=(moved,), daemon=True)
-        refresh.start()
-        refresh.join(5)
-        assert not refresh.is_alive(), "refresh-connections waited on a send to the dead peer"
-        wait_for(lambda: len(set(Recorder.get(key + ".acked"))) == N, 60,
-                 what="every row acked after the move",
-                 detail=lambda: f"acked {len(set(Recorder.get(key + '.acked')))} of {N}")
-        assert set(Recorder.get(key)) == set(range(N))
-        # What the dead peer swallowed came back through timeouts, not silently lost.
-        assert Recorder.get(key + ".failed")
-        assert all(t.is_alive() for t in a.threads + c.threads)
+        with runtime_over_zmq("dead-1-1", topo, conf, [(1, 1), (3, 3)], port_a,
+                              {1: home_a, 3: home_a, 2: ("127.0.0.1", dead_port)}) as a, \
+                runtime_over_zmq("dead-1-1", topo, conf, [(2, 2)], port_c, moved) as c:
+            # The dead peer's pipe fills up; the rest waits in the transfer thread's buffers.
+            wait_for(lambda: a.transfer.held_bytes > 0, 20, what="sends to the dead peer backing up")
+            refresh = threading.Thread(target=a.refresh_connections, args=(moved,), daemon=True)
+            refresh.start()
+            refresh.join(5)
+            assert not refresh.is_alive(), "refresh-connections waited on a send to the dead peer"
+            wait_for(lambda: len(set(Recorder.get(key + ".acked"))) == N, 60,
+                     what="every row acked after the move",
+                     detail=lambda: f"acked {len(set(Recorder.get(key + '.acked')))} of {N}")
+            assert set(Recorder.get(key)) == set(range(N))
+            # What the dead peer swallowed came back through timeouts, not silently lost.
+            assert Recorder.get(key + ".failed")
+            assert all(t.is_alive() for t in a.threads + c.threads)
     finally:
-        a.shutdown()
-        c.shutdown()
-        ctx_a.term()
-        ctx_c.term()
         dead.close()
         zctx.term()

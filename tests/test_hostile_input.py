@@ -1,25 +1,21 @@
 """Nothing from the wire ends a worker: bad groups are dropped and counted per cause, the
 rest of their frame is delivered, and executors outlive every callback that raises."""
 import itertools
-import threading
 
 import msgpack
 import pytest
-import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from squall import BasicBolt, LocalCluster, Spout, TopologyBuilder
 from squall.config import build_config
 from squall.messaging import codec
-from squall.messaging.zmq import ZmqContext
 from squall.model import ACK_ACK, ACK_FAIL, system_topology, task_ids
 from squall.runtime.admission import Admission
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.runtime.worker_runtime import WorkerRuntime
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from squall.testing.waiting import wait_for
-from squall.testing.zookeeper import free_port
+from squall.testing.wire import raw_sender, runtime_over_zmq
 
 _names = itertools.count()
 
@@ -124,36 +120,24 @@ def zmq_worker():
     """A WorkerRuntime running the acker and the sink tasks, bound on a real port, and a
     PUSH socket into it; the spout task lives nowhere (only its tuples arrive)."""
     key = f"hostile-{next(_names)}"
-    port = free_port()
-    ctx = ZmqContext()
-    conf = _conf()
-    ctx.prepare(conf)
     fatal = []
-    rt = WorkerRuntime("hostile-1-1", _topology(key), conf, [(1, 1), (2, 2), (3, 3)], port, ctx,
-                       on_fatal=fatal.append)
-    rt.start({})
-    zctx = zmq.Context()
-    push = zctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(f"tcp://127.0.0.1:{port}")
-    seq = itertools.count()
+    with runtime_over_zmq("hostile-1-1", _topology(key), _conf(), [(1, 1), (2, 2), (3, 3)],
+                          on_fatal=fatal.append) as rt, raw_sender(rt.port) as push:
+        seq = itertools.count()
 
-    def good_tuple_arrives():
-        """Send one good tuple to each sink task; both must arrive."""
-        marks = [f"mark-{next(seq)}" for _ in SINK_TASKS]
-        for task, mark in zip(SINK_TASKS, marks):
-            push.send(codec.encode_tasks([(task, _payload([SPOUT_TASK, "default", [[mark]], None]))]))
-        wait_for(lambda: set(marks) <= {r[3][0] for r in Recorder.get(key)}, 10, what="good tuples after hostile ones")
-        assert not fatal
-        assert all(t.is_alive() for t in rt.threads)
-        assert not rt._server.stopped
-        assert rt.transfer._thread.is_alive()
+        def good_tuple_arrives():
+            """Send one good tuple to each sink task; both must arrive."""
+            marks = [f"mark-{next(seq)}" for _ in SINK_TASKS]
+            for task, mark in zip(SINK_TASKS, marks):
+                push.send(codec.encode_tasks([(task, _payload([SPOUT_TASK, "default", [[mark]], None]))]))
+            wait_for(lambda: set(marks) <= {r[3][0] for r in Recorder.get(key)}, 10,
+                     what="good tuples after hostile ones")
+            assert not fatal
+            assert all(t.is_alive() for t in rt.threads)
+            assert not rt._server.stopped
+            assert rt.transfer._thread.is_alive()
 
-    yield rt, push, good_tuple_arrives
-    push.close()
-    zctx.term()
-    rt.shutdown()
-    ctx.term()
+        yield rt, push, good_tuple_arrives
 
 
 scalars = (st.none() | st.booleans() | st.integers(-(1 << 63), MAX_U64) | st.floats() | st.text(max_size=8)
@@ -195,14 +179,9 @@ def test_oversize_and_deeply_nested_frames_are_refused(zmq_worker):
     assert after.get("bad_frame", 0) > before.get("bad_frame", 0)
     assert after.get("bad_payload", 0) > before.get("bad_payload", 0)
     # Over zmq.max.message.bytes: ZeroMQ drops the sender before buffering the frame.
-    zctx = zmq.Context()
-    big = zctx.socket(zmq.PUSH)
-    big.setsockopt(zmq.LINGER, 0)
-    big.connect(f"tcp://127.0.0.1:{rt.port}")
-    big.send(codec.encode_tasks([(SINK_TASKS[0], b"\0" * (codec.DEFAULT_MAX_BYTES + 1))]))
-    good_tuple_arrives()
-    big.close()
-    zctx.term()
+    with raw_sender(rt.port) as big:
+        big.send(codec.encode_tasks([(SINK_TASKS[0], b"\0" * (codec.DEFAULT_MAX_BYTES + 1))]))
+        good_tuple_arrives()
 
 
 def test_drops_are_counted_per_cause_and_executor_in_stats(zmq_worker):

@@ -14,12 +14,11 @@ import zmq
 from squall import Bolt, TopologyBuilder
 from squall.config import build_config
 from squall.messaging import codec
-from squall.messaging.zmq import ZmqContext
-from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT, WorkerRuntime
+from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
 from squall.testing.cluster import ProcessCluster
 from squall.testing.components import FixedTupleSpout
 from squall.testing.waiting import wait_for
-from squall.testing.zookeeper import free_port
+from squall.testing.wire import raw_sender, runtime_over_zmq
 
 TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "slow_sink.py"
 LIMIT_MB = 150
@@ -80,40 +79,27 @@ def test_a_peer_ignoring_backpressure_cannot_grow_the_receive_queue():
     # Task ids: slow 1, src 2 (no ackers).
     conf = build_config({"topology.acker.executors": 0, "topology.executor.receive.buffer.size": cap,
                          "zmq.hwm": 4, "zmq.bind.host": "127.0.0.1", "worker.pin.cpu": False}, user_file=False)
-    ctx = ZmqContext()
-    ctx.prepare(conf)
-    port = free_port()
     Counting.seen = 0
-    rt = WorkerRuntime("flood-1-1", b.build(), conf, [(1, 1)], port, ctx)
-    rt.start({})
-    zctx = zmq.Context()
-    push = zctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
-    push.connect(f"tcp://127.0.0.1:{port}")
     numbers = itertools.count()
     frames = [codec.encode_tasks([(1, msgpack.packb([[2, "default", [[next(numbers)] for _ in range(per_batch)], None]]))])
               for _ in range(batches)]
     stop = threading.Event()
-
-    def flood():  # ignores backpressure; waits only for ZeroMQ to take each frame
-        for frame in frames:
-            while not stop.is_set():
-                try:
-                    push.send(frame, zmq.NOBLOCK)
-                    break
-                except zmq.Again:
-                    time.sleep(0.001)
-    sender = threading.Thread(target=flood, daemon=True)
-    sender.start()
-    try:
-        wait_for(lambda: Counting.seen == batches * per_batch, 60, what="every flooded tuple executed",
-                 detail=lambda: f"executed {Counting.seen}")
-        queue = rt.queues[1]
-        assert queue.peak <= cap * RECEIVE_HARD_LIMIT + per_batch, f"receive queue peaked at {queue.peak}"
-    finally:
-        stop.set()
-        sender.join(5)
-        push.close()
-        zctx.term()
-        rt.shutdown()
-        ctx.term()
+    with runtime_over_zmq("flood-1-1", b.build(), conf, [(1, 1)]) as rt, raw_sender(rt.port) as push:
+        def flood():  # ignores backpressure; waits only for ZeroMQ to take each frame
+            for frame in frames:
+                while not stop.is_set():
+                    try:
+                        push.send(frame, zmq.NOBLOCK)
+                        break
+                    except zmq.Again:
+                        time.sleep(0.001)
+        sender = threading.Thread(target=flood, daemon=True)
+        sender.start()
+        try:
+            wait_for(lambda: Counting.seen == batches * per_batch, 60, what="every flooded tuple executed",
+                     detail=lambda: f"executed {Counting.seen}")
+            queue = rt.queues[1]
+            assert queue.peak <= cap * RECEIVE_HARD_LIMIT + per_batch, f"receive queue peaked at {queue.peak}"
+        finally:
+            stop.set()
+            sender.join(5)

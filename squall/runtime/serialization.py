@@ -151,18 +151,19 @@ class TupleSerializer:
             for v, i in zip(values, ids):
                 if type(v) is not list or len(v) != n:
                     _bad_arity(task, stream, v, n)
-                if not i:
-                    if i is not None and type(i) is not dict:
-                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
-                    t = _new(Tuple)
-                elif type(i) is dict and len(i) == 1:
-                    (root, edge), = i.items()
-                    if type(root) is not int or type(edge) is not int:
+                if type(i) is dict and len(i) == 1:  # one tree: the common case first
+                    root, = i
+                    edge = i[root]
+                    if not (type(root) is int is type(edge)):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
                     t = _new(TreeTuple)
                     t.root = root
                     t.edge = edge
                     t.ack_val = 0
+                elif not i:
+                    if i is not None and type(i) is not dict:
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
+                    t = _new(Tuple)
                 else:
                     if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
