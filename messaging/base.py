@@ -52,6 +52,11 @@ class Connection(ABC):
         loads = getattr(self, "_peer_load", {})
         return {t: loads[t] for t in task_ids if t in loads}
 
+    def record_load(self, load: Mapping[int, float]) -> None:
+        """Keep the load the peer reported (client side; its control frames arrive at
+        our server, which hands them on)."""
+        self._peer_load.update(load)  # type: ignore[attr-defined]
+
     @property
     @abstractmethod
     def port(self) -> int:

@@ -21,12 +21,14 @@ class RemoteBackpressure:
         self._known = frozenset(topology_tasks)
         self._since: dict[int, float] = {}
 
-    def report(self, status: Mapping[int, bool], now: float) -> set[int] | None:
-        """Apply one peer's {task: under backpressure}; returns the tasks now under it, or
-        None when the report names a task that is ours or not in the topology (refused)."""
-        for task in status:
-            if task in self._own or task not in self._known:
-                return None
+    def foreign(self, status: Mapping[int, object]) -> bool:
+        """Does a peer's report name only tasks of the topology that are not ours?"""
+        own, known = self._own, self._known
+        return all(task not in own and task in known for task in status)
+
+    def report(self, status: Mapping[int, bool], now: float) -> set[int]:
+        """Apply one peer's {task: under backpressure} (checked with ``foreign``); returns
+        the tasks now under backpressure."""
         for task, on in status.items():
             if on:
                 self._since[task] = now

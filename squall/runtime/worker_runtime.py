@@ -301,28 +301,34 @@ class WorkerRuntime:
         self.drops.add(drops.BAD_FRAME, error=error, frame_bytes=size)
 
     def receive_control(self, kind: int, body: Any) -> None:
-        """A control frame from a peer: its backpressure status (load is kept by the
-        transport for get_load)."""
-        if kind != codec.KIND_BACKPRESSURE:
-            return
-        remote = self._remote.report(body, time.monotonic())
-        if remote is None:
-            self.drops.add(drops.BAD_CONTROL, error="backpressure status names tasks of this worker "
+        """A control frame from a peer: the backpressure state of its tasks, or their load
+        (kept on the connection to that peer, for ``Connection.get_load``)."""
+        if not self._remote.foreign(body):
+            self.drops.add(drops.BAD_CONTROL, error="control frame names tasks of this worker "
                            "or tasks not in the topology")
             return
-        self.remote_bp = remote
+        if kind == codec.KIND_BACKPRESSURE:
+            self.remote_bp = self._remote.report(body, time.monotonic())
+        elif kind == codec.KIND_LOAD:
+            conns, endpoints = self.connections, self.task_endpoint
+            for task, load in body.items():
+                conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
+                if conn is not None:
+                    conn.record_load({task: float(load)})
 
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
-        once when it changed and every RESEND_SECS; stale peer reports expire here too."""
+        once when it changed and every RESEND_SECS (with the load of every task); stale
+        peer reports expire here too."""
         if not self._bp_changed and now - self._bp_sent_at < RESEND_SECS:
             return []
         self._bp_changed = False
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
-        bp = self.bp_tasks
-        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks})]
+        bp, queues = self.bp_tasks, self.queues
+        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
+                (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
 
     def check_relief(self, executor: Executor) -> None:
         if executor.task_ids[0] in self.bp_tasks and executor.queue.fill <= self._low:
