@@ -174,6 +174,8 @@ class ZmqClient(Connection):
         batch = messages if isinstance(messages, list) else list(messages)
         if not batch:
             return []
+        if timeout == 0 and not self._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT:
+            return batch  # still full: do not encode a backlog only to have it refused
         runs = codec.chunks(batch, self._max_bytes)
         for i, run in enumerate(runs):
             frame = codec.encode_tasks(run)
