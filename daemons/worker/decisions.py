@@ -1,7 +1,7 @@
 """The worker's decisions as plain functions, tested without processes or sockets.
 
-Is this worker still assigned, which task lives where, which
-conf a worker runs with, and when ZooKeeper has been away too long.
+Is this worker still assigned, which task lives where, which conf a worker runs with,
+and when ZooKeeper has been away too long.
 """
 from __future__ import annotations
 
