@@ -47,6 +47,11 @@ class Connection(ABC):
         """Send a control frame (see codec.KIND_*) on a path data frames cannot hold up;
         never waits. False if the peer's control path is full (the frame is dropped)."""
 
+    def wait_writable(self, timeout: float) -> bool | None:
+        """Wait up to ``timeout`` seconds until a send would be taken (client side);
+        None if this transport cannot tell (the caller then just waits)."""
+        return None
+
     def get_load(self, task_ids: Iterable[int]) -> dict[int, float]:
         """Last load reported by the peer for each of ``task_ids`` that it reported."""
         loads = getattr(self, "_peer_load", {})

@@ -27,6 +27,9 @@ HEADER_BYTES = len(_TASKS_HEADER)
 MAX_ENTRIES = 65536
 # The default frame size limit (zmq.max.message.bytes).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+# Frames are cut at about this many payload bytes: zmq.hwm frames per socket then hold at
+# most a few MiB, whatever the backlog behind them.
+FRAME_TARGET_BYTES = 256 * 1024
 # msgpack encodes a [task, payload] pair in at most this many bytes besides the payload.
 ENTRY_OVERHEAD = 16
 
@@ -39,11 +42,14 @@ def encode_tasks(messages: list[TaskMessage]) -> bytes:
     return _TASKS_HEADER + msgpack.packb(messages, use_bin_type=True)
 
 
-def chunks(messages: list[TaskMessage], max_bytes: int) -> list[list[TaskMessage]]:
-    """Split ``messages`` into runs that each encode to a frame of at most ``max_bytes``
-    (a message too large alone still gets a frame of its own: the receiver refuses it)."""
-    budget = max_bytes - HEADER_BYTES - ENTRY_OVERHEAD
-    if not max_bytes or sum(len(p) for _, p in messages) + ENTRY_OVERHEAD * len(messages) <= budget:
+def chunks(messages: list[TaskMessage], max_bytes: int,
+           target_bytes: int = FRAME_TARGET_BYTES) -> list[list[TaskMessage]]:
+    """Split ``messages`` into runs of about ``target_bytes`` (and at most ``max_bytes``)
+    of payload each, one frame per run, so what a socket's high-water mark of frames holds
+    is bounded in bytes. A message over the target goes alone (over ``max_bytes``, the
+    receiver refuses it)."""
+    budget = min(target_bytes, max_bytes - HEADER_BYTES - ENTRY_OVERHEAD) if max_bytes else target_bytes
+    if sum(len(p) for _, p in messages) + ENTRY_OVERHEAD * len(messages) <= budget:
         return [messages]
     out: list[list[TaskMessage]] = []
     run: list[TaskMessage] = []

@@ -211,6 +211,9 @@ class ZmqClient(Connection):
                             topology_id=self._topology_id, host=self._host, port=self._port,
                             hwm=self._hwm, waited_secs=round(now - started, 1))
 
+    def wait_writable(self, timeout: float) -> bool:
+        return bool(self._sock.poll(max(1, int(timeout * 1000)), zmq.POLLOUT))
+
     def send_raw(self, frame: bytes) -> None:
         """Send an already encoded (or deliberately malformed) frame; used by tests."""
         self._send(frame)

@@ -73,9 +73,9 @@ class Transfer:
     def _run(self) -> None:
         pin_thread(self._cpu)
         while True:
-            items = self.queue.wait(RETRY_WAIT if self._bufs else IDLE_WAIT)
+            items = self._next_items(self.routing[1])
             now = time.monotonic()
-            endpoints, conns = self.routing
+            endpoints, conns = self.routing  # read after the wait: a refresh may have come
             self._close_retired()
             self._send_control(now, conns)
             if self._unrouted:
@@ -93,6 +93,16 @@ class Transfer:
                 return
             if self._unrouted and not self._stopping.is_set():
                 time.sleep(UNROUTED_WAIT)
+
+    def _next_items(self, conns: Mapping[Endpoint, Connection]) -> list[TaskMessage]:
+        """New batches: wait for some while nothing is backed up; else wait (briefly)
+        for a backed-up peer to take frames again, then take what has arrived."""
+        if not self._bufs:
+            return self.queue.wait(IDLE_WAIT)
+        conn = conns.get(next(iter(self._bufs)))
+        if conn is None or conn.wait_writable(RETRY_WAIT) is None:
+            return self.queue.wait(RETRY_WAIT)
+        return self.queue.get_all()
 
     def _route(self, items: list[TaskMessage], endpoints: Mapping[int, Endpoint],
                conns: Mapping[Endpoint, Connection]) -> None:
