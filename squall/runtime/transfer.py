@@ -28,8 +28,6 @@ Routing = tuple[Mapping[int, Endpoint], Mapping[Endpoint, Connection]]
 # How long a turn waits for new batches; shorter while some peer has a backlog to retry.
 IDLE_WAIT = 0.05
 RETRY_WAIT = 0.005
-# A turn with messages nobody can take yet (no endpoint) sleeps this long.
-UNROUTED_WAIT = 0.05
 
 
 class Transfer:
@@ -91,8 +89,6 @@ class Transfer:
                     self._log.warning("undelivered batches at shutdown", held_bytes=self.held_bytes,
                                       peers=len(self._bufs))
                 return
-            if self._unrouted and not self._stopping.is_set():
-                time.sleep(UNROUTED_WAIT)
 
     def _next_items(self, conns: Mapping[Endpoint, Connection]) -> list[TaskMessage]:
         """New batches: wait for some while nothing is backed up; else wait (briefly)
