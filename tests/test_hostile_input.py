@@ -46,6 +46,8 @@ GOOD = [SPOUT_TASK, "default", [["good"]], None]
 HOSTILE_GROUPS = [
     ([SPOUT_TASK, "default"], "bad_group"),
     ("not a group", "bad_group"),
+    ([{"a": 1}, "default", [["x"]], None], "bad_group"),                # unhashable source
+    ([SPOUT_TASK, ["default"], [["x"]], None], "bad_group"),            # unhashable stream
     ([SPOUT_TASK, "default", "values", None], "bad_group"),
     ([SPOUT_TASK, "default", [["a", "b"]], None], "bad_group"),          # arity
     ([SPOUT_TASK, "default", [7], None], "bad_group"),                   # a value is not a list
@@ -133,6 +135,8 @@ def zmq_worker():
             wait_for(lambda: set(marks) <= {r[3][0] for r in Recorder.get(key)}, 10,
                      what="good tuples after hostile ones")
             assert not fatal
+            assert rt._server.callback_errors == 0  # nothing escaped the checks...
+            assert "internal_error" not in rt.drops.by_cause(every=True)  # ...or was caught blind
             assert all(t.is_alive() for t in rt.threads)
             assert not rt._server.stopped
             assert rt.transfer._thread.is_alive()

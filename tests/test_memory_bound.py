@@ -68,7 +68,6 @@ def _send_hostile(ports, rounds):
             for _ in range(rounds):
                 for frame in HOSTILE:
                     push.send(frame)
-            time.sleep(0.5)  # linger is 0: let ZeroMQ hand them over before closing
 
 
 @pytest.mark.cluster

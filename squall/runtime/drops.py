@@ -22,6 +22,7 @@ NOT_SUBSCRIBED = "not_subscribed"  # a stream the target task does not subscribe
 BAD_IDS = "bad_ids"                # message ids that are not a map of 64-bit ints
 ACKER_STREAM = "acker_stream"      # acker traffic from a task that may not send it, or malformed
 BAD_CONTROL = "bad_control"        # a control frame with a body of the wrong shape
+INTERNAL_ERROR = "internal_error"  # a payload that made decoding fail unexpectedly (a bug of ours)
 
 LOG_EVERY_SECS = 10.0
 

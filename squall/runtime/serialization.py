@@ -122,13 +122,15 @@ class TupleSerializer:
                 if drop is None:
                     raise SerializationError(str(exc)) from None
                 values = group[2] if type(group) is list and len(group) == 4 else None
-                drop(exc.cause, len(values) if type(values) is list else 1, str(exc))
+                drop(exc.cause, max(1, len(values)) if type(values) is list else 1, str(exc))
         return out
 
     def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
         if type(group) is not list or len(group) != 4:
             raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
         task, stream, values, ids = group
+        if type(task) is not int or type(stream) is not str:  # before they key a dict
+            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: source {task!r:.20}/{stream!r:.40}")
         admitted = self._admitted.get((target, task, stream))
         if admitted is None:
             admitted = self._admit(target, task, stream)
@@ -176,11 +178,9 @@ class TupleSerializer:
         if shape is not None:
             check_acker_values(shape, values)
 
-    def _admit(self, target: int | None, task: Any, stream: Any) -> tuple[Source, str | None]:
+    def _admit(self, target: int | None, task: int, stream: str) -> tuple[Source, str | None]:
         """The Source of a (task, stream) group and the acker-value shape it needs, if
         ``target`` may receive it; cached (the key space is bounded by the topology)."""
-        if type(task) is not int or type(stream) is not str:
-            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: source {task!r:.20}/{stream!r:.40}")
         src = self._sources.get((task, stream))
         if src is None:
             src = self._source(task, stream)

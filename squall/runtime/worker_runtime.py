@@ -270,6 +270,9 @@ class WorkerRuntime:
             except SerializationError as exc:
                 self.drops.add(drops.BAD_PAYLOAD, executor=ex, task=task, error=str(exc))
                 continue
+            except Exception as exc:  # noqa: BLE001 - a check we lack: the rest of the frame still goes
+                self.drops.add(drops.INTERNAL_ERROR, executor=ex, task=task, error=repr(exc))
+                continue
             if not tuples:
                 continue
             if q._size > q.capacity * RECEIVE_HARD_LIMIT:

@@ -32,11 +32,12 @@ def runtime_over_zmq(topology_id: str, topology: Topology, conf: Mapping[str, An
 
 
 @contextmanager
-def raw_sender(port: int) -> Iterator[zmq.Socket]:
-    """A PUSH socket to 127.0.0.1:``port`` that sends whatever bytes it is given."""
+def raw_sender(port: int, linger_ms: int = 1000) -> Iterator[zmq.Socket]:
+    """A PUSH socket to 127.0.0.1:``port`` that sends whatever bytes it is given; on
+    exit it still delivers what it holds for up to ``linger_ms``."""
     zctx = zmq.Context()
     push = zctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 0)
+    push.setsockopt(zmq.LINGER, linger_ms)
     push.connect(f"tcp://127.0.0.1:{port}")
     try:
         yield push
