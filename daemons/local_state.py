@@ -7,13 +7,16 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
     <local dir>/
       supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
-      workers/<worker id>/            pid, heartbeat.json, worker.log
+      workers/<worker id>/            pid, heartbeat.json, worker.log (rotated by the worker:
+                                      worker.log.1 ...), worker.out (output before the
+                                      worker's log is set up, captured by the supervisor)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,6 +40,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def make_private(root: Path) -> None:
+    """Make ``root`` and everything under it readable by its owner only: directories 0700,
+    files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, 0o700 if mode & stat.S_IXUSR else 0o600)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) if needed and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def valid_id(value: str) -> bool:
@@ -96,6 +118,21 @@ class LocalLayout:
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"
+
+    def worker_early_output(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "worker.out"
+
+
+def truncate_if_over(path: Path, limit: int) -> bool:
+    """Empty ``path`` when it has grown past ``limit`` bytes (its writers open it with
+    O_APPEND, so they go on at the new end); whether it was emptied."""
+    try:
+        if path.stat().st_size <= limit:
+            return False
+        os.truncate(path, 0)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 # --- the worker's pid file -----------------------------------------------------------------

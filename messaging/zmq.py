@@ -10,7 +10,12 @@ Threading (ZeroMQ sockets are not thread-safe):
   thread: it wakes the receive thread through an inproc socket of its own.
 
 A ``send`` call sends the batch for one peer as one task frame, or several when it
-would exceed ``zmq.max.message.bytes``; control frames have a socket of their own.
+would exceed about 256 KiB (``codec.chunks``); control frames have a socket of their own.
+
+With CURVE keys (``ZmqContext(curve=...)``) every socket is encrypted and authenticated:
+servers accept only peers holding the same key pair (``messaging.curve``); a refused
+handshake delivers nothing and is counted in ``ZmqServer.refused_connections`` (and, for a
+foreign key, in the context's ``refused_keys``).
 """
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ from typing import Any
 
 import structlog
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
+from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.zmq")
@@ -38,13 +45,16 @@ _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
 _CONTROL_HWM = 4
 _wake_ids = itertools.count()
+# Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
+_REFUSED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                   | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
-                 max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
+                 curve: CurveKeys | None = None, max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
         self._topology_id = topology_id
         self._callback: RecvCallback | None = None
         self._ready = threading.Event()     # set by register_recv (or close)
@@ -52,8 +62,11 @@ class ZmqServer(ServerConnection):
         self._closed = False
         self._close_lock = threading.Lock()
         self._max_bytes = max_bytes
+        self.refused_connections = 0  # handshakes that failed: no CURVE, a foreign key, garbage
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
+        if curve is not None:
+            apply_curve(pull, curve, server=True)
         # RCVHWM bounds what ZeroMQ buffers for us per sender (in frames); beyond it the
         # senders' PUSH sockets refuse more, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
@@ -74,12 +87,14 @@ class ZmqServer(ServerConnection):
         wake = zctx.socket(zmq.PULL)
         wake.setsockopt(zmq.LINGER, 0)
         wake.bind(self._wake_addr)
-        self._thread = threading.Thread(target=self._run, args=(pull, wake),
+        monitor = pull.get_monitor_socket(_REFUSED_EVENTS)
+        monitor.setsockopt(zmq.LINGER, 0)
+        self._thread = threading.Thread(target=self._run, args=(pull, wake, monitor),
                                         name=f"zmq-recv-{self._port}", daemon=True)
         self._thread.start()
 
     # -- receive thread ---------------------------------------------------------------
-    def _run(self, pull: zmq.Socket, wake: zmq.Socket) -> None:
+    def _run(self, pull: zmq.Socket, wake: zmq.Socket, monitor: zmq.Socket) -> None:
         try:
             # Frames that arrive before register_recv stay queued in ZeroMQ (up to the
             # HWM, then senders block): none is dropped for want of a callback.
@@ -87,9 +102,11 @@ class ZmqServer(ServerConnection):
             poller = zmq.Poller()
             poller.register(pull, zmq.POLLIN)
             poller.register(wake, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
             recv, handle = pull.recv, self.handle_frame
             while not self._stopping:
-                poller.poll()
+                if monitor in dict(poller.poll()):
+                    self._drain_monitor(monitor)
                 for _ in range(_DRAIN):
                     if self._stopping:
                         break
@@ -102,8 +119,23 @@ class ZmqServer(ServerConnection):
             log.exception("receive thread failed", topology_id=self._topology_id, port=self._port)
             raise
         finally:
+            pull.disable_monitor()
+            monitor.close()
             pull.close()
             wake.close()
+
+    def _drain_monitor(self, monitor: zmq.Socket) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] & _REFUSED_EVENTS:
+                self.refused_connections += 1
+                if should_log(self.refused_connections):
+                    log.warning("connection refused at handshake", topology_id=self._topology_id,
+                                port=self._port, endpoint=event["endpoint"].decode(errors="replace"),
+                                refused_connections=self.refused_connections)
 
     # -- Connection -------------------------------------------------------------------
     def close(self) -> None:
@@ -143,13 +175,16 @@ class ZmqClient(Connection):
     (backpressure status), which a backlog of data frames therefore cannot hold up."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
-                 hwm: int, linger_ms: int, max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
+                 hwm: int, linger_ms: int, curve: CurveKeys | None = None,
+                 max_bytes: int = codec.DEFAULT_MAX_BYTES) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
         self._max_bytes = max_bytes
         self._peer_load: dict[int, float] = {}
         self.blocked_sends = 0
         self.control_dropped = 0
         sock = zctx.socket(zmq.PUSH)
+        if curve is not None:
+            apply_curve(sock, curve, server=False)
         # SNDHWM bounds the frames queued for this peer; at the mark a send is refused
         # (the caller keeps the batch and retries) instead of dropped, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
@@ -163,6 +198,8 @@ class ZmqClient(Connection):
         sock.setsockopt(zmq.IMMEDIATE, 0)
         sock.connect(f"tcp://{host}:{port}")
         ctl = zctx.socket(zmq.PUSH)
+        if curve is not None:
+            apply_curve(ctl, curve, server=False)
         # Status is sent again every second: a few frames are all worth keeping, and none at close.
         ctl.setsockopt(zmq.SNDHWM, _CONTROL_HWM)
         ctl.setsockopt(zmq.LINGER, 0)
@@ -246,12 +283,16 @@ class ZmqClient(Connection):
 class ZmqContext(Context):
     """One per worker process: owns the zmq.Context and every connection made from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, curve: CurveKeys | None = None) -> None:
+        """``curve``: the key pair of every peer (None: plain TCP, unauthenticated)."""
         self._zctx = zmq.Context()
+        self._curve = curve
+        # The ZAP handler must exist before the first CURVE server socket.
+        self._zap = ZapHandler(self._zctx, curve) if curve is not None else None
         self._hwm = 1000
         self._linger_ms = 5000
         self._max_bytes = codec.DEFAULT_MAX_BYTES
-        self._bind_host = "0.0.0.0"
+        self._bind_host = "127.0.0.1"
         self._made: list[Connection] = []
         self._lock = threading.Lock()
         self._terminated = False
@@ -259,8 +300,17 @@ class ZmqContext(Context):
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
         self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
-        self._bind_host = str(conf.get("zmq.bind.host", self._bind_host))
+        self._bind_host = str(conf.get("zmq.bind.host") or self._bind_host)
         self._max_bytes = int(conf.get("zmq.max.message.bytes", self._max_bytes))
+
+    @property
+    def curve(self) -> bool:
+        return self._curve is not None
+
+    @property
+    def refused_keys(self) -> int:
+        """Handshakes the ZAP handler refused (a CURVE peer with another key pair)."""
+        return self._zap.refused if self._zap is not None else 0
 
     def _add(self, conn: Connection) -> None:
         with self._lock:
@@ -271,13 +321,15 @@ class ZmqContext(Context):
 
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
-        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._max_bytes)
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve,
+                           self._max_bytes)
         self._add(server)
-        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port)
+        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port, curve=self.curve)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
-        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._max_bytes)
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve,
+                           self._max_bytes)
         self._add(client)
         return client
 
@@ -299,4 +351,6 @@ class ZmqContext(Context):
             # term() would block until those threads close their sockets: never hang shutdown.
             log.error("zmq context left open: receive threads still running", ports=stuck)
             return
+        if self._zap is not None:
+            self._zap.stop()
         self._zctx.term()

@@ -31,6 +31,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "zookeeper.root": (_STR, False),
     "zookeeper.session.timeout.ms": (_INT, False),
     "zookeeper.connection.timeout.ms": (_INT, False),
+    "zookeeper.auth.user": (_STR, True),
+    "zookeeper.auth.password": (_STR, True),
     "squall.local.dir": (_STR, False),
     "squall.log.dir": (_STR, True),
     "squall.log.format": ("enum:console,json", False),
@@ -44,6 +46,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "nimbus.task.launch.secs": (_FLOAT, False),
     "nimbus.code.max.upload.bytes": (_INT, False),
     "nimbus.leader.poll.secs": (_FLOAT, False),
+    "nimbus.bind.host": (_STR, True),
+    "nimbus.auth.enabled": (_BOOL, False),
+    "nimbus.auth.tokens.file": (_STR, True),
+    "nimbus.tls.cert.file": (_STR, True),
+    "nimbus.tls.key.file": (_STR, True),
+    "nimbus.tls.ca.file": (_STR, True),
+    "squall.token": (_STR, True),
     "supervisor.slots.ports": ("list[int]", False),
     "supervisor.host": (_STR, False),
     "supervisor.id": (_STR, True),
@@ -53,6 +62,14 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.worker.user": (_STR, True),
+    "supervisor.code.max.unpacked.bytes": (_INT, False),
+    "supervisor.code.max.members": (_INT, False),
+    "supervisor.logviewer.port": (_INT, False),
+    "supervisor.logviewer.secret": (_STR, True),
+    "supervisor.logviewer.max.bytes": (_INT, False),
+    "worker.log.max.bytes": (_INT, False),
+    "worker.log.backups": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
@@ -61,7 +78,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "worker.pin.cpu": (_BOOL, False),
     "zmq.hwm": (_INT, False),
     "zmq.linger.millis": (_INT, False),
-    "zmq.bind.host": (_STR, False),
+    "zmq.bind.host": (_STR, True),
+    "zmq.curve": (_BOOL, False),
     "zmq.max.message.bytes": (_INT, False),
     "worker.transfer.held.max.bytes": (_INT, False),
     "topology.name": (_STR, True),
@@ -108,6 +126,12 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "supervisor.worker.start.timeout.secs": _SECS,
     "supervisor.worker.timeout.secs": _SECS,
     "supervisor.worker.shutdown.sleep.secs": (0.0, 3600.0, True),
+    "supervisor.code.max.unpacked.bytes": (1, 2**40, True),
+    "supervisor.code.max.members": (1, 10**7, True),
+    "supervisor.logviewer.port": (0, 65535, True),
+    "supervisor.logviewer.max.bytes": (1, 2**40, True),
+    "worker.log.max.bytes": (1, 2**40, True),
+    "worker.log.backups": (0, 1000, True),
     "worker.heartbeat.frequency.secs": _SECS,
     "task.heartbeat.frequency.secs": _SECS,
     "task.refresh.poll.secs": _SECS,
@@ -255,4 +279,7 @@ def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> d
     for layer in layers:
         if layer:
             conf.update(validate(layer))
+    if bool(conf.get("zookeeper.auth.user")) != bool(conf.get("zookeeper.auth.password")):
+        raise ConfigError("config keys 'zookeeper.auth.user' and 'zookeeper.auth.password' must be set "
+                          "together (or both left unset: no ZooKeeper authentication)")
     return conf

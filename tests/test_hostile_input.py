@@ -197,7 +197,7 @@ def test_drops_are_counted_per_cause_and_executor_in_stats(zmq_worker):
     stats = {tuple(s["executor"]): s for s in rt.stats()}
     assert stats[(3, 3)]["dropped"]["bad_ids"] >= 1
     assert stats[(1, 1)]["dropped"]["acker_stream"] >= 1
-    assert rt.worker_stats()["dropped"]["unknown_task"] >= 1
+    assert rt.transport_stats()["dropped"]["unknown_task"] >= 1
 
 
 # --- callbacks that raise ------------------------------------------------------------

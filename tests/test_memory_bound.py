@@ -17,7 +17,8 @@ from squall import Bolt, TopologyBuilder
 from squall.config import build_config
 from squall.messaging import codec
 from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
-from squall.testing.cluster import ProcessCluster
+from squall.daemons.state import ClusterState
+from squall.messaging.curve import CurveKeys
 from squall.testing.components import FixedTupleSpout
 from squall.testing.waiting import wait_for
 from squall.testing.wire import raw_sender, runtime_over_zmq
@@ -62,54 +63,63 @@ HOSTILE = [
 ]
 
 
-def _send_hostile(ports, rounds):
+def _topology_keys(cluster):
+    """The probe's CURVE keys: hostile frames come from an insider (anyone else is refused
+    at the handshake; see test_security_transport)."""
+    with ClusterState(build_config(cluster.common, user_file=False)) as state:
+        topology_id = next(i for i, t in state.topologies().items() if t.name == "probe")
+        secrets = state.topology_secrets(topology_id)
+    return CurveKeys(secrets.curve_public, secrets.curve_secret)
+
+
+def _send_hostile(ports, rounds, keys):
     for port in ports:
-        with raw_sender(port) as push:
+        with raw_sender(port, curve=keys) as push:
             for _ in range(rounds):
                 for frame in HOSTILE:
                     push.send(frame)
 
 
 @pytest.mark.cluster
-def test_slow_bolt_keeps_every_worker_under_150_mb(zk_server, zk_root, tmp_path):
-    with ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=2) as cluster:
-        res = cluster.cli("submit", str(TOPOLOGY), "--name", "probe")
-        assert res.returncode == 0, res.stdout + res.stderr
-        cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
-        cluster.wait_for(lambda: _components(cluster)["slow"]["executed"] > 0, 60, "the bolt at work")
-        procs = [psutil.Process(pid) for pid in cluster.worker_pids().values()]
-        peak = {p.pid: 0 for p in procs}
-        deadline, sent = time.monotonic() + RUN_SECS, False
-        while time.monotonic() < deadline:
-            for p in procs:
-                peak[p.pid] = max(peak[p.pid], p.memory_info().rss)
-            time.sleep(0.25)
-            if time.monotonic() > deadline - RUN_SECS / 2 and not sent:
-                sent = True
-                _send_hostile([w["port"] for w in _status(cluster)["workers"]], rounds=20)
-        comps = _components(cluster)
-        print("probe: peak rss MB", {pid: round(rss / 2**20, 1) for pid, rss in peak.items()},
-              "emitted", comps["flood"]["emitted"], "executed", comps["slow"]["executed"])
-        assert all(p.is_running() for p in procs), "a worker died"
-        assert sorted(cluster.worker_pids().values()) == sorted(p.pid for p in procs), "a worker was replaced"
-        assert max(peak.values()) < LIMIT_MB * 2**20, f"peak RSS {max(peak.values()) / 2**20:.0f} MB"
-        assert comps["slow"]["executed"] > RUN_SECS * 1000  # the bolt kept working throughout
+def test_slow_bolt_keeps_every_worker_under_150_mb(start_cluster):
+    cluster = start_cluster(supervisors=1, slots=2)
+    res = cluster.cli("submit", str(TOPOLOGY), "--name", "probe")
+    assert res.returncode == 0, res.stdout + res.stderr
+    cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
+    cluster.wait_for(lambda: _components(cluster)["slow"]["executed"] > 0, 60, "the bolt at work")
+    procs = [psutil.Process(pid) for pid in cluster.worker_pids().values()]
+    peak = {p.pid: 0 for p in procs}
+    deadline, sent = time.monotonic() + RUN_SECS, False
+    while time.monotonic() < deadline:
+        for p in procs:
+            peak[p.pid] = max(peak[p.pid], p.memory_info().rss)
+        time.sleep(0.25)
+        if time.monotonic() > deadline - RUN_SECS / 2 and not sent:
+            sent = True
+            _send_hostile([w["port"] for w in _status(cluster)["workers"]], 20, _topology_keys(cluster))
+    comps = _components(cluster)
+    print("probe: peak rss MB", {pid: round(rss / 2**20, 1) for pid, rss in peak.items()},
+          "emitted", comps["flood"]["emitted"], "executed", comps["slow"]["executed"])
+    assert all(p.is_running() for p in procs), "a worker died"
+    assert sorted(cluster.worker_pids().values()) == sorted(p.pid for p in procs), "a worker was replaced"
+    assert max(peak.values()) < LIMIT_MB * 2**20, f"peak RSS {max(peak.values()) / 2**20:.0f} MB"
+    assert comps["slow"]["executed"] > RUN_SECS * 1000  # the bolt kept working throughout
 
-        def counted():
-            st = _status(cluster)
-            by_worker = [w["dropped_by_cause"] for w in st["workers"]]
-            slow = next(c for c in st["components"] if c["id"] == "slow")
-            return all(d.get("bad_frame", 0) >= 20 * 6 for d in by_worker) and slow["dropped"] >= 20 * 6
-        cluster.wait_for(counted, 20, "hostile frames counted in squall status", interval=1.0)
-        human = cluster.cli("status", "probe").stdout
-        assert "input dropped" in human and "bad_frame" in human and "acker_stream" in human
-        # Nothing lost: once the spout stops, the bolt catches up with every tuple emitted.
-        assert cluster.cli("deactivate", "probe").returncode == 0
+    def counted():
+        st = _status(cluster)
+        by_worker = [w["dropped_by_cause"] for w in st["workers"]]
+        slow = next(c for c in st["components"] if c["id"] == "slow")
+        return all(d.get("bad_frame", 0) >= 20 * 6 for d in by_worker) and slow["dropped"] >= 20 * 6
+    cluster.wait_for(counted, 20, "hostile frames counted in squall status", interval=1.0)
+    human = cluster.cli("status", "probe").stdout
+    assert "input dropped" in human and "bad_frame" in human and "acker_stream" in human
+    # Nothing lost: once the spout stops, the bolt catches up with every tuple emitted.
+    assert cluster.cli("deactivate", "probe").returncode == 0
 
-        def drained():
-            c = _components(cluster)
-            return c["flood"]["emitted"] > 0 and c["slow"]["executed"] == c["flood"]["emitted"]
-        cluster.wait_for(drained, 60, "the bolt to process every emitted tuple", interval=1.0)
+    def drained():
+        c = _components(cluster)
+        return c["flood"]["emitted"] > 0 and c["slow"]["executed"] == c["flood"]["emitted"]
+    cluster.wait_for(drained, 60, "the bolt to process every emitted tuple", interval=1.0)
 
 
 class Counting(Bolt):

@@ -26,6 +26,8 @@ from typing import Any
 import structlog
 
 from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
@@ -36,12 +38,14 @@ from squall.daemons.worker.decisions import (
     ConnectionGuard,
     ExecutorId,
     assignment_verdict,
+    bind_host,
     check_executors,
     is_active,
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
     task_endpoints,
+    with_capacity,
 )
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
@@ -63,14 +67,17 @@ class Worker:
     """One worker process: ``run()`` starts it, waits for a stop and shuts it down.
 
     ``conf`` is the supervisor's configuration (SQUALL_CONF, plus ``overrides``); the
-    topology's conf.json is merged in at start. Stops come from ``stop`` (signals, a
-    halting timer, a dead executor, the assignment no longer naming this worker).
+    topology's conf.json is merged in at start. ``credentials`` are the topology's own
+    (ZooKeeper digest, CURVE keys), handed over by the supervisor; without them it cannot
+    start. Stops come from ``stop`` (signals, a halting timer, a dead executor, the
+    assignment no longer naming this worker).
     """
 
     def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
                  worker_id: str, overrides: Mapping[str, Any] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, credentials: WorkerCredentials | None = None) -> None:
         self.clock = clock
+        self.credentials = credentials
         self.base_conf = dict(conf)
         self.overrides = dict(overrides or {})
         self.conf: dict[str, Any] = dict(conf)
@@ -95,6 +102,7 @@ class Worker:
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
         self._stats_at = float("-inf")
+        self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
         self._shut_down = False
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
@@ -142,8 +150,15 @@ class Worker:
         self._write_pid()
         self._read_conf()
         self._check_transport()
+        if self.credentials is None:
+            raise WorkerError(f"no credentials for {self.topology_id} (the supervisor passes them in "
+                              f"the file named by {CREDENTIALS_ENV})")
         self._checkpoint()
-        self.state = ClusterState(self.conf).start()
+        auth = self.credentials.zk_auth()
+        if not auth.enabled:
+            self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
+                             "worker's nodes are open to anyone reaching ZooKeeper")
+        self.state = ClusterState(self.conf, auth=auth).start()
         guard = ConnectionGuard(self.state.session_timeout, self.clock.monotonic())
         self._timer("zookeeper-guard", min(1.0, self.state.session_timeout / 4),
                     lambda: guard.check(self.state.connected, self.clock.monotonic()))  # type: ignore[union-attr]
@@ -158,6 +173,7 @@ class Worker:
             raise _NotAssigned(f"the assignment of {self.topology_id} names no executors on "
                                f"{self.supervisor_id}:{self.port}")
         self.host = assignment.node_host.get(self.supervisor_id, self.host)
+        self.conf["zmq.bind.host"] = bind_host(self.conf, self.host)
         topology = load_bundle_topology(self.bundle)
         self._checkpoint()
         self._make_runtime(topology)
@@ -208,12 +224,17 @@ class Worker:
 
     def _assignment_listed(self) -> bool:
         assert self.state is not None
-        return self.topology_id in self.state.assignment_ids()
+        return self.state.assignment_exists(self.topology_id)
 
     def _make_runtime(self, topology: Topology) -> None:
         from squall.runtime.worker_runtime import WorkerRuntime
 
-        self.context = make_context(self.conf)
+        assert self.credentials is not None
+        curve = self.credentials.curve_keys() if self.conf.get("zmq.curve", True) else None
+        if curve is None:
+            self.log.warning("SECURITY OFF: CurveZMQ is off (zmq.curve: false): worker traffic is "
+                             "plain TCP, unauthenticated")
+        self.context = make_context(self.conf, curve=curve)
         assert self.state is not None
         self.writer = ZkWriter(self.state, self.topology_id, self.supervisor_id, self.port, self.host,
                                self.conf, self.clock)
@@ -244,7 +265,7 @@ class Worker:
         now = self.clock.time()
         if self.rt is not None and self.rt.executors and \
                 now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
-            self._stats = {"executors": self._executor_stats(), "worker": self.rt.worker_stats()}
+            self._stats = {"executors": self._executor_stats(), "transport": self.rt.transport_stats()}
             self._stats_at = now
         self.state.worker_beat(WorkerBeat(self.topology_id, self.supervisor_id, self.port, now,
                                           list(self.executors), now - self.started_at, self._stats))
@@ -253,7 +274,8 @@ class Worker:
         # Stats are read while the executors run; a rare concurrent-mutation error must not
         # halt the worker: keep the last good stats instead.
         try:
-            return self.rt.stats()
+            stats, self._busy_marks = with_capacity(self.rt.stats(), self._busy_marks, self.clock.monotonic())
+            return stats
         except Exception as exc:  # noqa: BLE001
             self.log.warning("reading executor stats failed", error=repr(exc))
             return self._stats.get("executors", [])

@@ -15,7 +15,9 @@ ExecutorId = tuple[int, int]
 Endpoint = tuple[str, int]
 
 # Where a topology's conf.json may not reach: keys that say where this daemon lives.
-DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir")
+# The transport's security settings are the cluster's, not a topology's to relax.
+DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir", "zmq.curve",
+                        "zmq.bind.host")
 
 KEEP, GONE, CHANGED, UNREADABLE = "keep", "gone", "changed", "unreadable"
 
@@ -97,6 +99,12 @@ def merge_worker_conf(base: Mapping[str, Any], topology_conf: Mapping[str, Any],
     return conf, sorted(ignored)
 
 
+def bind_host(conf: Mapping[str, Any], advertised: str) -> str:
+    """Where the receive socket binds: ``zmq.bind.host`` when set, else the host the
+    supervisor advertises (never every interface unless configured)."""
+    return str(conf.get("zmq.bind.host") or advertised)
+
+
 class ConnectionGuard:
     """Decides when ZooKeeper has been unreachable for too long.
 
@@ -116,3 +124,23 @@ class ConnectionGuard:
             raise ClusterStateError(f"ZooKeeper unavailable for {now - self.last_connected:.1f}s "
                                     f"(longer than the session timeout, {self.limit:.1f}s)")
 
+
+
+def with_capacity(stats: list[dict[str, Any]], previous: Mapping[ExecutorId, tuple[float, float]],
+                  now: float) -> tuple[list[dict[str, Any]], dict[ExecutorId, tuple[float, float]]]:
+    """Storm's capacity: the share of the last stats window an executor spent executing
+    (``busy_secs`` growth over the window's length), added to each bolt's stats; also the
+    (busy, time) marks the next window starts from. The first window has no capacity yet."""
+    out, marks = [], {}
+    for entry in stats:
+        busy, ex = entry.get("busy_secs"), entry.get("executor")
+        if not isinstance(busy, float) or not isinstance(ex, list) or len(ex) != 2:
+            out.append(entry)
+            continue
+        key = (ex[0], ex[1])
+        marks[key] = (busy, now)
+        prev = previous.get(key)
+        if prev is not None and now > prev[1]:
+            entry = {**entry, "capacity": round(min(1.0, max(0.0, (busy - prev[0]) / (now - prev[1]))), 3)}
+        out.append(entry)
+    return out, marks

@@ -106,6 +106,7 @@ def _table(rows: Sequence[Sequence[Any]]) -> str:
 def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
+    from squall.daemons.credentials import DAEMON_SECRET_KEYS
     from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
     from squall.topology import TopologyError
@@ -117,7 +118,9 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     except (TopologyFileError, TopologyError, _config.ConfigError) as exc:
         raise Failure(str(exc)) from None
     name = name or module.__name__
-    topology_conf = {**file_conf, **extra, "topology.name": name}
+    # -c applies to this command too (e.g. -c squall.token=...): secrets stay out of the topology.
+    topology_conf = {k: v for k, v in {**file_conf, **extra}.items() if k not in DAEMON_SECRET_KEYS}
+    topology_conf["topology.name"] = name
     # Resolve the worker and acker counts here, into conf.json: nimbus and every worker then
     # compute the same task ids, whatever their own config files say (Storm's nimbus does
     # this normalization; ours cannot edit the bundle, whose digest is fixed).
@@ -218,9 +221,9 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     if not rows:
         click.echo("no topologies")
         return
-    table = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
-    table += [(r["name"], r["id"], r["status"], r["workers"], r["executors"], _duration(r["uptime"]))
-              for r in rows]
+    table = [("NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
+    table += [(r["name"], r["id"], r.get("owner") or "-", r["status"], r["workers"], r["executors"],
+               _duration(r["uptime"])) for r in rows]
     click.echo(_table(table))
 
 

@@ -69,6 +69,7 @@ class Executor:
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
         self.errors = 0
+        self.busy_secs = 0.0  # time spent in user execute calls (bolts)
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -148,7 +149,8 @@ class BoltExecutor(Executor):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
-        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls))
+        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls),
+                   busy_secs=self.busy_secs)
         return out
 
     def step(self, now: float) -> float:
@@ -168,6 +170,7 @@ class BoltExecutor(Executor):
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
+        started = _monotonic()  # per batch, not per tuple: capacity and execute latency
         if basic:
             for tup in tuples:
                 coll._auto = tup
@@ -188,6 +191,7 @@ class BoltExecutor(Executor):
                     self.user_error(task, exc, "execute")
                     coll.fail(tup)
         self.executed += len(tuples)
+        self.busy_secs += _monotonic() - started
 
     def teardown(self) -> None:
         try:

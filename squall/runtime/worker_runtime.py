@@ -367,10 +367,19 @@ class WorkerRuntime:
             out.append(st)
         return out
 
-    def worker_stats(self) -> dict[str, Any]:
-        """What belongs to no executor: frames refused, bytes held for peers, send errors."""
-        return {"dropped": self.drops.by_cause(None), "held_bytes": self.transfer.held_bytes,
-                "unserializable": self.dropped_unserializable, "remote_backpressure": len(self.remote_bp)}
+    def transport_stats(self) -> dict[str, Any]:
+        """What belongs to no executor: frames refused (and by cause in ``dropped``),
+        handshakes refused (a peer without the topology's CURVE key), keys refused by the
+        ZAP handler, payload bytes held for slow or unreachable peers."""
+        server, worker_drops = self._server, self.drops.by_cause(None)
+        every = self.drops.by_cause(every=True)
+        return {"bad_frames": getattr(server, "bad_frames", 0),
+                "refused_connections": getattr(server, "refused_connections", 0),
+                "refused_keys": getattr(self.context, "refused_keys", 0),
+                "dropped_unknown_task": every.get(drops.UNKNOWN_TASK, 0),
+                "dropped_bad_payload": every.get(drops.BAD_PAYLOAD, 0),
+                "dropped": worker_drops, "held_bytes": self.transfer.held_bytes,
+                "unserializable": self.dropped_unserializable}
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import zmq
 
+from squall.messaging.curve import CurveKeys, apply_curve
 from squall.messaging.zmq import ZmqContext
 from squall.runtime.worker_runtime import Endpoint, WorkerRuntime
 from squall.testing.zookeeper import free_port
@@ -32,11 +33,14 @@ def runtime_over_zmq(topology_id: str, topology: Topology, conf: Mapping[str, An
 
 
 @contextmanager
-def raw_sender(port: int, linger_ms: int = 1000) -> Iterator[zmq.Socket]:
-    """A PUSH socket to 127.0.0.1:``port`` that sends whatever bytes it is given; on
-    exit it still delivers what it holds for up to ``linger_ms``."""
+def raw_sender(port: int, linger_ms: int = 1000, curve: CurveKeys | None = None) -> Iterator[zmq.Socket]:
+    """A PUSH socket to 127.0.0.1:``port`` that sends whatever bytes it is given (with
+    ``curve``, as a peer holding the topology's keys: an insider); on exit it still
+    delivers what it holds for up to ``linger_ms``."""
     zctx = zmq.Context()
     push = zctx.socket(zmq.PUSH)
+    if curve is not None:
+        apply_curve(push, curve, server=False)
     push.setsockopt(zmq.LINGER, linger_ms)
     push.connect(f"tcp://127.0.0.1:{port}")
     try:
