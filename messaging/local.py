@@ -29,10 +29,8 @@ class LocalServer(ServerConnection):
         hwm = int(ctx.hwm)
         self._inbox: queue.Queue = queue.Queue(maxsize=hwm if hwm > 0 else 0)
         self._callback: RecvCallback | None = None
-        self._control_cb = None
         self._ready = threading.Event()
-        self.bad_frames = 0
-        self.callback_errors = 0
+        self._max_bytes = ctx.max_bytes
         self._thread = threading.Thread(target=self._deliver, name=f"local-recv-{port}", daemon=True)
         self._thread.start()
 
@@ -40,8 +38,13 @@ class LocalServer(ServerConnection):
         super().register_recv(callback)
         self._ctx._flush_pending(self)
 
-    def put_frame(self, frame: bytes) -> None:
-        self._inbox.put(frame)
+    def put_frame(self, frame: bytes, timeout: float | None = None) -> bool:
+        """Queue ``frame``; False if the inbox stayed full for ``timeout`` seconds."""
+        try:
+            self._inbox.put(frame, timeout=timeout)
+        except queue.Full:
+            return False
+        return True
 
     def _deliver(self) -> None:
         self._ready.wait()
@@ -49,20 +52,7 @@ class LocalServer(ServerConnection):
             frame = self._inbox.get()
             if frame is _STOP:
                 return
-            try:
-                kind, body = codec.decode(frame)
-            except codec.FrameError as exc:
-                self.bad_frames += 1
-                log.warning("bad frame dropped", port=self._port, error=str(exc))
-                continue
-            try:
-                if kind == codec.KIND_TASKS:
-                    self._callback(body)  # type: ignore[misc]
-                elif self._control_cb is not None:
-                    self._control_cb(kind, body)
-            except Exception as exc:  # the receiver outlives a failing callback, as zmq's does
-                self.callback_errors += 1
-                log.error("receive callback raised", port=self._port, error=repr(exc))
+            self.handle_frame(frame)
 
     def close(self) -> None:
         self._ctx._unbind(self._topology_id, self._port, self)
@@ -79,17 +69,17 @@ class LocalClient(Connection):
         self._lock = threading.Lock()
         self._peer_load: dict[int, float] = {}
 
-    def _put(self, frame: bytes) -> None:
+    def _put(self, frame: bytes, timeout: float | None = None) -> bool:
         with self._lock:
             server = self._ctx._servers.get(self._key)
             if server is None:
                 self._pending.append(frame)
-                return
-            if self._pending:
-                for old in self._pending:
-                    server.put_frame(old)
-                self._pending.clear()
-            server.put_frame(frame)
+                return True
+            while self._pending:
+                if not server.put_frame(self._pending[0], timeout):
+                    return False
+                self._pending.pop(0)
+            return server.put_frame(frame, timeout)
 
     def flush_pending(self, server: LocalServer) -> None:
         with self._lock:
@@ -97,10 +87,11 @@ class LocalClient(Connection):
                 server.put_frame(old)
             self._pending.clear()
 
-    def send(self, messages: Iterable[TaskMessage]) -> None:
+    def send(self, messages: Iterable[TaskMessage], timeout: float | None = None) -> list[TaskMessage]:
         batch = messages if isinstance(messages, list) else list(messages)
-        if batch:
-            self._put(codec.encode_tasks(batch))
+        if batch and not self._put(codec.encode_tasks(batch), timeout):
+            return batch
+        return []
 
     def send_raw(self, frame: bytes) -> None:
         """Send an already encoded (or deliberately malformed) frame; used by tests."""
@@ -109,8 +100,9 @@ class LocalClient(Connection):
     def send_load_metrics(self, load: Mapping[int, float]) -> None:
         self._put(codec.encode_control(codec.KIND_LOAD, dict(load)))
 
-    def send_control(self, kind: int, body: Any) -> None:
-        self._put(codec.encode_control(kind, body))
+    def send_control(self, kind: int, body: Any) -> bool:
+        # In process, nothing holds the inbox up for long; never wait here all the same.
+        return self._put(codec.encode_control(kind, body), 0.0)
 
     def register_recv(self, callback: RecvCallback) -> None:
         raise TypeError("a connected (client) connection only sends")
@@ -137,6 +129,7 @@ class LocalContext(Context):
 
     def __init__(self) -> None:
         self.hwm = 0
+        self.max_bytes = codec.DEFAULT_MAX_BYTES
         self._servers: dict[tuple[str, int], LocalServer] = {}
         self._lock = threading.Lock()
         self._made: list[Connection] = []
@@ -144,6 +137,7 @@ class LocalContext(Context):
 
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self.hwm = int(conf.get("zmq.hwm", 0))
+        self.max_bytes = int(conf.get("zmq.max.message.bytes", self.max_bytes))
 
     def bind(self, topology_id: str, port: int) -> LocalServer:
         with self._lock:

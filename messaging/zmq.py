@@ -9,7 +9,8 @@ Threading (ZeroMQ sockets are not thread-safe):
   other thread again; the receive thread closes it. ``close()`` may be called from any
   thread: it wakes the receive thread through an inproc socket of its own.
 
-One frame per ``send`` call: the codec's task frame holding the whole batch for this peer.
+A ``send`` call sends the batch for one peer as one task frame, or several when it
+would exceed about 256 KiB (``codec.chunks``); control frames have a socket of their own.
 
 With CURVE keys (``ZmqContext(curve=...)``) every socket is encrypted and authenticated:
 servers accept only peers holding the same key pair (``messaging.curve``); a refused
@@ -29,8 +30,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
-from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 
 log = structlog.get_logger("squall.messaging.zmq")
 
@@ -42,6 +43,7 @@ _DRAIN = 256
 _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
+_CONTROL_HWM = 4
 # How often a client reads its socket's connection events (for the reconnect counter).
 _EVENTS_EVERY_SECS = 1.0
 _wake_ids = itertools.count()
@@ -54,25 +56,28 @@ class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
-                 curve: CurveKeys | None = None, counters: TransportCounters | None = None) -> None:
+                 curve: CurveKeys | None = None, max_bytes: int = codec.DEFAULT_MAX_BYTES,
+                 counters: TransportCounters | None = None) -> None:
         self._topology_id = topology_id
-        self._counters = counters or TransportCounters()
+        self.counters = counters or TransportCounters()
         self._callback: RecvCallback | None = None
-        self._control_cb = None
         self._ready = threading.Event()     # set by register_recv (or close)
         self._stopping = False
         self._closed = False
         self._close_lock = threading.Lock()
-        self.bad_frames = 0
-        self.callback_errors = 0
+        self._max_bytes = max_bytes
         self.refused_connections = 0  # handshakes that failed: no CURVE, a foreign key, garbage
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
         if curve is not None:
             apply_curve(pull, curve, server=True)
-        # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
-        # senders' PUSH sockets block, which is the flow control we want, not loss.
+        # RCVHWM bounds what ZeroMQ buffers for us per sender (in frames); beyond it the
+        # senders' PUSH sockets refuse more, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
+        # A peer that sends a frame over the limit is disconnected by ZeroMQ before the
+        # frame is buffered: no frame can make the worker allocate more than this.
+        if max_bytes:
+            pull.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         # Nothing is ever sent from a PULL socket: closing it need not wait.
         pull.setsockopt(zmq.LINGER, 0)
         try:
@@ -102,7 +107,7 @@ class ZmqServer(ServerConnection):
             poller.register(pull, zmq.POLLIN)
             poller.register(wake, zmq.POLLIN)
             poller.register(monitor, zmq.POLLIN)
-            recv, handle = pull.recv, self._handle
+            recv, handle = pull.recv, self.handle_frame
             while not self._stopping:
                 if monitor in dict(poller.poll()):
                     self._drain_monitor(monitor)
@@ -136,31 +141,6 @@ class ZmqServer(ServerConnection):
                                 port=self._port, endpoint=event["endpoint"].decode(errors="replace"),
                                 refused_connections=self.refused_connections)
 
-    def _handle(self, frame: bytes) -> None:
-        counters = self._counters
-        counters.frames_in += 1
-        counters.bytes_in += len(frame)
-        try:
-            kind, body = codec.decode(frame)
-        except codec.FrameError as exc:
-            self.bad_frames += 1
-            counters.bad_frames += 1
-            log.warning("bad frame dropped", topology_id=self._topology_id, port=self._port,
-                        error=str(exc), frame_bytes=len(frame), bad_frames=self.bad_frames)
-            return
-        try:
-            if kind == codec.KIND_TASKS:
-                self._callback(body)  # type: ignore[misc]
-            elif self._control_cb is not None:
-                self._control_cb(kind, body)
-        except Exception:
-            # The callback's failure is the caller's bug, but a dead receive thread would
-            # leave the worker alive and deaf: log it, count it, keep receiving.
-            self.callback_errors += 1
-            counters.callback_errors += 1
-            log.exception("receive callback failed", topology_id=self._topology_id,
-                          port=self._port, kind=kind)
-
     # -- Connection -------------------------------------------------------------------
     def close(self) -> None:
         """Stop receiving now; frames not yet handled are discarded."""
@@ -193,22 +173,27 @@ class ZmqServer(ServerConnection):
 
 
 class ZmqClient(Connection):
-    """The send side: a PUSH socket connected to one peer. Use from one thread only."""
+    """The send side: PUSH sockets connected to one peer. Use from one thread only.
+
+    Two sockets, so two pipes into the peer's PULL socket: data frames, and control frames
+    (backpressure status), which a backlog of data frames therefore cannot hold up."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
                  hwm: int, linger_ms: int, curve: CurveKeys | None = None,
-                 counters: TransportCounters | None = None) -> None:
+                 max_bytes: int = codec.DEFAULT_MAX_BYTES, counters: TransportCounters | None = None) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
-        self._peer_load: dict[int, float] = {}
         self._counters = counters or TransportCounters()
-        self.blocked_sends = 0
         self._connected_once = False
         self._events_at = 0.0
+        self._max_bytes = max_bytes
+        self._peer_load: dict[int, float] = {}
+        self.blocked_sends = 0
+        self.control_dropped = 0
         sock = zctx.socket(zmq.PUSH)
         if curve is not None:
             apply_curve(sock, curve, server=False)
-        # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
-        # control toward the transfer thread) instead of dropping, which is what lets a
+        # SNDHWM bounds the frames queued for this peer; at the mark a send is refused
+        # (the caller keeps the batch and retries) instead of dropped, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
         sock.setsockopt(zmq.SNDHWM, hwm)
         # The configured linger, not 0: close() must still flush queued batches (a PUSH
@@ -222,24 +207,38 @@ class ZmqClient(Connection):
         self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
         self._monitor.setsockopt(zmq.LINGER, 0)
         sock.connect(f"tcp://{host}:{port}")
-        self._sock = sock
+        ctl = zctx.socket(zmq.PUSH)
+        if curve is not None:
+            apply_curve(ctl, curve, server=False)
+        # Status is sent again every second: a few frames are all worth keeping, and none at close.
+        ctl.setsockopt(zmq.SNDHWM, _CONTROL_HWM)
+        ctl.setsockopt(zmq.LINGER, 0)
+        ctl.connect(f"tcp://{host}:{port}")
+        self._sock, self._ctl = sock, ctl
         self._send = sock.send
 
-    def send(self, messages: Iterable[TaskMessage]) -> None:
+    def send(self, messages: Iterable[TaskMessage], timeout: float | None = None) -> list[TaskMessage]:
         batch = messages if isinstance(messages, list) else list(messages)
-        if batch:
-            frame = codec.encode_tasks(batch)
+        if not batch:
+            return []
+        if timeout == 0 and not self._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT:
+            return batch  # still full: do not encode a backlog only to have it refused
+        runs = codec.chunks(batch, self._max_bytes)
+        counters = self._counters
+        for i, run in enumerate(runs):
+            frame = codec.encode_tasks(run)
             try:
                 self._send(frame, _NOBLOCK)
             except zmq.Again:
-                self._send_blocked(frame)
-            counters = self._counters
+                if not self._send_blocked(frame, timeout):
+                    return [m for r in runs[i:] for m in r]
             counters.frames_out += 1
             counters.bytes_out += len(frame)
-            now = time.monotonic()
-            if now >= self._events_at:
-                self._events_at = now + _EVENTS_EVERY_SECS
-                self._read_events()
+        now = time.monotonic()
+        if now >= self._events_at:
+            self._events_at = now + _EVENTS_EVERY_SECS
+            self._read_events()
+        return []
 
     def _read_events(self) -> None:
         """Count connections made after the first: the peer went away and came back."""
@@ -252,17 +251,23 @@ class ZmqClient(Connection):
                 self._counters.reconnects += 1
             self._connected_once = True
 
-    def _send_blocked(self, frame: bytes) -> None:
-        """The peer holds HWM batches unread: wait for room, warning while we wait."""
+    def _send_blocked(self, frame: bytes, timeout: float | None) -> bool:
+        """The peer holds HWM frames unread: wait up to ``timeout`` for room, warning
+        while we wait. False if the frame was not sent."""
         self.blocked_sends += 1
         self._counters.blocked_sends += 1
         started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         next_warn = started + _BLOCKED_WARN_SECS
         while True:
-            if self._sock.poll(_BLOCKED_POLL_MS, zmq.POLLOUT):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            wait = _BLOCKED_POLL_MS if deadline is None else min(_BLOCKED_POLL_MS, int((deadline - now) * 1000) + 1)
+            if self._sock.poll(wait, zmq.POLLOUT):
                 try:
                     self._send(frame, _NOBLOCK)
-                    return
+                    return True
                 except zmq.Again:
                     continue
             now = time.monotonic()
@@ -272,15 +277,23 @@ class ZmqClient(Connection):
                             topology_id=self._topology_id, host=self._host, port=self._port,
                             hwm=self._hwm, waited_secs=round(now - started, 1))
 
+    def wait_writable(self, timeout: float) -> bool:
+        return bool(self._sock.poll(max(1, int(timeout * 1000)), zmq.POLLOUT))
+
     def send_raw(self, frame: bytes) -> None:
         """Send an already encoded (or deliberately malformed) frame; used by tests."""
         self._send(frame)
 
     def send_load_metrics(self, load: Mapping[int, float]) -> None:
-        self._send(codec.encode_control(codec.KIND_LOAD, dict(load)))
+        self.send_control(codec.KIND_LOAD, dict(load))
 
-    def send_control(self, kind: int, body: Any) -> None:
-        self._send(codec.encode_control(kind, body))
+    def send_control(self, kind: int, body: Any) -> bool:
+        try:
+            self._ctl.send(codec.encode_control(kind, body), _NOBLOCK)
+            return True
+        except zmq.Again:
+            self.control_dropped += 1
+            return False
 
     def register_recv(self, callback: RecvCallback) -> None:
         raise TypeError("a connected (client) connection only sends")
@@ -295,6 +308,7 @@ class ZmqClient(Connection):
             self._sock.disable_monitor()
             self._monitor.close()
             self._sock.close()
+            self._ctl.close()
 
 
 class ZmqContext(Context):
@@ -308,6 +322,7 @@ class ZmqContext(Context):
         self._zap = ZapHandler(self._zctx, curve) if curve is not None else None
         self._hwm = 1000
         self._linger_ms = 5000
+        self._max_bytes = codec.DEFAULT_MAX_BYTES
         self._bind_host = "127.0.0.1"
         self._made: list[Connection] = []
         self._lock = threading.Lock()
@@ -318,6 +333,7 @@ class ZmqContext(Context):
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
         self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
         self._bind_host = str(conf.get("zmq.bind.host") or self._bind_host)
+        self._max_bytes = int(conf.get("zmq.max.message.bytes", self._max_bytes))
 
     @property
     def curve(self) -> bool:
@@ -338,14 +354,14 @@ class ZmqContext(Context):
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
         server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve,
-                           self.counters)
+                           self._max_bytes, self.counters)
         self._add(server)
         log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port, curve=self.curve)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
         client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve,
-                           self.counters)
+                           self._max_bytes, self.counters)
         self._add(client)
         return client
 

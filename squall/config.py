@@ -5,6 +5,7 @@ well typed; any other key is user configuration and passes through untouched, as
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "zmq.linger.millis": (_INT, False),
     "zmq.bind.host": (_STR, True),
     "zmq.curve": (_BOOL, False),
+    "zmq.max.message.bytes": (_INT, False),
+    "worker.transfer.held.max.bytes": (_INT, False),
     "topology.name": (_STR, True),
     "topology.workers": (_INT, False),
     "topology.acker.executors": (_INT, True),
@@ -102,16 +105,62 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.serializers": ("dict", False),
 }
 
-# Keys that must be at least 1 / at least 0 when set.
-_POSITIVE = {
-    "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
-    "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
-    "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
-    "supervisor.code.max.unpacked.bytes", "supervisor.code.max.members",
-    "supervisor.logviewer.max.bytes", "worker.log.max.bytes", "worker.metrics.frequency.secs",
+# Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
+# Every number must also be finite. A list of ints (ports) is checked element by element.
+_DAY = 86400.0
+_PORT = (1, 65535, True)
+_SECS = (0.0, _DAY, False)          # a positive period or timeout, at most a day
+_COUNT = (1, 10**9, True)
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "zookeeper.port": _PORT,
+    "zookeeper.session.timeout.ms": (100, 3_600_000, True),
+    "zookeeper.connection.timeout.ms": (100, 3_600_000, True),
+    "nimbus.port": (0, 65535, True),
+    "nimbus.monitor.freq.secs": _SECS,
+    "nimbus.task.timeout.secs": _SECS,
+    "nimbus.supervisor.timeout.secs": _SECS,
+    "nimbus.task.launch.secs": _SECS,
+    "nimbus.code.max.upload.bytes": (1, 2**40, True),
+    "nimbus.leader.poll.secs": _SECS,
+    "supervisor.slots.ports": _PORT,
+    "supervisor.monitor.frequency.secs": _SECS,
+    "supervisor.heartbeat.frequency.secs": _SECS,
+    "supervisor.worker.start.timeout.secs": _SECS,
+    "supervisor.worker.timeout.secs": _SECS,
+    "supervisor.worker.shutdown.sleep.secs": (0.0, 3600.0, True),
+    "supervisor.code.max.unpacked.bytes": (1, 2**40, True),
+    "supervisor.code.max.members": (1, 10**7, True),
+    "supervisor.logviewer.port": (0, 65535, True),
+    "supervisor.logviewer.max.bytes": (1, 2**40, True),
+    "worker.log.max.bytes": (1, 2**40, True),
+    "worker.log.backups": (0, 1000, True),
+    "worker.metrics.frequency.secs": _SECS,
+    "supervisor.metrics.port": (0, 65535, True),
+    "worker.heartbeat.frequency.secs": _SECS,
+    "task.heartbeat.frequency.secs": _SECS,
+    "task.refresh.poll.secs": _SECS,
+    "worker.receive.high.watermark": (0.0, 1.0, False),
+    "worker.receive.low.watermark": (0.0, 1.0, True),
+    "worker.transfer.held.max.bytes": (1, 2**40, True),
+    "zmq.hwm": (0, 10**6, True),
+    "zmq.linger.millis": (0, 3_600_000, True),
+    "zmq.max.message.bytes": (1024, 2**31, True),
+    "topology.workers": (1, 10_000, True),
+    "topology.acker.executors": (0, 10_000, True),
+    "topology.message.timeout.secs": _SECS,
+    "topology.max.spout.pending": _COUNT,
+    "topology.tick.tuple.freq.secs": _SECS,
+    "topology.executor.receive.buffer.size": _COUNT,
+    "topology.worker.executor.threads": (0, 10_000, True),
+    "topology.transfer.buffer.size": _COUNT,
+    "topology.producer.batch.size": (1, 10**6, True),
+    "topology.batch.flush.interval.millis": (0.0, 60_000.0, True),
+    "topology.spout.batch.size": (1, 10**6, True),
+    "topology.sleep.spout.wait.strategy.time.ms": (0.0, 60_000.0, True),
+    "topology.max.error.report.per.interval": (0, 10**6, True),
+    "topology.error.throttle.interval.secs": _SECS,
+    "topology.errors.kept": (0, 10_000, True),
 }
-_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
-                 "supervisor.logviewer.port", "worker.log.backups", "supervisor.metrics.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -149,12 +198,19 @@ def validate_key(key: str, value: Any) -> None:
         raise ConfigError(f"config key {key!r} may not be null")
     if not _type_ok(kind, value):
         raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
-    if key in _POSITIVE and kind == _INT and value < 1:
-        raise ConfigError(f"config key {key!r} must be at least 1, got {value!r}")
-    if key in _POSITIVE and kind == _FLOAT and value <= 0:
-        raise ConfigError(f"config key {key!r} must be positive, got {value!r}")
-    if key in _NON_NEGATIVE and value < 0:
-        raise ConfigError(f"config key {key!r} must not be negative, got {value!r}")
+    bounds = RANGES.get(key)
+    for number in value if isinstance(value, list) else [value]:
+        if isinstance(number, float) and not math.isfinite(number):
+            raise ConfigError(f"config key {key!r} must be a finite number, got {number!r}")
+        if bounds is not None and not _in_range(number, bounds):
+            low, high, low_ok = bounds
+            raise ConfigError(f"config key {key!r} must be {'at least' if low_ok else 'more than'} {low} "
+                              f"and at most {high}, got {number!r}")
+
+
+def _in_range(number: float, bounds: tuple[float, float, bool]) -> bool:
+    low, high, low_ok = bounds
+    return (number >= low if low_ok else number > low) and number <= high
 
 
 def validate(conf: Mapping[str, Any]) -> dict[str, Any]:

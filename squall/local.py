@@ -86,7 +86,6 @@ class LocalCluster:
                                  error_sink=error_sink) for p in ports if by_port[p]]
         running.workers = workers
         for w in workers:
-            w.on_backpressure = self._relay_backpressure(workers, w)
             w.bind()
         for w in workers:
             w.refresh_connections(endpoints)
@@ -98,15 +97,6 @@ class LocalCluster:
             self._topologies[name] = running
         log.info("topology submitted", topology=topology_id, workers=len(workers), executors=len(execs))
         return topology_id
-
-    @staticmethod
-    def _relay_backpressure(workers: list[WorkerRuntime], origin: WorkerRuntime):
-        def relay(tasks: set[int]) -> None:
-            others = set().union(*(w.bp_tasks for w in workers if w is not origin)) if len(workers) > 1 else set()
-            for w in workers:
-                if w is not origin:
-                    w.remote_bp = tasks | others
-        return relay
 
     def _get(self, name: str) -> LocalTopology:
         with self._lock:

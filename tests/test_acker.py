@@ -1,9 +1,14 @@
-"""The acker's XOR ledger and the spout's pending map, as plain code."""
+"""The acker's XOR ledger and the spout's pending map, as plain code; and timeouts switched off."""
 import random
+import time
 
+import pytest
 from hypothesis import given, strategies as st
 
+from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.runtime.acker import AckerLedger, PendingTuples, new_root, spout_task
+from squall.testing.components import FixedTupleSpout, Recorder
+from squall.testing.waiting import wait_for
 
 
 def test_root_ids_name_their_spout_task_and_are_random():
@@ -101,3 +106,40 @@ def test_pending_expires_oldest_first():
     assert p.pop(2) == ("b", 5.0)
     assert p.expire(now=12.0, timeout=10.0) == ["a"]
     assert len(p) == 1 and p.expire(now=30.0, timeout=10.0) == ["c"]
+
+
+class _SlowAck(Bolt):
+    """Holds every input for ``hold`` seconds before acking it."""
+
+    def __init__(self, hold):
+        self.hold = hold
+
+    def prepare(self, conf, context, collector):
+        self.collector, self.held = collector, []
+
+    def execute(self, t):
+        if t.is_tick():
+            now = time.monotonic()
+            while self.held and now - self.held[0][0] >= self.hold:
+                self.collector.ack(self.held.pop(0)[1])
+            return
+        self.held.append((time.monotonic(), t))
+
+    def component_config(self):
+        return {"topology.tick.tuple.freq.secs": 0.2}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_with_timeouts_disabled_the_acker_keeps_trees_past_the_timeout(workers):
+    """The spout waits forever for its trees; so must the acker (tuples acked after
+    three message timeouts still complete their trees)."""
+    b = TopologyBuilder()
+    b.set_spout("rows", FixedTupleSpout("no-timeouts", [[i] for i in range(5)], ["i"]))
+    b.set_bolt("slow", _SlowAck(3.5)).shuffle("rows")
+    conf = {"topology.workers": workers, "topology.acker.executors": 1, "topology.message.timeout.secs": 1,
+            "topology.enable.message.timeouts": False}
+    Recorder.clear("no-timeouts.acked")
+    with LocalCluster({"squall.log.level": "WARNING"}) as cluster:
+        cluster.submit("no-timeouts", conf, b.build())
+        wait_for(lambda: sorted(Recorder.get("no-timeouts.acked")) == [0, 1, 2, 3, 4], 20, what="late acks")
+    assert Recorder.get("no-timeouts.failed") == []

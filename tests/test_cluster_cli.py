@@ -96,9 +96,10 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     assignment = state.assignment(tid)
     for node, port in assignment.slots():
         execs = assignment.executors_on(node, port)
-        stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0}
-                 for ex in execs]
-        state.worker_beat(WorkerBeat(tid, node, port, time.time(), execs, 65.0, {"executors": stats}))
+        stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0,
+                  "dropped": {"bad_ids": 2}} for ex in execs]
+        state.worker_beat(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
+                                     {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
     state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
                                       "Traceback (most recent call last):\nKeyError: 'word'"))
     result = squall(conf, "status", "words")
@@ -110,9 +111,13 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
         assert f"{node}.example:{port}" in out
     assert "1m5s" in out  # worker uptime
     assert "KeyError: 'word'" in out and "task 2 on s1.example:7001" in out
+    assert out.splitlines()[1].split()[-1] == "DROPPED"
+    assert "bad_ids 2" in out and "bad_frame 9" in out
     status = json.loads(squall(conf, "status", "words", "--json").stdout)
     count = next(c for c in status["components"] if c["id"] == "count")
     assert count["emitted"] == 14 and count["executed"] == 6 and len(count["executors"]) == 2
+    assert count["dropped"] == 4 and count["executors"][0]["dropped_by_cause"] == {"bad_ids": 2}
+    assert all(w["dropped_by_cause"] == {"bad_frame": 9} for w in status["workers"])
 
     assert "is inactive" in squall(conf, "deactivate", "words").stdout
     assert state.topology(tid).status == "inactive"

@@ -21,6 +21,16 @@ def test_every_default_key_has_a_comment():
     ("topology.workerz", 1, "unknown config key 'topology.workerz'"),
     ("topology.workers", "three", "config key 'topology.workers' expects int"),
     ("topology.workers", 0, "must be at least 1"),
+    ("topology.message.timeout.secs", float("nan"), "'topology.message.timeout.secs' must be a finite number"),
+    ("nimbus.task.timeout.secs", float("inf"), "'nimbus.task.timeout.secs' must be a finite number"),
+    ("worker.receive.low.watermark", float("-inf"), "must be a finite number"),
+    ("nimbus.monitor.freq.secs", 0, "'nimbus.monitor.freq.secs' must be more than 0.0"),
+    ("supervisor.worker.timeout.secs", -5, "must be more than 0.0"),
+    ("supervisor.slots.ports", [6700, 70000], "'supervisor.slots.ports' must be at least 1 and at most 65535, got 70000"),
+    ("zookeeper.port", 0, "'zookeeper.port' must be at least 1"),
+    ("worker.receive.high.watermark", 1.5, "at most 1.0"),
+    ("zmq.max.message.bytes", 10, "'zmq.max.message.bytes' must be at least 1024"),
+    ("topology.message.timeout.secs", 10**9, "at most 86400"),
     ("topology.debug", "yes", "expects bool"),
     ("supervisor.slots.ports", [6700, "x"], "expects list\\[int\\]"),
     ("squall.log.format", "xml", "expects enum"),
@@ -29,6 +39,12 @@ def test_every_default_key_has_a_comment():
 def test_bad_keys_and_types_are_named(key, value, message):
     with pytest.raises(config.ConfigError, match=message):
         config.validate({key: value})
+
+
+def test_nan_and_infinity_from_yaml_and_the_command_line_are_refused():
+    for raw in (".nan", ".inf", "-.inf"):
+        with pytest.raises(config.ConfigError, match="'nimbus.task.timeout.secs' must be a finite number"):
+            config.parse_overrides([f"nimbus.task.timeout.secs={raw}"])
 
 
 def test_user_keys_pass_through():

@@ -394,3 +394,21 @@ def test_zmq_100k_messages_from_a_second_process_arrive_exactly_once(zctx, tmp_p
     assert len(got.batches) == total // batch
     assert sorted(msgs, key=lambda m: int(m[1][1:])) == [(i % 7 + 1, b"m%d" % i) for i in range(total)]
     assert msgs == [(i % 7 + 1, b"m%d" % i) for i in range(total)]  # one sender: in order
+
+
+def test_zmq_backlogs_go_as_bounded_frames_and_a_full_peer_returns_what_it_did_not_take(zctx):
+    port = free_port()
+    server = zctx.bind(TOPO, port)
+    got = Collector()
+    client = zctx.connect(TOPO, "127.0.0.1", port)
+    backlog = [(1, bytes([i % 256]) * 50_000) for i in range(200)]  # 10 MB for one peer
+    # Nobody reads yet: the socket takes zmq.hwm frames (2 here) plus what the kernel
+    # buffers, then refuses; what it refused comes back, in order, for a later try.
+    left = client.send(backlog, 0.0)
+    assert 0 < len(left) < len(backlog) and left == backlog[len(backlog) - len(left):]
+    server.register_recv(got)
+    while left:
+        left = client.send(left, 1.0)
+    wait_for(lambda: len(got.messages) == len(backlog), what="the whole backlog")
+    assert got.messages == backlog
+    assert max(sum(len(p) for _, p in b) for b in got.batches) <= codec.FRAME_TARGET_BYTES

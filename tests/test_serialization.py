@@ -132,6 +132,6 @@ def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
         some_task = min(worker.local_tasks)
         client.send([(999, b"x"), (some_task, b"\xc1garbage")])
         client.send_raw(b"\x07not a frame")
-        wait_for(lambda: worker.dropped_unknown_task == 1 and worker.dropped_bad_payload == 1, 10,
-                   what="bad input counted")
+        wait_for(lambda: worker.drops.by_cause(every=True) == {"unknown_task": 1, "bad_payload": 1,
+                                                               "bad_frame": 1}, 10, what="bad input counted")
         wait_for(lambda: len(Recorder.get("frames.acked")) == 20, 20, what="topology still flows")

@@ -36,7 +36,6 @@ from squall.daemons.worker.decisions import (
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
-    remote_backpressure,
     task_endpoints,
 )
 from squall.daemons.worker.zk_writer import ZkWriter
@@ -88,12 +87,6 @@ class TestDecisions:
 
     def test_missing_tasks_skips_local_and_known(self):
         assert missing_tasks([1, 2, 3, 7, 9], local=[1], endpoints={2: ("h", 1), 3: ("h", 1)}) == [7, 9]
-
-    def test_remote_backpressure_is_the_union_of_the_other_workers(self):
-        by_slot = {("n1", 6700): frozenset({1, 2}), ("n2", 6701): frozenset({4}),
-                   ("n3", 6702): frozenset({5, 6})}
-        assert remote_backpressure(by_slot, ("n1", 6700)) == {4, 5, 6}
-        assert remote_backpressure({}, ("n1", 6700)) == set()
 
     @pytest.mark.parametrize("status,active", [("active", True), ("inactive", False),
                                                ("rebalancing", False), ("killed", False)])
@@ -164,7 +157,7 @@ class TestBundleFiles:
 # --- against a real ZooKeeper -------------------------------------------------------------
 
 @pytest.mark.cluster
-def test_zk_writer_throttles_errors_and_publishes_backpressure(cluster_conf):
+def test_zk_writer_throttles_errors(cluster_conf):
     conf = {**cluster_conf, "topology.max.error.report.per.interval": 3,
             "topology.error.throttle.interval.secs": 60}
     with ClusterState(conf) as state:
@@ -174,12 +167,7 @@ def test_zk_writer_throttles_errors_and_publishes_backpressure(cluster_conf):
             for i in range(10):
                 writer.report_error("split", 3, f"boom {i}")
             writer.report_error("count", 4, "other component")
-            writer.publish_backpressure({7, 8})
             wait_for(lambda: len(state.errors("t1")) == 4, 10, "four error reports")
-            wait_for(lambda: state.backpressure("t1") == {("n1", 6700): frozenset({7, 8})}, 10,
-                     "backpressure node")
-            writer.publish_backpressure(set())
-            wait_for(lambda: state.backpressure("t1") == {}, 10, "backpressure cleared")
         finally:
             writer.stop()
         errors = state.errors("t1")

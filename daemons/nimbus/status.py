@@ -47,6 +47,12 @@ def _emitted(entry: Mapping[str, Any]) -> int:
     return _int(emitted)
 
 
+def _dropped(entry: Any) -> dict[str, int]:
+    """Input a worker refused, by cause ({cause: count}), from a beat's stats."""
+    dropped = entry.get("dropped") if isinstance(entry, dict) else None
+    if not isinstance(dropped, dict):
+        return {}
+    return {str(k): _int(v) for k, v in dropped.items() if _int(v)}
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -152,7 +158,9 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
             "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
             "rates": _rounded(rates.get(ex)),
+            "dropped_by_cause": _dropped(entry),
         }
+        row["dropped"] = sum(row["dropped_by_cause"].values())
         comp = by_component.setdefault(component, {
             "id": component, "kind": kinds.get(component) or entry.get("kind"),
             "parallelism": info.component_parallelism.get(component),
@@ -160,7 +168,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         comp["executors"].append(row)
     for comp in by_component.values():
         rows = comp["executors"]
-        for key in ("tasks", "emitted", "acked", "failed", "executed"):
+        for key in ("tasks", "emitted", "acked", "failed", "executed", "dropped"):
             comp[key] = sum(r[key] for r in rows)
         streams: dict[str, int] = {}
         for r in rows:
@@ -180,7 +188,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         workers.append({"node": node, "host": hosts.get(node), "port": port,
                         "executors": len(assignment.executors_on(node, port)),
                         "uptime": round(beat.uptime, 1) if beat else None,
-                        "transport": _transport(beat)})
+                        "transport": _transport(beat), "dropped_by_cause": _dropped(_transport_raw(beat))})
     return {
         "id": info.id, "name": info.name, "owner": info.owner, "status": info.status,
         "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
@@ -197,11 +205,14 @@ TRANSPORT_COUNTERS = ("refused_connections", "refused_keys", "bad_frames", "drop
                       "dropped_bad_payload")
 
 
+def _transport_raw(beat: Any) -> dict[str, Any]:
+    raw = beat.stats.get("transport") if beat is not None and isinstance(beat.stats, dict) else None
+    return raw if isinstance(raw, dict) else {}
+
+
 def _transport(beat: Any) -> dict[str, int]:
     """A worker's receive-side counters from its beat (known keys, integers only)."""
-    raw = beat.stats.get("transport") if beat is not None and isinstance(beat.stats, dict) else None
-    if not isinstance(raw, dict):
-        return {}
+    raw = _transport_raw(beat)
     return {k: _int(raw.get(k)) for k in TRANSPORT_COUNTERS if k in raw}
 
 

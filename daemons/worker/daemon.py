@@ -8,8 +8,9 @@ ZooKeeper watch (the fast path); executors; the transfer thread.
 
 Every timer is a *halting* timer: a callback that raises ends the worker with exit code 1,
 since a half-alive worker is worse than a dead one (the supervisor restarts it). The
-decisions (is this worker still assigned, which task lives where, whose backpressure
-counts) are plain functions in :mod:`squall.daemons.worker.decisions`.
+decisions (is this worker still assigned, which task lives where) are plain functions
+in :mod:`squall.daemons.worker.decisions`. Backpressure between workers travels over the
+transport, not ZooKeeper (see squall.runtime.flow).
 
 Verbs, as in every daemon: ``start()`` brings it up, ``run()`` blocks until stopped and
 shuts down (returning the exit code), ``stop(code, reason)`` asks it to stop.
@@ -44,7 +45,6 @@ from squall.daemons.worker.decisions import (
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
-    remote_backpressure,
     task_endpoints,
     with_capacity,
 )
@@ -199,7 +199,6 @@ class Worker:
         self.refresh_active()
         active = self._timer("refresh-active", poll, self.refresh_active)
         self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
-        self.watches.append(self.state.watch_backpressure(self.topology_id, self._on_remote_backpressure))
         self._checkpoint()
         self.rt.start_executors()
         self.rt.start_transfer()
@@ -252,7 +251,6 @@ class Worker:
         if problems:
             raise WorkerError("the assignment does not fit the topology in the code bundle: "
                               + "; ".join(problems))
-        self.rt.on_backpressure = self.writer.publish_backpressure
 
     def _timer(self, name: str, period: float, fn: Callable[[], None]) -> HaltingTimer:
         timer = HaltingTimer(name, period, fn, self._on_halt, lambda: self.stopping, self.clock,
@@ -344,10 +342,6 @@ class Worker:
         if active != self.rt.active:
             self.log.info("topology status changed", active=active)
         self.rt.set_active(active)
-
-    def _on_remote_backpressure(self, by_slot: Mapping[tuple[str, int], frozenset[int]]) -> None:
-        if self.rt is not None:
-            self.rt.remote_bp = remote_backpressure(by_slot, self.slot)
 
     # -- shutdown (seed 000's shutdown*) --------------------------------------------------
     def _shutdown(self) -> None:

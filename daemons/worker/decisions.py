@@ -1,7 +1,7 @@
 """The worker's decisions as plain functions, tested without processes or sockets.
 
-Is this worker still assigned, which task lives where, whose backpressure counts, which
-conf a worker runs with, and when ZooKeeper has been away too long.
+Is this worker still assigned, which task lives where, which conf a worker runs with,
+and when ZooKeeper has been away too long.
 """
 from __future__ import annotations
 
@@ -64,16 +64,6 @@ def missing_tasks(outbound: Iterable[int], local: Iterable[int],
     """Remote tasks we may send to that have no endpoint (Storm logs these and retries)."""
     local_set = set(local)
     return sorted(t for t in outbound if t not in local_set and t not in endpoints)
-
-
-def remote_backpressure(by_slot: Mapping[tuple[str, int], Iterable[int]],
-                        me: tuple[str, int]) -> set[int]:
-    """The union of the tasks under backpressure in every worker but this one."""
-    out: set[int] = set()
-    for slot, tasks in by_slot.items():
-        if slot != me:
-            out.update(tasks)
-    return out
 
 
 def is_active(info: TopologyInfo | None) -> bool:

@@ -1,4 +1,4 @@
-"""Backpressure changes and error reports, written to ZooKeeper off the worker's hot threads."""
+"""Error reports, written to ZooKeeper off the worker's hot threads."""
 from __future__ import annotations
 
 import threading
@@ -18,11 +18,11 @@ ERROR_QUEUE_MAX = 100  # error reports waiting for ZooKeeper; beyond it they are
 
 
 class ZkWriter:
-    """Backpressure changes and error reports, written to ZooKeeper by one thread.
+    """Error reports, written to ZooKeeper by one thread.
 
     The runtime calls in from its receive and executor threads, which must never wait on
-    ZooKeeper: the latest backpressure set is kept (older ones are superseded) and errors
-    queue up to ERROR_QUEUE_MAX; a failed write is logged, backpressure is retried later.
+    ZooKeeper: errors queue up to ERROR_QUEUE_MAX; a failed write is logged and counted.
+    (Backpressure goes between workers over the transport: squall.runtime.flow.)
     """
 
     def __init__(self, state: ClusterState, topology_id: str, node: str, port: int, host: str,
@@ -34,8 +34,6 @@ class ZkWriter:
         self._interval = float(conf["topology.error.throttle.interval.secs"])
         self._throttles: dict[str, ErrorThrottle] = {}
         self._errors: deque[ErrorInfo] = deque()
-        self._bp_wanted: frozenset[int] | None = None
-        self._bp_written: frozenset[int] = frozenset()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -45,11 +43,6 @@ class ZkWriter:
 
     def start(self) -> None:
         self._thread.start()
-
-    def publish_backpressure(self, tasks: set[int]) -> None:
-        with self._lock:
-            self._bp_wanted = frozenset(tasks)
-        self._wake.set()
 
     def report_error(self, component: str, task: int, text: str) -> None:
         now = self._clock.time()
@@ -81,18 +74,8 @@ class ZkWriter:
 
     def _flush(self) -> None:
         with self._lock:
-            wanted = self._bp_wanted
             errors = list(self._errors)
             self._errors.clear()
-        if wanted is not None and wanted != self._bp_written:
-            try:
-                self._state.set_backpressure(self._topology_id, self._node, self._port, wanted)
-                self._bp_written = wanted
-                log.info("backpressure published", tasks=sorted(wanted))
-            except (ClusterStateError, ValueError) as exc:
-                log.warning("publishing backpressure failed; will retry", error=str(exc))
-                self._stop.wait(0.5)
-                self._wake.set()
         for error in errors:
             try:
                 self._state.report_error(self._topology_id, error)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 COLUMNS = ("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED", "EMIT/S", "EXECUTED", "EXEC/S",
-           "ACKED", "ACK/S", "FAILED", "FAIL/S")
+           "ACKED", "ACK/S", "FAILED", "FAIL/S", "DROPPED")
 COUNTERS = ("emitted", "executed", "acked", "failed")
 
 
@@ -54,7 +54,11 @@ def _numbers(row: Mapping[str, Any]) -> list[str]:
     out = []
     for key in COUNTERS:
         out += [count(row.get(key)), rate(rates.get(key))]
-    return out
+    return [*out, count(row.get("dropped", 0))]
+
+
+def _causes(by_cause: Mapping[str, int]) -> str:
+    return ", ".join(f"{cause} {n}" for cause, n in sorted(by_cause.items()))
 
 
 def render(st: Mapping[str, Any]) -> str:
@@ -64,7 +68,7 @@ def render(st: Mapping[str, Any]) -> str:
              f"(requested {st['requested_workers']}), {st['executors']} executors, "
              f"uptime {duration(st['uptime'])}"]
     rows: list[Sequence[Any]] = [COLUMNS]
-    errors = []
+    errors, drops = [], []
     for comp in st["components"]:
         rows.append([f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors",
                      "", "", *_numbers(comp)])
@@ -72,14 +76,23 @@ def render(st: Mapping[str, Any]) -> str:
             where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
             rows.append(["", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, duration(ex["uptime"]),
                          *_numbers(ex)])
+            if ex.get("dropped_by_cause"):
+                drops.append(f"  {comp['id']} [{ex['executor'][0]}-{ex['executor'][1]}] on {where}: "
+                             + _causes(ex["dropped_by_cause"]))
         err = comp.get("last_error")
         if err:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
             first = (err["error"].strip().splitlines() or [""])[-1]
             errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
+    for w in st["workers"]:
+        if w.get("dropped_by_cause"):
+            drops.append(f"  worker {w['host']}:{w['port']}: " + _causes(w["dropped_by_cause"]))
     lines.append(table(rows))
     if window:
         lines.append(f"rates: per second over the last {duration(window)} ('-': not enough beats yet)")
+    if drops:
+        lines.append("input dropped (counted by cause; anchored tuples are replayed):")
+        lines.extend(drops)
     if errors:
         lines.append("last errors:")
         lines.extend(errors)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from squall.runtime import drops
 from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
@@ -208,12 +209,11 @@ class BoltExecutor(Executor):
                 coll._failed = False
                 try:
                     execute(tup)
+                    if not coll._failed:
+                        coll.ack(tup)
                 except Exception as exc:
                     self.user_error(task, exc, "execute")
                     coll.fail(tup)
-                    continue
-                if not coll._failed:
-                    coll.ack(tup)
             coll._auto = None
         else:
             for tup in tuples:
@@ -415,7 +415,11 @@ class AckerExecutor(Executor):
         self.ledger = AckerLedger()
 
     def setup(self) -> None:
+        rt = self.runtime
+        self.spout_tasks = frozenset(t for spec in rt.system.spouts() for t in rt.component_to_tasks[spec.id])
         self.timeout = float(self.conf["topology.message.timeout.secs"])
+        # Timeouts off means off everywhere: spouts wait for every tree, so the acker keeps it.
+        self.expires = bool(self.conf["topology.enable.message.timeouts"])
         self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
         self.next_expiry = _monotonic() + self.timeout
 
@@ -430,21 +434,32 @@ class AckerExecutor(Executor):
                     for root in tup.values[0]:
                         ledger.fail(root)
         done, failed = ledger.take()
-        deliver = self.runtime.deliver
+        deliver, spouts = self.runtime.deliver, self.spout_tasks
         finished = 0
         for spout, roots in done.items():
             finished += len(roots)  # an acker's "executed" counts finished trees
-            deliver(spout, [Tuple([roots], self.ack_src)])
+            if spout in spouts:
+                deliver(spout, [Tuple([roots], self.ack_src)])
+            else:
+                self._no_spout(spout, roots)
         for spout, roots in failed.items():
             finished += len(roots)
-            deliver(spout, [Tuple([roots], self.fail_src)])
+            if spout in spouts:
+                deliver(spout, [Tuple([roots], self.fail_src)])
+            else:
+                self._no_spout(spout, roots)
         if finished:
             self.executed += finished
             self.task_executed[self.task_ids[0]] += finished
-        if now >= self.next_expiry:
+        if self.expires and now >= self.next_expiry:
             self.next_expiry = now + self.timeout
             ledger.expire()
         return IDLE
+
+    def _no_spout(self, task: int, roots: list[int]) -> None:
+        """Roots whose low bits name no spout task: only forged ack traffic makes these."""
+        self.runtime.drops.add(drops.ACKER_STREAM, len(roots), self.executor_id,
+                               error=f"tuple trees of task {task}, which is not a spout task")
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -14,11 +14,20 @@ from typing import Any
 
 import msgpack
 
-from squall.tuple import Fields, Source, Tuple, anchored_tuple
+from squall.runtime import drops
+from squall.runtime.admission import Admission, GroupRejected, check_acker_values
+from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
+
+_new = object.__new__
 
 
 class SerializationError(ValueError):
     pass
+
+
+def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
+    what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
+    raise GroupRejected(drops.BAD_GROUP, f"tuple from task {task} on {stream!r} {what}, expected {n} values")
 
 
 def _load(path: str) -> Any:
@@ -35,7 +44,7 @@ class TupleSerializer:
     """Packs and unpacks tuple batches; one per worker."""
 
     def __init__(self, serializers: Mapping[str, str], task_to_component: Mapping[int, str],
-                 stream_fields: Callable[[str, str], Fields]) -> None:
+                 stream_fields: Callable[[str, str], Fields], admission: Admission | None = None) -> None:
         self._by_type: dict[type, tuple[int, Any]] = {}
         self._by_code: dict[int, Any] = {}
         for code, (cls_path, ser_path) in enumerate(sorted(serializers.items()), start=1):
@@ -46,6 +55,8 @@ class TupleSerializer:
         self._task_to_component = task_to_component
         self._stream_fields = stream_fields
         self._sources: dict[tuple[int, str], Source] = {}
+        self._admission = admission
+        self._admitted: dict[tuple[int | None, int, str], tuple[Source, str | None]] = {}
         self._packer = msgpack.Packer(use_bin_type=True, default=self._default)
 
     def _default(self, obj: Any) -> Any:
@@ -79,49 +90,113 @@ class TupleSerializer:
         for g in groups:
             if not any(g[3]):  # unanchored: no ids column at all
                 g[3] = None
-        return self._packer.pack(groups)
-
-    def loads(self, payload: bytes) -> list[Tuple]:
-        """Decode a payload; raises SerializationError on anything malformed."""
         try:
-            groups = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
+            return self._packer.pack(groups)
         except SerializationError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # a user serializer's bug, or a value msgpack refuses
+            self._packer.reset()
+            raise SerializationError(f"cannot serialize tuple batch: {exc!r}") from None
+
+    def loads(self, payload: bytes, target: int | None = None,
+              drop: Callable[[str, int, str], None] | None = None) -> list[Tuple]:
+        """Decode a payload for task ``target``.
+
+        A payload that does not decode at all raises SerializationError. A group that
+        fails a check (shape, source, ``target``'s subscriptions, ids, acker traffic) is
+        left out and reported to ``drop(cause, tuples, detail)``; the other groups are
+        returned. Without ``drop`` the first bad group raises SerializationError."""
+        try:
+            groups = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
+        except Exception as exc:  # msgpack's own errors, or a user deserializer's
             raise SerializationError(f"undecodable tuple payload: {exc}") from None
-        if not isinstance(groups, list):
+        if type(groups) is not list:
             raise SerializationError("tuple payload is not a list")
         out: list[Tuple] = []
-        sources = self._sources
         for group in groups:
+            start = len(out)
             try:
-                task, stream, values, ids = group
-                src = sources.get((task, stream))
-                if src is None:
-                    src = self._source(task, stream)
-                n = len(src.fields)
-                if ids is None:
-                    ids = [None] * len(values)
-                elif len(ids) != len(values):
-                    raise ValueError("ids and values differ in length")
-                for v, i in zip(values, ids):
-                    if type(v) is not list or len(v) != n:
-                        what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
-                        raise SerializationError(f"tuple from task {task} on {stream!r} {what}, expected {n} values")
-                    out.append(anchored_tuple(v, src, i))
-            except (TypeError, ValueError) as exc:
-                if isinstance(exc, SerializationError):
-                    raise
-                raise SerializationError(f"malformed tuple entry {group!r:.80}: {exc}") from None
+                self._group(group, target, out)
+            except GroupRejected as exc:
+                del out[start:]
+                if drop is None:
+                    raise SerializationError(str(exc)) from None
+                values = group[2] if type(group) is list and len(group) == 4 else None
+                drop(exc.cause, max(1, len(values)) if type(values) is list else 1, str(exc))
         return out
+
+    def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
+        if type(group) is not list or len(group) != 4:
+            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
+        task, stream, values, ids = group
+        if type(task) is not int or type(stream) is not str:  # before they key a dict
+            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: source {task!r:.20}/{stream!r:.40}")
+        admitted = self._admitted.get((target, task, stream))
+        if admitted is None:
+            admitted = self._admit(target, task, stream)
+        src, shape = admitted
+        if type(values) is not list:
+            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: values of task {task} are not a list")
+        n = len(src.fields)
+        append = out.append
+        if ids is None:
+            for v in values:
+                if type(v) is not list or len(v) != n:
+                    _bad_arity(task, stream, v, n)
+                t = _new(Tuple)
+                t.values = v
+                t.source = src
+                append(t)
+        else:
+            if type(ids) is not list or len(ids) != len(values):
+                raise GroupRejected(drops.BAD_IDS, f"malformed tuple entry: ids of task {task} do not match its values")
+            for v, i in zip(values, ids):
+                if type(v) is not list or len(v) != n:
+                    _bad_arity(task, stream, v, n)
+                if type(i) is dict and len(i) == 1:  # one tree: the common case first
+                    root, = i
+                    edge = i[root]
+                    if not (type(root) is int is type(edge)):
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    t = _new(TreeTuple)
+                    t.root = root
+                    t.edge = edge
+                    t.ack_val = 0
+                elif not i:
+                    if i is not None and type(i) is not dict:
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
+                    t = _new(Tuple)
+                else:
+                    if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    t = _new(MultiTreeTuple)
+                    t.roots = i
+                    t.ack_val = 0
+                t.values = v
+                t.source = src
+                append(t)
+        if shape is not None:
+            check_acker_values(shape, values)
+
+    def _admit(self, target: int | None, task: int, stream: str) -> tuple[Source, str | None]:
+        """The Source of a (task, stream) group and the acker-value shape it needs, if
+        ``target`` may receive it; cached (the key space is bounded by the topology)."""
+        src = self._sources.get((task, stream))
+        if src is None:
+            src = self._source(task, stream)
+        shape = None
+        if target is not None and self._admission is not None:
+            shape = self._admission.check(target, src.component, stream)
+        self._admitted[(target, task, stream)] = (src, shape)
+        return src, shape
 
     def _source(self, task: int, stream: str) -> Source:
         component = self._task_to_component.get(task)
         if component is None:
-            raise SerializationError(f"tuple from unknown task {task!r}")
+            raise GroupRejected(drops.UNKNOWN_SOURCE, f"tuple from unknown task {task!r}")
         try:
             fields = self._stream_fields(component, stream)
         except KeyError:
-            raise SerializationError(f"component {component!r} has no stream {stream!r}") from None
+            raise GroupRejected(drops.UNKNOWN_SOURCE, f"component {component!r} has no stream {stream!r}") from None
         src = self._sources[(task, stream)] = Source(component, task, stream, fields)
         return src

@@ -18,18 +18,29 @@ from typing import Any
 
 import structlog
 
-from squall.messaging import Connection, Context
+from squall.messaging import Connection, Context, codec
 from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
+from squall.runtime import drops
+from squall.runtime.admission import Admission
 from squall.runtime.affinity import choose_cpu, pin_thread
+from squall.runtime.drops import DropCounter
 from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
+from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
+from squall.runtime.transfer import Transfer
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
 
 Endpoint = tuple[str, int]  # (host, port)
 ErrorSink = Callable[[str, int, str], None]
+# The receive thread never lets an executor's queue grow past this many times its bound:
+# beyond it, it waits for the executor to catch up (the senders' sockets then fill and
+# their spouts pause). Backpressure normally stops senders long before (at the high mark).
+RECEIVE_HARD_LIMIT = 2
+_FULL_POLL_SECS = 0.002
+_FULL_WARN_SECS = 5.0
 
 
 def tune_gc() -> None:
@@ -75,29 +86,34 @@ class WorkerRuntime:
         self._queue_list = list({id(q): q for q in self.queues.values()}.values())
         self.transfer_queue = BatchQueue(int(conf["topology.transfer.buffer.size"]))
         self.serializer = TupleSerializer(conf.get("topology.serializers") or {}, self.task_to_component,
-                                          self._stream_fields)
+                                          self._stream_fields, Admission(self.system, self.task_to_component))
         self.active = False
         self.stopping = threading.Event()
         self.executors: list[Executor] = []
         self.threads: list[ExecutorThread] = []
-        self.connections: dict[Endpoint, Connection] = {}
+        self.connections: dict[Endpoint, Connection] = {}   # replaced whole, never mutated
         self.task_endpoint: dict[int, Endpoint] = {}
-        self._conn_lock = threading.Lock()
+        self._conn_lock = threading.Lock()  # serializes refreshes; sends never take it
         self._server: Connection | None = None
-        self._transfer_thread: threading.Thread | None = None
-        self._unsent: list[tuple[int, bytes]] = []
         # Backpressure: our tasks whose queue is too full, and remote tasks that are.
         self.bp_tasks: set[int] = set()
         self.remote_bp: set[int] = set()
-        self.on_backpressure: Callable[[set[int]], None] | None = None
+        self._remote = RemoteBackpressure(self.local_tasks, self.task_to_component)
+        self._bp_changed = True
+        self._bp_sent_at = float("-inf")
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
         key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
         self.cpu = choose_cpu(key) if conf.get("worker.pin.cpu") else None
         self._receiver_pinned = False
-        self.dropped_unknown_task = 0
-        self.dropped_bad_payload = 0
-        self.dropped_unserializable = 0
+        self.drops = DropCounter(self.log.warning)
+        self.dropped_unserializable = 0  # tuples this worker could not put on the wire
+        self._task_executor = {t: ex for ex in self.executor_ids for t in executor_tasks(ex)}
+        self._drop_for = {ex: self._drop_callback(ex) for ex in self.executor_ids}
+        self._max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
+            - codec.HEADER_BYTES - codec.ENTRY_OVERHEAD
+        self.transfer = Transfer(self.transfer_queue, int(conf["worker.transfer.held.max.bytes"]),
+                                 self.stopping, self.log, self._control_frames, self.cpu)
         self.started_at = time.time()
 
     def _stream_fields(self, component: str, stream: str) -> Fields:
@@ -110,6 +126,8 @@ class WorkerRuntime:
     def bind(self) -> None:
         """Open the receive side first, so early senders queue rather than fail."""
         self._server = self.context.bind(self.topology_id, self.port)
+        self._server.on_bad_frame = self._bad_frame  # type: ignore[attr-defined]
+        self._server.register_control(self.receive_control)
         self._server.register_recv(self.receive)
 
     def start_executors(self, timeout: float = 60.0) -> None:
@@ -138,8 +156,7 @@ class WorkerRuntime:
             t.started.wait(max(0.0, deadline - time.monotonic()))
 
     def start_transfer(self) -> None:
-        self._transfer_thread = threading.Thread(target=self._transfer_loop, name="transfer", daemon=True)
-        self._transfer_thread.start()
+        self.transfer.start()
 
     def start(self, task_endpoints: Mapping[int, Endpoint], active: bool = True) -> None:
         """Local-mode start: bind, connect, executors, transfer thread."""
@@ -165,17 +182,24 @@ class WorkerRuntime:
         return out
 
     def refresh_connections(self, task_endpoints: Mapping[int, Endpoint]) -> None:
-        """Connect to workers newly needed, close those no longer needed (seed 000)."""
-        needed = {task_endpoints[t] for t in self.outbound_tasks()
-                  if t in task_endpoints and t not in self.local_tasks}
-        needed.discard(self.endpoint)
+        """Connect to workers newly assigned, close those no longer assigned (seed 000).
+
+        Every other worker of the topology gets a connection, not only those this worker
+        sends tuples to: backpressure status goes to all of them. A new routing table is
+        published whole, and closed connections go to the transfer thread to close, so
+        this never waits on a send."""
+        needed = {ep for ep in task_endpoints.values() if ep != self.endpoint}
         with self._conn_lock:
-            for ep in needed - set(self.connections):
-                self.connections[ep] = self.context.connect(self.topology_id, ep[0], ep[1])
-            stale = set(self.connections) - needed
-            for ep in stale:
-                self.connections.pop(ep).close()
-            self.task_endpoint = dict(task_endpoints)
+            conns = dict(self.connections)
+            for ep in needed - set(conns):
+                conns[ep] = self.context.connect(self.topology_id, ep[0], ep[1])
+            stale = set(conns) - needed
+            retired = [conns.pop(ep) for ep in stale]
+            self.connections, self.task_endpoint = conns, dict(task_endpoints)
+            self.transfer.routing = (self.task_endpoint, conns)
+            self._bp_changed = True  # tell new peers our status now
+        for conn in retired:
+            self.transfer.retire(conn)
         if stale or needed:
             self.log.debug("connections refreshed", connected=sorted(needed), closed=sorted(stale))
 
@@ -198,81 +222,116 @@ class WorkerRuntime:
                            stream=src.stream, error=str(exc), tuples=len(tuples))
             self.report_error(src.component, src.task, f"SerializationError: {exc}")
             return
+        if len(payload) > self._max_payload:
+            self._deliver_oversize(task, tuples, len(payload))
+            return
         self.transfer_queue.put((task, payload), len(tuples))
+
+    def _deliver_oversize(self, task: int, tuples: list, size: int) -> None:
+        """A batch over the frame limit goes as smaller batches; one tuple over it cannot go."""
+        if len(tuples) > 1:
+            half = len(tuples) // 2
+            self.deliver(task, tuples[:half])
+            self.deliver(task, tuples[half:])
+            return
+        self.dropped_unserializable += 1
+        src = tuples[0].source
+        text = f"a tuple of {size} bytes is over zmq.max.message.bytes"
+        self.log.error("tuple too large to send", component=src.component, task=src.task, bytes=size)
+        self.report_error(src.component, src.task, f"SerializationError: {text}")
 
     def overloaded(self) -> bool:
         """Should spouts hold their emits? True while a queue of this worker is over its
         bound or a task elsewhere has raised backpressure (Storm 2's spout throttling)."""
-        if self.remote_bp or self.transfer_queue.full:
+        if self.remote_bp or self.transfer_queue.full or self.transfer.over_bound:
             return True
         for q in self._queue_list:
             if q.full:
                 return True
         return False
 
-    def _transfer_loop(self) -> None:
-        pin_thread(self.cpu)
-        tq = self.transfer_queue
-        while True:
-            items = tq.wait(0.05)
-            if self._unsent:
-                items = self._unsent + items
-                self._unsent = []
-            if not items:
-                if self.stopping.is_set():
-                    return
-                continue
-            by_conn: dict[Connection, list] = {}
-            with self._conn_lock:
-                for item in items:
-                    conn = self.connections.get(self.task_endpoint.get(item[0]))  # type: ignore[arg-type]
-                    if conn is None:
-                        self._unsent.append(item)
-                    else:
-                        by_conn.setdefault(conn, []).append(item)
-                for conn, msgs in by_conn.items():
-                    try:
-                        conn.send(msgs)
-                    except Exception as exc:  # a failing peer must not stop the thread
-                        self.log.warning("send failed", error=repr(exc), messages=len(msgs))
-                        self._unsent.extend(msgs)
-            if self._unsent:
-                # No connection yet for these tasks: keep them (nothing is dropped) and slow
-                # down, so the bounded transfer queue pushes back on the emitters.
-                if self.stopping.is_set():
-                    self.log.warning("undeliverable batches at shutdown", batches=len(self._unsent))
-                    return
-                time.sleep(0.05)
-
     # -- receive path ---------------------------------------------------------------------
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
-        """Called by the receive thread with each decoded frame's task messages."""
+        """Called by the receive thread with each decoded frame's task messages. Every
+        group is checked (squall.runtime.serialization); what fails is counted and the
+        rest delivered."""
         if not self._receiver_pinned:  # the transport's thread runs Python here: same CPU
             self._receiver_pinned = True
             pin_thread(self.cpu)
-        queues = self.queues
+        queues, loads = self.queues, self.serializer.loads
         for task, payload in messages:
             q = queues.get(task)
             if q is None:
-                self.dropped_unknown_task += 1
-                self.log.warning("message for a task not in this worker dropped", task=task)
+                self.drops.add(drops.UNKNOWN_TASK, task=task)
                 continue
+            ex = self._task_executor[task]
             try:
-                tuples = self.serializer.loads(payload)
+                tuples = loads(payload, task, self._drop_for[ex])
             except SerializationError as exc:
-                self.dropped_bad_payload += 1
-                self.log.warning("undecodable tuple batch dropped", task=task, error=str(exc))
+                self.drops.add(drops.BAD_PAYLOAD, executor=ex, task=task, error=str(exc))
                 continue
-            # Never block the receive thread (it serves every task); raise backpressure instead.
+            except Exception as exc:  # noqa: BLE001 - a check we lack: the rest of the frame still goes
+                self.drops.add(drops.INTERNAL_ERROR, executor=ex, task=task, error=repr(exc))
+                continue
+            if not tuples:
+                continue
+            if q._size > q.capacity * RECEIVE_HARD_LIMIT:
+                self._wait_for_room(q, task)
+            # Never block on the queue itself (it serves every task); raise backpressure.
             q.put((task, tuples), len(tuples))
             if q.fill >= self._high and task not in self.bp_tasks:
-                self._set_bp(self.bp_tasks | set(executor_tasks(self._executor_of(task))))
+                self._set_bp(self.bp_tasks | set(executor_tasks(ex)))
 
-    def _executor_of(self, task: int) -> tuple[int, int]:
-        for ex in self.executor_ids:
-            if ex[0] <= task <= ex[1]:
-                return ex
-        raise KeyError(task)
+    def _wait_for_room(self, q: BatchQueue, task: int) -> None:
+        """Hold the receive thread while ``q`` is over its hard limit (a peer that ignores
+        backpressure, or an executor stuck in user code): memory stays bounded."""
+        started = time.monotonic()
+        next_warn = started + _FULL_WARN_SECS
+        while q._size > q.capacity * RECEIVE_HARD_LIMIT and not self.stopping.is_set():
+            time.sleep(_FULL_POLL_SECS)
+            now = time.monotonic()
+            if now >= next_warn:
+                next_warn = now + _FULL_WARN_SECS
+                self.log.warning("receive waits for a full executor queue", task=task, queued=len(q),
+                                 waited_secs=round(now - started, 1))
+
+    def _drop_callback(self, ex: tuple[int, int]) -> Callable[[str, int, str], None]:
+        def drop(cause: str, n: int, detail: str) -> None:
+            self.drops.add(cause, n, ex, error=detail)
+        return drop
+
+    def _bad_frame(self, error: str, size: int) -> None:
+        self.drops.add(drops.BAD_FRAME, error=error, frame_bytes=size)
+
+    def receive_control(self, kind: int, body: Any) -> None:
+        """A control frame from a peer: the backpressure state of its tasks, or their load
+        (kept on the connection to that peer, for ``Connection.get_load``)."""
+        if not self._remote.foreign(body):
+            self.drops.add(drops.BAD_CONTROL, error="control frame names tasks of this worker "
+                           "or tasks not in the topology")
+            return
+        if kind == codec.KIND_BACKPRESSURE:
+            self.remote_bp = self._remote.report(body, time.monotonic())
+        elif kind == codec.KIND_LOAD:
+            conns, endpoints = self.connections, self.task_endpoint
+            for task, load in body.items():
+                conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
+                if conn is not None:
+                    conn.record_load({task: float(load)})
+
+    def _control_frames(self, now: float) -> list[tuple[int, Any]]:
+        """Called by the transfer thread each turn: the status to send to every peer, at
+        once when it changed and every RESEND_SECS (with the load of every task); stale
+        peer reports expire here too."""
+        if not self._bp_changed and now - self._bp_sent_at < RESEND_SECS:
+            return []
+        self._bp_changed = False
+        self._bp_sent_at = now
+        if self.remote_bp:
+            self.remote_bp = self._remote.expire(now)
+        bp, queues = self.bp_tasks, self.queues
+        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
+                (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
 
     def check_relief(self, executor: Executor) -> None:
         if executor.task_ids[0] in self.bp_tasks and executor.queue.fill <= self._low:
@@ -280,8 +339,8 @@ class WorkerRuntime:
 
     def _set_bp(self, tasks: set[int]) -> None:
         self.bp_tasks = tasks
-        if self.on_backpressure is not None:
-            self.on_backpressure(set(tasks))
+        self._bp_changed = True
+        self.transfer_queue._doorbell.ring()  # the transfer thread sends the news now
 
     # -- status, errors, shutdown ---------------------------------------------------------
     def set_active(self, active: bool) -> None:
@@ -300,22 +359,33 @@ class WorkerRuntime:
             self._on_fatal(f"executor {executor.component} {executor.executor_id} died: {exc!r}")
 
     def stats(self) -> list[dict[str, Any]]:
-        return [e.stats() for e in self.executors]
+        """Per executor: its counters, and what was dropped on its way in, by cause."""
+        out = []
+        for e in self.executors:
+            st = e.stats()
+            st["dropped"] = self.drops.by_cause(e.executor_id)
+            out.append(st)
+        return out
 
-    def transport_stats(self) -> dict[str, int]:
-        """Receive-side counters: frames and messages dropped, handshakes refused (a peer
-        without the topology's CURVE key), keys refused by the ZAP handler."""
-        server = self._server
+    def transport_stats(self) -> dict[str, Any]:
+        """What belongs to no executor: frames refused (and by cause in ``dropped``),
+        handshakes refused (a peer without the topology's CURVE key), keys refused by the
+        ZAP handler, payload bytes held for slow or unreachable peers."""
+        server, worker_drops = self._server, self.drops.by_cause(None)
+        every = self.drops.by_cause(every=True)
         return {"bad_frames": getattr(server, "bad_frames", 0),
                 "refused_connections": getattr(server, "refused_connections", 0),
                 "refused_keys": getattr(self.context, "refused_keys", 0),
-                "dropped_unknown_task": self.dropped_unknown_task,
-                "dropped_bad_payload": self.dropped_bad_payload}
+                "dropped_unknown_task": every.get(drops.UNKNOWN_TASK, 0),
+                "dropped_bad_payload": every.get(drops.BAD_PAYLOAD, 0),
+                "dropped": worker_drops, "held_bytes": self.transfer.held_bytes,
+                "unserializable": self.dropped_unserializable}
+
     def metrics(self) -> dict[str, Any]:
         """Executors' metrics and this worker's transfer and drop counters (copies)."""
         counters = self.context.counters.as_dict()
-        dropped = {"unknown_task": self.dropped_unknown_task, "bad_payload": self.dropped_bad_payload,
-                   "unserializable": self.dropped_unserializable, "bad_frame": counters.pop("bad_frames"),
+        counters.pop("bad_frames")  # counted among the drops, by cause
+        dropped = {**self.drops.by_cause(every=True), "unserializable": self.dropped_unserializable,
                    "receive_error": counters.pop("callback_errors")}
         refused = self.transport_stats()
         counters.update(refused_connections=refused["refused_connections"], refused_keys=refused["refused_keys"])
@@ -335,9 +405,9 @@ class WorkerRuntime:
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self.transfer_queue.close()
-        if self._transfer_thread is not None:
-            self._transfer_thread.join(max(0.0, deadline - time.monotonic()))
+        self.transfer.join(max(0.0, deadline - time.monotonic()))
         with self._conn_lock:
-            for conn in self.connections.values():
-                conn.close()
-            self.connections.clear()
+            conns, self.connections = self.connections, {}
+            self.transfer.routing = ({}, {})
+        for conn in conns.values():
+            conn.close()

@@ -1,0 +1,166 @@
+"""Bounded memory, small by default: a spout flooding a bolt about ten times slower, in two
+worker processes of a real cluster, keeps every worker under 150 MB and loses nothing (and
+hostile frames sent to both slot ports meanwhile are counted in ``squall status`` and end
+neither worker); a peer that ignores backpressure cannot grow a receive queue past its bound."""
+import itertools
+import json
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import psutil
+import pytest
+import zmq
+
+from squall import Bolt, TopologyBuilder
+from squall.config import build_config
+from squall.messaging import codec
+from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
+from squall.daemons.state import ClusterState
+from squall.messaging.curve import CurveKeys
+from squall.testing.components import FixedTupleSpout
+from squall.testing.waiting import wait_for
+from squall.testing.wire import raw_sender, runtime_over_zmq
+
+TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "slow_sink.py"
+LIMIT_MB = 150
+RUN_SECS = 30
+
+
+def _status(cluster):
+    res = cluster.cli("status", "probe", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)
+
+
+def _components(cluster):
+    return {c["id"]: c for c in _status(cluster)["components"]}
+
+
+def _group(*group):
+    return msgpack.packb([list(group)], use_bin_type=True)
+
+
+# Task ids of the probe: flood (the spout) 1, slow (the bolt) 2; no ackers. None of these
+# may reach a component; each is dropped and counted.
+FLOOD, SLOW = 1, 2
+HOSTILE = [
+    b"", b"\x00", b"\x07garbage", bytes((codec.VERSION, 99)) + b"\x90",
+    bytes((codec.VERSION, codec.KIND_TASKS)) + b"\x91" * 5000 + b"\xc0",
+    codec.encode_tasks([(999, _group(FLOOD, "default", [[1, "x"]], None))]),
+    codec.encode_tasks([(SLOW, b"\xc1 not msgpack")]),
+    codec.encode_tasks([(SLOW, _group(77, "default", [[1, "x"]], None))]),
+    codec.encode_tasks([(SLOW, _group(SLOW, "default", [[1]], None))]),
+    codec.encode_tasks([(SLOW, _group(FLOOD, "default", [[1]], None))]),
+    codec.encode_tasks([(SLOW, _group(FLOOD, "default", [[1, "x"]], [{"a": 1}]))]),
+    codec.encode_tasks([(SLOW, _group(FLOOD, "__ack_ack", [[[1, 2]]], None))]),
+    codec.encode_tasks([(FLOOD, _group(SLOW, "__ack_ack", [[[1, 2]]], None))]),
+    codec.encode_tasks([(FLOOD, _group(SLOW, "__ack_ack", [[[[1]]]], None))]),  # unhashable roots
+    codec.encode_tasks([(FLOOD, _group(FLOOD, "__ack_fail", [[["x"]]], None))]),
+    codec.encode_control(codec.KIND_BACKPRESSURE, {FLOOD: True, SLOW: True}),
+    bytes((codec.VERSION, codec.KIND_BACKPRESSURE)) + msgpack.packb({1: "yes"}),
+]
+
+
+def _topology_keys(cluster):
+    """The probe's CURVE keys: hostile frames come from an insider (anyone else is refused
+    at the handshake; see test_security_transport)."""
+    with ClusterState(build_config(cluster.common, user_file=False)) as state:
+        topology_id = next(i for i, t in state.topologies().items() if t.name == "probe")
+        secrets = state.topology_secrets(topology_id)
+    return CurveKeys(secrets.curve_public, secrets.curve_secret)
+
+
+def _send_hostile(ports, rounds, keys):
+    for port in ports:
+        with raw_sender(port, curve=keys) as push:
+            for _ in range(rounds):
+                for frame in HOSTILE:
+                    push.send(frame)
+
+
+@pytest.mark.cluster
+def test_slow_bolt_keeps_every_worker_under_150_mb(start_cluster):
+    cluster = start_cluster(supervisors=1, slots=2)
+    res = cluster.cli("submit", str(TOPOLOGY), "--name", "probe")
+    assert res.returncode == 0, res.stdout + res.stderr
+    cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
+    cluster.wait_for(lambda: _components(cluster)["slow"]["executed"] > 0, 60, "the bolt at work")
+    procs = [psutil.Process(pid) for pid in cluster.worker_pids().values()]
+    peak = {p.pid: 0 for p in procs}
+    deadline, sent = time.monotonic() + RUN_SECS, False
+    while time.monotonic() < deadline:
+        for p in procs:
+            peak[p.pid] = max(peak[p.pid], p.memory_info().rss)
+        time.sleep(0.25)
+        if time.monotonic() > deadline - RUN_SECS / 2 and not sent:
+            sent = True
+            _send_hostile([w["port"] for w in _status(cluster)["workers"]], 20, _topology_keys(cluster))
+    comps = _components(cluster)
+    print("probe: peak rss MB", {pid: round(rss / 2**20, 1) for pid, rss in peak.items()},
+          "emitted", comps["flood"]["emitted"], "executed", comps["slow"]["executed"])
+    assert all(p.is_running() for p in procs), "a worker died"
+    assert sorted(cluster.worker_pids().values()) == sorted(p.pid for p in procs), "a worker was replaced"
+    assert max(peak.values()) < LIMIT_MB * 2**20, f"peak RSS {max(peak.values()) / 2**20:.0f} MB"
+    assert comps["slow"]["executed"] > RUN_SECS * 1000  # the bolt kept working throughout
+
+    def counted():
+        st = _status(cluster)
+        by_worker = [w["dropped_by_cause"] for w in st["workers"]]
+        slow = next(c for c in st["components"] if c["id"] == "slow")
+        return all(d.get("bad_frame", 0) >= 20 * 6 for d in by_worker) and slow["dropped"] >= 20 * 6
+    cluster.wait_for(counted, 20, "hostile frames counted in squall status", interval=1.0)
+    human = cluster.cli("status", "probe").stdout
+    assert "input dropped" in human and "bad_frame" in human and "acker_stream" in human
+    # Nothing lost: once the spout stops, the bolt catches up with every tuple emitted.
+    assert cluster.cli("deactivate", "probe").returncode == 0
+
+    def drained():
+        c = _components(cluster)
+        return c["flood"]["emitted"] > 0 and c["slow"]["executed"] == c["flood"]["emitted"]
+    cluster.wait_for(drained, 60, "the bolt to process every emitted tuple", interval=1.0)
+
+
+class Counting(Bolt):
+    """0.1 ms per tuple, counted in a class attribute the test reads."""
+
+    seen = 0
+
+    def execute(self, t):
+        time.sleep(0.0001)
+        Counting.seen += 1
+
+
+def test_a_peer_ignoring_backpressure_cannot_grow_the_receive_queue():
+    cap, batches, per_batch = 1000, 40, 500
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("unused", [], ["n"]))
+    b.set_bolt("slow", Counting()).shuffle("src")
+    # Task ids: slow 1, src 2 (no ackers).
+    conf = build_config({"topology.acker.executors": 0, "topology.executor.receive.buffer.size": cap,
+                         "zmq.hwm": 4, "zmq.bind.host": "127.0.0.1", "worker.pin.cpu": False}, user_file=False)
+    Counting.seen = 0
+    numbers = itertools.count()
+    frames = [codec.encode_tasks([(1, msgpack.packb([[2, "default", [[next(numbers)] for _ in range(per_batch)], None]]))])
+              for _ in range(batches)]
+    stop = threading.Event()
+    with runtime_over_zmq("flood-1-1", b.build(), conf, [(1, 1)]) as rt, raw_sender(rt.port) as push:
+        def flood():  # ignores backpressure; waits only for ZeroMQ to take each frame
+            for frame in frames:
+                while not stop.is_set():
+                    try:
+                        push.send(frame, zmq.NOBLOCK)
+                        break
+                    except zmq.Again:
+                        time.sleep(0.001)
+        sender = threading.Thread(target=flood, daemon=True)
+        sender.start()
+        try:
+            wait_for(lambda: Counting.seen == batches * per_batch, 60, what="every flooded tuple executed",
+                     detail=lambda: f"executed {Counting.seen}")
+            queue = rt.queues[1]
+            assert queue.peak <= cap * RECEIVE_HARD_LIMIT + per_batch, f"receive queue peaked at {queue.peak}"
+        finally:
+            stop.set()
+            sender.join(5)
