@@ -61,9 +61,9 @@ def test_table_shows_totals_and_rates():
                               "executed": 1234567, "acked": 1234567, "failed": 3, "rates": None}]}]}
     lines = render(st).splitlines()
     assert lines[1].split() == ["COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED", "EMIT/S", "EXECUTED",
-                                "EXEC/S", "ACKED", "ACK/S", "FAILED", "FAIL/S"]
-    assert lines[2].split()[-8:] == ["0", "0", "1,234,567", "1,500", "1,234,567", "1,500", "3", "0.1"]
-    assert lines[3].split()[-8:] == ["0", "-", "1,234,567", "-", "1,234,567", "-", "3", "-"]
+                                "EXEC/S", "ACKED", "ACK/S", "FAILED", "FAIL/S", "DROPPED"]
+    assert lines[2].split()[-9:-1] == ["0", "0", "1,234,567", "1,500", "1,234,567", "1,500", "3", "0.1"]
+    assert lines[3].split()[-9:-1] == ["0", "-", "1,234,567", "-", "1,234,567", "-", "3", "-"]
     assert "per second over the last 1m0s" in lines[-1]
 
 
@@ -118,7 +118,7 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
 
         human = squall(conf, "status", "words").stdout
         row = next(line for line in human.splitlines() if line.startswith("count (bolt)"))
-        assert row.split()[-8:] == ["0", "0", "7,000", "500", "0", "0", "0", "0"]
+        assert row.split()[-9:-1] == ["0", "0", "7,000", "500", "0", "0", "0", "0"]
 
         # --watch redraws until Ctrl-C, then exits 0.
         env = {**os.environ, "SQUALL_CONF": str(conf)}
