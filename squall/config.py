@@ -51,6 +51,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.start.timeout.secs": (_FLOAT, False),
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
+    "supervisor.restart.grace.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),

@@ -200,7 +200,9 @@ class Supervisor:
             self._shutdown()
 
     def _shutdown(self) -> None:
-        """Unregister and close ZooKeeper; workers keep running unless ``kill_workers_on_exit``."""
+        """Close ZooKeeper; workers keep running unless ``kill_workers_on_exit``. The node is
+        left marked away (nimbus keeps its slots for ``supervisor.restart.grace.secs``, so a
+        restart adopts the workers), or removed when the workers were stopped too."""
         if self._watch is not None:
             self._watch.cancel()
         if self.kill_workers_on_exit:
@@ -209,9 +211,13 @@ class Supervisor:
             running = sorted(w.worker_id for w in self.workers.values())
             self.log.info("supervisor stopping; workers left running", workers=running)
         if self.state is not None and not self.state.closed:
-            if self.id:
+            if self.id and self.state.connected:
                 try:
-                    self.state.unregister_supervisor(self.id)
+                    if self.kill_workers_on_exit:
+                        self.state.unregister_supervisor(self.id)
+                    else:
+                        # Coming back: nimbus keeps our slots for supervisor.restart.grace.secs.
+                        self.state.supervisor_away(self._info())
                 except ClusterStateError as exc:
                     self.log.warning("unregistering failed", error=str(exc))
             self.state.close()
@@ -260,13 +266,22 @@ class Supervisor:
             if self._watch_seq == seq:  # a watch delivery during the read is newer: keep it
                 self._snapshot = snapshot
 
+    def _info(self) -> SupervisorInfo:
+        used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
+        return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
+                              used_ports=used, time=self.clock.time())
+
+    def release_zookeeper(self) -> None:
+        """On a stop request (another thread): a session cut off from ZooKeeper is closed now,
+        so that calls waiting in it fail instead of holding up the shutdown."""
+        state = self.state
+        if state is not None and not state.connected:
+            state.close()
+
     def _heartbeat(self) -> None:
         assert self.state is not None
-        used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
-        info = SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
-                              used_ports=used, time=self.clock.time())
         try:
-            self.state.register_supervisor(info)
+            self.state.register_supervisor(self._info())
         except ClusterStateError as exc:
             self.log.warning("supervisor heartbeat failed", error=str(exc))
 

@@ -12,9 +12,12 @@ import structlog
 from squall import config as _config
 from squall import logs
 from squall.daemons.local_state import valid_id
+from squall.daemons.shutdown import StopDeadline
 from squall.daemons.supervisor.daemon import Supervisor, SupervisorError
 
 log = structlog.get_logger("squall.supervisor")
+
+SHUTDOWN_DEADLINE_SECS = 10.0
 
 
 def check_conf(conf: Mapping[str, Any]) -> None:
@@ -70,14 +73,25 @@ def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_
         raise _Failure(str(exc)) from None
     logs.configure_from(conf, log_format, daemon="supervisor")
     supervisor = Supervisor(conf, kill_workers_on_exit=kill_workers_on_exit)
+    # SIGTERM ends the process within the deadline, whatever ZooKeeper does (killing the
+    # workers on exit may take their shutdown sleep on top).
+    secs = SHUTDOWN_DEADLINE_SECS + (2 * conf["supervisor.worker.shutdown.sleep.secs"] + 5
+                                     if kill_workers_on_exit else 0)
+    deadline = StopDeadline(secs, lambda: 0, supervisor.release_zookeeper, "supervisor").start()
+
+    def on_signal(*_: object) -> None:
+        supervisor.stop()
+        deadline.request()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: supervisor.stop())
+        signal.signal(sig, on_signal)
     try:
         supervisor.start()
     except SupervisorError as exc:
         log.error("supervisor cannot start", error=str(exc))
         raise _Failure(str(exc)) from None
     supervisor.run()
+    deadline.done()
 
 
 if __name__ == "__main__":

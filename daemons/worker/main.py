@@ -17,7 +17,8 @@ import click
 
 from squall import config as _config
 from squall import logs
-from squall.daemons.worker.daemon import EXIT_FAILURE, Worker, _flush_and_exit
+from squall.daemons.shutdown import flush_and_exit
+from squall.daemons.worker.daemon import EXIT_FAILURE, Worker
 
 
 def worker_base_conf(overrides: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -70,7 +71,7 @@ def start(topology_id: str, supervisor_id: str, port: int, worker_id: str,
             0, f"received {signal.Signals(signum).name}"))
     code = worker.run()
     # os._exit: the exit code must not depend on library threads winding down.
-    _flush_and_exit(code)
+    flush_and_exit(code)
 
 
 if __name__ == "__main__":
