@@ -438,10 +438,12 @@ def test_lost_supervisor_moves_its_executors(start_nimbus, state, cluster_conf, 
     other = ClusterState(cluster_conf).start()
     try:
         register(other, "b", [7001, 7002])
-        nimbus = start_nimbus()
+        # Right after connecting nimbus holds reassignments for the task timeout: keep it short.
+        nimbus = start_nimbus(**{"nimbus.task.timeout.secs": 1})
         tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
         before = state.assignment(tid)
         assert {node for node, _ in before.slots()} == {"a", "b"}
+        time.sleep(1.5)
         other.unregister_supervisor("b")  # the node disappears
         gone = time.monotonic()
         after = wait_for(lambda: (a := state.assignment(tid)) and {n for n, _ in a.slots()} == {"a"} and a,
