@@ -322,14 +322,14 @@ class ClusterState:
         data = encode(path, {**info.to_dict(), "away": True})
 
         def put() -> None:
-            try:
-                self._op("delete", path)
-            except NoNodeError:
-                pass
-            try:
-                self._op("create", path, data, makepath=True)
-            except NodeExistsError:
-                raise ForceRetryError() from None
+            stat = self._op("exists", path)
+            if stat is None:
+                try:
+                    self._op("create", path, data, makepath=True)
+                except NodeExistsError:
+                    raise ForceRetryError() from None
+            else:
+                self._replace(path, data, stat.version, ephemeral=False)
 
         with self._ephemeral_lock:
             self._ephemerals.pop(path, None)
@@ -638,11 +638,8 @@ class ClusterState:
             # Left by an earlier session of ours (a restart, an expiry not yet processed, or
             # the persistent "away" node of a clean stop).
             log.info("replacing a node of another session", path=path)
-            try:
-                self._op("delete", path, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
-            raise ForceRetryError()
+            self._replace(path, data, stat.version, ephemeral=True)
+            return
         if stat is None:
             try:
                 self._op("create", path, data, ephemeral=True, makepath=True)
@@ -650,6 +647,16 @@ class ClusterState:
                 raise ForceRetryError() from None
         else:
             self._op("set", path, data)
+
+    def _replace(self, path: str, data: bytes, version: int, ephemeral: bool) -> None:
+        """Delete and re-create ``path`` in one transaction: watchers (nimbus) never see it
+        missing in between. ForceRetryError when the node changed meanwhile."""
+        tx = self.client.transaction()
+        tx.delete(path, version=version)
+        tx.create(path, data, ephemeral=ephemeral)
+        results = tx.commit_async().get(timeout=self.session_timeout)
+        if any(isinstance(r, Exception) for r in results):
+            raise ForceRetryError()
 
     # -- internals: connection state and the restore thread ---------------------------
     def _on_state(self, state: str) -> None:
