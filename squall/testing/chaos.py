@@ -12,7 +12,6 @@ worker launches and live worker processes. The chaos test and the recovery bench
 from __future__ import annotations
 
 import collections
-import json
 import os
 import random
 import signal
@@ -80,7 +79,6 @@ class ChaosCluster:
         self.cluster: ProcessCluster | None = None
         self._store_cache: dict[Path, tuple[int, list[str]]] = {}
         self._counts: collections.Counter[int] = collections.Counter()
-        self._task_seen: dict[int, float] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> ChaosCluster:
@@ -142,23 +140,15 @@ class ChaosCluster:
                 if len(parts) != 4:
                     continue
                 try:
-                    i, relay, store, at = int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3])
+                    i = int(parts[0])
                 except ValueError:
                     continue
                 self._counts[i] += 1
-                for task in (relay, store):
-                    if at > self._task_seen.get(task, 0.0):
-                        self._task_seen[task] = at
             self._store_cache[path] = (offset + end, [])
         wanted = range(self.ids)
         stored = sum(1 for i in wanted if self._counts.get(i))
         return Tally(acked=self.acked(), stored=stored, lines=sum(self._counts.values()),
                      missing=self.ids - stored)
-
-    def task_last_seen(self, task: int) -> float:
-        """Wall time of the last store line a relay or store task took part in."""
-        self.tally()
-        return self._task_seen.get(task, 0.0)
 
     def workers(self) -> list[WorkerInfo]:
         out = []
@@ -214,13 +204,60 @@ class ChaosCluster:
     def restart_supervisor(self, i: int) -> None:
         self.c.start_supervisor(i)
 
-    def pause_zookeeper(self, secs: float) -> None:
+    def stop_zookeeper(self, secs: float) -> list[tuple[float, int]]:
+        """Stop ZooKeeper for ``secs`` and start it again on the same port and data dir;
+        the acked count sampled meanwhile (see ``sample_acked``)."""
+        port = self.zk.port
+        self.zk.keep_data = True
+        self.zk.stop()
+        try:
+            return self.sample_acked(secs)
+        finally:
+            self.zk._requested_port = port  # the address clients know
+            self.zk.start(timeout=60)
+
+    def pause_zookeeper(self, secs: float) -> list[tuple[float, int]]:
+        """SIGSTOP ZooKeeper for ``secs``, then SIGCONT; the acked count sampled meanwhile."""
         assert self.zk.pid is not None
         _signal(self.zk.pid, signal.SIGSTOP)
         try:
-            time.sleep(secs)
+            return self.sample_acked(secs)
         finally:
             _signal(self.zk.pid, signal.SIGCONT)
+
+    def sample_acked(self, secs: float, every: float = 0.5) -> list[tuple[float, int]]:
+        """(monotonic time, acked ids) every ``every`` seconds for ``secs``."""
+        samples = []
+        end = time.monotonic() + secs
+        while True:
+            samples.append((time.monotonic(), self.acked()))
+            if samples[-1][0] >= end:
+                return samples
+            time.sleep(min(every, max(0.0, end - time.monotonic())))
+
+    def first_seen_after(self, tasks: set[int], after: float) -> float | None:
+        """The wall time by which every task in ``tasks`` (relay or store tasks) took part in
+        storing an id after ``after``; None while one has not."""
+        self.tally()
+        firsts = [self._task_first_after(task, after) for task in tasks]
+        return None if any(f is None for f in firsts) else max(firsts)  # type: ignore[type-var]
+
+    def _task_first_after(self, task: int, after: float) -> float | None:
+        best = None
+        for path in self.data.glob("store-*.txt"):
+            with open(path, "rb") as fh:
+                for raw in fh:
+                    parts = raw.split()
+                    if len(parts) != 4:
+                        continue
+                    try:
+                        relay, store, at = int(parts[1]), int(parts[2]), float(parts[3])
+                    except ValueError:
+                        continue
+                    if at > after and task in (relay, store) and (best is None or at < best):
+                        best = at
+                        break  # lines of one file are in time order
+        return best
 
     def send_hostile_frames(self, per_port: int = 60, seed: int = 7) -> dict[str, int]:
         """Frames of every hostile kind to every slot port; returns frames sent by kind."""
@@ -275,6 +312,19 @@ def hostile_frame(rng: random.Random, n: int) -> tuple[str, bytes]:
     return kind, frame
 
 
+def longest_stall(samples: list[tuple[float, int]], total: int) -> float:
+    """The longest stretch of ``samples`` (time, acked) in which acks did not grow while
+    ids were still outstanding."""
+    longest, since = 0.0, None
+    for (t, n), (t_prev, prev) in zip(samples[1:], samples):
+        if n > prev or prev >= total:
+            since = None
+            continue
+        since = t_prev if since is None else since
+        longest = max(longest, t - since)
+    return longest
+
+
 def chaos_line(ids: int, tally: Tally, restarts: int, seconds: float) -> str:
     return (f"chaos: ids={ids} lost={tally.missing} duplicates={tally.duplicates} "
             f"worker_restarts={restarts} seconds={seconds:.0f}")
@@ -290,7 +340,3 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except OSError:
         pass
-
-
-def dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, default=str))
