@@ -37,8 +37,9 @@ class DurableIds(Spout):
     def open(self, conf, context, collector):
         self.collector = collector
         self.db = open_ledger(os.path.join(conf["chaos.dir"], "ledger.sqlite"))
-        done = {row[0] for row in self.db.execute("SELECT id FROM acked")}
-        self.todo = deque(i for i in range(int(conf["chaos.ids"])) if i not in done)
+        self.done = {row[0] for row in self.db.execute("SELECT id FROM acked")}
+        self.total = int(conf["chaos.ids"])
+        self.next_id = 0  # ids below it were sent (or acked before this spout opened)
         self.replay: deque[int] = deque()
         self.gap = 1.0 / float(conf["chaos.rate"])
         self.next_at = time.monotonic()
@@ -54,10 +55,12 @@ class DurableIds(Spout):
         self.next_at = max(self.next_at + self.gap, now - 0.1)
         if self.replay:
             i = self.replay.popleft()
-        elif self.todo:
-            i = self.todo.popleft()
         else:
-            return
+            while self.next_id < self.total and self.next_id in self.done:
+                self.next_id += 1
+            if self.next_id >= self.total:
+                return
+            i, self.next_id = self.next_id, self.next_id + 1
         self.collector.emit([i], msg_id=i)
 
     def ack(self, msg_id):
