@@ -56,6 +56,16 @@ def settled(chaos: ChaosCluster) -> None:
     chaos.wait_progress(int(RATE * 3), 90, "the stream flowing")
 
 
+def processing_again(chaos: ChaosCluster, tasks: set[int], killed: float, timeout: float) -> float:
+    """Seconds from ``killed`` until every task in ``tasks`` stored an id again. Tuples the
+    dead worker had in hand may still land just after the kill: count from +0.3 s."""
+    chaos.wait_until(lambda: chaos.first_seen_after(tasks, killed + 0.3) is not None, timeout,
+                     f"tasks {sorted(tasks)} to process again")
+    back = chaos.first_seen_after(tasks, killed + 0.3)
+    assert back is not None
+    return round(back - killed, 2)
+
+
 def worker_kill(base: Path) -> dict[str, Any]:
     with ChaosCluster(base, ids=IDS, rate=RATE) as chaos:
         settled(chaos)
@@ -63,12 +73,7 @@ def worker_kill(base: Path) -> dict[str, Any]:
         tasks = relay_store_tasks(chaos, victim)
         killed = time.time()
         chaos.kill_worker(victim)
-        # Tuples the worker had in hand may still land just after the kill: count from +0.3 s.
-        chaos.wait_until(lambda: chaos.first_seen_after(tasks, killed + 0.3) is not None, 120,
-                         "the killed worker's tasks to process again")
-        back = chaos.first_seen_after(tasks, killed + 0.3)
-        assert back is not None
-        return {"seconds": round(back - killed, 2), "tasks": sorted(tasks)}
+        return {"seconds": processing_again(chaos, tasks, killed, 120), "tasks": sorted(tasks)}
 
 
 def supervisor_kill(base: Path) -> dict[str, Any]:
@@ -79,11 +84,7 @@ def supervisor_kill(base: Path) -> dict[str, Any]:
         tasks = set().union(*(relay_store_tasks(chaos, w) for w in workers if w.supervisor == node))
         killed = time.time()
         chaos.kill_supervisor(node)
-        chaos.wait_until(lambda: chaos.first_seen_after(tasks, killed + 0.3) is not None, 180,
-                         "the dead supervisor's tasks to process again elsewhere")
-        back = chaos.first_seen_after(tasks, killed + 0.3)
-        assert back is not None
-        return {"seconds": round(back - killed, 2), "tasks": sorted(tasks),
+        return {"seconds": processing_again(chaos, tasks, killed, 180), "tasks": sorted(tasks),
                 "workers_killed": sum(1 for w in workers if w.supervisor == node)}
 
 

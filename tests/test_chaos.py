@@ -45,6 +45,7 @@ def zookeeper_outage(chaos: ChaosCluster, secs: float, stop: bool) -> None:
     assert assignment_version(chaos) == version, "nimbus reassigned after the outage"
 
 
+@pytest.mark.timeout(900)  # the long form; the short one takes 1-2 minutes, every wait bounded
 def test_chaos(tmp_path, request, capsys):
     long = request.config.getoption("--chaos-long")
     ids, rate = (200_000, 1500) if long else (50_000, 800)

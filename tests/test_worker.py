@@ -43,7 +43,7 @@ from squall.daemons.worker.zk_writer import ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
-from squall.testing.zookeeper import free_port
+from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
 
 TOPOLOGY_SOURCE = Path(__file__).parent / "topologies" / "numbers_topo.py"
@@ -467,98 +467,24 @@ def test_an_executor_that_cannot_start_ends_the_worker_with_1(harness):
     assert "refuses to open" in errors[0].error
 
 
-class TcpProxy:
-    """A TCP relay to ZooKeeper that the test can cut and restore, making ZooKeeper
-    unreachable for the processes that connect through it (and only for them)."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        import socket
-
-        self._socket = socket
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self._conns: list[Any] = []
-        self._lock = threading.Lock()
-        self._cut = threading.Event()
-        self._closed = threading.Event()
-        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self._cut.is_set():
-                client.close()  # refused while cut
-                continue
-            try:
-                server = self._socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            with self._lock:
-                self._conns += [client, server]
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src: Any, dst: Any) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(self._socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def cut(self) -> None:
-        """Drop every relayed connection and refuse new ones until ``restore``."""
-        self._cut.set()
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for s in conns:
-            try:
-                s.shutdown(self._socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def restore(self) -> None:
-        self._cut.clear()
-
-    def close(self) -> None:
-        self._closed.set()
-        self.cut()
-        self.listener.close()
-
-
 @pytest.mark.cluster
 def test_a_worker_cut_off_from_zookeeper_past_its_session_keeps_processing_and_resyncs(harness, zk_server):
-    proxy = TcpProxy((zk_server.host, zk_server.port))
+    relay = TcpRelay((zk_server.host, zk_server.port))
     try:
         port = free_port()
-        harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": proxy.port})
+        harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": relay.port})
         harness.write_bundle(**{"test.count": 1_000_000, "test.rate": 200})
         harness.publish({ex: port for ex in harness.executors})
         proc = harness.launch(port)
         wait_for(lambda: len(harness.numbers("acked")) > 50, WAIT, "acks before the cut", lambda: harness.log_of(proc))
-        proxy.cut()
+        relay.cut()
         cut_at = time.time()
         acked_at_cut = len(harness.numbers("acked"))
         # Twice the session timeout (6 s): the session expires on the server meanwhile.
         time.sleep(12)
         assert proc.poll() is None, harness.log_of(proc)[-4000:]
         assert len(harness.numbers("acked")) > acked_at_cut + 500  # acks went on throughout
-        proxy.restore()
+        relay.restore()
         restored_at = time.time()
         wait_for(lambda: (b := harness.beat(port)) is not None and b.time > restored_at, WAIT,
                  "a worker beat after the outage", lambda: harness.log_of(proc))
@@ -568,7 +494,7 @@ def test_a_worker_cut_off_from_zookeeper_past_its_session_keeps_processing_and_r
         assert "timer callback raised" not in log
         assert proc.poll() is None and restored_at - cut_at >= 12
     finally:
-        proxy.close()
+        relay.close()
 
 
 class TestCommandLine:
