@@ -520,6 +520,13 @@ def test_usage_errors_exit_2(tmp_path: Path, override: str) -> None:
     assert "-c" in result.stderr
 
 
+def test_a_negative_restart_grace_is_refused_naming_the_key(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor.main", "-c",
+                             "supervisor.restart.grace.secs=-5"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "supervisor.restart.grace.secs" in result.stderr
+
+
 def test_corrupt_state_file_kills_unrecorded_workers_and_starts_over(
         node: Node, zk: ClusterState, server: BundleServer) -> None:
     proc = node.start()

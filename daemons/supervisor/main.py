@@ -34,8 +34,9 @@ def check_conf(conf: Mapping[str, Any]) -> None:
                 "supervisor.worker.start.timeout.secs", "supervisor.worker.timeout.secs"):
         if conf[key] <= 0:
             raise _config.ConfigError(f"config key {key!r} must be positive, got {conf[key]!r}")
-    if conf["supervisor.worker.shutdown.sleep.secs"] < 0:
-        raise _config.ConfigError("config key 'supervisor.worker.shutdown.sleep.secs' must not be negative")
+    for key in ("supervisor.worker.shutdown.sleep.secs", "supervisor.restart.grace.secs"):
+        if conf[key] < 0:
+            raise _config.ConfigError(f"config key {key!r} must not be negative")
     fixed = conf.get("supervisor.id")
     if fixed is not None and not valid_id(fixed):
         raise _config.ConfigError(f"config key 'supervisor.id' {fixed!r} cannot be used as a node id")
