@@ -272,16 +272,16 @@ class Worker:
                           now - self.started_at, self._stats)
         self._zk_call("worker beat", lambda: self.state.worker_beat(beat))  # type: ignore[union-attr]
 
-    def _zk_call(self, what: str, fn: Callable[[], Any], default: Any = None) -> Any:
-        """Run one ZooKeeper request of a timer; while ZooKeeper is unreachable (each request
-        gives up after the session timeout) the worker keeps running on what it has."""
+    def _zk_call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run one ZooKeeper request of a timer; None while ZooKeeper is unreachable (each
+        request gives up after the session timeout): the worker keeps running on what it has."""
         try:
             result = fn()
         except ClusterStateError as exc:
             if self._outage.failed(self.clock.monotonic()):
                 self.log.warning("ZooKeeper unavailable; running on the last assignment", during=what,
                                  error=str(exc))
-            return default
+            return None
         lasted = self._outage.recovered(self.clock.monotonic())
         if lasted is not None:
             self.log.info("ZooKeeper available again", outage_secs=round(lasted, 1),

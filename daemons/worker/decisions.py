@@ -6,6 +6,7 @@ conf a worker runs with, how much of its stats fit in a beat, and when to log a 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
@@ -129,22 +130,26 @@ def fit_stats(entries: list[dict[str, Any]], budget: int) -> tuple[list[dict[str
 
 class OutageLog:
     """Logs a ZooKeeper outage once when it starts and once when it ends, not per call:
-    the worker keeps running on what it has (``failed`` / ``recovered`` say whether to log)."""
+    the worker keeps running on what it has (``failed`` / ``recovered`` say whether to log).
+    Several timer threads report to one instance."""
 
     def __init__(self) -> None:
         self.down_since: float | None = None
         self.failures = 0
+        self._lock = threading.Lock()
 
     def failed(self, now: float) -> bool:
-        self.failures += 1
-        if self.down_since is None:
-            self.down_since = now
-            return True
-        return False
+        with self._lock:
+            self.failures += 1
+            if self.down_since is None:
+                self.down_since = now
+                return True
+            return False
 
     def recovered(self, now: float) -> float | None:
         """Seconds the outage lasted when this call ends one, else None."""
-        if self.down_since is None:
-            return None
-        lasted, self.down_since = now - self.down_since, None
-        return lasted
+        with self._lock:
+            if self.down_since is None:
+                return None
+            lasted, self.down_since = now - self.down_since, None
+            return lasted
