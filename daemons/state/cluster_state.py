@@ -598,9 +598,9 @@ class ClusterState:
         def remove() -> None:
             try:
                 if recursive:
-                    for child in self._op("get_children", path):
-                        self._delete_tree(f"{path}/{child}")
-                self._op("delete", path)
+                    self._delete_tree(path)
+                else:
+                    self._op("delete", path)
             except NoNodeError:
                 pass
             except NotEmptyError:
@@ -609,7 +609,8 @@ class ClusterState:
         self._retry(remove)
 
     def _delete_tree(self, path: str) -> None:
-        # Inside a retried call: every request has the session timeout as its deadline.
+        # Inside a retried call: every request has the session timeout as its deadline (a
+        # child appearing meanwhile raises NotEmptyError: the caller retries).
         try:
             for child in self._op("get_children", path):
                 self._delete_tree(f"{path}/{child}")

@@ -253,6 +253,8 @@ class Supervisor:
         with self._snapshot_lock:
             seq = self._watch_seq
         try:
+            if not self.state.connected:  # fail fast: the loop must keep ticking the slots
+                raise ClusterStateError("not connected to ZooKeeper")
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             if not self._zk_down:
@@ -280,6 +282,8 @@ class Supervisor:
 
     def _heartbeat(self) -> None:
         assert self.state is not None
+        if not self.state.connected:
+            return  # the session's restore re-creates the node on reconnection; the next beat refreshes it
         try:
             self.state.register_supervisor(self._info())
         except ClusterStateError as exc:

@@ -276,6 +276,8 @@ class Worker:
         """Run one ZooKeeper request of a timer; None while ZooKeeper is unreachable (each
         request gives up after the session timeout): the worker keeps running on what it has."""
         try:
+            if self.state is None or not self.state.connected:  # fail fast while disconnected
+                raise ClusterStateError("not connected to ZooKeeper")
             result = fn()
         except ClusterStateError as exc:
             if self._outage.failed(self.clock.monotonic()):
