@@ -12,7 +12,8 @@ acked) over three workers, then measures one fault:
   (goal < 15 s, aim 8 s).
 * ``zookeeper-outage``: stop ZooKeeper for ``--outage`` seconds (default 60) and start it on
   the same data; acked ids per second during the outage and in the 20 s after it, relative
-  to the 20 s before.
+  to the 20 s before, with the spout as fast as acks allow (``--outage-rate`` offers a fixed
+  rate instead).
 
 The cluster uses the test timeouts of ``squall.testing.cluster.FAST`` (printed with the
 results): ZooKeeper session 4 s, nimbus task and supervisor timeouts 5 s, monitor 1 s,
@@ -33,7 +34,8 @@ from typing import Any
 from squall.testing.chaos import ChaosCluster, WorkerInfo, machine_state
 from squall.testing.cluster import FAST
 
-RATE = 2000.0  # ids per second offered by the spout
+RATE = 2000.0  # ids per second offered by the spout in the kill scenarios
+UNTHROTTLED = 1e6  # the spout is then held by topology.max.spout.pending alone
 IDS = 10**8  # never runs out during a run
 WINDOW = 20.0  # seconds of throughput measured before and after an outage
 
@@ -53,7 +55,7 @@ def chaos_tasks(chaos: ChaosCluster) -> set[int]:
 def settled(chaos: ChaosCluster) -> None:
     chaos.submit(workers=3)
     chaos.wait_until(lambda: len(chaos.workers()) == 3, 90, "three workers")
-    chaos.wait_progress(int(RATE * 3), 90, "the stream flowing")
+    chaos.wait_progress(6000, 90, "the stream flowing")
 
 
 def processing_again(chaos: ChaosCluster, tasks: set[int], killed: float, timeout: float) -> float:
@@ -88,8 +90,8 @@ def supervisor_kill(base: Path) -> dict[str, Any]:
                 "workers_killed": sum(1 for w in workers if w.supervisor == node)}
 
 
-def zookeeper_outage(base: Path, outage: float) -> dict[str, Any]:
-    with ChaosCluster(base, ids=IDS, rate=RATE) as chaos:
+def zookeeper_outage(base: Path, outage: float, rate: float) -> dict[str, Any]:
+    with ChaosCluster(base, ids=IDS, rate=rate) as chaos:
         settled(chaos)
         pids = {w.pid for w in chaos.workers()}
         before = chaos.sample_acked(WINDOW)
@@ -98,7 +100,8 @@ def zookeeper_outage(base: Path, outage: float) -> dict[str, Any]:
         rate = [_rate(s) for s in (before, during, after)]
         return {"acked_per_sec": {"before": round(rate[0]), "during": round(rate[1]), "after": round(rate[2])},
                 "during_vs_before": round(rate[1] / rate[0], 3), "after_vs_before": round(rate[2] / rate[0], 3),
-                "workers_restarted": len(pids - {w.pid for w in chaos.workers()}), "outage_secs": outage}
+                "workers_restarted": len(pids - {w.pid for w in chaos.workers()}), "outage_secs": outage,
+                "offered_rate": rate}
 
 
 def _rate(samples: list[tuple[float, int]]) -> float:
@@ -110,6 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--outage", type=float, default=60.0)
+    parser.add_argument("--outage-rate", type=float, default=UNTHROTTLED,
+                        help="ids/s the spout offers in the outage scenario (default: as fast as acks allow)")
     parser.add_argument("--only", choices=["worker-kill", "supervisor-kill", "zookeeper-outage"], action="append")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -119,7 +124,7 @@ def main() -> None:
     scenarios = {
         "worker-kill": worker_kill,
         "supervisor-kill": supervisor_kill,
-        "zookeeper-outage": lambda base: zookeeper_outage(base, args.outage),
+        "zookeeper-outage": lambda base: zookeeper_outage(base, args.outage, args.outage_rate),
     }
     report: dict[str, Any] = {"machine_before": machine_state(), "rate": RATE,
                               "timeouts": {k: v for k, v in FAST.items() if "timeout" in k or "freq" in k}}

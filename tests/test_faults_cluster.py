@@ -37,6 +37,8 @@ def test_a_supervisor_restarted_within_its_grace_keeps_the_assignment_and_its_wo
         proc = chaos.c.supervisors[0]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
+        rows = chaos.c.client.cluster()["supervisors"]
+        assert sorted(r["away"] for r in rows) == [False, True]  # kept, and shown as away
         time.sleep(2)
         chaos.restart_supervisor(0)
         # Past nimbus's supervisor and task timeouts and several monitor rounds.

@@ -111,5 +111,6 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),
-                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1)})
+                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
+                     "away": s.away})
     return rows

@@ -26,6 +26,7 @@ import msgpack
 import yaml
 
 from squall.daemons import local_state
+from squall.daemons.nimbus.client import NimbusError
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import ZooKeeperServer
 
@@ -182,7 +183,7 @@ class ChaosCluster:
     def wait_until(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
         """Seconds it took; AssertionError naming ``what`` past ``timeout``."""
         start = time.monotonic()
-        while not condition():
+        while not _holds(condition):
             if time.monotonic() - start > timeout:
                 t = self.tally()
                 raise AssertionError(f"timed out after {timeout}s waiting for {what} "
@@ -333,6 +334,13 @@ def chaos_line(ids: int, tally: Tally, restarts: int, seconds: float) -> str:
 def machine_state() -> dict[str, Any]:
     load = os.getloadavg()
     return {"nproc": os.cpu_count(), "load_1m": round(load[0], 2), "load_5m": round(load[1], 2)}
+
+
+def _holds(condition: Callable[[], bool]) -> bool:
+    try:
+        return bool(condition())
+    except (NimbusError, OSError):  # nimbus busy or restarting: ask again
+        return False
 
 
 def _signal(pid: int, sig: int) -> None:
