@@ -97,9 +97,11 @@ def zookeeper_outage(base: Path, outage: float, rate: float) -> dict[str, Any]:
         before = chaos.sample_acked(WINDOW)
         during = chaos.stop_zookeeper(outage)
         after = chaos.sample_acked(WINDOW)
-        rate = [_rate(s) for s in (before, during, after)]
-        return {"acked_per_sec": {"before": round(rate[0]), "during": round(rate[1]), "after": round(rate[2])},
-                "during_vs_before": round(rate[1] / rate[0], 3), "after_vs_before": round(rate[2] / rate[0], 3),
+        per_sec = [_rate(s) for s in (before, during, after)]
+        return {"acked_per_sec": {"before": round(per_sec[0]), "during": round(per_sec[1]),
+                                  "after": round(per_sec[2])},
+                "during_vs_before": round(per_sec[1] / per_sec[0], 3),
+                "after_vs_before": round(per_sec[2] / per_sec[0], 3),
                 "workers_restarted": len(pids - {w.pid for w in chaos.workers()}), "outage_secs": outage,
                 "offered_rate": rate}
 
