@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -38,6 +39,7 @@ RATE = 2000.0  # ids per second offered by the spout in the kill scenarios
 UNTHROTTLED = 1e6  # the spout is then held by topology.max.spout.pending alone
 IDS = 10**8  # never runs out during a run
 WINDOW = 20.0  # seconds of throughput measured before and after an outage
+WARMUP = 10.0  # seconds of flow before the first window
 
 
 def relay_store_tasks(chaos: ChaosCluster, worker: WorkerInfo) -> set[int]:
@@ -93,17 +95,23 @@ def supervisor_kill(base: Path) -> dict[str, Any]:
 def zookeeper_outage(base: Path, outage: float, rate: float) -> dict[str, Any]:
     with ChaosCluster(base, ids=IDS, rate=rate) as chaos:
         settled(chaos)
+        time.sleep(WARMUP)
         pids = {w.pid for w in chaos.workers()}
         before = chaos.sample_acked(WINDOW)
         during = chaos.stop_zookeeper(outage)
         after = chaos.sample_acked(WINDOW)
         per_sec = [_rate(s) for s in (before, during, after)]
+        restarted = len(pids - {w.pid for w in chaos.workers()})
+        kept = None
+        if restarted:  # keep the logs: why did a worker end?
+            kept = Path(tempfile.mkdtemp(prefix="squall-recovery-kept-"))
+            shutil.copytree(chaos.c.base, kept / "cluster")
         return {"acked_per_sec": {"before": round(per_sec[0]), "during": round(per_sec[1]),
                                   "after": round(per_sec[2])},
                 "during_vs_before": round(per_sec[1] / per_sec[0], 3),
                 "after_vs_before": round(per_sec[2] / per_sec[0], 3),
-                "workers_restarted": len(pids - {w.pid for w in chaos.workers()}), "outage_secs": outage,
-                "offered_rate": rate}
+                "workers_restarted": restarted, "outage_secs": outage, "offered_rate": rate,
+                **({"logs_kept_in": str(kept)} if kept else {})}
 
 
 def _rate(samples: list[tuple[float, int]]) -> float:
