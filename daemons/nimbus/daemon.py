@@ -264,13 +264,15 @@ class Nimbus:
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
         now = self.clock.time()
-        if self._grace.observe(self.state.connections):
-            log.info("connected to ZooKeeper: no reassignment until workers could be heard",
-                     hold_secs=self._grace.period)
-        hold = self._grace.active()
+        if not self.state.connected:
+            raise ClusterStateError("not connected to ZooKeeper")
+        self._observe_connection(now)
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
+        # The reads above may have waited for a reconnection: judge by the count after them.
+        self._observe_connection(self.clock.time())
+        hold = self._grace.active()
         for sid in self._away_expired if not hold else ():
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
@@ -300,6 +302,15 @@ class Nimbus:
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
 
     # -- observations ---------------------------------------------------------------
+    def _observe_connection(self, now: float) -> None:
+        """After a (re)connection: hold reassignments for the task timeout, and count silence
+        from now, not from before the outage."""
+        if self._grace.observe(self.state.connections):
+            log.info("connected to ZooKeeper: no reassignment until workers could be heard",
+                     hold_secs=self._grace.period)
+            self._beat_seen = {k: (v[0], now) for k, v in self._beat_seen.items()}
+            self._sup_seen = {k: (v[0], now) for k, v in self._sup_seen.items()}
+
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
         """Registered supervisors whose node was refreshed within the supervisor timeout."""
         out: dict[str, SupervisorInfo] = {}
