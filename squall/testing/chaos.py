@@ -27,7 +27,7 @@ import yaml
 
 from squall.daemons import local_state
 from squall.daemons.nimbus.client import NimbusError
-from squall.testing.cluster import ProcessCluster
+from squall.testing.cluster import ProcessCluster, signal_pid
 from squall.testing.zookeeper import ZooKeeperServer
 
 TOPOLOGY = Path(__file__).parent / "chaos_topology" / "ids.py"
@@ -100,7 +100,7 @@ class ChaosCluster:
         if self.cluster is not None:
             self.cluster.stop()
         if self.zk.pid is not None:
-            _signal(self.zk.pid, signal.SIGCONT)  # a paused server must be able to stop
+            signal_pid(self.zk.pid, signal.SIGCONT)  # a paused server must be able to stop
         self.zk.stop()
 
     def __enter__(self) -> ChaosCluster:
@@ -197,7 +197,7 @@ class ChaosCluster:
 
     # -- faults -------------------------------------------------------------------------
     def kill_worker(self, worker: WorkerInfo) -> None:
-        _signal(worker.pid, signal.SIGKILL)
+        signal_pid(worker.pid, signal.SIGKILL)
 
     def kill_supervisor(self, i: int) -> None:
         self.c.kill_supervisor(i, with_workers=True)
@@ -220,11 +220,11 @@ class ChaosCluster:
     def pause_zookeeper(self, secs: float) -> list[tuple[float, int]]:
         """SIGSTOP ZooKeeper for ``secs``, then SIGCONT; the acked count sampled meanwhile."""
         assert self.zk.pid is not None
-        _signal(self.zk.pid, signal.SIGSTOP)
+        signal_pid(self.zk.pid, signal.SIGSTOP)
         try:
             return self.sample_acked(secs)
         finally:
-            _signal(self.zk.pid, signal.SIGCONT)
+            signal_pid(self.zk.pid, signal.SIGCONT)
 
     def sample_acked(self, secs: float, every: float = 0.5) -> list[tuple[float, int]]:
         """(monotonic time, acked ids) every ``every`` seconds for ``secs``."""
@@ -342,9 +342,3 @@ def _holds(condition: Callable[[], bool]) -> bool:
     except (NimbusError, OSError):  # nimbus busy or restarting: ask again
         return False
 
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass
