@@ -10,6 +10,11 @@ Threading (ZeroMQ sockets are not thread-safe):
   thread: it wakes the receive thread through an inproc socket of its own.
 
 One frame per ``send`` call: the codec's task frame holding the whole batch for this peer.
+
+With CURVE keys (``ZmqContext(curve=...)``) every socket is encrypted and authenticated:
+servers accept only peers holding the same key pair (``messaging.curve``); a refused
+handshake delivers nothing and is counted in ``ZmqServer.refused_connections`` (and, for a
+foreign key, in the context's ``refused_keys``).
 """
 from __future__ import annotations
 
@@ -21,9 +26,11 @@ from typing import Any
 
 import structlog
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
-from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
+from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 
 log = structlog.get_logger("squall.messaging.zmq")
 
@@ -35,14 +42,21 @@ _DRAIN = 256
 _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
+# How often a client reads its socket's connection events (for the reconnect counter).
+_EVENTS_EVERY_SECS = 1.0
 _wake_ids = itertools.count()
+# Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
+_REFUSED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                   | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
-    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int) -> None:
+    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
+                 curve: CurveKeys | None = None, counters: TransportCounters | None = None) -> None:
         self._topology_id = topology_id
+        self._counters = counters or TransportCounters()
         self._callback: RecvCallback | None = None
         self._control_cb = None
         self._ready = threading.Event()     # set by register_recv (or close)
@@ -51,8 +65,11 @@ class ZmqServer(ServerConnection):
         self._close_lock = threading.Lock()
         self.bad_frames = 0
         self.callback_errors = 0
+        self.refused_connections = 0  # handshakes that failed: no CURVE, a foreign key, garbage
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
+        if curve is not None:
+            apply_curve(pull, curve, server=True)
         # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
         # senders' PUSH sockets block, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
@@ -69,12 +86,14 @@ class ZmqServer(ServerConnection):
         wake = zctx.socket(zmq.PULL)
         wake.setsockopt(zmq.LINGER, 0)
         wake.bind(self._wake_addr)
-        self._thread = threading.Thread(target=self._run, args=(pull, wake),
+        monitor = pull.get_monitor_socket(_REFUSED_EVENTS)
+        monitor.setsockopt(zmq.LINGER, 0)
+        self._thread = threading.Thread(target=self._run, args=(pull, wake, monitor),
                                         name=f"zmq-recv-{self._port}", daemon=True)
         self._thread.start()
 
     # -- receive thread ---------------------------------------------------------------
-    def _run(self, pull: zmq.Socket, wake: zmq.Socket) -> None:
+    def _run(self, pull: zmq.Socket, wake: zmq.Socket, monitor: zmq.Socket) -> None:
         try:
             # Frames that arrive before register_recv stay queued in ZeroMQ (up to the
             # HWM, then senders block): none is dropped for want of a callback.
@@ -82,9 +101,11 @@ class ZmqServer(ServerConnection):
             poller = zmq.Poller()
             poller.register(pull, zmq.POLLIN)
             poller.register(wake, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
             recv, handle = pull.recv, self._handle
             while not self._stopping:
-                poller.poll()
+                if monitor in dict(poller.poll()):
+                    self._drain_monitor(monitor)
                 for _ in range(_DRAIN):
                     if self._stopping:
                         break
@@ -97,14 +118,33 @@ class ZmqServer(ServerConnection):
             log.exception("receive thread failed", topology_id=self._topology_id, port=self._port)
             raise
         finally:
+            pull.disable_monitor()
+            monitor.close()
             pull.close()
             wake.close()
 
+    def _drain_monitor(self, monitor: zmq.Socket) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] & _REFUSED_EVENTS:
+                self.refused_connections += 1
+                if should_log(self.refused_connections):
+                    log.warning("connection refused at handshake", topology_id=self._topology_id,
+                                port=self._port, endpoint=event["endpoint"].decode(errors="replace"),
+                                refused_connections=self.refused_connections)
+
     def _handle(self, frame: bytes) -> None:
+        counters = self._counters
+        counters.frames_in += 1
+        counters.bytes_in += len(frame)
         try:
             kind, body = codec.decode(frame)
         except codec.FrameError as exc:
             self.bad_frames += 1
+            counters.bad_frames += 1
             log.warning("bad frame dropped", topology_id=self._topology_id, port=self._port,
                         error=str(exc), frame_bytes=len(frame), bad_frames=self.bad_frames)
             return
@@ -117,6 +157,7 @@ class ZmqServer(ServerConnection):
             # The callback's failure is the caller's bug, but a dead receive thread would
             # leave the worker alive and deaf: log it, count it, keep receiving.
             self.callback_errors += 1
+            counters.callback_errors += 1
             log.exception("receive callback failed", topology_id=self._topology_id,
                           port=self._port, kind=kind)
 
@@ -155,11 +196,17 @@ class ZmqClient(Connection):
     """The send side: a PUSH socket connected to one peer. Use from one thread only."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
-                 hwm: int, linger_ms: int) -> None:
+                 hwm: int, linger_ms: int, curve: CurveKeys | None = None,
+                 counters: TransportCounters | None = None) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
         self._peer_load: dict[int, float] = {}
+        self._counters = counters or TransportCounters()
         self.blocked_sends = 0
+        self._connected_once = False
+        self._events_at = 0.0
         sock = zctx.socket(zmq.PUSH)
+        if curve is not None:
+            apply_curve(sock, curve, server=False)
         # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
         # control toward the transfer thread) instead of dropping, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
@@ -171,6 +218,9 @@ class ZmqClient(Connection):
         # returns, so batches sent before the peer has bound are queued and delivered once
         # it comes up (ZeroMQ reconnects every RECONNECT_IVL) rather than refused.
         sock.setsockopt(zmq.IMMEDIATE, 0)
+        # Connection events (read by the sending thread) count reconnections to the peer.
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self._monitor.setsockopt(zmq.LINGER, 0)
         sock.connect(f"tcp://{host}:{port}")
         self._sock = sock
         self._send = sock.send
@@ -183,10 +233,29 @@ class ZmqClient(Connection):
                 self._send(frame, _NOBLOCK)
             except zmq.Again:
                 self._send_blocked(frame)
+            counters = self._counters
+            counters.frames_out += 1
+            counters.bytes_out += len(frame)
+            now = time.monotonic()
+            if now >= self._events_at:
+                self._events_at = now + _EVENTS_EVERY_SECS
+                self._read_events()
+
+    def _read_events(self) -> None:
+        """Count connections made after the first: the peer went away and came back."""
+        while True:
+            try:
+                recv_monitor_message(self._monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            if self._connected_once:
+                self._counters.reconnects += 1
+            self._connected_once = True
 
     def _send_blocked(self, frame: bytes) -> None:
         """The peer holds HWM batches unread: wait for room, warning while we wait."""
         self.blocked_sends += 1
+        self._counters.blocked_sends += 1
         started = time.monotonic()
         next_warn = started + _BLOCKED_WARN_SECS
         while True:
@@ -223,25 +292,41 @@ class ZmqClient(Connection):
     def close(self) -> None:
         """Returns at once; ZeroMQ keeps flushing for up to the linger, and term() waits."""
         if not self._sock.closed:
+            self._sock.disable_monitor()
+            self._monitor.close()
             self._sock.close()
 
 
 class ZmqContext(Context):
     """One per worker process: owns the zmq.Context and every connection made from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, curve: CurveKeys | None = None) -> None:
+        """``curve``: the key pair of every peer (None: plain TCP, unauthenticated)."""
         self._zctx = zmq.Context()
+        self._curve = curve
+        # The ZAP handler must exist before the first CURVE server socket.
+        self._zap = ZapHandler(self._zctx, curve) if curve is not None else None
         self._hwm = 1000
         self._linger_ms = 5000
-        self._bind_host = "0.0.0.0"
+        self._bind_host = "127.0.0.1"
         self._made: list[Connection] = []
         self._lock = threading.Lock()
         self._terminated = False
+        self.counters = TransportCounters()
 
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
         self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
-        self._bind_host = str(conf.get("zmq.bind.host", self._bind_host))
+        self._bind_host = str(conf.get("zmq.bind.host") or self._bind_host)
+
+    @property
+    def curve(self) -> bool:
+        return self._curve is not None
+
+    @property
+    def refused_keys(self) -> int:
+        """Handshakes the ZAP handler refused (a CURVE peer with another key pair)."""
+        return self._zap.refused if self._zap is not None else 0
 
     def _add(self, conn: Connection) -> None:
         with self._lock:
@@ -252,13 +337,15 @@ class ZmqContext(Context):
 
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
-        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm)
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve,
+                           self.counters)
         self._add(server)
-        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port)
+        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port, curve=self.curve)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
-        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms)
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve,
+                           self.counters)
         self._add(client)
         return client
 
@@ -280,4 +367,6 @@ class ZmqContext(Context):
             # term() would block until those threads close their sockets: never hang shutdown.
             log.error("zmq context left open: receive threads still running", ports=stuck)
             return
+        if self._zap is not None:
+            self._zap.stop()
         self._zctx.term()

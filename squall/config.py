@@ -30,6 +30,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "zookeeper.root": (_STR, False),
     "zookeeper.session.timeout.ms": (_INT, False),
     "zookeeper.connection.timeout.ms": (_INT, False),
+    "zookeeper.auth.user": (_STR, True),
+    "zookeeper.auth.password": (_STR, True),
     "squall.local.dir": (_STR, False),
     "squall.log.dir": (_STR, True),
     "squall.log.format": ("enum:console,json", False),
@@ -43,6 +45,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "nimbus.task.launch.secs": (_FLOAT, False),
     "nimbus.code.max.upload.bytes": (_INT, False),
     "nimbus.leader.poll.secs": (_FLOAT, False),
+    "nimbus.bind.host": (_STR, True),
+    "nimbus.auth.enabled": (_BOOL, False),
+    "nimbus.auth.tokens.file": (_STR, True),
+    "nimbus.tls.cert.file": (_STR, True),
+    "nimbus.tls.key.file": (_STR, True),
+    "nimbus.tls.ca.file": (_STR, True),
+    "squall.token": (_STR, True),
     "supervisor.slots.ports": ("list[int]", False),
     "supervisor.host": (_STR, False),
     "supervisor.id": (_STR, True),
@@ -53,15 +62,26 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.restart.grace.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.worker.user": (_STR, True),
+    "supervisor.code.max.unpacked.bytes": (_INT, False),
+    "supervisor.code.max.members": (_INT, False),
+    "supervisor.metrics.port": (_INT, True),
+    "supervisor.logviewer.port": (_INT, False),
+    "supervisor.logviewer.secret": (_STR, True),
+    "supervisor.logviewer.max.bytes": (_INT, False),
+    "worker.log.max.bytes": (_INT, False),
+    "worker.log.backups": (_INT, False),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
+    "worker.metrics.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
     "worker.receive.high.watermark": (_FLOAT, False),
     "worker.receive.low.watermark": (_FLOAT, False),
     "worker.pin.cpu": (_BOOL, False),
     "zmq.hwm": (_INT, False),
     "zmq.linger.millis": (_INT, False),
-    "zmq.bind.host": (_STR, False),
+    "zmq.bind.host": (_STR, True),
+    "zmq.curve": (_BOOL, False),
     "topology.name": (_STR, True),
     "topology.workers": (_INT, False),
     "topology.acker.executors": (_INT, True),
@@ -88,8 +108,11 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "supervisor.code.max.unpacked.bytes", "supervisor.code.max.members",
+    "supervisor.logviewer.max.bytes", "worker.log.max.bytes", "worker.metrics.frequency.secs",
 }
-_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
+                 "supervisor.logviewer.port", "worker.log.backups", "supervisor.metrics.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -205,4 +228,7 @@ def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> d
     for layer in layers:
         if layer:
             conf.update(validate(layer))
+    if bool(conf.get("zookeeper.auth.user")) != bool(conf.get("zookeeper.auth.password")):
+        raise ConfigError("config keys 'zookeeper.auth.user' and 'zookeeper.auth.password' must be set "
+                          "together (or both left unset: no ZooKeeper authentication)")
     return conf

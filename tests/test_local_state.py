@@ -68,3 +68,16 @@ def test_pid_file_round_trip_and_garbage(tmp_path):
                                        ("", False), ("x\n", False)])
 def test_valid_id(value, ok):
     assert ls.valid_id(value) is ok
+
+
+def test_early_output_is_emptied_past_its_bound_and_appenders_go_on(tmp_path):
+    path = tmp_path / "worker.out"
+    writer = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # as the launched worker has it
+    os.write(writer, b"x" * 100)
+    assert not ls.truncate_if_over(path, 100) and path.stat().st_size == 100
+    os.write(writer, b"y")
+    assert ls.truncate_if_over(path, 100) and path.stat().st_size == 0
+    os.write(writer, b"after\n")
+    os.close(writer)
+    assert path.read_bytes() == b"after\n"
+    assert not ls.truncate_if_over(tmp_path / "missing", 1)

@@ -20,6 +20,7 @@ import sys
 import tarfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -28,9 +29,12 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -64,9 +68,11 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     from squall.config import build_config
+    from squall.daemons.credentials import ENV_VAR, read_credentials
     from squall.daemons.state import ClusterState
-    conf = build_config()  # SQUALL_CONF: the supervisor's effective config
-    state = ClusterState(conf).start()
+    conf = build_config()  # SQUALL_CONF: the supervisor's config without its secrets
+    creds = read_credentials(os.environ[ENV_VAR], topology_id)  # the topology's own
+    state = ClusterState(conf, auth=creds.zk_auth()).start()
     try:
         assignment = state.assignment(topology_id)
     finally:
@@ -179,7 +185,9 @@ class Node:
             "worker.heartbeat.frequency.secs": 0.2,
             "nimbus.host": "127.0.0.1",
             "nimbus.port": server.port,
+            "supervisor.metrics.port": free_port(),
         })
+        self.metrics_port = user_conf["supervisor.metrics.port"]
         self.conf_path.write_text(yaml.safe_dump(user_conf))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seen_pids: set[int] = set()
@@ -203,6 +211,14 @@ class Node:
     def id(self) -> str:
         path = self.local / "supervisor-id"
         return wait_for(lambda: path.is_file() and path.read_text().strip(), what="supervisor-id file")
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Its /metrics, parsed: (sample name, sorted labels) -> value."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
 
     def events(self, event: str) -> list[dict[str, Any]]:
         out = []
@@ -314,6 +330,8 @@ def node(tmp_path: Path, cluster_conf: dict[str, Any], server: BundleServer) -> 
 def assign(zk: ClusterState, node_id: str, topology_id: str, digest: str, port: int,
            executors: tuple[tuple[int, int], ...] = ((1, 1), (2, 2))) -> None:
     now = time.time()
+    if zk.topology_secrets(topology_id) is None:  # nimbus makes them at submit
+        zk.set_topology_secrets(topology_id, new_topology_secrets())
     zk.set_assignment(Assignment(topology_id, {ex: (node_id, port) for ex in executors},
                                  {node_id: "127.0.0.1"}, {ex: now for ex in executors}, digest, 1))
 
@@ -372,8 +390,13 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
-    assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
+
+    def states() -> list[str]:
+        return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
+
+    # The slot logs RUNNING on the tick after it sees the heartbeat: wait for that line.
+    wait_for(lambda: len(states()) >= 3, what="the slot's RUNNING state logged")
+    assert states()[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")
     assert launched[0]["supervisor"] == sid and launched[0]["worker"] == rec["worker_id"]
@@ -411,8 +434,15 @@ def test_killed_worker_is_relaunched(node: Node, zk: ClusterState, server: Bundl
     assert second["pid"] != first["pid"]
     assert first["worker_id"] not in node.worker_dirs()  # the dead worker's dir is cleaned
     assert server.requests["topo-3-100"] == 1  # code already there: no new download
-    archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}.log"))
-    assert len(archived) == 1  # its log is kept
+    # Its output is kept: this test's worker prints before (and instead of) opening a
+    # worker.log, so what the supervisor captured is archived as the early output.
+    archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}-early.log"))
+    assert len(archived) == 1 and archived[0].stat().st_size > 0
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
+    assert m[("squall_supervisor_worker_restarts_total", ())] == 1
+    assert (m[("squall_supervisor_slots_used", ())], m[("squall_supervisor_slots_free", ())]) == (1, 1)
+    assert m[("squall_supervisor_workers", ())] == 1
 
 
 def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, server: BundleServer) -> None:
@@ -427,6 +457,9 @@ def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, se
     assert second["executors"] == [[3, 5]]
     reasons = [e["reason"] for e in node.events("worker signalled") if e["worker"] == first["worker_id"]]
     assert reasons[0] == "heartbeat timed out"
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_kills_total", (("signal", "SIGTERM"),))] >= 1
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
 
 
 def test_unassigned_workers_are_killed_and_cleaned(node: Node, zk: ClusterState, server: BundleServer) -> None:

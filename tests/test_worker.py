@@ -19,7 +19,10 @@ import pytest
 import yaml
 
 from squall.config import build_config
-from squall.daemons.state import Assignment, ClusterState, TopologyInfo, WorkerBeat
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, TopologyInfo, WorkerBeat
 from squall.daemons.state.records import MAX_NODE_BYTES, encode, parse_node
 from squall.daemons.worker.daemon import STATS_BUDGET_BYTES
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
@@ -224,6 +227,8 @@ class WorkerHarness:
         self.topology_id = f"numbers-1-{int(time.time())}"
         self.cluster_conf = cluster_conf
         self.state = ClusterState(cluster_conf).start()
+        self.secrets = new_topology_secrets()
+        self.state.set_topology_secrets(self.topology_id, self.secrets)
         self.procs: list[subprocess.Popen] = []
         self.conf_path = self.local / "supervisor-conf.yaml"
         self.topology_conf: dict[str, Any] = {}
@@ -232,8 +237,8 @@ class WorkerHarness:
     # -- set-up -------------------------------------------------------------------------
     def write_supervisor_conf(self, **extra: Any) -> None:
         self.local.mkdir(parents=True, exist_ok=True)
-        conf = {**self.cluster_conf, "squall.local.dir": str(self.local),
-                "zmq.bind.host": "127.0.0.1", "supervisor.host": "127.0.0.1",
+        conf = {**without_daemon_secrets(self.cluster_conf), "squall.local.dir": str(self.local),
+                "supervisor.host": "127.0.0.1",
                 "worker.heartbeat.frequency.secs": 0.2, "task.heartbeat.frequency.secs": 0.5,
                 "task.refresh.poll.secs": 0.5, "zmq.linger.millis": 1000, **extra}
         self.conf_path.write_text(yaml.safe_dump(conf), encoding="utf-8")
@@ -274,7 +279,9 @@ class WorkerHarness:
         worker_id = worker_id or uuid.uuid4().hex
         wdir = self.local / "workers" / worker_id
         wdir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        creds = WorkerCredentials(self.topology_id, self.secrets, self.state.auth.daemon_id)
+        env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
+               CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
         with open(wdir / "worker.log", "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "squall.daemons.worker.main", "start", self.topology_id,
@@ -508,6 +515,8 @@ class TestCommandLine:
         assert result.returncode == 2 and "PORT" in result.stderr
         result = self.run(["start", "t1", "sup", "6700", "w1", "-c", "topology.workers=many"], {}, tmp_path)
         assert result.returncode == 2 and "topology.workers" in result.stderr
+        result = self.run(["start", "t1", "sup", "6700", "../w1"], {}, tmp_path)  # names its log's dir
+        assert result.returncode == 2 and "cannot be used as a worker id" in result.stderr
 
     def test_unreadable_supervisor_conf_exits_1(self, tmp_path):
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(tmp_path / "nope.yaml")},
@@ -519,7 +528,10 @@ class TestCommandLine:
         conf.write_text(yaml.safe_dump({"squall.local.dir": str(tmp_path / "local")}))
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(conf)}, tmp_path)
         assert result.returncode == 1
-        lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+        # The worker writes its own (rotating) log file; nothing reaches the captured output.
+        assert result.stdout == "" and result.stderr == ""
+        log = tmp_path / "local" / "workers" / "w1" / "worker.log"
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         stop = [entry for entry in lines if entry["event"] == "worker stopping"]
         assert stop and stop[0]["exit_code"] == 1 and "code bundle for t1 not found" in stop[0]["reason"]
         assert stop[0]["daemon"] == "worker" and stop[0]["worker"] == "w1" and stop[0]["port"] == 6700

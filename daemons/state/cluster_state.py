@@ -13,6 +13,11 @@ Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{
     /errors/<topology>/<component>           {"errors": [ErrorInfo, ...]}, oldest first, bounded
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
     /backpressure/<topology>/<node>-<port>   {"node", "port", "tasks": [task ids]} (ephemeral)
+    /credentials/<topology>                  TopologySecrets (daemons only)
+
+Every node is created with the ACL ``acls.node_acl`` gives for its path; the client
+authenticates as ``auth`` (the daemons' credential from the conf, or a worker's topology
+credential). A refusal by ZooKeeper (NoAuth) raises ClusterStateError naming the path.
 
 Reading malformed data (not JSON, another format version, wrong shape) logs a warning naming
 the path, counts it in ``malformed_reads`` and yields None / skips the entry; it never raises.
@@ -34,6 +39,7 @@ from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -46,6 +52,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 
 from squall.config import load_defaults
+from squall.daemons.state.acls import Credential, ZkAuth, node_acl, parts_of, topology_of, topology_user
 from squall.daemons.state.election import NimbusElection, contender_order
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
@@ -57,6 +64,7 @@ from squall.daemons.state.records import (
     Slot,
     SupervisorInfo,
     TopologyInfo,
+    TopologySecrets,
     WorkerBeat,
     as_dict,
     as_int,
@@ -88,16 +96,26 @@ CLOSE_TIMEOUT_SECS = 3.0
 
 
 class ClusterStateError(RuntimeError):
-    """ZooKeeper could not be reached (or the state is closed); the message says for what."""
+    """ZooKeeper could not be reached, refused a request (NoAuth), or the state is closed;
+    the message says for what."""
+
+
+class _Refused(Exception):
+    """ZooKeeper answered NoAuth to one request (named in the message); never retried."""
 
 
 class ClusterState:
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
+        """``auth``: a worker's topology credential; daemons leave it None and authenticate
+        with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` (both unset: no ACLs)."""
         merged = load_defaults()
         merged.update(conf)
         self.conf = merged
+        self.auth = auth if auth is not None else ZkAuth.for_daemons(
+            merged.get("zookeeper.auth.user"), merged.get("zookeeper.auth.password"))
+        self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         root = "/" + str(merged["zookeeper.root"]).strip("/")
         self.root = root.rstrip("/") or "/"
         port = int(merged["zookeeper.port"])
@@ -123,8 +141,11 @@ class ClusterState:
         """Connect (within ``zookeeper.connection.timeout.ms``) and create the base paths."""
         if self._client is not None:
             return self
+        cred = self.auth.credential
         client = KazooClient(
             hosts=self.hosts, timeout=self.session_timeout,
+            auth_data=[cred.auth_data] if cred is not None else None,
+            default_acl=self._acl(self.root) if self.root != "/" else None,
             # Reconnect forever, promptly; commands retry until the session would be gone.
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
             command_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
@@ -139,12 +160,25 @@ class ClusterState:
                 f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout}s") from None
         self._client = client
         for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
-                     "nimbus", "backpressure"):
-            self._retry(client.ensure_path, self._path(part))
+                     "nimbus", "backpressure", "credentials"):
+            self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
+        if self.auth.enabled and self.auth.topology_id is None:
+            self._warn_if_open(client)
         self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
         self._restorer.start()
-        log.info("connected to ZooKeeper", zk=self.hosts, root=self.root)
+        log.info("connected to ZooKeeper", zk=self.hosts, root=self.root,
+                 auth=self.auth.credential.user if self.auth.credential else None)
         return self
+
+    def _warn_if_open(self, client: KazooClient) -> None:
+        """A tree made before ACLs were on keeps its open nodes: say so, once, at start."""
+        try:
+            acls, _ = client.get_acls(self.root)
+        except (KazooException, KazooTimeoutError):
+            return
+        if any(acl.id.scheme == "world" for acl in acls):
+            log.warning("SECURITY: the ZooKeeper tree was created without ACLs and stays open to "
+                        "anyone; migrate it (README, Security: ZooKeeper)", root=self.root)
 
     def close(self, timeout: float | None = None) -> None:
         """Step down from elections and close the session (its ephemeral nodes go with it),
@@ -275,6 +309,22 @@ class ClusterState:
         path = self._path("topologies", topology_id)
         return self._watch_node(path, TopologyInfo.from_dict, callback, f"topology {topology_id}")
 
+    # -- topology secrets (daemons only) ----------------------------------------------
+    def set_topology_secrets(self, topology_id: str, secrets: TopologySecrets) -> None:
+        """Store a topology's secrets (daemons only), then create its beats, errors and
+        backpressure parents with ACLs that let its workers write there."""
+        path = self._path("credentials", check_name(topology_id, "topology id"))
+        self._topology_digests[topology_id] = Credential(topology_user(topology_id),
+                                                         secrets.zk_password).digest_id
+        self._write(path, secrets.to_dict())
+        for part in ("workerbeats", "errors", "backpressure"):
+            parent = self._path(part, topology_id)
+            self._retry(self.client.ensure_path, parent, self._acl(parent))
+
+    def topology_secrets(self, topology_id: str) -> TopologySecrets | None:
+        """A topology's secrets; None when missing or malformed."""
+        return self._read(self._path("credentials", topology_id), TopologySecrets.from_dict)
+
     # -- assignments ------------------------------------------------------------------
     def set_assignment(self, assignment: Assignment) -> None:
         path = self._path("assignments", check_name(assignment.topology_id, "topology id"))
@@ -282,6 +332,10 @@ class ClusterState:
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self._read(self._path("assignments", topology_id), Assignment.from_dict)
+
+    def assignment_exists(self, topology_id: str) -> bool:
+        """Whether the assignment node exists (ZooKeeper checks no ACL for this)."""
+        return self._retry(self._op, "exists", self._path("assignments", topology_id)) is not None
 
     def assignment_ids(self) -> list[str]:
         return self._children(self._path("assignments"))
@@ -325,7 +379,7 @@ class ClusterState:
             stat = self._op("exists", path)
             if stat is None:
                 try:
-                    self._op("create", path, data, makepath=True)
+                    self._op("create", path, data, acl=self._acl(path), makepath=True)
                 except NodeExistsError:
                     raise ForceRetryError() from None
             else:
@@ -388,6 +442,7 @@ class ClusterState:
         path = self._path("errors", check_name(topology_id, "topology id"),
                           check_name(error.component, "component id"))
         entry = error.to_dict()
+        acl = self._acl(path)
         if len(error.error) > MAX_ERROR_CHARS:
             entry["error"] = error.error[:MAX_ERROR_CHARS] + "... [truncated]"
 
@@ -396,7 +451,7 @@ class ClusterState:
                 data, stat = self._op("get", path)
             except NoNodeError:
                 try:
-                    self._op("create", path, encode(path, {"errors": [entry]}), makepath=True)
+                    self._op("create", path, encode(path, {"errors": [entry]}), acl=acl, makepath=True)
                     return
                 except NodeExistsError:
                     raise ForceRetryError() from None
@@ -499,6 +554,8 @@ class ClusterState:
         self._delete(self._path("assignments", topology_id))
         for part in ("workerbeats", "errors", "backpressure"):
             self._delete(self._path(part, topology_id), recursive=True)
+        self._delete(self._path("credentials", topology_id))
+        self._topology_digests.pop(topology_id, None)
         self._delete(self._path("topologies", topology_id))
 
     # -- internals: paths, reads, writes ----------------------------------------------
@@ -508,11 +565,35 @@ class ClusterState:
         base = "" if self.root == "/" else self.root
         return base + "/" + "/".join(parts)
 
+    def _acl(self, path: str) -> list[Any]:
+        """The ACL a node created at ``path`` gets (see ``acls.node_acl``)."""
+        parts = parts_of(path, self.root)
+        topology = topology_of(parts)
+        digest = self._topology_digest(topology) if topology and self.auth.enabled else None
+        return node_acl(parts, self.auth.daemon_id, digest)
+
+    def _topology_digest(self, topology_id: str) -> str | None:
+        """The digest identity of a topology's credential: a worker knows its own; daemons
+        read (and cache) it from the topology's secrets. None when unknown."""
+        if self.auth.topology_id is not None:
+            cred = self.auth.credential
+            return cred.digest_id if cred is not None and topology_id == self.auth.topology_id else None
+        digest = self._topology_digests.get(topology_id)
+        if digest is None:
+            secrets = self.topology_secrets(topology_id)
+            if secrets is not None:
+                digest = Credential(topology_user(topology_id), secrets.zk_password).digest_id
+                self._topology_digests[topology_id] = digest
+        return digest
+
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """One ZooKeeper request, waiting at most the session timeout: kazoo's synchronous
         calls wait forever while it reconnects, which would hang a daemon whose ZooKeeper
         is gone instead of letting it fail."""
-        return getattr(self.client, name + "_async")(*args, **kwargs).get(timeout=self.session_timeout)
+        try:
+            return getattr(self.client, name + "_async")(*args, **kwargs).get(timeout=self.session_timeout)
+        except NoAuthError:
+            raise _Refused(f"{name} {args[0]}") from None
 
     def _retry(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._closed.is_set():
@@ -520,6 +601,12 @@ class ClusterState:
         client = self.client
         try:
             return client.retry(fn, *args, **kwargs)
+        except (NoAuthError, _Refused) as exc:
+            what = str(exc) if isinstance(exc, _Refused) else \
+                f"{getattr(fn, '__name__', repr(fn))} {_first_path(args)}".strip()
+            who = self.auth.credential.user if self.auth.credential else "an unauthenticated client"
+            raise ClusterStateError(f"ZooKeeper refused {what} to {who}: not authorized (check "
+                                    "zookeeper.auth.user / zookeeper.auth.password)") from None
         except _UNAVAILABLE as exc:
             if self._closed.is_set():
                 raise ClusterStateError("ClusterState is closed") from None
@@ -582,13 +669,14 @@ class ClusterState:
 
     def _write(self, path: str, payload: Mapping[str, Any]) -> None:
         data = encode(path, payload)
+        acl = self._acl(path)
 
         def put() -> None:
             try:
                 self._op("set", path, data)
             except NoNodeError:
                 try:
-                    self._op("create", path, data, makepath=True)
+                    self._op("create", path, data, acl=acl, makepath=True)
                 except NodeExistsError:
                     raise ForceRetryError() from None
 
@@ -643,7 +731,7 @@ class ClusterState:
             return
         if stat is None:
             try:
-                self._op("create", path, data, ephemeral=True, makepath=True)
+                self._op("create", path, data, acl=self._acl(path), ephemeral=True, makepath=True)
             except NodeExistsError:
                 raise ForceRetryError() from None
         else:
@@ -654,7 +742,7 @@ class ClusterState:
         missing in between. ForceRetryError when the node changed meanwhile."""
         tx = self.client.transaction()
         tx.delete(path, version=version)
-        tx.create(path, data, ephemeral=ephemeral)
+        tx.create(path, data, acl=self._acl(path), ephemeral=ephemeral)
         results = tx.commit_async().get(timeout=self.session_timeout)
         if any(isinstance(r, Exception) for r in results):
             raise ForceRetryError()
@@ -737,7 +825,15 @@ class ClusterState:
                         transform: Callable[[dict[str, Any]], Any], callback: Callable[[Any], None],
                         what: str) -> Watch:
         handle = Watch(what)
-        self._retry(self.client.ensure_path, parent)
+        self._retry(self.client.ensure_path, parent, self._acl(parent))
         self._add_watcher(ChildrenWatcher(self, handle, parent, self._decoder(parse), transform,
                                            callback))
         return handle
+
+
+def _first_path(args: tuple[Any, ...]) -> str:
+    """The first path-like argument of a retried call, for error messages."""
+    for arg in args:
+        if isinstance(arg, str) and arg.startswith("/"):
+            return arg
+    return ""

@@ -8,8 +8,9 @@ heartbeat file), calls ``slot.step`` and carries out the returned actions:
 
 * DownloadCode: fetch the bundle from nimbus over HTTP on a background thread, check its
   sha256 against the assignment's digest, extract it atomically (temp dir, then rename).
-* LaunchWorker: start the worker's command-line main in its own session, output to
-  ``workers/<id>/worker.log``, ``SQUALL_CONF`` pointing at this supervisor's effective config.
+* LaunchWorker: start the worker's command-line main in its own session, ``SQUALL_CONF``
+  pointing at this supervisor's effective config. Its output goes to ``workers/<id>/worker.out``
+  only until the worker opens its own rotating ``worker.log`` (see ``squall.rotating_log``).
 * KillWorker: SIGTERM, or SIGKILL once the slot says the shutdown sleep is over.
 * CleanupWorker: keep the worker's log, remove its directory and local record.
 
@@ -39,9 +40,17 @@ import structlog
 import yaml
 
 from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
+from squall.daemons.nimbus.access import TOKEN_ENV, AccessError
+from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
+from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -59,6 +68,10 @@ FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading o
 CRASH_WINDOW = 60.0  # a worker dying this soon after its launch counts as a crash loop
 MAX_RELAUNCH_DELAY = 30.0  # cap of the crash-loop back-off
 ARCHIVED_LOGS_KEPT = 100  # logs of cleaned-up workers kept under <log dir>/workers
+# worker.out holds what a worker prints before its own rotating log is set up; if a worker
+# writes there anyway (output from before that, a child process), it is emptied past this.
+EARLY_OUTPUT_MAX_BYTES = 1 << 20
+# Keys the workers' copy of the config leaves out: user code runs in the workers.
 
 
 class SupervisorError(RuntimeError):
@@ -114,6 +127,7 @@ class Supervisor:
         self.log: Any = log
         self.state: ClusterState | None = None
         self.code: CodeDownloads | None = None
+        self.worker_user: WorkerUser | None = None
         self.slots: dict[int, _slot.SlotState] = {}
         self.workers: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # workers launched by this process
@@ -130,6 +144,9 @@ class Supervisor:
         self._crash_hold: dict[str, float] = {}  # worker id -> relaunch not before
         self._exits_logged: set[str] = set()
         self._zk_down = False
+        self.metrics = SupervisorMetrics(self.layout, clock.time)
+        self._metrics_server: Any = None
+        self._logviewer: ApiServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Supervisor:
@@ -137,36 +154,72 @@ class Supervisor:
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
         try:
-            self.local_dir.mkdir(parents=True, exist_ok=True)
+            self.worker_user = WorkerUser.from_conf(self.conf)
+        except WorkerUserError as exc:
+            raise SupervisorError(str(exc)) from None
+        try:
+            local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
+            if self.worker_user is not None:  # a way through for the workers' group, nothing to list
+                self.worker_user.share(self.local_dir, 0o710)
+                self.worker_user.share(self.workers_dir, 0o710)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
-            # The effective config, once: workers read it through SQUALL_CONF.
-            local_state.write_atomic(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True).encode())
+            # The effective config without the daemons' secrets, once: workers read it
+            # through SQUALL_CONF; their own topology's credentials come per launch.
+            local_state.write_atomic(self.conf_path, yaml.safe_dump(
+                without_daemon_secrets(self.conf), sort_keys=True).encode())
+            if self.worker_user is not None:
+                self.worker_user.share(self.conf_path, 0o640)
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
+        try:
+            self._serve_metrics()
+        except OSError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         self.log = log.bind(supervisor=self.id)
-        self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
-        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
+        try:
+            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
+                                      self.worker_user)
+        except AccessError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
+        warn_insecure(self.conf, self.log)
+        if self.code.access.token is None:
+            self.log.warning("SECURITY OFF: no squall.token (or SQUALL_TOKEN): a secured nimbus refuses this "
+                             "supervisor's code downloads; an open one serves anyone")
+        if self.code.access.ssl_context is None:
+            self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
+                             "unverified except for its sha256")
+        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
+                      worker_user=self.worker_user.name if self.worker_user else None)
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         with self._snapshot_lock:
             self._snapshot = snapshot
         self._recover(snapshot)
-        self._heartbeat()
         try:
+            self._start_logviewer()
+            self._heartbeat()
             self._watch = self.state.watch_assignments(self._on_assignments)
-        except ClusterStateError as exc:
+        except (ClusterStateError, SupervisorError) as exc:
+            if self._logviewer is not None:
+                self._logviewer.stop()
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
+            if isinstance(exc, SupervisorError):
+                raise
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
         self.log.info("supervisor started", ports=self.ports)
         return self
@@ -221,8 +274,64 @@ class Supervisor:
                 except ClusterStateError as exc:
                     self.log.warning("unregistering failed", error=str(exc))
             self.state.close()
+        if self._logviewer is not None:
+            self._logviewer.stop()
+        self._stop_metrics()
         self._release_lock()
         self.log.info("supervisor stopped")
+
+    # -- /metrics ----------------------------------------------------------------------------
+    def _serve_metrics(self) -> None:
+        """Serve /metrics on supervisor.metrics.port (null: no endpoint); OSError if taken."""
+        port = self.conf.get("supervisor.metrics.port")
+        if port is None:
+            return
+        from squall.daemons.metrics.exposition import metrics_app
+
+        try:
+            server = ApiServer(metrics_app(self.metrics_series), self.host, int(port), max_body=1024,
+                               ident="squall-supervisor", threads=2)
+        except (OSError, ValueError) as exc:
+            raise OSError(f"cannot serve metrics on {self.host}:{port} (supervisor.metrics.port): {exc}") from None
+        server.start()
+        self._metrics_server = server
+        self.log.info("metrics served", url=f"http://{self.host}:{server.port}/metrics")
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
+
+    def metrics_series(self) -> Any:
+        """This supervisor's series and its workers' (called on the metrics server's threads)."""
+        used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
+        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats)
+
+    def _start_logviewer(self) -> None:
+        """Serve this node's worker logs when a secret is configured (see ``logviewer``)."""
+        try:
+            secret = logviewer.check_secret(self.conf.get("supervisor.logviewer.secret"))
+        except ValueError as exc:
+            raise SupervisorError(str(exc)) from None
+        if secret is None:
+            self.log.info("logviewer off: no supervisor.logviewer.secret configured")
+            return
+        app = logviewer.make_app(self._worker_log, secret, int(self.conf["worker.log.backups"]),
+                                 int(self.conf["supervisor.logviewer.max.bytes"]))
+        port = int(self.conf["supervisor.logviewer.port"])
+        try:
+            self._logviewer = ApiServer(app, self.host, port, max_body=4096)
+        except (OSError, ValueError) as exc:
+            raise SupervisorError(f"logviewer cannot listen on {self.host}:{port}: {exc}") from None
+        self._logviewer.start()
+        self.log.info("logviewer serving worker logs", host=self.host, port=self._logviewer.port)
+
+    def _worker_log(self, topology_id: str, port: int) -> tuple[str, Path] | None:
+        """The log of our worker for (topology, port); called on the logviewer's threads."""
+        for rec in list(self.workers.values()):  # a copy: the loop thread replaces entries
+            if rec.port == port and rec.topology_id == topology_id:
+                return rec.worker_id, self.layout.worker_log(rec.worker_id)
+        return None
 
     def _take_lock(self) -> None:
         # Two supervisors sharing a local dir would fight over the same workers.
@@ -271,7 +380,8 @@ class Supervisor:
     def _info(self) -> SupervisorInfo:
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
-                              used_ports=used, time=self.clock.time())
+                              used_ports=used, time=self.clock.time(),
+                              logviewer_port=self._logviewer.port if self._logviewer else None)
 
     def release_zookeeper(self) -> None:
         """On a stop request (another thread): a session cut off from ZooKeeper is closed now,
@@ -422,12 +532,26 @@ class Supervisor:
                 self.log.exception("slot step failed", port=port)
         for port in [p for p, s in self.slots.items() if p not in self.ports and s.name is _slot.State.EMPTY]:
             del self.slots[port]  # a recorded port no longer configured, now cleaned up
+        self._bound_early_output()
         if snapshot is not None:
             keep = {a.topology_id for a in assigned.values()}
             keep |= {s.assignment.topology_id for s in self.slots.values() if s.assignment is not None}
             keep |= {w.topology_id for w in self.workers.values()}
             for topology_id in self.code.cleanup(keep):
                 self.log.info("code removed; topology no longer assigned here", topology=topology_id)
+
+    def _bound_early_output(self) -> None:
+        for rec in self.workers.values():
+            path = self.layout.worker_early_output(rec.worker_id)
+            try:
+                emptied = local_state.truncate_if_over(path, EARLY_OUTPUT_MAX_BYTES)
+            except OSError as exc:
+                self._warn_once(("early", rec.worker_id), "cannot bound worker output", path=str(path),
+                                error=str(exc))
+                continue
+            if emptied:
+                self.log.warning("worker output outside its log passed its bound; emptied", path=str(path),
+                                 worker=rec.worker_id, max_bytes=EARLY_OUTPUT_MAX_BYTES)
 
     def _step_port(self, port: int, assignment: _slot.SlotAssignment | None) -> None:
         assert self.code is not None
@@ -455,6 +579,8 @@ class Supervisor:
                           state=new.name.value)
         for action in actions:
             self._perform(port, action)
+            if isinstance(action, _slot.LaunchWorker) and new.relaunch_count and action.worker_id in self.workers:
+                self.metrics.counts["restarts"] += 1
 
     def _hold_relaunch(self, state: _slot.SlotState, assignment: _slot.SlotAssignment | None,
                        alive: bool, now: float) -> bool:
@@ -521,18 +647,30 @@ class Supervisor:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
         wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        creds = self._worker_credentials(action.topology_id, fields)
+        if creds is None:
+            return  # no record: relaunched (with back-off) once the secrets can be read
+        as_user: dict[str, Any] = {}
         try:
             wdir.mkdir(parents=True, exist_ok=True)
-            with open(self.layout.worker_log(action.worker_id), "ab") as out:
+            # The supervisor's own API token stays with it, environment included.
+            env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+            env["SQUALL_CONF"] = str(self.conf_path)
+            env[CREDENTIALS_ENV] = str(write_credentials(wdir, creds))
+            if self.worker_user is not None:
+                self.worker_user.own(wdir)
+                self.worker_user.own(Path(env[CREDENTIALS_ENV]), mode=0o600)
+                env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
+            with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
                 child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True, **as_user)
         except OSError as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
         self.children[action.worker_id] = child
+        self.metrics.counts["launches"] += 1
         rec = WorkerProc(action.worker_id, action.port, action.topology_id,
                          [[s, e] for s, e in sorted(action.executors)], action.code_digest,
                          child.pid, process_create_time(child.pid), self.clock.time())
@@ -541,12 +679,28 @@ class Supervisor:
         self.log.info("worker launched", pid=child.pid, reason=action.reason,
                       executors=rec.executors, **fields)
 
+    def _worker_credentials(self, topology_id: str, fields: dict[str, Any]) -> WorkerCredentials | None:
+        """The topology's credentials for its worker, read from its daemon-only node."""
+        assert self.state is not None
+        try:
+            secrets = self.state.topology_secrets(topology_id)
+        except ClusterStateError as exc:
+            self.log.error("cannot read the topology's secrets; worker not launched", error=str(exc), **fields)
+            return None
+        if secrets is None:
+            self._warn_once(("secrets", topology_id), "topology has no secrets in ZooKeeper (submitted "
+                            "before this version? resubmit it); worker not launched", **fields)
+            return None
+        return WorkerCredentials(topology_id, secrets, self.state.auth.daemon_id)
+
     def _kill(self, port: int, action: _slot.KillWorker) -> None:
         rec = self.workers.get(action.worker_id or "")
         if rec is None:
             return
         sig = signal.SIGKILL if action.force else signal.SIGTERM
         sent = signal_worker(rec.pid, rec.create_time, rec.worker_id, sig)
+        if sent:
+            self.metrics.counts[f"kill:{sig.name}"] += 1
         self.log.info("worker signalled", port=port, topology=rec.topology_id, worker=rec.worker_id,
                       pid=rec.pid, signal=sig.name, sent=sent, reason=action.reason)
 
@@ -565,17 +719,18 @@ class Supervisor:
 
     def _remove_worker_dir(self, rec: WorkerProc) -> None:
         wdir = self.layout.worker_dir(rec.worker_id)
-        self._archive_log(self.layout.worker_log(rec.worker_id), rec)
+        self._archive_log(self.layout.worker_log(rec.worker_id), rec, "")
+        self._archive_log(self.layout.worker_early_output(rec.worker_id), rec, "-early")
         shutil.rmtree(wdir, ignore_errors=True)
 
-    def _archive_log(self, path: Path, rec: WorkerProc) -> None:
+    def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
         """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``."""
         if not path.is_file() or path.stat().st_size == 0:
             return
         dest_dir = self.log_dir / "workers"
         try:
             dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}.log")
+            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
             kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
             for old in kept[:-ARCHIVED_LOGS_KEPT]:
                 old.unlink(missing_ok=True)

@@ -24,9 +24,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import psutil
 import structlog
 
 from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
@@ -38,6 +41,7 @@ from squall.daemons.worker.decisions import (
     ExecutorId,
     OutageLog,
     assignment_verdict,
+    bind_host,
     check_executors,
     fit_stats,
     is_active,
@@ -46,7 +50,9 @@ from squall.daemons.worker.decisions import (
     nodes_without_host,
     remote_backpressure,
     task_endpoints,
+    with_capacity,
 )
+from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.topology import Topology
@@ -70,14 +76,17 @@ class Worker:
     """One worker process: ``run()`` starts it, waits for a stop and shuts it down.
 
     ``conf`` is the supervisor's configuration (SQUALL_CONF, plus ``overrides``); the
-    topology's conf.json is merged in at start. Stops come from ``stop`` (signals, a
-    halting timer, a dead executor, the assignment no longer naming this worker).
+    topology's conf.json is merged in at start. ``credentials`` are the topology's own
+    (ZooKeeper digest, CURVE keys), handed over by the supervisor; without them it cannot
+    start. Stops come from ``stop`` (signals, a halting timer, a dead executor, the
+    assignment no longer naming this worker).
     """
 
     def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
                  worker_id: str, overrides: Mapping[str, Any] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, credentials: WorkerCredentials | None = None) -> None:
         self.clock = clock
+        self.credentials = credentials
         self.base_conf = dict(conf)
         self.overrides = dict(overrides or {})
         self.conf: dict[str, Any] = dict(conf)
@@ -102,7 +111,10 @@ class Worker:
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
         self._stats_at = float("-inf")
+        self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
+        self._process: Any = None  # psutil.Process of this worker, made on first use
+        self.metrics_failures = 0
         self._outage = OutageLog()
         self._known_tasks: frozenset[int] | None = None
         self._shut_down = False
@@ -159,8 +171,15 @@ class Worker:
         self._write_pid()
         self._read_conf()
         self._check_transport()
+        if self.credentials is None:
+            raise WorkerError(f"no credentials for {self.topology_id} (the supervisor passes them in "
+                              f"the file named by {CREDENTIALS_ENV})")
         self._checkpoint()
-        self.state = ClusterState(self.conf).start()
+        auth = self.credentials.zk_auth()
+        if not auth.enabled:
+            self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
+                             "worker's nodes are open to anyone reaching ZooKeeper")
+        self.state = ClusterState(self.conf, auth=auth).start()
         assignment = self.state.assignment(self.topology_id)
         if assignment is None:
             if self._assignment_listed():
@@ -172,6 +191,7 @@ class Worker:
             raise _NotAssigned(f"the assignment of {self.topology_id} names no executors on "
                                f"{self.supervisor_id}:{self.port}")
         self.host = assignment.node_host.get(self.supervisor_id, self.host)
+        self.conf["zmq.bind.host"] = bind_host(self.conf, self.host)
         topology = load_bundle_topology(self.bundle)
         self._checkpoint()
         self._make_runtime(topology)
@@ -185,6 +205,7 @@ class Worker:
         every = float(self.conf["worker.heartbeat.frequency.secs"])
         self._timer("heartbeat", every, self.local_heartbeat)
         self._timer("executor-heartbeat", every, self.zk_heartbeat)
+        self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.write_metrics)
         poll = float(self.conf["task.refresh.poll.secs"])
         self.refresh_connections()
         refresh = self._timer("refresh-connections", poll, self.refresh_connections)
@@ -223,12 +244,17 @@ class Worker:
 
     def _assignment_listed(self) -> bool:
         assert self.state is not None
-        return self.topology_id in self.state.assignment_ids()
+        return self.state.assignment_exists(self.topology_id)
 
     def _make_runtime(self, topology: Topology) -> None:
         from squall.runtime.worker_runtime import WorkerRuntime
 
-        self.context = make_context(self.conf)
+        assert self.credentials is not None
+        curve = self.credentials.curve_keys() if self.conf.get("zmq.curve", True) else None
+        if curve is None:
+            self.log.warning("SECURITY OFF: CurveZMQ is off (zmq.curve: false): worker traffic is "
+                             "plain TCP, unauthenticated")
+        self.context = make_context(self.conf, curve=curve)
         assert self.state is not None
         self.writer = ZkWriter(self.state, self.topology_id, self.supervisor_id, self.port, self.host,
                                self.conf, self.clock)
@@ -264,7 +290,7 @@ class Worker:
         if self.rt is not None and self.rt.executors and \
                 now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
             entries, dropped = fit_stats(self._executor_stats(), STATS_BUDGET_BYTES)
-            self._stats = {"executors": entries}
+            self._stats = {"executors": entries, "transport": self.rt.transport_stats(), "time": now}
             if dropped:
                 self._stats["executors_left_out"] = dropped
             self._stats_at = now
@@ -290,11 +316,32 @@ class Worker:
                           failed_calls=self._outage.failures)
         return result
 
+    def write_metrics(self) -> None:
+        """The metrics snapshot the supervisor exports. Never halts the worker: a failure
+        (a full disk, a counter read mid-change) is logged and counted, and the next period
+        tries again."""
+        if self.rt is None or self.stopping:
+            return
+        try:
+            if self._process is None:
+                self._process = psutil.Process(self.pid)
+            now = self.clock.time()
+            data = worker_metrics.snapshot(
+                self.rt.metrics(), worker_metrics.process_stats(self._process), now, now - self.started_at,
+                self.topology_id, self.port, self.worker_id)
+            local_state.write_metrics(self.layout, self.worker_id, data)
+        except Exception as exc:  # noqa: BLE001
+            self.metrics_failures += 1
+            if self.metrics_failures in (1, 10, 100) or self.metrics_failures % 1000 == 0:
+                self.log.warning("writing the metrics snapshot failed", error=repr(exc),
+                                 failures=self.metrics_failures)
+
     def _executor_stats(self) -> list[dict[str, Any]]:
         # Stats are read while the executors run; a rare concurrent-mutation error must not
         # halt the worker: keep the last good stats instead.
         try:
-            return self.rt.stats()
+            stats, self._busy_marks = with_capacity(self.rt.stats(), self._busy_marks, self.clock.monotonic())
+            return stats
         except Exception as exc:  # noqa: BLE001
             self.log.warning("reading executor stats failed", error=repr(exc))
             return self._stats.get("executors", [])
@@ -382,8 +429,9 @@ class Worker:
             self.writer.stop(THREAD_JOIN_SECS)
         try:
             local_state.remove_heartbeat(self.layout, self.worker_id)
+            local_state.remove_metrics(self.layout, self.worker_id)
         except OSError as exc:
-            self.log.warning("removing the heartbeat file failed", error=str(exc))
+            self.log.warning("removing the heartbeat or metrics file failed", error=str(exc))
         if self.state is not None:
             if self.state.connected and self.executors:
                 try:

@@ -17,7 +17,9 @@ ExecutorId = tuple[int, int]
 Endpoint = tuple[str, int]
 
 # Where a topology's conf.json may not reach: keys that say where this daemon lives.
-DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir")
+# The transport's security settings are the cluster's, not a topology's to relax.
+DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir", "zmq.curve",
+                        "zmq.bind.host")
 
 KEEP, GONE, CHANGED, UNREADABLE = "keep", "gone", "changed", "unreadable"
 
@@ -128,6 +130,12 @@ def fit_stats(entries: list[dict[str, Any]], budget: int) -> tuple[list[dict[str
     return kept, len(entries) - len(kept)
 
 
+def bind_host(conf: Mapping[str, Any], advertised: str) -> str:
+    """Where the receive socket binds: ``zmq.bind.host`` when set, else the host the
+    supervisor advertises (never every interface unless configured)."""
+    return str(conf.get("zmq.bind.host") or advertised)
+
+
 class OutageLog:
     """Logs a ZooKeeper outage once when it starts and once when it ends, not per call:
     the worker keeps running on what it has (``failed`` / ``recovered`` say whether to log).
@@ -153,3 +161,23 @@ class OutageLog:
                 return None
             lasted, self.down_since = now - self.down_since, None
             return lasted
+
+
+def with_capacity(stats: list[dict[str, Any]], previous: Mapping[ExecutorId, tuple[float, float]],
+                  now: float) -> tuple[list[dict[str, Any]], dict[ExecutorId, tuple[float, float]]]:
+    """Storm's capacity: the share of the last stats window an executor spent executing
+    (``busy_secs`` growth over the window's length), added to each bolt's stats; also the
+    (busy, time) marks the next window starts from. The first window has no capacity yet."""
+    out, marks = [], {}
+    for entry in stats:
+        busy, ex = entry.get("busy_secs"), entry.get("executor")
+        if not isinstance(busy, float) or not isinstance(ex, list) or len(ex) != 2:
+            out.append(entry)
+            continue
+        key = (ex[0], ex[1])
+        marks[key] = (busy, now)
+        prev = previous.get(key)
+        if prev is not None and now > prev[1]:
+            entry = {**entry, "capacity": round(min(1.0, max(0.0, (busy - prev[0]) / (now - prev[1]))), 3)}
+        out.append(entry)
+    return out, marks

@@ -302,6 +302,27 @@ class WorkerRuntime:
     def stats(self) -> list[dict[str, Any]]:
         return [e.stats() for e in self.executors]
 
+    def transport_stats(self) -> dict[str, int]:
+        """Receive-side counters: frames and messages dropped, handshakes refused (a peer
+        without the topology's CURVE key), keys refused by the ZAP handler."""
+        server = self._server
+        return {"bad_frames": getattr(server, "bad_frames", 0),
+                "refused_connections": getattr(server, "refused_connections", 0),
+                "refused_keys": getattr(self.context, "refused_keys", 0),
+                "dropped_unknown_task": self.dropped_unknown_task,
+                "dropped_bad_payload": self.dropped_bad_payload}
+    def metrics(self) -> dict[str, Any]:
+        """Executors' metrics and this worker's transfer and drop counters (copies)."""
+        counters = self.context.counters.as_dict()
+        dropped = {"unknown_task": self.dropped_unknown_task, "bad_payload": self.dropped_bad_payload,
+                   "unserializable": self.dropped_unserializable, "bad_frame": counters.pop("bad_frames"),
+                   "receive_error": counters.pop("callback_errors")}
+        refused = self.transport_stats()
+        counters.update(refused_connections=refused["refused_connections"], refused_keys=refused["refused_keys"])
+        return {"executors": [e.metrics() for e in self.executors], "transport": counters,
+                "dropped": dropped, "transfer_queue": len(self.transfer_queue),
+                "transfer_queue_capacity": self.transfer_queue.capacity}
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""
         self.log.info("shutting down worker runtime")
