@@ -14,18 +14,10 @@ import time
 
 import pytest
 
-from squall.daemons.state import ClusterState
 from squall.testing.chaos import ChaosCluster, chaos_line, longest_stall, machine_state
 from squall.testing.cluster import FAST
 
 pytestmark = pytest.mark.cluster
-
-
-def assignment_version(chaos: ChaosCluster) -> int:
-    with ClusterState({"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": chaos.zk.port,
-                       "zookeeper.root": "/squall"}) as state:
-        (assignment,) = state.assignments().values()
-        return assignment.version
 
 
 def pids(chaos: ChaosCluster) -> set[int]:
@@ -35,14 +27,14 @@ def pids(chaos: ChaosCluster) -> set[int]:
 def zookeeper_outage(chaos: ChaosCluster, secs: float, stop: bool) -> None:
     """Pause (SIGSTOP) or stop ZooKeeper for ``secs``: no worker may end, acks go on throughout,
     nimbus reassigns nothing afterwards."""
-    before, version = pids(chaos), assignment_version(chaos)
+    before, version = pids(chaos), chaos.assignment().version
     samples = chaos.stop_zookeeper(secs) if stop else chaos.pause_zookeeper(secs)
     stall = longest_stall(samples, chaos.ids)
     assert stall < 5, f"acks stopped for {stall:.1f}s while ZooKeeper was away"
     # Past the nimbus's grace and a few monitor rounds: nothing moved, nobody restarted.
     time.sleep(FAST["nimbus.task.timeout.secs"] + 4)
     assert pids(chaos) == before, "a worker ended because ZooKeeper was away"
-    assert assignment_version(chaos) == version, "nimbus reassigned after the outage"
+    assert chaos.assignment().version == version, "nimbus reassigned after the outage"
 
 
 @pytest.mark.timeout(900)  # the long form; the short one takes 1-2 minutes, every wait bounded

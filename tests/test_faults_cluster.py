@@ -10,18 +10,10 @@ import time
 
 import pytest
 
-from squall.daemons.state import ClusterState
 from squall.testing.chaos import ChaosCluster
 from squall.testing.cluster import FAST
 
 pytestmark = pytest.mark.cluster
-
-
-def current_assignment(chaos: ChaosCluster):
-    with ClusterState({"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": chaos.zk.port,
-                       "zookeeper.root": "/squall"}) as state:
-        (assignment,) = state.assignments().values()
-        return assignment
 
 
 def test_a_supervisor_restarted_within_its_grace_keeps_the_assignment_and_its_workers(tmp_path):
@@ -29,7 +21,7 @@ def test_a_supervisor_restarted_within_its_grace_keeps_the_assignment_and_its_wo
         chaos.submit(workers=3)
         chaos.wait_until(lambda: len(chaos.workers()) == 3, 60, "three workers")
         chaos.wait_progress(300, 60, "the first acks")
-        before = current_assignment(chaos)
+        before = chaos.assignment()
         workers = {w.worker_id: w.pid for w in chaos.workers()}
         mine = [w.worker_id for w in chaos.workers() if w.supervisor == 0]
         assert mine, "supervisor 0 runs a worker"
@@ -43,7 +35,7 @@ def test_a_supervisor_restarted_within_its_grace_keeps_the_assignment_and_its_wo
         chaos.restart_supervisor(0)
         # Past nimbus's supervisor and task timeouts and several monitor rounds.
         time.sleep(FAST["nimbus.supervisor.timeout.secs"] + FAST["nimbus.task.timeout.secs"] + 3)
-        after = current_assignment(chaos)
+        after = chaos.assignment()
         assert after.version == before.version and after.executors == before.executors
         assert {w.worker_id: w.pid for w in chaos.workers()} == workers
         log = (chaos.c.base / "supervisor-0.log").read_text()

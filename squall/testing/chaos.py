@@ -27,6 +27,7 @@ import yaml
 
 from squall.daemons import local_state
 from squall.daemons.nimbus.client import NimbusError
+from squall.daemons.state import Assignment, ClusterState
 from squall.testing.cluster import ProcessCluster, signal_pid
 from squall.testing.zookeeper import ZooKeeperServer
 
@@ -115,6 +116,12 @@ class ChaosCluster:
         return self.cluster
 
     # -- observations -------------------------------------------------------------------
+    def assignment(self) -> Assignment:
+        """The chaos topology's assignment, read with the daemons' credential."""
+        with ClusterState(self.c.common) as state:
+            (assignment,) = state.assignments().values()
+            return assignment
+
     def acked(self) -> int:
         path = self.data / "ledger.sqlite"
         if not path.exists():
