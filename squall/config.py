@@ -61,6 +61,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.start.timeout.secs": (_FLOAT, False),
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
+    "supervisor.restart.grace.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
     "supervisor.worker.user": (_STR, True),
     "supervisor.code.max.unpacked.bytes": (_INT, False),

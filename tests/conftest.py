@@ -18,6 +18,11 @@ from squall.testing.zookeeper import (
     ensure_zookeeper_installed,
 )
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos-long", action="store_true", default=False,
+                     help="run the long chaos suite (more ids, a 60 s ZooKeeper outage; several minutes)")
+
+
 # Short ticks so that session expiry and ephemeral cleanup happen within a test's patience.
 ZK_TICK_MS = 500
 ZK_MIN_SESSION_MS = 1000

@@ -224,6 +224,14 @@ def test_malformed_data_is_skipped_with_a_warning(state: ClusterState, zk_client
                                            b'"node_host":{},"executor_start":[],"code_digest":"","version":1}',
         f"{root}/assignments/a-list": b"[1, 2, 3]",
         f"{root}/supervisors/empty": b"",
+        # Deep nesting made json raise RecursionError past the decoder (supervisor crash loop).
+        f"{root}/assignments/deep": b'{"v":1,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        f"{root}/topologies/deep-conf": b'{"v":1,"conf":' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}",
+        # A range far outside any topology: a worker would iterate it.
+        f"{root}/assignments/huge-range": b'{"v":1,"topology_id":"h","executors":[[1,4000000000000,"n",1]],'
+                                          b'"node_host":{},"executor_start":[],"code_digest":"","version":1}',
+        f"{root}/supervisors/away-not-bool": b'{"v":1,"id":"s","host":"h","ports":[1],"started_at":0,'
+                                             b'"used_ports":[],"away":"yes"}',
         f"{root}/workerbeats/wc-1-100/n-6700": b'{"v":1}',
         f"{root}/backpressure/wc-1-100/n-6700": b'{"v":1,"node":"n","port":"6700","tasks":[1]}',
     }
@@ -240,6 +248,7 @@ def test_malformed_data_is_skipped_with_a_warning(state: ClusterState, zk_client
         assert state.topology("old-version") is None
         assert set(state.assignments()) == {"wc-1-100"}
         assert state.assignment("wrong-shape") is None
+        assert state.assignment("deep") is None and state.assignment("huge-range") is None
         assert set(state.supervisors()) == {"5f0e-sup"}
         assert state.worker_beats("wc-1-100") == {}
         assert state.backpressure("wc-1-100") == {}

@@ -34,6 +34,7 @@ from squall.daemons.nimbus.credentials import create
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import TcpRelay
 
 pytestmark = pytest.mark.cluster
 
@@ -441,10 +442,12 @@ def test_lost_supervisor_moves_its_executors(start_nimbus, state, cluster_conf, 
     other = ClusterState(cluster_conf).start()
     try:
         register(other, "b", [7001, 7002])
-        nimbus = start_nimbus()
+        # Right after connecting nimbus holds reassignments for the task timeout: keep it short.
+        nimbus = start_nimbus(**{"nimbus.task.timeout.secs": 1})
         tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
         before = state.assignment(tid)
         assert {node for node, _ in before.slots()} == {"a", "b"}
+        time.sleep(1.5)
         other.unregister_supervisor("b")  # the node disappears
         gone = time.monotonic()
         after = wait_for(lambda: (a := state.assignment(tid)) and {n for n, _ in a.slots()} == {"a"} and a,
@@ -486,6 +489,50 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
         assert moved.executors[ex] == healthy
     for ex in first.executors_on(*silent):
         assert moved.executors[ex] not in (silent, healthy)
+
+
+def test_after_reconnecting_nimbus_reassigns_nothing_for_the_task_timeout(start_nimbus, state, tmp_path,
+                                                                            zk_server):
+    """Workers that could not beat while ZooKeeper was away are not dead: a nimbus back in
+    its session waits nimbus.task.timeout.secs before judging them (the old nimbus moved
+    them on its first round)."""
+    relay = TcpRelay((zk_server.host, zk_server.port))
+    for sid in ("a", "b"):
+        register(state, sid, [7001, 7002])
+    nimbus = start_nimbus(**{"zookeeper.port": relay.port, "nimbus.task.launch.secs": 1,
+                             "nimbus.task.timeout.secs": 3})
+    tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
+    first = state.assignment(tid)
+    beating = threading.Event()
+    beating.set()
+    stop = threading.Event()
+
+    def beat() -> None:  # the workers' beats, paused while "ZooKeeper is away" for them too
+        while not stop.is_set():
+            if beating.is_set():
+                for slot in first.slots():
+                    state.worker_beat(WorkerBeat(tid, slot[0], slot[1], time.time(),
+                                                 first.executors_on(*slot), 1.0, {}))
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        time.sleep(2)  # past the launch grace: the beats are what keeps the executors
+        beating.clear()
+        relay.cut()
+        time.sleep(4)  # less than the 6 s session: nimbus keeps its session and leadership
+        relay.restore()
+        time.sleep(1.5)
+        beating.set()
+        time.sleep(5)  # past the grace and many monitor rounds
+        assert state.assignment(tid).version == first.version
+        log = nimbus.log_path.read_text()
+        assert log.count("no reassignment until workers could be heard") == 2  # start, reconnect
+    finally:
+        stop.set()
+        thread.join(5)
+        relay.close()
 
 
 def test_malformed_nodes_do_not_stop_nimbus(start_nimbus, state, zk_client, zk_root, tmp_path):

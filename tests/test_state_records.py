@@ -40,6 +40,9 @@ def test_records_survive_encoding(record) -> None:
     (b'{"v": 1, "node": "n", "port": 1}', "missing field 'tasks'"),
     (b'{"v": 1, "node": "n", "port": true, "tasks": []}', "port must be an integer"),
     (b'{"v": 1, "node": "n", "port": 1, "tasks": {}}', "tasks must be a list"),
+    (b'{"v": 1, "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested deeper"),
+    (b'{"v": 1, "x": ' + b"[" * 65 + b"]" * 65 + b"}", "nested deeper than 64"),
+    (b'{"v": 1, "node": "n", "port": 1, "tasks": [1e999]}', "task must be an integer"),
 ])
 def test_malformed_nodes_are_refused_naming_the_problem(data: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -52,6 +55,35 @@ def test_assignment_rows_are_checked() -> None:
         Assignment.from_dict({**row, "executors": [[5, 4, "n", 6700]]})
     with pytest.raises(ValueError, match="list of 4"):
         Assignment.from_dict({**row, "executors": [[1, 2, "n"]]})
+
+
+@pytest.mark.parametrize("row, message", [
+    ([1, 10**12, "n", 6700], "outside -1"),
+    ([1, 200_000, "n", 6700], "more than 100000 tasks"),
+    ([-5, 1, "n", 6700], "outside -1"),
+    ([1, "2", "n", 6700], "end must be an integer"),
+])
+def test_assignment_task_ranges_are_bounded(row, message) -> None:
+    base = {"topology_id": "t", "node_host": {}, "executor_start": [], "code_digest": "", "version": 1}
+    with pytest.raises(ValueError, match=message):
+        Assignment.from_dict({**base, "executors": [row]})
+
+
+def test_beat_executor_runs_are_compact_and_bounded() -> None:
+    executors = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 7), (-1, -1)]
+    beat = WorkerBeat("t", "n", 1, 0.0, executors, 0.0)
+    assert beat.to_dict()["executor_runs"] == [[-1, 1, 1], [1, 1, 3], [4, 2, 2]]
+    assert sorted(parse_node(encode("/b", beat.to_dict()), WorkerBeat.from_dict).executors) == sorted(executors)
+    hostile = {**beat.to_dict(), "executor_runs": [[1, 1, 10**9]]}
+    with pytest.raises(ValueError, match="more than 100000 executors"):
+        WorkerBeat.from_dict(hostile)
+
+
+def test_supervisor_away_flag_round_trips_and_is_checked() -> None:
+    info = SupervisorInfo(id="s", host="h", ports=[1], started_at=0.0, away=True)
+    assert parse_node(encode("/s", info.to_dict()), SupervisorInfo.from_dict).away is True
+    with pytest.raises(ValueError, match="away must be true or false"):
+        SupervisorInfo.from_dict({**info.to_dict(), "away": 1})
 
 
 def test_names_and_sizes_are_bounded() -> None:

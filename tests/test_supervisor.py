@@ -344,7 +344,7 @@ def publish(server: BundleServer, topology_id: str, tag: str = "v1") -> str:
 
 # --- tests ------------------------------------------------------------------------------------
 
-def test_registers_keeps_its_id_and_unregisters_on_sigterm(node: Node, zk: ClusterState) -> None:
+def test_registers_keeps_its_id_and_is_marked_away_on_sigterm(node: Node, zk: ClusterState) -> None:
     proc = node.start()
     sid = node.id
     info = wait_for(lambda: zk.supervisor(sid), what="the supervisor node")
@@ -357,14 +357,19 @@ def test_registers_keeps_its_id_and_unregisters_on_sigterm(node: Node, zk: Clust
     assert effective["supervisor.id"] == sid
 
     assert node.terminate(proc) == 0
-    assert zk.supervisor(sid) is None  # unregistered at once, not after the session timeout
+    # Not deleted: a persistent node marked away, which nimbus honours for the restart grace.
+    left = zk.supervisor(sid)
+    assert left is not None and left.away and left.ports == PORTS
+    assert zk.client.exists(f"{zk.root}/supervisors/{sid}").ephemeralOwner == 0
 
     proc = node.start()
     assert node.id == sid
-    again = wait_for(lambda: zk.supervisor(sid), what="the supervisor node after a restart")
+    again = wait_for(lambda: (s := zk.supervisor(sid)) and not s.away and s,
+                     what="the live supervisor node after a restart")
     assert again.started_at > info.started_at
+    assert zk.client.exists(f"{zk.root}/supervisors/{sid}").ephemeralOwner != 0
     assert node.terminate(proc) == 0
-    assert zk.supervisor(sid) is None
+    assert zk.supervisor(sid).away
 
 
 def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, server: BundleServer) -> None:
@@ -496,14 +501,14 @@ def test_restarted_supervisor_adopts_assigned_workers_and_kills_the_rest(
     dropped = node.wait_running(PORTS[1])
 
     assert node.terminate(proc) == 0
-    assert zk.supervisor(sid) is None
+    assert zk.supervisor(sid).away
     time.sleep(WORKER_TIMEOUT / 2)  # the workers outlive their supervisor
     assert not gone(kept["pid"]) and not gone(dropped["pid"])
     zk.remove_assignment("topo-8-100")  # unassigned while no supervisor was watching
     launches_before = len(node.events("worker launched"))
 
     node.start()
-    wait_for(lambda: zk.supervisor(sid), what="re-registration")
+    wait_for(lambda: (s := zk.supervisor(sid)) and not s.away, what="re-registration")
     wait_for(lambda: gone(dropped["pid"]), what="the no longer assigned worker to be killed")
     assert (node.control / f"sigterm-{dropped['worker_id']}").exists()
     wait_for(lambda: node.worker_dirs() == {kept["worker_id"]}, what="the killed worker's dir cleaned")
@@ -523,6 +528,7 @@ def test_kill_workers_on_exit_flag_stops_workers(node: Node, zk: ClusterState, s
     rec = node.wait_running(PORTS[0])
     assert node.terminate(proc) == 0
     assert gone(rec["pid"]) and node.worker_dirs() == set() and node.recorded() == {}
+    assert zk.supervisor(sid) is None  # its workers are gone: no reason to keep its slots
 
 
 def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
@@ -545,6 +551,13 @@ def test_usage_errors_exit_2(tmp_path: Path, override: str) -> None:
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "-c" in result.stderr
+
+
+def test_a_negative_restart_grace_is_refused_naming_the_key(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor.main", "-c",
+                             "supervisor.restart.grace.secs=-5"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "supervisor.restart.grace.secs" in result.stderr
 
 
 def test_corrupt_state_file_kills_unrecorded_workers_and_starts_over(

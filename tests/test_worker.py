@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,16 +21,19 @@ from squall.config import build_config
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
 from squall.daemons.nimbus.secrets import new_topology_secrets
-from squall.daemons.state import Assignment, ClusterState, ClusterStateError, TopologyInfo
+from squall.daemons.state import Assignment, ClusterState, TopologyInfo, WorkerBeat
+from squall.daemons.state.records import MAX_NODE_BYTES, encode, parse_node
+from squall.daemons.worker.daemon import STATS_BUDGET_BYTES
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,
     GONE,
     KEEP,
     UNREADABLE,
-    ConnectionGuard,
+    OutageLog,
     assignment_verdict,
     check_executors,
+    fit_stats,
     is_active,
     merge_worker_conf,
     missing_tasks,
@@ -42,7 +44,7 @@ from squall.daemons.worker.zk_writer import ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
-from squall.testing.zookeeper import free_port
+from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
 
 TOPOLOGY_SOURCE = Path(__file__).parent / "topologies" / "numbers_topo.py"
@@ -116,20 +118,43 @@ class TestDecisions:
         assert ignored == ["squall.local.dir", "zookeeper.root"]
 
 
-class TestConnectionGuard:
-    def test_raises_only_after_being_down_longer_than_the_limit(self):
-        guard = ConnectionGuard(6.0, now=100.0)
-        guard.check(True, 101.0)
-        guard.check(False, 104.0)
-        guard.check(False, 107.0)  # down 6 s exactly: not yet
-        with pytest.raises(ClusterStateError, match="unavailable for 6.5s"):
-            guard.check(False, 107.5)
+class TestOutageLog:
+    def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(self):
+        outage = OutageLog()
+        assert outage.recovered(1.0) is None  # nothing to end
+        assert outage.failed(10.0) is True
+        assert outage.failed(16.0) is False and outage.failed(22.0) is False
+        assert outage.recovered(70.0) == 60.0
+        assert outage.recovered(71.0) is None
+        assert outage.failed(80.0) is True and outage.failures == 4
 
-    def test_a_reconnect_resets_the_clock(self):
-        guard = ConnectionGuard(6.0, now=0.0)
-        guard.check(False, 5.0)
-        guard.check(True, 5.5)
-        guard.check(False, 11.0)
+
+class TestBeatSize:
+    def test_stats_are_trimmed_to_the_budget_and_the_rest_counted(self):
+        entries = [{"component": "c", "executor": [i, i], "emitted": {"default": i}} for i in range(1000)]
+        kept, dropped = fit_stats(entries, 5_000)
+        assert kept == entries[:len(kept)] and dropped == 1000 - len(kept)
+        compact = lambda v: len(json.dumps(v, separators=(",", ":")))  # noqa: E731
+        assert compact(kept) <= 5_000 < compact(entries[:len(kept) + 1])
+        assert fit_stats(entries[:3], 5_000) == (entries[:3], 0)
+
+    def test_a_beat_of_twenty_thousand_executors_stays_far_below_the_node_limit(self):
+        executors = [(i, i) for i in range(1, 20_001)]
+        stats = [{"component": "bolt", "executor": [i, i], "kind": "bolt", "emitted": {"default": 10**9},
+                  "executed": 10**9, "errors": 0, "queue": 0, "queue_peak": 0, "acked": 1, "failed": 0}
+                 for i, _ in executors]
+        kept, dropped = fit_stats(stats, STATS_BUDGET_BYTES)
+        beat = WorkerBeat("t1", "n1", 6700, 1.0, executors, 1.0,
+                          {"executors": kept, "executors_left_out": dropped})
+        size = len(encode("/squall/workerbeats/t1/n1-6700", beat.to_dict()))
+        assert dropped > 0 and size < MAX_NODE_BYTES // 2
+        assert parse_node(encode("/b", beat.to_dict()), WorkerBeat.from_dict).executors == executors
+
+
+def test_task_endpoints_skip_rows_outside_the_topology_without_iterating_them():
+    hostile = Assignment("t1", {(1, 1): ("n1", 6700), (2, 100_000 - 1 + 2): ("n1", 6700)},
+                         node_host={"n1": "h1"})
+    assert task_endpoints(hostile, known_tasks=frozenset({1, 2, 3})) == {1: ("h1", 6700)}
 
 
 class TestBundleFiles:
@@ -436,90 +461,34 @@ def test_an_executor_that_cannot_start_ends_the_worker_with_1(harness):
     assert "refuses to open" in errors[0].error
 
 
-class TcpProxy:
-    """A TCP relay to ZooKeeper that the test can cut, making ZooKeeper unreachable for
-    the processes that connect through it (and only for them)."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        import socket
-
-        self._socket = socket
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self._conns: list[Any] = []
-        self._lock = threading.Lock()
-        self._cut = threading.Event()
-        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._cut.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = self._socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            with self._lock:
-                if self._cut.is_set():
-                    client.close()
-                    server.close()
-                    return
-                self._conns += [client, server]
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src: Any, dst: Any) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(self._socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def cut(self) -> None:
-        self._cut.set()
-        self.listener.close()
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for s in conns:
-            try:
-                s.shutdown(self._socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-
 @pytest.mark.cluster
-def test_zookeeper_unreachable_past_the_session_timeout_halts_the_worker_with_1(harness, zk_server):
-    proxy = TcpProxy((zk_server.host, zk_server.port))
+def test_a_worker_cut_off_from_zookeeper_past_its_session_keeps_processing_and_resyncs(harness, zk_server):
+    relay = TcpRelay((zk_server.host, zk_server.port))
     try:
         port = free_port()
-        harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": proxy.port})
-        harness.write_bundle()
+        harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": relay.port})
+        harness.write_bundle(**{"test.count": 1_000_000, "test.rate": 200})
         harness.publish({ex: port for ex in harness.executors})
         proc = harness.launch(port)
-        wait_for(lambda: harness.beat(port), WAIT, "the worker beat", lambda: harness.log_of(proc))
-        proxy.cut()
-        # The session timeout in these tests is 6 s; the timers' ZooKeeper calls give up then.
-        assert harness.wait_exit(proc, 25) == 1
+        wait_for(lambda: len(harness.numbers("acked")) > 50, WAIT, "acks before the cut", lambda: harness.log_of(proc))
+        relay.cut()
+        cut_at = time.time()
+        acked_at_cut = len(harness.numbers("acked"))
+        # Twice the session timeout (6 s): the session expires on the server meanwhile.
+        time.sleep(12)
+        assert proc.poll() is None, harness.log_of(proc)[-4000:]
+        assert len(harness.numbers("acked")) > acked_at_cut + 500  # acks went on throughout
+        relay.restore()
+        restored_at = time.time()
+        wait_for(lambda: (b := harness.beat(port)) is not None and b.time > restored_at, WAIT,
+                 "a worker beat after the outage", lambda: harness.log_of(proc))
+        wait_for(lambda: "ZooKeeper available again" in harness.log_of(proc), WAIT, "the end of the outage logged")
         log = harness.log_of(proc)
-        assert "timer callback raised; the worker halts" in log
-        assert "unavailable" in log
+        assert "ZooKeeper unavailable; running on the last assignment" in log
+        assert "timer callback raised" not in log
+        assert proc.poll() is None and restored_at - cut_at >= 12
     finally:
-        proxy.cut()
+        relay.close()
 
 
 class TestCommandLine:

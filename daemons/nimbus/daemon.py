@@ -52,6 +52,7 @@ from squall.daemons.nimbus.api import ApiError, Guard, make_app
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
+from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
@@ -80,6 +81,7 @@ REMOVE, REBALANCE, SWEEP = "remove", "rebalance", "sweep"
 SWEEP_DELAY_SECS = 30.0
 MAX_WAIT_SECS = 7 * 24 * 3600.0
 MAX_WORKERS = 10_000
+THREAD_JOIN_SECS = 3.0  # how long shutdown waits for the election and code-sync threads
 
 
 def _number(value: Any, what: str, *, minimum: float = 0.0, maximum: float = MAX_WAIT_SECS) -> float | None:
@@ -112,6 +114,9 @@ class Nimbus:
         self.task_timeout = float(conf["nimbus.task.timeout.secs"])
         self.launch_timeout = float(conf["nimbus.task.launch.secs"])
         self.supervisor_timeout = float(conf["nimbus.supervisor.timeout.secs"])
+        self.restart_grace = float(conf["supervisor.restart.grace.secs"])
+        self._grace = ReconnectGrace(self.task_timeout, clock)
+        self._away_expired: list[str] = []  # away supervisors past their grace, to delete
         self.store = CodeStore(Path(conf["squall.local.dir"]) / "nimbus" / "topologies")
         self.state = ClusterState(conf)
         self.election: NimbusElection | None = None
@@ -123,7 +128,7 @@ class Nimbus:
         self._ids = itertools.count(1)
         self._prev_status: dict[str, str] = {}  # rebalancing topology -> status to return to
         self._beat_seen: dict[tuple[str, Slot], tuple[float, float]] = {}  # -> (beat time, seen at)
-        self._sup_seen: dict[str, tuple[float, float]] = {}  # -> (info time, seen at)
+        self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
@@ -221,11 +226,17 @@ class Nimbus:
         if self._watch is not None:
             self._watch.cancel()
         if self.election is not None:
-            self.election.cancel()
+            self.election.cancel(THREAD_JOIN_SECS)
         if self._sync is not None:
-            self._sync.join(10)
+            self._sync.join(THREAD_JOIN_SECS)
         self.state.close()
         log.info("nimbus stopped", nimbus=self.identifier)
+
+    def release_zookeeper(self) -> None:
+        """On a stop request (another thread): a session cut off from ZooKeeper is closed now,
+        so that calls waiting in it fail instead of holding up the shutdown."""
+        if not self.state.connected:
+            self.state.close()
 
     @property
     def is_leader(self) -> bool:
@@ -301,10 +312,20 @@ class Nimbus:
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
         now = self.clock.time()
+        if not self.state.connected:
+            raise ClusterStateError("not connected to ZooKeeper")
         self.counts["rounds"] += 1
+        self._observe_connection(now)
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
+        # The reads above may have waited for a reconnection: judge by the count after them.
+        self._observe_connection(self.clock.time())
+        hold = self._grace.active()
+        for sid in self._away_expired if not hold else ():
+            if self.state.remove_supervisor_if_away(sid):
+                log.info("supervisor did not come back within its restart grace; node removed",
+                         supervisor=sid)
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
@@ -314,7 +335,7 @@ class Nimbus:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
-                    self._reassign(info, assignments, supervisors, now)
+                    self._reassign(info, assignments, supervisors, now, hold=hold)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
@@ -331,17 +352,31 @@ class Nimbus:
         self.rates.retain(ids)
 
     # -- observations ---------------------------------------------------------------
+    def _observe_connection(self, now: float) -> None:
+        """After a (re)connection: hold reassignments for the task timeout, and count silence
+        from now, not from before the outage."""
+        if self._grace.observe(self.state.connections):
+            log.info("connected to ZooKeeper: no reassignment until workers could be heard",
+                     hold_secs=self._grace.period)
+            self._beat_seen = {k: (v[0], now) for k, v in self._beat_seen.items()}
+            self._sup_seen = {k: (v[0], now) for k, v in self._sup_seen.items()}
+
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
         """Registered supervisors whose node was refreshed within the supervisor timeout."""
         out: dict[str, SupervisorInfo] = {}
         sups = self.state.supervisors()
+        self._away_expired = []
         for sid, info in sups.items():
             seen = self._sup_seen.get(sid)
-            if seen is None or seen[0] != info.time:
-                seen = (info.time, now)
+            if seen is None or seen[0] != (info.time, info.away):
+                seen = ((info.time, info.away), now)
                 self._sup_seen[sid] = seen
-            if now - seen[1] <= self.supervisor_timeout:
+            if supervisor_alive(info.away, now - seen[1], self.supervisor_timeout, self.restart_grace):
                 out[sid] = info
+                self._warned.discard(("supervisor", sid))
+                continue
+            if info.away:
+                self._away_expired.append(sid)
             elif ("supervisor", sid) not in self._warned:
                 self._warned.add(("supervisor", sid))
                 log.warning("supervisor silent; its slots are not used", supervisor=sid,
@@ -390,10 +425,16 @@ class Nimbus:
     # -- scheduling -----------------------------------------------------------------
     def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
                   supervisors: Mapping[str, SupervisorInfo], now: float,
-                  scratch: bool = False) -> Assignment | None:
-        """Compute the topology's assignment and write it if it changed; returns the one in force."""
+                  scratch: bool = False, hold: bool = False) -> Assignment | None:
+        """Compute the topology's assignment and write it if it changed; returns the one in force.
+
+        ``hold`` (the grace after a reconnection): an existing assignment stays as it is; beats
+        are still read, so that they are timed from now."""
         topology_id = info.id
         current = assignments.get(topology_id)
+        if hold and current is not None and not scratch:
+            self._observed_beats(topology_id, now)
+            return current
         components = self._executor_components(info)
         if components is not None:
             wanted = sorted(components)

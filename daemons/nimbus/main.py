@@ -9,8 +9,11 @@ import click
 import structlog
 
 from squall.daemons.nimbus.daemon import Nimbus, NimbusStartError
+from squall.daemons.shutdown import StopDeadline
 
 log = structlog.get_logger("squall.nimbus")
+
+SHUTDOWN_DEADLINE_SECS = 10.0
 
 
 @click.command("nimbus")
@@ -26,12 +29,22 @@ def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
     logs.configure_from(conf, log_format, daemon="nimbus")
     os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)
     nimbus = Nimbus(conf)
+    # SIGTERM ends the process within SHUTDOWN_DEADLINE_SECS, whatever ZooKeeper does.
+    deadline = StopDeadline(SHUTDOWN_DEADLINE_SECS, lambda: nimbus.exit_code, nimbus.release_zookeeper,
+                            "nimbus").start()
+
+    def on_signal(*_: object) -> None:
+        nimbus.stop()
+        deadline.request()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: nimbus.stop())
+        signal.signal(sig, on_signal)
     try:
         nimbus.start()
     except NimbusStartError as exc:
         log.error("nimbus cannot start", error=str(exc))
         raise SystemExit(1) from None
     log.info("nimbus API serving", address=nimbus.identifier)
-    raise SystemExit(nimbus.run())
+    code = nimbus.run()
+    deadline.done()
+    raise SystemExit(code)

@@ -227,5 +227,5 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),
                      "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
-                     "logviewer_port": s.logviewer_port})
+                     "logviewer_port": s.logviewer_port, "away": s.away})
     return rows

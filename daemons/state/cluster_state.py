@@ -87,6 +87,14 @@ _UNAVAILABLE = (RetryFailedError, ConnectionLoss, SessionExpiredError, Operation
                 KazooTimeoutError)
 
 
+# Whatever a parser may raise on hostile data: the node is skipped and counted, never fatal.
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError,
+                  RecursionError)
+# How long ``close`` waits for kazoo to end the session; past it the session is left to
+# expire on the server (a daemon told to stop must not wait on an unreachable ZooKeeper).
+CLOSE_TIMEOUT_SECS = 3.0
+
+
 class ClusterStateError(RuntimeError):
     """ZooKeeper could not be reached, refused a request (NoAuth), or the state is closed;
     the message says for what."""
@@ -119,6 +127,7 @@ class ClusterState:
         self._client: KazooClient | None = None
         self._closed = threading.Event()
         self._session_generation = 0  # bumped on every session loss
+        self._connections = 0  # bumped on every (re)connection
         self._ephemerals: dict[str, bytes] = {}  # path -> data we keep alive across sessions
         self._ephemeral_lock = threading.Lock()
         self._watchers: list[Watcher] = []
@@ -171,8 +180,9 @@ class ClusterState:
             log.warning("SECURITY: the ZooKeeper tree was created without ACLs and stays open to "
                         "anyone; migrate it (README, Security: ZooKeeper)", root=self.root)
 
-    def close(self) -> None:
-        """Step down from elections and close the session (its ephemeral nodes go with it)."""
+    def close(self, timeout: float | None = None) -> None:
+        """Step down from elections and close the session (its ephemeral nodes go with it),
+        waiting at most ``timeout`` (default CLOSE_TIMEOUT_SECS) for ZooKeeper."""
         if self._closed.is_set():
             return
         for election in list(self._elections):
@@ -180,13 +190,29 @@ class ClusterState:
         self._closed.set()
         self._restore_wanted.set()
         if self._restorer is not None:
-            self._restorer.join(10)
-        if self._client is not None:
+            self._restorer.join(CLOSE_TIMEOUT_SECS)
+        client = self._client
+        if client is None:
+            return
+        # kazoo's stop waits for its connection thread without a bound when the server
+        # does not answer: do it on a helper thread and give up after the deadline.
+        done = threading.Event()
+
+        def stop() -> None:
             try:
-                self._client.stop()
+                client.stop()
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - closing is best effort
+                log.info("closing the ZooKeeper client failed", error=repr(exc))
             finally:
-                self._client.close()
-        log.info("ZooKeeper session closed", zk=self.hosts, root=self.root)
+                done.set()
+
+        threading.Thread(target=stop, name="zk-close", daemon=True).start()
+        if done.wait(timeout if timeout is not None else CLOSE_TIMEOUT_SECS):
+            log.info("ZooKeeper session closed", zk=self.hosts, root=self.root)
+        else:
+            log.warning("ZooKeeper did not confirm the session close in time; leaving it to expire",
+                        zk=self.hosts, timeout_secs=timeout if timeout is not None else CLOSE_TIMEOUT_SECS)
 
     def __enter__(self) -> ClusterState:
         return self.start()
@@ -211,6 +237,12 @@ class ClusterState:
 
     # -- what elections use (ElectionSupport) -----------------------------------------
     @property
+    def connections(self) -> int:
+        """How many times the client has (re)connected; a change means "just reconnected"
+        (nimbus then waits before judging liveness by what it could not hear)."""
+        return self._connections
+
+    @property
     def session_generation(self) -> int:
         """Bumped on every session loss."""
         return self._session_generation
@@ -222,7 +254,7 @@ class ClusterState:
     def owns_node(self, path: str) -> bool:
         client = self.client
         try:
-            stat = client.exists(path)
+            stat = self._op("exists", path)
             client_id = client.client_id
         except (KazooException, KazooTimeoutError):
             return False
@@ -334,6 +366,49 @@ class ClusterState:
 
     def unregister_supervisor(self, supervisor_id: str) -> None:
         self._remove_ephemeral(self._path("supervisors", supervisor_id))
+
+    def supervisor_away(self, info: SupervisorInfo) -> None:
+        """A clean stop that means to come back: replace the ephemeral node by a persistent
+        one marked ``away`` (closing the session would delete the ephemeral one, and nimbus
+        would move the node's executors at once). The next ``register_supervisor`` replaces
+        it; nimbus forgets it after ``supervisor.restart.grace.secs``."""
+        path = self._path("supervisors", check_name(info.id, "supervisor id"))
+        data = encode(path, {**info.to_dict(), "away": True})
+
+        def put() -> None:
+            stat = self._op("exists", path)
+            if stat is None:
+                try:
+                    self._op("create", path, data, acl=self._acl(path), makepath=True)
+                except NodeExistsError:
+                    raise ForceRetryError() from None
+            else:
+                self._replace(path, data, stat.version, ephemeral=False)
+
+        with self._ephemeral_lock:
+            self._ephemerals.pop(path, None)
+            self._retry(put)
+
+    def remove_supervisor_if_away(self, supervisor_id: str) -> bool:
+        """Delete a supervisor's node if it is still the persistent ``away`` one (nimbus,
+        once the restart grace has passed); False when it is live again or gone."""
+        path = self._path("supervisors", check_name(supervisor_id, "supervisor id"))
+
+        def remove() -> bool:
+            try:
+                data, stat = self._op("get", path)
+            except NoNodeError:
+                return False
+            info = self._decode(path, data, SupervisorInfo.from_dict)
+            if stat.ephemeralOwner != 0 or (info is not None and not info.away):
+                return False
+            try:
+                self._op("delete", path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                return False
+            return True
+
+        return self._retry(remove)
 
     def supervisor(self, supervisor_id: str) -> SupervisorInfo | None:
         return self._read(self._path("supervisors", supervisor_id), SupervisorInfo.from_dict)
@@ -545,8 +620,8 @@ class ClusterState:
     def _decode(self, path: str, data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T | None:
         try:
             return parse_node(data, parse)
-        except (ValueError, TypeError, KeyError) as exc:
-            self._malformed(path, str(exc))
+        except _DECODE_ERRORS as exc:
+            self._malformed(path, f"{type(exc).__name__}: {exc}")
             return None
 
     def _decoder(self, parse: Callable[[dict[str, Any]], T]) -> Callable[[str, bytes], T | None]:
@@ -610,13 +685,26 @@ class ClusterState:
     def _delete(self, path: str, recursive: bool = False) -> None:
         def remove() -> None:
             try:
-                self.client.delete(path, recursive=recursive)
+                if recursive:
+                    self._delete_tree(path)
+                else:
+                    self._op("delete", path)
             except NoNodeError:
                 pass
             except NotEmptyError:
                 raise ForceRetryError() from None  # a child appeared meanwhile: delete again
 
         self._retry(remove)
+
+    def _delete_tree(self, path: str) -> None:
+        # Inside a retried call: every request has the session timeout as its deadline (a
+        # child appearing meanwhile raises NotEmptyError: the caller retries).
+        try:
+            for child in self._op("get_children", path):
+                self._delete_tree(f"{path}/{child}")
+            self._op("delete", path)
+        except NoNodeError:
+            pass
 
     # -- internals: ephemeral nodes that outlive sessions -----------------------------
     def _put_ephemeral(self, path: str, data: bytes) -> None:
@@ -634,22 +722,30 @@ class ClusterState:
         client_id = client.client_id
         if client_id is None:
             raise ConnectionLoss("not connected")
-        stat = client.exists(path)
+        stat = self._op("exists", path)
         if stat is not None and stat.ephemeralOwner != client_id[0]:
-            # Left by an earlier session of ours (a restart or an expiry not yet processed).
-            log.info("replacing ephemeral node of another session", path=path)
-            try:
-                client.delete(path, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
-            raise ForceRetryError()
+            # Left by an earlier session of ours (a restart, an expiry not yet processed, or
+            # the persistent "away" node of a clean stop).
+            log.info("replacing a node of another session", path=path)
+            self._replace(path, data, stat.version, ephemeral=True)
+            return
         if stat is None:
             try:
-                client.create(path, data, acl=self._acl(path), ephemeral=True, makepath=True)
+                self._op("create", path, data, acl=self._acl(path), ephemeral=True, makepath=True)
             except NodeExistsError:
                 raise ForceRetryError() from None
         else:
-            client.set(path, data)
+            self._op("set", path, data)
+
+    def _replace(self, path: str, data: bytes, version: int, ephemeral: bool) -> None:
+        """Delete and re-create ``path`` in one transaction: watchers (nimbus) never see it
+        missing in between. ForceRetryError when the node changed meanwhile."""
+        tx = self.client.transaction()
+        tx.delete(path, version=version)
+        tx.create(path, data, acl=self._acl(path), ephemeral=ephemeral)
+        results = tx.commit_async().get(timeout=self.session_timeout)
+        if any(isinstance(r, Exception) for r in results):
+            raise ForceRetryError()
 
     # -- internals: connection state and the restore thread ---------------------------
     def _on_state(self, state: str) -> None:
@@ -662,6 +758,7 @@ class ClusterState:
             for election in list(self._elections):
                 election.on_suspended(True)
         else:
+            self._connections += 1
             for election in list(self._elections):
                 election.on_suspended(False)
             self._restore_wanted.set()

@@ -18,6 +18,11 @@ FORMAT_VERSION = 1
 TOPOLOGY_STATUSES = ("active", "inactive", "killed", "rebalancing")
 MAX_NODE_BYTES = 1_000_000  # ZooKeeper's default jute.maxbuffer is 1 MiB
 MAX_ERROR_CHARS = 8000  # one error text; keeps kept-errors nodes far below the node limit
+MAX_DEPTH = 64  # JSON nesting past this is refused (deeper input made json raise RecursionError)
+MAX_TASK_ID = 2**31 - 1  # task ids are 32-bit, as in Storm
+MAX_EXECUTOR_TASKS = 100_000  # one executor's task range; a wider one is refused, never iterated
+MAX_BEAT_EXECUTORS = 100_000  # executors one worker beat may name
+SYSTEM_TASK = -1  # Storm's system executor [-1, -1] may appear in worker beats
 
 ExecutorId = tuple[int, int]
 Slot = tuple[str, int]
@@ -62,6 +67,12 @@ def as_dict(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, got {value!r}")
+    return value
+
+
 def _int(d: Mapping[str, Any], key: str) -> int:
     return as_int(field_value(d, key), key)
 
@@ -78,6 +89,10 @@ def _executor(start: Any, end: Any, what: str) -> ExecutorId:
     start, end = as_int(start, f"{what} start"), as_int(end, f"{what} end")
     if start > end:
         raise ValueError(f"{what} [{start}, {end}] has start after end")
+    if start < SYSTEM_TASK or end > MAX_TASK_ID:
+        raise ValueError(f"{what} [{start}, {end}] names task ids outside {SYSTEM_TASK}..{MAX_TASK_ID}")
+    if end - start >= MAX_EXECUTOR_TASKS:
+        raise ValueError(f"{what} [{start}, {end}] spans more than {MAX_EXECUTOR_TASKS} tasks")
     return (start, end)
 
 
@@ -85,6 +100,31 @@ def _row(value: Any, width: int, what: str) -> list[Any]:
     if not isinstance(value, list) or len(value) != width:
         raise ValueError(f"{what} entry must be a list of {width}, got {value!r}")
     return value
+
+
+def executor_runs(executors: list[ExecutorId]) -> list[list[int]]:
+    """Executors as runs ``[first start, width, count]`` of equal-width neighbours: a
+    worker beat stays a few bytes per component whatever the executor count."""
+    runs: list[list[int]] = []
+    for start, end in sorted(executors):
+        width = end - start + 1
+        if runs and runs[-1][1] == width and runs[-1][0] + width * runs[-1][2] == start:
+            runs[-1][2] += 1
+        else:
+            runs.append([start, width, 1])
+    return runs
+
+
+def expand_runs(rows: list[Any], limit: int = MAX_BEAT_EXECUTORS) -> list[ExecutorId]:
+    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them."""
+    out: list[ExecutorId] = []
+    for row in rows:
+        start, width, count = (as_int(v, "executor run") for v in _row(row, 3, "executor_runs"))
+        if width < 1 or count < 1 or len(out) + count > limit:
+            raise ValueError(f"executor run {row!r} is empty or has more than {limit} executors")
+        for i in range(count):
+            out.append(_executor(start + i * width, start + (i + 1) * width - 1, "executor"))
+    return out
 
 
 # --- records -------------------------------------------------------------------------
@@ -178,7 +218,9 @@ class Assignment:
 
 @dataclass
 class SupervisorInfo:
-    """A live supervisor and its slots; ``time`` is when the node was last refreshed."""
+    """A live supervisor and its slots; ``time`` is when the node was last refreshed.
+    ``away``: it stopped cleanly and means to come back (a persistent node nimbus honours
+    for ``supervisor.restart.grace.secs``)."""
 
     id: str
     host: str
@@ -187,11 +229,15 @@ class SupervisorInfo:
     used_ports: list[int] = field(default_factory=list)
     time: float = 0.0
     logviewer_port: int | None = None  # where its worker logs are served; None: not served
+    away: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "host": self.host, "ports": list(self.ports),
-                "started_at": self.started_at, "used_ports": list(self.used_ports), "time": self.time,
-                "logviewer_port": self.logviewer_port}
+        out = {"id": self.id, "host": self.host, "ports": list(self.ports),
+               "started_at": self.started_at, "used_ports": list(self.used_ports), "time": self.time,
+               "logviewer_port": self.logviewer_port}
+        if self.away:
+            out["away"] = True
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SupervisorInfo:
@@ -203,6 +249,7 @@ class SupervisorInfo:
             time=as_num(d.get("time", 0.0), "time"),
             logviewer_port=None if d.get("logviewer_port") is None
             else as_int(d["logviewer_port"], "logviewer_port"),
+            away=_bool(d.get("away", False), "away"),
         )
 
 
@@ -220,13 +267,16 @@ class WorkerBeat:
 
     def to_dict(self) -> dict[str, Any]:
         return {"topology_id": self.topology_id, "node": self.node, "port": self.port,
-                "time": self.time, "executors": [[s, e] for s, e in self.executors],
+                "time": self.time, "executor_runs": executor_runs(self.executors),
                 "uptime": self.uptime, "stats": self.stats}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkerBeat:
-        executors = [_executor(*_row(r, 2, "executors"), "executor")
-                     for r in as_list(field_value(d, "executors"), "executors")]
+        if "executor_runs" in d:
+            executors = expand_runs(as_list(d["executor_runs"], "executor_runs"))
+        else:  # the row form older workers write
+            executors = [_executor(*_row(r, 2, "executors"), "executor")
+                         for r in as_list(field_value(d, "executors"), "executors")]
         return cls(topology_id=_str(d, "topology_id"), node=_str(d, "node"), port=_int(d, "port"),
                    time=_num(d, "time"), executors=executors, uptime=_num(d, "uptime"),
                    stats=as_dict(field_value(d, "stats"), "stats"))
@@ -333,11 +383,34 @@ def backpressure_by_slot(entries: Mapping[str, Backpressure]) -> dict[Slot, froz
     return {(e.node, e.port): e.tasks for e in entries.values()}
 
 
+def check_depth(obj: Any, limit: int) -> None:
+    """ValueError when lists and objects in ``obj`` nest deeper than ``limit`` (iterative:
+    the check itself must not recurse)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            raise ValueError(f"JSON nested deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:
     """Decode one node's data with ``parse``; ValueError/TypeError/KeyError when malformed."""
     if not data:
         raise ValueError("empty node")
-    obj = json.loads(data)  # JSON and UTF-8 errors are ValueErrors
+    if len(data) > MAX_NODE_BYTES:
+        raise ValueError(f"node is {len(data)} bytes, above {MAX_NODE_BYTES}")
+    try:
+        obj = json.loads(data)  # JSON and UTF-8 errors are ValueErrors
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than the interpreter allows (limit {MAX_DEPTH})") from None
+    check_depth(obj, MAX_DEPTH)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if obj.get("v") != FORMAT_VERSION:

@@ -54,6 +54,13 @@ class Watch:
 _UNSET: Any = object()
 
 
+def _call(owner: WatchSupport, request: Callable[..., Any], path: str,
+          watch: Callable[[WatchedEvent], None]) -> Any:
+    """One watched read that waits at most the session timeout (kazoo's synchronous calls
+    wait without a bound while it reconnects); KazooTimeoutError past it."""
+    return request(path, watch=watch).get(timeout=owner.session_timeout)
+
+
 class Watcher:
     """Common part of the watchers: emission only on change, in order, errors logged."""
 
@@ -111,13 +118,13 @@ class NodeWatcher(Watcher):
             with self._mutex:
                 while True:
                     try:
-                        data, _ = client.get(self._path, watch=self._on_event)
+                        data, _ = _call(self._owner, client.get_async, self._path, self._on_event)
                         value = self._decode(self._path, data)
                         break
                     except NoNodeError:
                         # exists() leaves a watch that fires on creation; if the node came
                         # back in between, read it again.
-                        if client.exists(self._path, watch=self._on_event) is None:
+                        if _call(self._owner, client.exists_async, self._path, self._on_event) is None:
                             value = None
                             break
             self._deliver(value)
@@ -171,9 +178,9 @@ class ChildrenWatcher(Watcher):
     def _list(self) -> set[str]:
         client = self._owner.client
         try:
-            return set(client.get_children(self._parent, watch=self._on_event))
+            return set(_call(self._owner, client.get_children_async, self._parent, self._on_event))
         except NoNodeError:
-            if client.exists(self._parent, watch=self._on_event) is not None:
+            if _call(self._owner, client.exists_async, self._parent, self._on_event) is not None:
                 return self._list()
             return set()
 

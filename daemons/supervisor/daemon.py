@@ -253,7 +253,9 @@ class Supervisor:
             self._shutdown()
 
     def _shutdown(self) -> None:
-        """Unregister and close ZooKeeper; workers keep running unless ``kill_workers_on_exit``."""
+        """Close ZooKeeper; workers keep running unless ``kill_workers_on_exit``. The node is
+        left marked away (nimbus keeps its slots for ``supervisor.restart.grace.secs``, so a
+        restart adopts the workers), or removed when the workers were stopped too."""
         if self._watch is not None:
             self._watch.cancel()
         if self.kill_workers_on_exit:
@@ -262,9 +264,13 @@ class Supervisor:
             running = sorted(w.worker_id for w in self.workers.values())
             self.log.info("supervisor stopping; workers left running", workers=running)
         if self.state is not None and not self.state.closed:
-            if self.id:
+            if self.id and self.state.connected:
                 try:
-                    self.state.unregister_supervisor(self.id)
+                    if self.kill_workers_on_exit:
+                        self.state.unregister_supervisor(self.id)
+                    else:
+                        # Coming back: nimbus keeps our slots for supervisor.restart.grace.secs.
+                        self.state.supervisor_away(self._info())
                 except ClusterStateError as exc:
                     self.log.warning("unregistering failed", error=str(exc))
             self.state.close()
@@ -356,6 +362,8 @@ class Supervisor:
         with self._snapshot_lock:
             seq = self._watch_seq
         try:
+            if not self.state.connected:  # fail fast: the loop must keep ticking the slots
+                raise ClusterStateError("not connected to ZooKeeper")
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             if not self._zk_down:
@@ -369,14 +377,25 @@ class Supervisor:
             if self._watch_seq == seq:  # a watch delivery during the read is newer: keep it
                 self._snapshot = snapshot
 
-    def _heartbeat(self) -> None:
-        assert self.state is not None
+    def _info(self) -> SupervisorInfo:
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
-        info = SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
+        return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
                               logviewer_port=self._logviewer.port if self._logviewer else None)
+
+    def release_zookeeper(self) -> None:
+        """On a stop request (another thread): a session cut off from ZooKeeper is closed now,
+        so that calls waiting in it fail instead of holding up the shutdown."""
+        state = self.state
+        if state is not None and not state.connected:
+            state.close()
+
+    def _heartbeat(self) -> None:
+        assert self.state is not None
+        if not self.state.connected:
+            return  # the session's restore re-creates the node on reconnection; the next beat refreshes it
         try:
-            self.state.register_supervisor(info)
+            self.state.register_supervisor(self._info())
         except ClusterStateError as exc:
             self.log.warning("supervisor heartbeat failed", error=str(exc))
 

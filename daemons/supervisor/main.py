@@ -13,9 +13,12 @@ import structlog
 from squall import config as _config
 from squall import logs
 from squall.daemons.local_state import valid_id
+from squall.daemons.shutdown import StopDeadline
 from squall.daemons.supervisor.daemon import Supervisor, SupervisorError
 
 log = structlog.get_logger("squall.supervisor")
+
+SHUTDOWN_DEADLINE_SECS = 10.0
 
 
 def check_conf(conf: Mapping[str, Any]) -> None:
@@ -32,8 +35,9 @@ def check_conf(conf: Mapping[str, Any]) -> None:
                 "supervisor.worker.start.timeout.secs", "supervisor.worker.timeout.secs"):
         if conf[key] <= 0:
             raise _config.ConfigError(f"config key {key!r} must be positive, got {conf[key]!r}")
-    if conf["supervisor.worker.shutdown.sleep.secs"] < 0:
-        raise _config.ConfigError("config key 'supervisor.worker.shutdown.sleep.secs' must not be negative")
+    for key in ("supervisor.worker.shutdown.sleep.secs", "supervisor.restart.grace.secs"):
+        if conf[key] < 0:
+            raise _config.ConfigError(f"config key {key!r} must not be negative")
     fixed = conf.get("supervisor.id")
     if fixed is not None and not valid_id(fixed):
         raise _config.ConfigError(f"config key 'supervisor.id' {fixed!r} cannot be used as a node id")
@@ -72,14 +76,25 @@ def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_
     logs.configure_from(conf, log_format, daemon="supervisor")
     os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)
     supervisor = Supervisor(conf, kill_workers_on_exit=kill_workers_on_exit)
+    # SIGTERM ends the process within the deadline, whatever ZooKeeper does (killing the
+    # workers on exit may take their shutdown sleep on top).
+    secs = SHUTDOWN_DEADLINE_SECS + (2 * conf["supervisor.worker.shutdown.sleep.secs"] + 5
+                                     if kill_workers_on_exit else 0)
+    deadline = StopDeadline(secs, lambda: 0, supervisor.release_zookeeper, "supervisor").start()
+
+    def on_signal(*_: object) -> None:
+        supervisor.stop()
+        deadline.request()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: supervisor.stop())
+        signal.signal(sig, on_signal)
     try:
         supervisor.start()
     except SupervisorError as exc:
         log.error("supervisor cannot start", error=str(exc))
         raise _Failure(str(exc)) from None
     supervisor.run()
+    deadline.done()
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ refresh-connections and refresh-active once, each with its timer (the safety net
 ZooKeeper watch (the fast path); executors; the transfer thread.
 
 Every timer is a *halting* timer: a callback that raises ends the worker with exit code 1,
-since a half-alive worker is worse than a dead one (the supervisor restarts it). The
-decisions (is this worker still assigned, which task lives where) are plain functions
-in :mod:`squall.daemons.worker.decisions`. Backpressure between workers travels over the
+since a half-alive worker is worse than a dead one (the supervisor restarts it). ZooKeeper
+being unreachable is not such a failure: every request gives up after the session timeout,
+the timers log the outage once and the worker keeps running its last assignment (the
+supervisor watches its local heartbeat, not ZooKeeper; Storm 2 does the same). The
+decisions (is this worker still assigned, which task lives where) are plain functions in
+:mod:`squall.daemons.worker.decisions`. Backpressure between workers travels over the
 transport, not ZooKeeper (see squall.runtime.flow).
 
 Verbs, as in every daemon: ``start()`` brings it up, ``run()`` blocks until stopped and
@@ -18,7 +21,6 @@ shuts down (returning the exit code), ``stop(code, reason)`` asks it to stop.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +31,7 @@ import structlog
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
+from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
@@ -36,11 +39,12 @@ from squall.daemons.worker.decisions import (
     CHANGED,
     GONE,
     UNREADABLE,
-    ConnectionGuard,
     ExecutorId,
+    OutageLog,
     assignment_verdict,
     bind_host,
     check_executors,
+    fit_stats,
     is_active,
     merge_worker_conf,
     missing_tasks,
@@ -61,6 +65,9 @@ SHUTDOWN_DEADLINE_SECS = 15.0
 # How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
 # (kazoo queues requests while disconnected, without a deadline) is left behind.
 THREAD_JOIN_SECS = 2.0
+# Executor stats in one worker beat; the rest are left out (and counted) so that the beat
+# stays far below ZooKeeper's 1 MB node limit.
+STATS_BUDGET_BYTES = 256_000
 
 
 # --- the worker ------------------------------------------------------------------------
@@ -108,7 +115,11 @@ class Worker:
         self._last_missing: list[int] = []
         self._process: Any = None  # psutil.Process of this worker, made on first use
         self.metrics_failures = 0
+        self._outage = OutageLog()
+        self._known_tasks: frozenset[int] | None = None
         self._shut_down = False
+        self._deadline = StopDeadline(SHUTDOWN_DEADLINE_SECS, self._deadline_code, self._release_zookeeper,
+                                      "worker")
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
 
     # -- stop requests ------------------------------------------------------------------
@@ -122,6 +133,7 @@ class Worker:
                 return
             self.exit_code, self.stop_reason = code, reason
         self._stop.set()
+        self._deadline.request()
 
     @property
     def stopping(self) -> bool:
@@ -133,11 +145,16 @@ class Worker:
 
     def _on_halt(self, timer: str, exc: BaseException) -> None:
         self.stop(EXIT_FAILURE, f"timer {timer} failed: {exc!r}")
+
+    def _release_zookeeper(self) -> None:
+        """On a stop request (on the deadline's thread): a session cut off from ZooKeeper is
+        closed now, so that calls waiting in it (start-up, a timer) fail instead of waiting."""
         state = self.state
         if state is not None and not state.connected:
-            # Calls queued on a lost connection wait forever (the main thread may be one of
-            # them, still starting up): closing the session makes them fail now.
             state.close()
+
+    def _deadline_code(self) -> int:
+        return EXIT_FAILURE if self.exit_code is None else self.exit_code
 
     def _on_fatal(self, reason: str) -> None:
         self.stop(EXIT_FAILURE, reason)
@@ -163,9 +180,6 @@ class Worker:
             self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
                              "worker's nodes are open to anyone reaching ZooKeeper")
         self.state = ClusterState(self.conf, auth=auth).start()
-        guard = ConnectionGuard(self.state.session_timeout, self.clock.monotonic())
-        self._timer("zookeeper-guard", min(1.0, self.state.session_timeout / 4),
-                    lambda: guard.check(self.state.connected, self.clock.monotonic()))  # type: ignore[union-attr]
         assignment = self.state.assignment(self.topology_id)
         if assignment is None:
             if self._assignment_listed():
@@ -247,6 +261,7 @@ class Worker:
         self.rt = WorkerRuntime(self.topology_id, topology, self.conf, self.executors, self.port,
                                 self.context, host=self.host, error_sink=self.writer.report_error,
                                 on_fatal=self._on_fatal)
+        self._known_tasks = frozenset(self.rt.task_to_component)
         problems = check_executors(self.executors, self.rt.task_to_component)
         if problems:
             raise WorkerError("the assignment does not fit the topology in the code bundle: "
@@ -265,16 +280,39 @@ class Worker:
             self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors))
 
     def zk_heartbeat(self) -> None:
-        """The worker beat nimbus watches; executor stats at most every task.heartbeat secs."""
+        """The worker beat nimbus watches; executor stats at most every task.heartbeat secs,
+        trimmed to STATS_BUDGET_BYTES. While ZooKeeper is away the beat is skipped: the
+        supervisor judges this worker by its local heartbeat alone."""
         assert self.state is not None
         now = self.clock.time()
         if self.rt is not None and self.rt.executors and \
                 now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
-            self._stats = {"executors": self._executor_stats(), "transport": self.rt.transport_stats(),
-                           "time": now}
+            entries, dropped = fit_stats(self._executor_stats(), STATS_BUDGET_BYTES)
+            self._stats = {"executors": entries, "transport": self.rt.transport_stats(), "time": now}
+            if dropped:
+                self._stats["executors_left_out"] = dropped
             self._stats_at = now
-        self.state.worker_beat(WorkerBeat(self.topology_id, self.supervisor_id, self.port, now,
-                                          list(self.executors), now - self.started_at, self._stats))
+        beat = WorkerBeat(self.topology_id, self.supervisor_id, self.port, now, list(self.executors),
+                          now - self.started_at, self._stats)
+        self._zk_call("worker beat", lambda: self.state.worker_beat(beat))  # type: ignore[union-attr]
+
+    def _zk_call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run one ZooKeeper request of a timer; None while ZooKeeper is unreachable (each
+        request gives up after the session timeout): the worker keeps running on what it has."""
+        try:
+            if self.state is None or not self.state.connected:  # fail fast while disconnected
+                raise ClusterStateError("not connected to ZooKeeper")
+            result = fn()
+        except ClusterStateError as exc:
+            if self._outage.failed(self.clock.monotonic()):
+                self.log.warning("ZooKeeper unavailable; running on the last assignment", during=what,
+                                 error=str(exc))
+            return None
+        lasted = self._outage.recovered(self.clock.monotonic())
+        if lasted is not None:
+            self.log.info("ZooKeeper available again", outage_secs=round(lasted, 1),
+                          failed_calls=self._outage.failures)
+        return result
 
     def write_metrics(self) -> None:
         """The metrics snapshot the supervisor exports. Never halts the worker: a failure
@@ -311,8 +349,13 @@ class Worker:
         if self.stopping:
             return
         assert self.state is not None
-        assignment = self.state.assignment(self.topology_id)
-        listed = True if assignment is not None else self._assignment_listed()
+        state = self.state
+        read = self._zk_call("assignment read",
+                             lambda: (a := state.assignment(self.topology_id),
+                                      True if a is not None else self._assignment_listed()))
+        if read is None:
+            return  # ZooKeeper is away: keep the connections we have
+        assignment, listed = read
         verdict = assignment_verdict(assignment, listed, self.supervisor_id, self.port, self.executors)
         if verdict == UNREADABLE:
             self.log.warning("assignment unreadable; keeping current connections")
@@ -323,7 +366,7 @@ class Worker:
                               f"assigned here now: {now}")
             return
         assert assignment is not None
-        endpoints = task_endpoints(assignment)
+        endpoints = task_endpoints(assignment, self._known_tasks)
         hostless = nodes_without_host(assignment)
         if hostless:
             self.log.warning("assignment has nodes without a host", nodes=hostless)
@@ -338,7 +381,11 @@ class Worker:
         if self.stopping:
             return
         assert self.state is not None
-        active = is_active(self.state.topology(self.topology_id))
+        state = self.state
+        read = self._zk_call("topology read", lambda: (state.topology(self.topology_id),))
+        if read is None:
+            return  # ZooKeeper is away: keep the status we have
+        active = is_active(read[0])
         if active != self.rt.active:
             self.log.info("topology status changed", active=active)
         self.rt.set_active(active)
@@ -392,10 +439,9 @@ class Worker:
     def run(self) -> int:
         """Start, wait for a stop request, shut down; returns the exit code.
 
-        Once a stop is requested, a watchdog ends the process if shutdown has not finished
-        within SHUTDOWN_DEADLINE_SECS, even when the main thread is stuck in start-up."""
-        done = threading.Event()
-        threading.Thread(target=self._watchdog, args=(done,), name="shutdown-watchdog", daemon=True).start()
+        Once a stop is requested, a StopDeadline ends the process if shutdown has not
+        finished within SHUTDOWN_DEADLINE_SECS, even when the main thread is stuck in start-up."""
+        self._deadline.start()
         try:
             self.start()
         except _Interrupted:
@@ -417,17 +463,8 @@ class Worker:
             self.log.exception("worker shutdown failed")
             return EXIT_FAILURE
         finally:
-            done.set()
+            self._deadline.done()
         return EXIT_FAILURE if self.exit_code is None else self.exit_code
-
-    def _watchdog(self, done: threading.Event) -> None:
-        self._stop.wait()
-        if done.wait(SHUTDOWN_DEADLINE_SECS):
-            return
-        code = EXIT_FAILURE if self.exit_code is None else self.exit_code
-        self.log.error("shutdown did not finish in time; exiting", deadline_secs=SHUTDOWN_DEADLINE_SECS,
-                       exit_code=code, reason=self.stop_reason)
-        _flush_and_exit(code)
 
 
 class _NotAssigned(Exception):
@@ -436,13 +473,3 @@ class _NotAssigned(Exception):
 
 class _Interrupted(Exception):
     """A stop was requested while starting."""
-
-
-def _flush_and_exit(code: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    os._exit(code)
-

@@ -1,14 +1,16 @@
 """The worker's decisions as plain functions, tested without processes or sockets.
 
-Is this worker still assigned, which task lives where, which conf a worker runs with,
-and when ZooKeeper has been away too long.
+Is this worker still assigned, which task lives where, which conf a worker runs with, how
+much of its stats fit in a beat, and when to log a ZooKeeper outage.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+import threading
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
-from squall.daemons.state import Assignment, ClusterStateError, TopologyInfo
+from squall.daemons.state import Assignment, TopologyInfo
 from squall.model import executor_tasks
 
 ExecutorId = tuple[int, int]
@@ -41,13 +43,17 @@ def assignment_verdict(assignment: Assignment | None, listed: bool, node: str, p
     return KEEP if assigned == sorted(executors) else CHANGED
 
 
-def task_endpoints(assignment: Assignment) -> dict[int, Endpoint]:
+def task_endpoints(assignment: Assignment, known_tasks: Container[int] | None = None) -> dict[int, Endpoint]:
     """task -> (host, port) from executor -> (node, port) and node -> host. Tasks on a
-    node without a host are left out (see ``nodes_without_host``)."""
+    node without a host are left out (see ``nodes_without_host``), and so are executors
+    whose ends are not tasks of the topology (``known_tasks``, contiguous ids): a hostile
+    row is never iterated."""
     out: dict[int, Endpoint] = {}
     for ex, (node, port) in assignment.executors.items():
         host = assignment.node_host.get(node)
         if host is None:
+            continue
+        if known_tasks is not None and (ex[0] not in known_tasks or ex[1] not in known_tasks):
             continue
         for task in executor_tasks(ex):
             out[task] = (host, port)
@@ -99,31 +105,52 @@ def merge_worker_conf(base: Mapping[str, Any], topology_conf: Mapping[str, Any],
     return conf, sorted(ignored)
 
 
+def fit_stats(entries: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The executor stats entries that fit in ``budget`` bytes of JSON, and how many were
+    left out: a worker beat must stay well under ZooKeeper's node limit whatever the
+    executor count (the executor list itself is what nimbus needs; stats are extra)."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for entry in entries:
+        size = len(json.dumps(entry, separators=(",", ":"), default=str)) + 1
+        if used + size > budget:
+            break
+        kept.append(entry)
+        used += size
+    return kept, len(entries) - len(kept)
+
+
 def bind_host(conf: Mapping[str, Any], advertised: str) -> str:
     """Where the receive socket binds: ``zmq.bind.host`` when set, else the host the
     supervisor advertises (never every interface unless configured)."""
     return str(conf.get("zmq.bind.host") or advertised)
 
 
-class ConnectionGuard:
-    """Decides when ZooKeeper has been unreachable for too long.
+class OutageLog:
+    """Logs a ZooKeeper outage once when it starts and once when it ends, not per call:
+    the worker keeps running on what it has (``failed`` / ``recovered`` say whether to log).
+    Several timer threads report to one instance."""
 
-    kazoo queues requests while it reconnects and waits for them without a deadline, so a
-    worker cut off from ZooKeeper would hang in its timers, half alive. ``check`` is fed
-    the connection state periodically and raises once it has been down for ``limit`` secs.
-    """
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.failures = 0
+        self._lock = threading.Lock()
 
-    def __init__(self, limit: float, now: float) -> None:
-        self.limit = limit
-        self.last_connected = now
+    def failed(self, now: float) -> bool:
+        with self._lock:
+            self.failures += 1
+            if self.down_since is None:
+                self.down_since = now
+                return True
+            return False
 
-    def check(self, connected: bool, now: float) -> None:
-        if connected:
-            self.last_connected = now
-        elif now - self.last_connected > self.limit:
-            raise ClusterStateError(f"ZooKeeper unavailable for {now - self.last_connected:.1f}s "
-                                    f"(longer than the session timeout, {self.limit:.1f}s)")
-
+    def recovered(self, now: float) -> float | None:
+        """Seconds the outage lasted when this call ends one, else None."""
+        with self._lock:
+            if self.down_since is None:
+                return None
+            lasted, self.down_since = now - self.down_since, None
+            return lasted
 
 
 def with_capacity(stats: list[dict[str, Any]], previous: Mapping[ExecutorId, tuple[float, float]],

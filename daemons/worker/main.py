@@ -22,8 +22,9 @@ from squall import logs
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import read_credentials
+from squall.daemons.shutdown import flush_and_exit
+from squall.daemons.worker.daemon import EXIT_FAILURE, Worker
 from squall.rotating_log import RotatingLogFile
-from squall.daemons.worker.daemon import EXIT_FAILURE, Worker, _flush_and_exit
 
 
 def worker_base_conf(overrides: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -94,14 +95,14 @@ def start(topology_id: str, supervisor_id: str, port: int, worker_id: str,
         except (OSError, ValueError) as exc:
             structlog.get_logger("squall.worker").error("cannot read the worker's credentials",
                                                         path=creds_path, error=str(exc))
-            _flush_and_exit(EXIT_FAILURE)
+            flush_and_exit(EXIT_FAILURE)
     worker = Worker(conf, topology_id, supervisor_id, port, worker_id, extra, credentials=credentials)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: worker.stop(
             0, f"received {signal.Signals(signum).name}"))
     code = worker.run()
     # os._exit: the exit code must not depend on library threads winding down.
-    _flush_and_exit(code)
+    flush_and_exit(code)
 
 
 if __name__ == "__main__":

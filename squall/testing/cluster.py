@@ -149,7 +149,7 @@ class ProcessCluster:
             proc.kill()
             proc.wait(10)
         for pid in pids:
-            _signal(pid, signal.SIGKILL)
+            signal_pid(pid, signal.SIGKILL)
 
     def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> Any:
         """Wait until ``condition()`` is truthy; that value."""
@@ -178,12 +178,12 @@ class ProcessCluster:
                     proc.kill()
                     proc.wait(5)
         for pid in workers:
-            _signal(pid, signal.SIGTERM)
+            signal_pid(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
         while any(_alive(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in workers:
-            _signal(pid, signal.SIGKILL)
+            signal_pid(pid, signal.SIGKILL)
 
     def __enter__(self) -> "ProcessCluster":
         return self.start()
@@ -204,7 +204,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _signal(pid: int, sig: int) -> None:
+def signal_pid(pid: int, sig: int) -> None:
+    """Send ``sig`` to ``pid``; a process already gone is fine."""
     try:
         os.kill(pid, sig)
     except OSError:

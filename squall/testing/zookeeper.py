@@ -2,7 +2,8 @@
 
 ``ZooKeeperServer`` runs Apache ZooKeeper (``QuorumPeerMain``) as a child JVM on a free
 127.0.0.1 port with its own data directory; ``expire_session`` and ``drop_connection`` break a
-kazoo client's session or TCP connection for real, through the server, in the kazoo style.
+kazoo client's session or TCP connection for real, through the server, in the kazoo style;
+``TcpRelay`` makes the server unreachable for chosen processes (cut, then restore).
 
 The jars come from Debian's ``zookeeper`` package (``/usr/share/java``); set
 ``SQUALL_ZOOKEEPER_CLASSPATH`` to use another installation.
@@ -438,3 +439,74 @@ def drop_connection(client: KazooClient, timeout: float = 10.0) -> None:
     _wait_for_states(client, KazooState.SUSPENDED, True, timeout, hijack)
     if client.client_id is None or client.client_id[0] != session_id:
         raise RuntimeError("drop_connection lost the session instead of the connection")
+
+
+class TcpRelay:
+    """A TCP relay to ZooKeeper (or any server) that a test can cut and restore, making it
+    unreachable for the processes that connect through it, and only for them."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._cut = threading.Event()
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, name="relay-accept", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self._cut.is_set():
+                client.close()  # refused while cut
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._conns += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        """Drop every relayed connection and refuse new ones until ``restore``."""
+        self._cut.set()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def restore(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.cut()
+        self.listener.close()
