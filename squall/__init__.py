@@ -2,14 +2,18 @@
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
+from squall.state import KeyValueState, StatefulBolt, StatefulSpout
 from squall.topology import Topology, TopologyBuilder, TopologyError
 from squall.tuple import Fields, Tuple
+from squall.windowing import Count, Duration, StatefulWindowedBolt, Window, WindowedBolt
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BasicBolt", "Bolt", "CustomStreamGrouping", "Fields", "LocalCluster", "OutputFieldsDeclarer",
-    "Spout", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
+    "LocalCluster", "OutputFieldsDeclarer", "Spout", "StatefulBolt", "StatefulSpout",
+    "StatefulWindowedBolt", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "Window", "WindowedBolt",
 ]
 
 

@@ -52,6 +52,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.state.dir": (_STR, True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
@@ -80,6 +81,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.error.throttle.interval.secs": (_FLOAT, False),
     "topology.errors.kept": (_INT, False),
     "topology.serializers": ("dict", False),
+    "topology.state.provider": ("enum:memory,embedded,redis", True),
+    "topology.state.checkpoint.interval.ms": (_INT, False),
+    "topology.state.checkpoint.timeout.secs": (_FLOAT, True),
+    "topology.state.redis.url": (_STR, False),
+    "topology.state.redis.timeout.secs": (_FLOAT, False),
+    "topology.state.snapshot": (_STR, True),
+    "topology.window.max.tuples": (_INT, False),
 }
 
 # Keys that must be at least 1 / at least 0 when set.
@@ -87,6 +95,8 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "topology.state.checkpoint.interval.ms", "topology.state.checkpoint.timeout.secs",
+    "topology.state.redis.timeout.secs", "topology.window.max.tuples",
 }
 _NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
 
