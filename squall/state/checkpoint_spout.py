@@ -9,13 +9,12 @@ before each barrier that depends on it is sent.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import structlog
 
 from squall.components import Spout
 from squall.state.kv import decode, encode
-from squall.state.protocol import CHECKPOINT, CHECKPOINT_STREAM, PREPARE, COMMIT, Coordinator, TxRecord
+from squall.state.protocol import CHECKPOINT, CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
 from squall.state.stores import Store, StoreError, namespace, open_store
 
 RECORD_KEY = encode("record")
@@ -27,18 +26,6 @@ def load_record(store: Store) -> tuple[TxRecord, int]:
     held, entries = store.load(-1)
     raw = entries.get(RECORD_KEY)
     return (TxRecord() if raw is None else TxRecord.from_dict(decode(raw))), held or 0
-
-
-def read_record(conf: dict[str, Any], topology: str) -> TxRecord | None:
-    """The checkpoint record of ``topology`` in the configured store (None: none yet);
-    for tools and tests, read without writing."""
-    store = open_store(conf, namespace(topology, CHECKPOINT, 0), create=False)
-    try:
-        _, entries = store.read(-1)
-    finally:
-        store.close()
-    raw = entries.get(RECORD_KEY)
-    return None if raw is None else TxRecord.from_dict(decode(raw))
 
 
 class CheckpointSpout(Spout):

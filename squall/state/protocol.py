@@ -173,10 +173,10 @@ class Alignment:
     def feed(self, tuples: list) -> None:
         run: list = []
         drop: list = []
-        arrived = self.arrived
         for t in tuples:
             src = t.source
             c = src.task
+            arrived = self.arrived  # (a barrier below may replace it)
             if src.stream == CHECKPOINT_STREAM:
                 if c in arrived and not self._preempts(t):
                     self._hold(c, t)
@@ -211,8 +211,11 @@ class Alignment:
 
     def _preempts(self, t: Any) -> bool:
         """A newer epoch's recovery barrier overtakes whatever is being aligned."""
-        _, action, epoch = t.values
-        return action in RECOVERY and epoch > self.epoch
+        try:
+            _, action, epoch = t.values
+        except (TypeError, ValueError):
+            return False
+        return action in RECOVERY and isinstance(epoch, int) and epoch > self.epoch
 
     def _barrier(self, c: int, t: Any) -> None:
         values = t.values
