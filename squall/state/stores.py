@@ -220,6 +220,10 @@ class EmbeddedStore:
         def run() -> tuple[int | None, dict[bytes, bytes]]:
             db = self._db
             db.execute("BEGIN")
+            if db.execute("SELECT count(*) FROM sqlite_master WHERE name IN ('kv', 'pending', 'meta')"
+                          ).fetchone()[0] < 3:
+                db.execute("COMMIT")
+                return None, {}  # a file still being created
             committed, prepared = self._meta()
             entries = dict(db.execute("SELECT k, v FROM kv").fetchall())
             if settle(committed, prepared, txid) == "commit":
