@@ -15,8 +15,11 @@ committed and replay as usual (at least once).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from squall.components import Spout
+from squall.acker import PendingTuples
 from squall.model import ACK_ACK, ACK_FAIL, ACKER
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import BoltExecutor, Executor, SpoutExecutor
@@ -154,18 +157,44 @@ class CheckpointedBoltExecutor(BoltExecutor):
             ck.close()
 
 
+class HeldPending(PendingTuples):
+    """A spout task's pending tuples: those in flight (``entries``, which the collector
+    and timeouts use) plus those complete but not yet committed (``held``). Both count
+    toward ``topology.max.spout.pending``; keeping the held ones out of ``entries``
+    keeps that dict as small, and as fast, as without checkpoints."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, entries: dict) -> None:
+        self.entries = entries
+        self.held = 0
+
+    def __len__(self) -> int:
+        return len(self.entries) + self.held
+
+
 class SpoutCheckpoint(TaskCheckpoint):
     """A spout task's actions, and its acks deferred until a commit covers them."""
 
-    def __init__(self, executor: "CheckpointedSpoutExecutor", task: int, spout: Any, pending: Any) -> None:
+    def __init__(self, executor: "CheckpointedSpoutExecutor", task: int, spout: Any, pending: HeldPending) -> None:
         super().__init__(executor, task, spout)
-        self.pending = pending.entries
-        self.done: list[int] = []                      # trees completed since the last PREPARE
-        self.closed: list[tuple[int, list[int]]] = []  # (txid, trees its PREPARE covered)
+        self.pending = pending
+        self.done: list[tuple[Any, float]] = []                      # completed since the last PREPARE
+        self.closed: list[tuple[int, list[tuple[Any, float]]]] = []  # (txid, what its PREPARE covered)
         self.rollback_wanted = False
 
     def execute(self, tuples: list) -> None:  # a spout's only input is barriers
         raise AssertionError("spout tasks receive no data")
+
+    def completed(self, roots: list[int]) -> None:
+        """Trees complete: their tuples wait for a commit to be acked."""
+        pop, done = self.pending.entries.pop, self.done
+        n = len(done)
+        for root in roots:
+            entry = pop(root, None)
+            if entry is not None:  # None: timed out already, or from before a restore
+                done.append(entry)
+        self.pending.held += len(done) - n
 
     def prepare(self, txid: int) -> bool:
         if self.rollback_wanted:
@@ -177,25 +206,31 @@ class SpoutCheckpoint(TaskCheckpoint):
 
     def commit(self, txid: int) -> bool:
         super().commit(txid)
-        ex, pop = self.ex, self.pending.pop
+        ex = self.ex
+        # Most spouts leave ack alone: then only the bookkeeping runs.
+        ack = None if type(self.obj).ack is Spout.ack else self.obj.ack
+        now, lat = time.monotonic(), ex.latencies.append
         keep = []
-        for t, roots in self.closed:
+        for t, entries in self.closed:
             if t > txid:
-                keep.append((t, roots))
+                keep.append((t, entries))
                 continue
-            for root in roots:
-                entry = pop(root, None)
-                if entry is not None:  # None: timed out, and failed, already
-                    ex.acked += 1
-                    ex._call(self.task, self.obj.ack, entry[0])
+            for entry in entries[15::16]:
+                lat(now - entry[1])  # a sample: the latency from emit to commit
+            if ack is not None:
+                for msg_id, _ in entries:
+                    ex._call(self.task, ack, msg_id)
+            ex.acked += len(entries)
+            self.pending.held -= len(entries)
         self.closed = keep
         return True
 
     def restore(self, txid: int) -> bool:
         # Everything not committed is replayed: a stateful spout rewinds with its state, a
         # plain one hears fail for each such tuple.
-        stale = list(self.pending.values())
-        self.pending.clear()
+        stale = [*self.pending.entries.values(), *self.done, *(e for _, es in self.closed for e in es)]
+        self.pending.entries.clear()
+        self.pending.held = 0
         self.done, self.closed, self.rollback_wanted = [], [], False
         if self.state is None:
             for msg_id, _ in stale:
@@ -215,8 +250,10 @@ class CheckpointedSpoutExecutor(SpoutExecutor):
         chans = channels(rt.system, self.component, rt.component_to_tasks)
         self.ckpt: dict[int, SpoutCheckpoint] = {}
         self.aligners: dict[int, Alignment] = {}
-        for task, (spout, coll, pending) in self.tasks.items():
-            ck = self.ckpt[task] = SpoutCheckpoint(self, task, spout, pending)
+        for task, (spout, coll, pending) in list(self.tasks.items()):
+            held = HeldPending(pending.entries)  # the collector keeps using the same entries
+            self.tasks[task] = (spout, coll, held)
+            ck = self.ckpt[task] = SpoutCheckpoint(self, task, spout, held)
             self.aligners[task] = Alignment(chans, ck, 16)
 
     def _emitting(self):
@@ -225,17 +262,11 @@ class CheckpointedSpoutExecutor(SpoutExecutor):
 
     def _acks(self, task: int, tuples: list, now: float) -> None:
         ck = self.ckpt[task]
-        pending = ck.pending
-        lat = self.latencies.append
+        pending = ck.pending.entries
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                done = ck.done.append
-                for root in tup.values[0]:
-                    entry = pending.get(root)
-                    if entry is not None:
-                        done(root)
-                        lat(now - entry[1])
+                ck.completed(tup.values[0])
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
                     if root in pending:

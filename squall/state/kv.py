@@ -42,9 +42,13 @@ class KeyValueState:
     def __init__(self, store: Store, name: str = "") -> None:
         self._store = store
         self.name = name
-        self._data: dict[Any, Any] = {}
         self._dirty: dict[Any, Any] = {}
+        self._set_data({})
         self.txid = 0   # the committed txid the state was last restored to or committed
+
+    def _set_data(self, data: dict[Any, Any]) -> None:
+        self._data = data
+        self.get = data.get  # the dict's own method: no Python frame on the hot path
 
     # -- the user's side -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
@@ -101,6 +105,7 @@ class KeyValueState:
                 data[decode_key(k)] = decode(v)
             except Exception as exc:  # a store another process wrote: check it
                 raise StateError(f"state {self.name}: undecodable entry in the store: {exc}") from None
-        self._data, self._dirty = data, {}
+        self._set_data(data)
+        self._dirty = {}
         self.txid = txid
         return held
