@@ -61,8 +61,10 @@ class WindowManager:
         return len(self.buf) - self.head + len(self.pending)
 
     # -- input ----------------------------------------------------------------------------
-    def add(self, tup: Any, ts: float, stream: Any = None) -> tuple[bool, list[Fired]]:
-        """Add a tuple; (late, windows fired). A late tuple is not kept."""
+    def add(self, tup: Any, ts: float, stream: Any = None, advance: bool = True) -> tuple[bool, list[Fired]]:
+        """Add a tuple; (late, windows fired). A late tuple is not kept. ``advance=False``
+        (event time) holds the watermark where it is: a batch run adds all its input, in
+        whatever order it comes, then ``flush``es."""
         self.seq += 1
         if not self.spec.event_time:
             if self.buf and ts < self.buf[-1].ts:
@@ -77,6 +79,8 @@ class WindowManager:
         heapq.heappush(self.pending, Entry(self.seq, ts, tup))
         if ts > self.max_ts.get(stream, -math.inf):
             self.max_ts[stream] = ts
+        if not advance:
+            return False, []
         return False, self._advance_to(min(self.max_ts.values()) - self.spec.lateness)
 
     def advance(self, now: float) -> list[Fired]:
