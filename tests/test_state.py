@@ -154,3 +154,19 @@ def test_stateful_topologies_that_cannot_work_are_refused():
     b.set_bolt("lonely", CountOnce())
     with pytest.raises(TopologyError, match="subscribes to nothing"):
         b.build()
+
+
+def test_the_examples_run():
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(repo / "examples" / "stateful_counter.py"), "--events", "3000",
+                          "--fail-every", "1000"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "counted 3,000 of 3,000 events" in out.stdout and "keys counted wrong: 0" in out.stdout
+    from squall.checks import check_runnable
+    from squall.config import build_config
+
+    words = load_module(repo / "examples" / "rolling_top_words.py")
+    check_runnable(words.topology(), build_config(words.CONFIG, user_file=False))
