@@ -115,9 +115,14 @@ def test_stateful_windows_keep_their_contents_through_rollbacks():
     assert record.recoveries >= 2
 
 
-def test_state_survives_killing_and_resubmitting_the_topology(tmp_path):
+@pytest.mark.parametrize("provider", ["embedded", "redis"])
+def test_state_survives_killing_and_resubmitting_the_topology(provider, tmp_path, request):
     name = unique("again")
-    store = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}
+    if provider == "redis":
+        store = {"topology.state.provider": "redis",
+                 "topology.state.redis.url": request.getfixturevalue("redis_server").url}
+    else:
+        store = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}
     conf = {**KC.CONFIG, **store, "keyed.events": 600, "keyed.keys": 7}
     before = 0
     for run in (1, 2):
@@ -133,9 +138,10 @@ def test_state_survives_killing_and_resubmitting_the_topology(tmp_path):
         for part in committed_component(store, name, "count", 3, read_record(store, name).restore_point()):
             counts.update(part)
         assert dict(counts) == KC.reference(600, 7)
-    assert sorted(p.name for p in (tmp_path / name).iterdir() if p.suffix == ".sqlite") == [
-        "__checkpoint.0.sqlite", "count.0.sqlite", "count.1.sqlite", "count.2.sqlite",
-        "events.0.sqlite", "events.1.sqlite"]
+    if provider == "embedded":
+            assert sorted(p.name for p in (tmp_path / name).iterdir() if p.suffix == ".sqlite") == [
+            "__checkpoint.0.sqlite", "count.0.sqlite", "count.1.sqlite", "count.2.sqlite",
+            "events.0.sqlite", "events.1.sqlite"]
 
 
 def test_stateful_topologies_that_cannot_work_are_refused():

@@ -116,6 +116,29 @@ class TaskCheckpoint:
             self.state._store.close()
 
 
+class Checkpointed:
+    """What checkpointed spout and bolt executors share: per-task checkpoint counters in
+    their stats, and their stores closed at teardown."""
+
+    ckpt: dict[int, TaskCheckpoint]
+    aligners: dict[int, Alignment]
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()  # type: ignore[misc]
+        totals: dict[str, int] = {}
+        for ck in getattr(self, "ckpt", {}).values():
+            for k, v in ck.counts.items():
+                totals[k] = totals.get(k, 0) + v
+        totals["held_over_limit"] = sum(al.over_limit for al in getattr(self, "aligners", {}).values())
+        out["checkpoint"] = totals
+        return out
+
+    def teardown(self) -> None:
+        super().teardown()  # type: ignore[misc]
+        for ck in getattr(self, "ckpt", {}).values():
+            ck.close()
+
+
 class BoltCheckpoint(TaskCheckpoint):
     def __init__(self, executor: "CheckpointedBoltExecutor", task: int, bolt: Any, coll: BoltCollector,
                  basic: bool) -> None:
@@ -126,7 +149,7 @@ class BoltCheckpoint(TaskCheckpoint):
         self.run(tuples)
 
 
-class CheckpointedBoltExecutor(BoltExecutor):
+class CheckpointedBoltExecutor(Checkpointed, BoltExecutor):
     def setup(self) -> None:
         super().setup()
         rt = self.runtime
@@ -147,14 +170,6 @@ class CheckpointedBoltExecutor(BoltExecutor):
             super().run_input(task, tuples)
         else:
             aligner.feed(tuples)
-
-    def stats(self) -> dict[str, Any]:
-        return _with_checkpoint_stats(super().stats(), self)
-
-    def teardown(self) -> None:
-        super().teardown()
-        for ck in getattr(self, "ckpt", {}).values():
-            ck.close()
 
 
 class HeldPending(PendingTuples):
@@ -243,7 +258,7 @@ class SpoutCheckpoint(TaskCheckpoint):
         return self.restored and not self.rollback_wanted
 
 
-class CheckpointedSpoutExecutor(SpoutExecutor):
+class CheckpointedSpoutExecutor(Checkpointed, SpoutExecutor):
     def setup(self) -> None:
         super().setup()
         rt = self.runtime
@@ -287,14 +302,6 @@ class CheckpointedSpoutExecutor(SpoutExecutor):
                 for msg_id in expired:
                     self._call(task, spout.fail, msg_id)
 
-    def stats(self) -> dict[str, Any]:
-        return _with_checkpoint_stats(super().stats(), self)
-
-    def teardown(self) -> None:
-        super().teardown()
-        for ck in getattr(self, "ckpt", {}).values():
-            ck.close()
-
 
 class CheckpointSpoutExecutor(SpoutExecutor):
     """Runs the checkpoint spout: one ``next_tuple`` call per turn (it sends at most one
@@ -324,17 +331,6 @@ class CheckpointSpoutExecutor(SpoutExecutor):
             rec = spout.coordinator.record
             out["checkpoint"] = {"txid": rec.txid, "phase": rec.phase, "recoveries": rec.recoveries}
         return out
-
-
-def _with_checkpoint_stats(out: dict[str, Any], ex: Any) -> dict[str, Any]:
-    totals: dict[str, int] = {}
-    for ck in getattr(ex, "ckpt", {}).values():
-        for k, v in ck.counts.items():
-            totals[k] = totals.get(k, 0) + v
-    for al in getattr(ex, "aligners", {}).values():
-        totals["held_over_limit"] = totals.get("held_over_limit", 0) + al.over_limit
-    out["checkpoint"] = totals
-    return out
 
 
 def executor_class(system: Topology, component: str) -> type[Executor] | None:
