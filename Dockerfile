@@ -1,5 +1,5 @@
 # One image for every squall daemon: `squall nimbus`, `squall supervisor`, and the workers
-# that supervisors start (they run `python -m squall.daemons.worker_main` in this image).
+# that supervisors start (they run `python -m squall.daemons.worker.main` in this image).
 FROM python:3.11-slim
 
 RUN useradd --create-home --uid 1000 squall

@@ -15,7 +15,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _with_cluster(supervisors: int, slots: int, fn):
+def _with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None = None):
     from squall.testing.cluster import ProcessCluster
     from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 
@@ -23,7 +23,7 @@ def _with_cluster(supervisors: int, slots: int, fn):
     with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
         with ZooKeeperServer(tick_time=500, min_session_timeout=1000) as zk:
             cluster = ProcessCluster(zk.port, "/bench", Path(tmp) / "cluster", supervisors=supervisors, slots=slots,
-                                     conf={"squall.log.level": "WARNING"})
+                                     conf={"squall.log.level": "WARNING", **(conf or {})})
             try:
                 cluster.start()
                 return fn(cluster, Path(tmp))
@@ -36,7 +36,7 @@ def _executed(cluster, name: str, component: str) -> int:
     return sum(c["executed"] for c in st["components"] if c["id"] == component)
 
 
-def _throughput(file: str, duration: float, warmup: float) -> dict[str, Any]:
+def _throughput(file: str, duration: float, warmup: float, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     def run(cluster, tmp: Path) -> dict[str, Any]:
         res = cluster.cli("submit", str(HERE / "topologies" / file), "--name", "perf", "-c", "topology.workers=2")
         if res.returncode != 0:
@@ -51,7 +51,7 @@ def _throughput(file: str, duration: float, warmup: float) -> dict[str, Any]:
         return {"tuples_per_sec": (n1 - n0) / (t1 - t0), "tuples": n1 - n0, "seconds": t1 - t0,
                 "workers": len(st["workers"]), "acked": spout.get("acked"), "failed": spout.get("failed")}
 
-    return _with_cluster(1, 2, run)
+    return _with_cluster(1, 2, run, conf)
 
 
 def cluster_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
@@ -60,6 +60,24 @@ def cluster_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
 
 def cluster_const_id_null_acked(duration: float, warmup: float) -> dict[str, Any]:
     return _throughput("const_id_null_acked.py", duration, warmup)
+
+
+def cluster_curve_cost(duration: float, warmup: float) -> dict[str, Any]:
+    """cluster-const-id-null with CurveZMQ off and on, alternating (off, on, ... three rounds)
+    so both see the same machine; tuples/s is the mean with curve on, the cost is relative."""
+    runs: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(3):
+        for mode in ("off", "on"):
+            result = _throughput("const_id_null.py", duration, warmup, {"zmq.curve": mode == "on"})
+            runs[mode].append(result["tuples_per_sec"])
+    return curve_cost(runs)
+
+
+def curve_cost(runs: dict[str, list[float]]) -> dict[str, Any]:
+    """tuples/s of the runs with CURVE "off" and "on"; the cost compares their means."""
+    mean = {mode: sum(v) / len(v) for mode, v in runs.items()}
+    return {"tuples_per_sec": mean["on"], "curve_off_tuples_per_sec": runs["off"],
+            "curve_on_tuples_per_sec": runs["on"], "curve_cost_pct": 100.0 * (1 - mean["on"] / mean["off"])}
 
 
 def cluster_submit_latency(duration: float, warmup: float) -> dict[str, Any]:
@@ -87,6 +105,8 @@ SCENARIOS = {
                               cluster_const_id_null),
     "cluster-const-id-null-acked": ("the same with message ids and acking (max.spout.pending 1000)",
                                     cluster_const_id_null_acked),
+    "cluster-curve-cost": ("cluster-const-id-null with CurveZMQ off and on, alternating, in one run",
+                           cluster_curve_cost),
     "cluster-submit-latency": ("submit to first processed tuple across 3 workers on 2 supervisors",
                                cluster_submit_latency),
 }

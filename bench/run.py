@@ -124,6 +124,19 @@ def _register_optional() -> None:
     def _zmq(duration: float, warmup: float) -> dict[str, Any]:
         return zmq_ceiling.run(duration)
 
+    @scenario("zmq-curve-cost", "zmq-ceiling with CurveZMQ off and on, alternating, three rounds each")
+    def _zmq_curve(duration: float, warmup: float) -> dict[str, Any]:
+        runs: dict[str, list[float]] = {"off": [], "on": []}
+        cpu: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(3):
+            for mode in ("off", "on"):
+                result = zmq_ceiling.run(duration, curve=mode == "on")
+                runs[mode].append(result["tuples_per_sec"])
+                cpu[mode].append(result["cpu_ns_per_tuple"])
+        from cluster_bench import curve_cost
+
+        return {**curve_cost(runs), "cpu_ns_per_tuple": cpu}
+
     try:
         import cluster_bench
     except ImportError:
@@ -164,6 +177,14 @@ def main() -> int:
         if "first_tuple_secs" in result:
             line = (f"{args.scenario}: first tuple {result['first_tuple_secs']:.2f} s after submit, "
                     f"every task {result['all_tasks_secs']:.2f} s ({result['workers']} workers)")
+        elif "curve_cost_pct" in result:
+            off = ", ".join(f"{v:,.0f}" for v in result["curve_off_tuples_per_sec"])
+            on = ", ".join(f"{v:,.0f}" for v in result["curve_on_tuples_per_sec"])
+            line = (f"{args.scenario}: curve off {off} tuples/s; curve on {on} tuples/s; "
+                    f"cost {result['curve_cost_pct']:.1f}%")
+            if "cpu_ns_per_tuple" in result:
+                cpu = {k: ", ".join(f"{v:.0f}" for v in vs) for k, vs in result["cpu_ns_per_tuple"].items()}
+                line += f"; CPU ns/tuple (both processes) off {cpu['off']}, on {cpu['on']}"
         else:
             line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
         if "baseline_tuples_per_sec" in result:

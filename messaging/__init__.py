@@ -10,10 +10,12 @@ from typing import Any, Mapping
 
 from squall.messaging.base import Connection, Context, TaskMessage
 from squall.messaging.codec import FrameError
+from squall.messaging.curve import CurveKeys
 
 
-def make_context(conf: Mapping[str, Any]) -> Context:
-    """Build and prepare the transport named by ``squall.messaging.transport``."""
+def make_context(conf: Mapping[str, Any], curve: CurveKeys | None = None) -> Context:
+    """Build and prepare the transport named by ``squall.messaging.transport``; ``curve``
+    (zmq only) encrypts every connection and accepts only peers with the same keys."""
     kind = conf.get("squall.messaging.transport", "zmq")
     if kind == "local":
         from squall.messaging.local import LocalContext
@@ -22,11 +24,11 @@ def make_context(conf: Mapping[str, Any]) -> Context:
     elif kind == "zmq":
         from squall.messaging.zmq import ZmqContext
 
-        ctx = ZmqContext()
+        ctx = ZmqContext(curve)
     else:
         raise ValueError(f"unknown transport {kind!r} in squall.messaging.transport")
     ctx.prepare(conf)
     return ctx
 
 
-__all__ = ["Connection", "Context", "FrameError", "TaskMessage", "make_context"]
+__all__ = ["Connection", "Context", "CurveKeys", "FrameError", "TaskMessage", "make_context"]

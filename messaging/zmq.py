@@ -10,6 +10,11 @@ Threading (ZeroMQ sockets are not thread-safe):
   thread: it wakes the receive thread through an inproc socket of its own.
 
 One frame per ``send`` call: the codec's task frame holding the whole batch for this peer.
+
+With CURVE keys (``ZmqContext(curve=...)``) every socket is encrypted and authenticated:
+servers accept only peers holding the same key pair (``messaging.curve``); a refused
+handshake delivers nothing and is counted in ``ZmqServer.refused_connections`` (and, for a
+foreign key, in the context's ``refused_keys``).
 """
 from __future__ import annotations
 
@@ -21,8 +26,10 @@ from typing import Any
 
 import structlog
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
+from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.zmq")
@@ -36,12 +43,16 @@ _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
 _wake_ids = itertools.count()
+# Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
+_REFUSED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                   | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
-    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int) -> None:
+    def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
+                 curve: CurveKeys | None = None) -> None:
         self._topology_id = topology_id
         self._callback: RecvCallback | None = None
         self._control_cb = None
@@ -51,8 +62,11 @@ class ZmqServer(ServerConnection):
         self._close_lock = threading.Lock()
         self.bad_frames = 0
         self.callback_errors = 0
+        self.refused_connections = 0  # handshakes that failed: no CURVE, a foreign key, garbage
         self._zctx = zctx
         pull = zctx.socket(zmq.PULL)
+        if curve is not None:
+            apply_curve(pull, curve, server=True)
         # RCVHWM bounds what ZeroMQ buffers for us per sender (in batches); beyond it the
         # senders' PUSH sockets block, which is the flow control we want, not loss.
         pull.setsockopt(zmq.RCVHWM, hwm)
@@ -69,12 +83,14 @@ class ZmqServer(ServerConnection):
         wake = zctx.socket(zmq.PULL)
         wake.setsockopt(zmq.LINGER, 0)
         wake.bind(self._wake_addr)
-        self._thread = threading.Thread(target=self._run, args=(pull, wake),
+        monitor = pull.get_monitor_socket(_REFUSED_EVENTS)
+        monitor.setsockopt(zmq.LINGER, 0)
+        self._thread = threading.Thread(target=self._run, args=(pull, wake, monitor),
                                         name=f"zmq-recv-{self._port}", daemon=True)
         self._thread.start()
 
     # -- receive thread ---------------------------------------------------------------
-    def _run(self, pull: zmq.Socket, wake: zmq.Socket) -> None:
+    def _run(self, pull: zmq.Socket, wake: zmq.Socket, monitor: zmq.Socket) -> None:
         try:
             # Frames that arrive before register_recv stay queued in ZeroMQ (up to the
             # HWM, then senders block): none is dropped for want of a callback.
@@ -82,9 +98,11 @@ class ZmqServer(ServerConnection):
             poller = zmq.Poller()
             poller.register(pull, zmq.POLLIN)
             poller.register(wake, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
             recv, handle = pull.recv, self._handle
             while not self._stopping:
-                poller.poll()
+                if monitor in dict(poller.poll()):
+                    self._drain_monitor(monitor)
                 for _ in range(_DRAIN):
                     if self._stopping:
                         break
@@ -97,8 +115,23 @@ class ZmqServer(ServerConnection):
             log.exception("receive thread failed", topology_id=self._topology_id, port=self._port)
             raise
         finally:
+            pull.disable_monitor()
+            monitor.close()
             pull.close()
             wake.close()
+
+    def _drain_monitor(self, monitor: zmq.Socket) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] & _REFUSED_EVENTS:
+                self.refused_connections += 1
+                if should_log(self.refused_connections):
+                    log.warning("connection refused at handshake", topology_id=self._topology_id,
+                                port=self._port, endpoint=event["endpoint"].decode(errors="replace"),
+                                refused_connections=self.refused_connections)
 
     def _handle(self, frame: bytes) -> None:
         try:
@@ -155,11 +188,13 @@ class ZmqClient(Connection):
     """The send side: a PUSH socket connected to one peer. Use from one thread only."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
-                 hwm: int, linger_ms: int) -> None:
+                 hwm: int, linger_ms: int, curve: CurveKeys | None = None) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
         self._peer_load: dict[int, float] = {}
         self.blocked_sends = 0
         sock = zctx.socket(zmq.PUSH)
+        if curve is not None:
+            apply_curve(sock, curve, server=False)
         # SNDHWM bounds the batches queued for this peer; at the mark send() blocks (flow
         # control toward the transfer thread) instead of dropping, which is what lets a
         # slow or not-yet-started peer hold memory bounded without losing tuples.
@@ -229,11 +264,15 @@ class ZmqClient(Connection):
 class ZmqContext(Context):
     """One per worker process: owns the zmq.Context and every connection made from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, curve: CurveKeys | None = None) -> None:
+        """``curve``: the key pair of every peer (None: plain TCP, unauthenticated)."""
         self._zctx = zmq.Context()
+        self._curve = curve
+        # The ZAP handler must exist before the first CURVE server socket.
+        self._zap = ZapHandler(self._zctx, curve) if curve is not None else None
         self._hwm = 1000
         self._linger_ms = 5000
-        self._bind_host = "0.0.0.0"
+        self._bind_host = "127.0.0.1"
         self._made: list[Connection] = []
         self._lock = threading.Lock()
         self._terminated = False
@@ -241,7 +280,16 @@ class ZmqContext(Context):
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
         self._linger_ms = int(conf.get("zmq.linger.millis", self._linger_ms))
-        self._bind_host = str(conf.get("zmq.bind.host", self._bind_host))
+        self._bind_host = str(conf.get("zmq.bind.host") or self._bind_host)
+
+    @property
+    def curve(self) -> bool:
+        return self._curve is not None
+
+    @property
+    def refused_keys(self) -> int:
+        """Handshakes the ZAP handler refused (a CURVE peer with another key pair)."""
+        return self._zap.refused if self._zap is not None else 0
 
     def _add(self, conn: Connection) -> None:
         with self._lock:
@@ -252,13 +300,13 @@ class ZmqContext(Context):
 
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
-        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm)
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve)
         self._add(server)
-        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port)
+        log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port, curve=self.curve)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
-        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms)
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve)
         self._add(client)
         return client
 
@@ -280,4 +328,6 @@ class ZmqContext(Context):
             # term() would block until those threads close their sockets: never hang shutdown.
             log.error("zmq context left open: receive threads still running", ports=stuck)
             return
+        if self._zap is not None:
+            self._zap.stop()
         self._zctx.term()

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages, Debian's ZooKeeper and Redis; Java is already
-# on the machine) and run the whole suite. Idempotent; fast on the second run.
+# Install everything the tests need (Python packages, Debian's ZooKeeper, Redis and Chromium;
+# Java is already on the machine) and run the whole suite. Idempotent; fast on the second run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 ensure_venv "test,spark"
-# Debian packages of the real servers tests start: ZooKeeper, and Redis for state.
-install_deb() {  # install_deb PACKAGE FILE-IT-PROVIDES
-  if [ ! -e "$2" ]; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 || {
-      $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$1" >/dev/null
-    }
-  fi
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+# apt_quietly PACKAGE: install a Debian package, updating the lists only when needed.
+apt_quietly() {
+  $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 || {
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$1" >/dev/null
+  }
 }
-install_deb zookeeper /usr/share/java/zookeeper.jar
-install_deb redis-server /usr/bin/redis-server
+[ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper
+command -v chromium >/dev/null || apt_quietly chromium  # the web UI tests
+command -v redis-server >/dev/null || apt_quietly redis-server  # state tests (squall.state)
 exec "$VENV/bin/pytest" "$@"

@@ -1,4 +1,5 @@
 """squall: a Storm-style distributed stream processor in Python."""
+from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
@@ -11,9 +12,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
-    "LocalCluster", "OutputFieldsDeclarer", "Spout", "StatefulBolt", "StatefulSpout",
-    "StatefulWindowedBolt", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
-    "Window", "WindowedBolt",
+    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector",
+    "StatefulBolt", "StatefulSpout", "StatefulWindowedBolt", "Topology", "TopologyBuilder",
+    "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt",
 ]
 
 

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from squall.tuple import Fields
 
 if TYPE_CHECKING:
+    from squall.collector import OutputCollector, SpoutOutputCollector
     from squall.context import TopologyContext
-    from squall.runtime.collectors import BoltCollector, SpoutCollector
     from squall.tuple import Tuple
 
 DEFAULT_STREAM = "default"
@@ -59,7 +59,7 @@ class Component:
 class Spout(Component):
     """A source of tuples. ``next_tuple`` is called in a loop; it should not block long."""
 
-    def open(self, conf: dict[str, Any], context: "TopologyContext", collector: "SpoutCollector") -> None:
+    def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         self.collector = collector
 
     def next_tuple(self) -> None:
@@ -84,10 +84,10 @@ class Spout(Component):
 class Bolt(Component):
     """Processes tuples. Anchor emits to inputs and ack (or fail) every input."""
 
-    def prepare(self, conf: dict[str, Any], context: "TopologyContext", collector: "BoltCollector") -> None:
+    def prepare(self, conf: dict[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
 
-    def execute(self, tuple: "Tuple") -> None:
+    def execute(self, tuple: Tuple) -> None:
         raise NotImplementedError
 
     def cleanup(self) -> None:

@@ -30,6 +30,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "zookeeper.root": (_STR, False),
     "zookeeper.session.timeout.ms": (_INT, False),
     "zookeeper.connection.timeout.ms": (_INT, False),
+    "zookeeper.auth.user": (_STR, True),
+    "zookeeper.auth.password": (_STR, True),
     "squall.local.dir": (_STR, False),
     "squall.log.dir": (_STR, True),
     "squall.log.format": ("enum:console,json", False),
@@ -52,6 +54,11 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.logviewer.port": (_INT, False),
+    "supervisor.logviewer.secret": (_STR, True),
+    "supervisor.logviewer.max.bytes": (_INT, False),
+    "worker.log.max.bytes": (_INT, False),
+    "worker.log.backups": (_INT, False),
     "supervisor.state.dir": (_STR, True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
@@ -61,7 +68,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "worker.pin.cpu": (_BOOL, False),
     "zmq.hwm": (_INT, False),
     "zmq.linger.millis": (_INT, False),
-    "zmq.bind.host": (_STR, False),
+    "zmq.bind.host": (_STR, True),
+    "zmq.curve": (_BOOL, False),
     "topology.name": (_STR, True),
     "topology.workers": (_INT, False),
     "topology.acker.executors": (_INT, True),
@@ -95,10 +103,12 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
+    "supervisor.logviewer.max.bytes", "worker.log.max.bytes",
     "topology.state.checkpoint.interval.ms", "topology.state.checkpoint.timeout.secs",
     "topology.state.redis.timeout.secs", "topology.window.max.tuples",
 }
-_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port"}
+_NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
+                 "supervisor.logviewer.port", "worker.log.backups"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -214,4 +224,7 @@ def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> d
     for layer in layers:
         if layer:
             conf.update(validate(layer))
+    if bool(conf.get("zookeeper.auth.user")) != bool(conf.get("zookeeper.auth.password")):
+        raise ConfigError("config keys 'zookeeper.auth.user' and 'zookeeper.auth.password' must be set "
+                          "together (or both left unset: no ZooKeeper authentication)")
     return conf

@@ -17,7 +17,7 @@ import structlog
 
 from squall import config as _config
 from squall.checks import check_runnable
-from squall.daemons.scheduler import schedule_even
+from squall.daemons.nimbus.scheduler import schedule_even
 from squall.messaging.local import LocalContext
 from squall.model import executors as executors_of
 from squall.model import executor_tasks, system_topology, task_ids

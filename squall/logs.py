@@ -35,11 +35,13 @@ def configure(fmt: str = "console", level: str = "INFO", stream: Any = None, **c
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level.upper(), logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        # One write per line (message and newline together): a rotating file never splits one.
+        logger_factory=structlog.WriteLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
 
 
-def configure_from(conf: Mapping[str, Any], fmt: str | None = None, **context: Any) -> None:
-    configure(fmt or conf.get("squall.log.format", "console"), conf.get("squall.log.level", "INFO"), **context)
+def configure_from(conf: Mapping[str, Any], fmt: str | None = None, stream: Any = None, **context: Any) -> None:
+    configure(fmt or conf.get("squall.log.format", "console"), conf.get("squall.log.level", "INFO"),
+              stream, **context)

@@ -34,7 +34,7 @@ def acker_count(conf: Mapping[str, Any]) -> int:
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
     """The user's topology plus ``__acker`` (unless acking is off). The acker is an
     ordinary component with tasks and executors; its subscriptions are declared only for
-    the record, since ack traffic is routed to the acker a root id picks (squall.acker) directly."""
+    the record, since ack traffic is routed to the acker a root id picks (squall.runtime.acker) directly."""
     if CHECKPOINT in topology.components:
         from squall.state.wiring import wire  # the barrier edges of a stateful topology
 

@@ -14,7 +14,7 @@ from squall.tuple import Fields
 
 FORMAT_VERSION = 1
 SPOUT, BOLT = "spout", "bolt"
-MAX_TASKS = 1_000_000  # task ids must fit the 20 bits of a root id (squall.acker), ackers included
+MAX_TASKS = 1_000_000  # task ids must fit the 20 bits of a root id (squall.runtime.acker), ackers included
 
 
 class TopologyError(ValueError):
@@ -225,7 +225,7 @@ class TopologyBuilder:
         tasks = sum(e["num_tasks"] or e["parallelism"] for e in self._entries.values())
         if tasks > MAX_TASKS:
             raise TopologyError(f"the topology has {tasks} tasks; at most {MAX_TASKS} are supported "
-                                f"(root ids name their spout task in 20 bits, see squall.acker)")
+                                f"(root ids name their spout task in 20 bits, see squall.runtime.acker)")
         streams: dict[str, dict[str, StreamDeclaration]] = {}
         for id, e in self._entries.items():
             declarer = OutputFieldsDeclarer(id)

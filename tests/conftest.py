@@ -11,13 +11,21 @@ from kazoo.exceptions import KazooException
 
 from squall.config import build_config
 from squall.testing.redis import RedisServer
-from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
+from squall.testing.cluster import ProcessCluster
+from squall.testing.zookeeper import (
+    ZooKeeperServer,
+    authenticated_client,
+    daemon_auth_conf,
+    ensure_zookeeper_installed,
+)
 
 # Short ticks so that session expiry and ephemeral cleanup happen within a test's patience.
 ZK_TICK_MS = 500
 ZK_MIN_SESSION_MS = 1000
 # Session timeout daemons use in tests: a dead process's ephemeral nodes vanish this fast.
 TEST_SESSION_TIMEOUT_MS = 6000
+# The daemons' ZooKeeper credential of this test session: tests run secured, as clusters do.
+ZK_AUTH = daemon_auth_conf()
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture
 def zk_client(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
-    """A raw kazoo client (no chroot) for poking at nodes directly."""
-    client = KazooClient(hosts=zk_server.hosts, timeout=10)
-    client.start(timeout=10)
+    """A raw kazoo client (no chroot) for poking at nodes directly, holding the daemons'
+    credential (nodes it creates itself are open)."""
+    client = authenticated_client(zk_server.hosts, ZK_AUTH)
     try:
         yield client
     finally:
@@ -64,8 +72,7 @@ def zk_root(zk_server: ZooKeeperServer) -> Iterator[str]:
     """A root path of this test's own ("/t-<hex>"), deleted afterwards."""
     root = f"/t-{uuid.uuid4().hex[:12]}"
     yield root
-    client = KazooClient(hosts=zk_server.hosts, timeout=10)
-    client.start(timeout=10)
+    client = authenticated_client(zk_server.hosts, ZK_AUTH)
     try:
         client.delete(root, recursive=True)
     except KazooException:
@@ -84,4 +91,24 @@ def cluster_conf(zk_server: ZooKeeperServer, zk_root: str) -> dict[str, Any]:
         "zookeeper.root": zk_root,
         "zookeeper.session.timeout.ms": TEST_SESSION_TIMEOUT_MS,
         "zookeeper.connection.timeout.ms": 10000,
+        **ZK_AUTH,
     }, user_file=False)
+
+
+@pytest.fixture
+def start_cluster(zk_server: ZooKeeperServer, zk_root: str, tmp_path) -> Iterator[Any]:
+    """``start_cluster(supervisors, slots)``: a started ProcessCluster (nimbus, supervisors,
+    their workers) under this test's root, stopped by PID afterwards."""
+    made: list[ProcessCluster] = []
+
+    def start(supervisors: int = 2, slots: int = 2) -> ProcessCluster:
+        cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / f"cluster-{len(made)}",
+                                 supervisors=supervisors, slots=slots)
+        made.append(cluster)
+        return cluster.start()
+
+    try:
+        yield start
+    finally:
+        for cluster in made:
+            cluster.stop()

@@ -3,7 +3,7 @@ import random
 
 from hypothesis import given, strategies as st
 
-from squall.acker import AckerLedger, PendingTuples, new_root, spout_task
+from squall.runtime.acker import AckerLedger, PendingTuples, new_root, spout_task
 
 
 def test_root_ids_name_their_spout_task_and_are_random():

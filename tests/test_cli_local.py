@@ -1,5 +1,6 @@
 """The CLI in local mode, the word-count example, and packaging."""
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -50,11 +51,19 @@ def test_wordcount_example_as_a_script():
 
 
 def test_wheel_ships_every_package_and_the_defaults(tmp_path):
+    # pip builds in the source tree (build/, *.egg-info): build from a copy, not the repo.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "squall-local", "squall-dev-cluster",
+        "spark-warehouse", "out", ".hypothesis"))
     out = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-               "-w", str(tmp_path), str(ROOT)], timeout=180)
+               "-w", str(tmp_path), str(src)], timeout=180)
     assert out.returncode == 0, out.stderr
     (wheel,) = tmp_path.glob("squall-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ["squall/conf/defaults.yaml", "squall/messaging/zmq.py", "squall/messaging/local.py",
-                   "squall/daemons/cluster_state.py", "squall/daemons/scheduler.py", "squall/cli.py"]:
+                   "squall/daemons/state/cluster_state.py", "squall/daemons/nimbus/scheduler.py", "squall/daemons/worker/main.py",
+                   "squall/daemons/supervisor/slot.py", "squall/cli/__init__.py",
+                   "squall/daemons/nimbus/webui/index.html", "squall/daemons/nimbus/webui/app.js",
+                   "squall/daemons/nimbus/webui/graph.js", "squall/daemons/nimbus/webui/style.css"]:
         assert needed in names, needed

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from squall.daemons.cluster_state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
-from squall.daemons.nimbus_process import NimbusProcess
+from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
@@ -217,6 +217,8 @@ def test_nimbus_exits_1_without_zookeeper(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, out
     assert "cannot connect to ZooKeeper" in out and "Traceback" not in out
+    # No zookeeper.auth.*: said loudly, before anything else.
+    assert "SECURITY OFF: ZooKeeper authentication is OFF" in out
 
 
 # --- `squall dev-cluster`: the whole stack on this machine --------------------------------
@@ -256,6 +258,23 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             sup_conf = yaml.safe_load((directory / f"supervisor-{i}" / "squall.yaml").read_text())
             slot_ports.update(sup_conf["supervisor.slots.ports"])
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
+        # Secure by default: ZooKeeper closed to a client without the daemons' credential,
+        # which only the daemons' (0600) configs hold, and the workers talk CURVE.
+        client_conf = yaml.safe_load(conf.read_text())
+        assert "zookeeper.auth.password" not in client_conf
+        sup_file = directory / "supervisor-1" / "squall.yaml"
+        assert yaml.safe_load(sup_file.read_text())["zookeeper.auth.password"]
+        assert sup_file.stat().st_mode & 0o077 == 0
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoAuthError
+        anon = KazooClient(hosts=f"127.0.0.1:{client_conf['zookeeper.port']}", timeout=10)
+        anon.start(timeout=10)
+        try:
+            with pytest.raises(NoAuthError):
+                anon.get_children("/squall/assignments")
+        finally:
+            anon.stop()
+            anon.close()
         everything = psutil.Process(proc.pid).children(recursive=True)  # now with the workers
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, _ = proc.communicate(timeout=60)
@@ -275,7 +294,7 @@ def test_a_missing_daemon_module_does_not_break_the_cli(monkeypatch):
     from click.testing import CliRunner
 
     from squall.cli import main
-    from squall.cluster_cli import LazyCommand
+    from squall.cli.cluster import LazyCommand
 
     monkeypatch.setitem(sys.modules, "squall.daemons.ghost", None)  # import fails: no such module
     ghost = LazyCommand("ghost", "squall.daemons.ghost:ghost_command", "A daemon not installed here.")

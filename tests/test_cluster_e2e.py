@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.daemons.cluster_state import ClusterState
-from squall.testing.cluster import ProcessCluster
+from squall.daemons.state import ClusterState
 
 pytestmark = pytest.mark.cluster
 
@@ -30,13 +29,8 @@ def load_sentences():
 
 
 @pytest.fixture
-def cluster(zk_server, zk_root, tmp_path):
-    c = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
+def cluster(start_cluster):
+    return start_cluster(supervisors=2, slots=2)
 
 
 @pytest.fixture
@@ -111,7 +105,8 @@ def test_wordcount_on_three_workers_list_status_and_kill(cluster, out, zk_server
     from squall.config import build_config
     with ClusterState(build_config(conf, user_file=False)) as state:
         cluster.wait_for(lambda: state.topology(topology_id) is None and state.assignment(topology_id) is None
-                         and state.worker_beats(topology_id) == {}, 30, "ZooKeeper state removed")
+                         and state.worker_beats(topology_id) == {}
+                         and state.topology_secrets(topology_id) is None, 30, "ZooKeeper state removed")
     assert cluster.cli("status", "wc3").returncode == 1
 
 

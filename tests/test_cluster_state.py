@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 from structlog.testing import capture_logs
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,

@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ErrorInfo,
     SupervisorInfo,
     WorkerBeat,
 )
-from squall.daemons.code_store import build_bundle
-from squall.daemons.nimbus_client import NimbusError
-from squall.daemons.nimbus_process import NimbusProcess
+from squall.daemons.nimbus.code_store import build_bundle
+from squall.daemons.nimbus.client import NimbusError
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
 
@@ -299,6 +299,9 @@ def test_submit_writes_topology_and_an_even_assignment(start_nimbus, state, tmp_
     assert sorted(slot_sizes(assignment).values()) == [2, 3, 3]
     assert sorted(node for node, _ in assignment.slots()) == ["a", "b", "c"]
     assert assignment.node_host == {"a": "host-a", "b": "host-b", "c": "host-c"}
+    # Its own generated secrets, in a node only daemons can read (tests/test_security_zk.py).
+    secrets = state.topology_secrets(reply["id"])
+    assert secrets is not None and len(secrets.zk_password) >= 32
     tasks = sorted(t for s, e in assignment.executors for t in range(s, e + 1))
     assert tasks == list(range(1, 12))  # 2 + 6 + 3 tasks
     # The code is served back byte for byte, with its digest, and kept where the contract says.

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squall.daemons.scheduler import (
+from squall.daemons.nimbus.scheduler import (
     available_slots,
     compute_assignment,
     dead_executors,

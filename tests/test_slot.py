@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squall.config import build_config
-from squall.daemons.slot import (
+from squall.daemons.supervisor.slot import (
     CleanupWorker,
     DownloadCode,
     KillWorker,

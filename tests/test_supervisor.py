@@ -29,7 +29,8 @@ import psutil
 import pytest
 import yaml
 
-from squall.daemons.cluster_state import Assignment, ClusterState
+from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -64,9 +65,11 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     from squall.config import build_config
-    from squall.daemons.cluster_state import ClusterState
-    conf = build_config()  # SQUALL_CONF: the supervisor's effective config
-    state = ClusterState(conf).start()
+    from squall.daemons.credentials import ENV_VAR, read_credentials
+    from squall.daemons.state import ClusterState
+    conf = build_config()  # SQUALL_CONF: the supervisor's config without its secrets
+    creds = read_credentials(os.environ[ENV_VAR], topology_id)  # the topology's own
+    state = ClusterState(conf, auth=creds.zk_auth()).start()
     try:
         assignment = state.assignment(topology_id)
     finally:
@@ -189,7 +192,7 @@ class Node:
         env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
         with open(self.log_path, "ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "squall.daemons.supervisor", "--log-format", "json",
+                [sys.executable, "-m", "squall.daemons.supervisor.main", "--log-format", "json",
                  "-c", f"supervisor.worker.shutdown.sleep.secs={SHUTDOWN_SLEEP}", *args],
                 cwd=self.tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
         self.procs.append(proc)
@@ -314,6 +317,8 @@ def node(tmp_path: Path, cluster_conf: dict[str, Any], server: BundleServer) -> 
 def assign(zk: ClusterState, node_id: str, topology_id: str, digest: str, port: int,
            executors: tuple[tuple[int, int], ...] = ((1, 1), (2, 2))) -> None:
     now = time.time()
+    if zk.topology_secrets(topology_id) is None:  # nimbus makes them at submit
+        zk.set_topology_secrets(topology_id, new_topology_secrets())
     zk.set_assignment(Assignment(topology_id, {ex: (node_id, port) for ex in executors},
                                  {node_id: "127.0.0.1"}, {ex: now for ex in executors}, digest, 1))
 
@@ -367,8 +372,13 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
-    states = [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
-    assert states[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
+
+    def states() -> list[str]:
+        return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
+
+    # The slot logs RUNNING on the tick after it sees the heartbeat: wait for that line.
+    wait_for(lambda: len(states()) >= 3, what="the slot's RUNNING state logged")
+    assert states()[:3] == ["WAITING_FOR_BLOB", "WAITING_FOR_WORKER_START", "RUNNING"]
     assert server.requests["topo-1-100"] == 1
     launched = node.events("worker launched")
     assert launched[0]["supervisor"] == sid and launched[0]["worker"] == rec["worker_id"]
@@ -406,8 +416,10 @@ def test_killed_worker_is_relaunched(node: Node, zk: ClusterState, server: Bundl
     assert second["pid"] != first["pid"]
     assert first["worker_id"] not in node.worker_dirs()  # the dead worker's dir is cleaned
     assert server.requests["topo-3-100"] == 1  # code already there: no new download
-    archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}.log"))
-    assert len(archived) == 1  # its log is kept
+    # Its output is kept: this test's worker prints before (and instead of) opening a
+    # worker.log, so what the supervisor captured is archived as the early output.
+    archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}-early.log"))
+    assert len(archived) == 1 and archived[0].stat().st_size > 0
 
 
 def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, server: BundleServer) -> None:
@@ -498,7 +510,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
         closed_port = s.getsockname()[1]
     (tmp_path / "empty.yaml").write_text("")
     result = subprocess.run(
-        [sys.executable, "-m", "squall.daemons.supervisor", "-c", f"zookeeper.port={closed_port}",
+        [sys.executable, "-m", "squall.daemons.supervisor.main", "-c", f"zookeeper.port={closed_port}",
          "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}"],
         cwd=tmp_path, env={**os.environ, "SQUALL_CONF": str(tmp_path / "empty.yaml")},
         capture_output=True, text=True, timeout=60)
@@ -508,7 +520,7 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("override", ["supervisor.bogus=1", "supervisor.slots.ports=oops", "novalue"])
 def test_usage_errors_exit_2(tmp_path: Path, override: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor", "-c", override],
+    result = subprocess.run([sys.executable, "-m", "squall.daemons.supervisor.main", "-c", override],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "-c" in result.stderr

@@ -19,28 +19,27 @@ import pytest
 import yaml
 
 from squall.config import build_config
-from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, TopologyInfo
-from squall.daemons.worker import (
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, TopologyInfo
+from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
+from squall.daemons.worker.decisions import (
     CHANGED,
     GONE,
     KEEP,
     UNREADABLE,
     ConnectionGuard,
-    HaltingTimer,
-    WorkerError,
-    ZkWriter,
     assignment_verdict,
     check_executors,
-    heartbeat_record,
     is_active,
-    load_bundle_topology,
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
-    read_topology_conf,
     remote_backpressure,
     task_endpoints,
 )
+from squall.daemons.worker.zk_writer import ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
@@ -123,12 +122,6 @@ class TestDecisions:
         assert conf["my.key"] == 1
         assert ignored == ["squall.local.dir", "zookeeper.root"]
 
-    def test_heartbeat_record(self):
-        rec = heartbeat_record(12.5, "t1", 6700, "w1", 42, [(3, 4), (1, 1)])
-        assert rec == {"time": 12.5, "topology_id": "t1", "port": 6700, "worker_id": "w1", "pid": 42,
-                       "executors": [[1, 1], [3, 4]]}
-        assert json.loads(json.dumps(rec)) == rec
-
 
 class TestConnectionGuard:
     def test_raises_only_after_being_down_longer_than_the_limit(self):
@@ -166,55 +159,6 @@ class TestBundleFiles:
         (tmp_path / "conf.json").write_text(json.dumps({"topology.workers": "two"}))
         with pytest.raises(WorkerError, match="topology.workers"):
             read_topology_conf(tmp_path)
-
-
-class TestHaltingTimer:
-    def test_runs_periodically_and_on_trigger(self):
-        calls: list[float] = []
-        timer = HaltingTimer("t", 0.05, lambda: calls.append(time.monotonic()), lambda *_: None).start()
-        try:
-            wait_for(lambda: len(calls) >= 3, 5, "three periodic runs")
-            slow = HaltingTimer("slow", 60, lambda: calls.append(-1.0), lambda *_: None).start()
-            slow.trigger()
-            wait_for(lambda: -1.0 in calls, 5, "a triggered run")
-            slow.cancel()
-        finally:
-            timer.cancel()
-        assert not timer.alive
-
-    def test_a_raising_callback_halts(self):
-        halted: list[tuple[str, BaseException]] = []
-        done = threading.Event()
-
-        def boom() -> None:
-            raise ValueError("bad state")
-
-        def on_halt(name: str, exc: BaseException) -> None:
-            halted.append((name, exc))
-            done.set()
-
-        timer = HaltingTimer("refresh", 0.01, boom, on_halt).start()
-        assert done.wait(5)
-        wait_for(lambda: not timer.alive, 5, "the timer thread to end")
-        assert len(halted) == 1 and halted[0][0] == "refresh" and isinstance(halted[0][1], ValueError)
-
-    def test_a_cancelled_timer_does_not_halt(self):
-        halted: list[str] = []
-        started, release = threading.Event(), threading.Event()
-
-        def slow_then_boom() -> None:
-            started.set()
-            release.wait(5)
-            raise ValueError("after cancel")
-
-        timer = HaltingTimer("t", 0.01, slow_then_boom, lambda name, _e: halted.append(name)).start()
-        assert started.wait(5)
-        canceller = threading.Thread(target=timer.cancel)
-        canceller.start()
-        wait_for(lambda: timer._cancelled.is_set(), 5, "cancel to be requested")
-        release.set()
-        canceller.join(5)
-        assert not timer.alive and halted == []
 
 
 # --- against a real ZooKeeper -------------------------------------------------------------
@@ -257,6 +201,8 @@ class WorkerHarness:
         self.topology_id = f"numbers-1-{int(time.time())}"
         self.cluster_conf = cluster_conf
         self.state = ClusterState(cluster_conf).start()
+        self.secrets = new_topology_secrets()
+        self.state.set_topology_secrets(self.topology_id, self.secrets)
         self.procs: list[subprocess.Popen] = []
         self.conf_path = self.local / "supervisor-conf.yaml"
         self.topology_conf: dict[str, Any] = {}
@@ -265,8 +211,8 @@ class WorkerHarness:
     # -- set-up -------------------------------------------------------------------------
     def write_supervisor_conf(self, **extra: Any) -> None:
         self.local.mkdir(parents=True, exist_ok=True)
-        conf = {**self.cluster_conf, "squall.local.dir": str(self.local),
-                "zmq.bind.host": "127.0.0.1", "supervisor.host": "127.0.0.1",
+        conf = {**without_daemon_secrets(self.cluster_conf), "squall.local.dir": str(self.local),
+                "supervisor.host": "127.0.0.1",
                 "worker.heartbeat.frequency.secs": 0.2, "task.heartbeat.frequency.secs": 0.5,
                 "task.refresh.poll.secs": 0.5, "zmq.linger.millis": 1000, **extra}
         self.conf_path.write_text(yaml.safe_dump(conf), encoding="utf-8")
@@ -307,10 +253,12 @@ class WorkerHarness:
         worker_id = worker_id or uuid.uuid4().hex
         wdir = self.local / "workers" / worker_id
         wdir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        creds = WorkerCredentials(self.topology_id, self.secrets, self.state.auth.daemon_id)
+        env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
+               CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
         with open(wdir / "worker.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "squall.daemons.worker_main", "start", self.topology_id,
+                [sys.executable, "-m", "squall.daemons.worker.main", "start", self.topology_id,
                  self.node, str(port), worker_id],
                 cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         proc.worker_dir = wdir  # type: ignore[attr-defined]
@@ -588,7 +536,7 @@ def test_zookeeper_unreachable_past_the_session_timeout_halts_the_worker_with_1(
 
 class TestCommandLine:
     def run(self, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "squall.daemons.worker_main", *args],
+        return subprocess.run([sys.executable, "-m", "squall.daemons.worker.main", *args],
                               env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True,
                               timeout=60)
 
@@ -597,6 +545,8 @@ class TestCommandLine:
         assert result.returncode == 2 and "PORT" in result.stderr
         result = self.run(["start", "t1", "sup", "6700", "w1", "-c", "topology.workers=many"], {}, tmp_path)
         assert result.returncode == 2 and "topology.workers" in result.stderr
+        result = self.run(["start", "t1", "sup", "6700", "../w1"], {}, tmp_path)  # names its log's dir
+        assert result.returncode == 2 and "cannot be used as a worker id" in result.stderr
 
     def test_unreadable_supervisor_conf_exits_1(self, tmp_path):
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(tmp_path / "nope.yaml")},
@@ -608,7 +558,10 @@ class TestCommandLine:
         conf.write_text(yaml.safe_dump({"squall.local.dir": str(tmp_path / "local")}))
         result = self.run(["start", "t1", "sup", "6700", "w1"], {"SQUALL_CONF": str(conf)}, tmp_path)
         assert result.returncode == 1
-        lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+        # The worker writes its own (rotating) log file; nothing reaches the captured output.
+        assert result.stdout == "" and result.stderr == ""
+        log = tmp_path / "local" / "workers" / "w1" / "worker.log"
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         stop = [entry for entry in lines if entry["event"] == "worker stopping"]
         assert stop and stop[0]["exit_code"] == 1 and "code bundle for t1 not found" in stop[0]["reason"]
         assert stop[0]["daemon"] == "worker" and stop[0]["worker"] == "w1" and stop[0]["port"] == 6700

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.grouping import Chooser
-from squall.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
+from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
@@ -199,8 +199,8 @@ class SpoutCollector(_Collector):
     def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
                  report: Callable, pending: Any) -> None:
         super().__init__(component, task, routes, outbox, report)
-        self._pending = pending.entries  # root -> (msg_id, start); see squall.acker.PendingTuples
-        self._root_tag = task  # the low bits of its root ids (see squall.acker)
+        self._pending = pending.entries  # root -> (msg_id, start); see squall.runtime.acker.PendingTuples
+        self._root_tag = task  # the low bits of its root ids (see squall.runtime.acker)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from squall.acker import AckerLedger, PendingTuples
+from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
@@ -68,6 +68,7 @@ class Executor:
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
         self.errors = 0
+        self.busy_secs = 0.0  # time spent in user execute calls (bolts)
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -149,7 +150,8 @@ class BoltExecutor(Executor):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
-        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls))
+        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls),
+                   busy_secs=self.busy_secs)
         return out
 
     def step(self, now: float) -> float:
@@ -173,6 +175,7 @@ class BoltExecutor(Executor):
         self._run_batch(task, bolt.execute, coll, basic, tuples)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
+        started = _monotonic()  # per batch, not per tuple: capacity and execute latency
         if basic:
             for tup in tuples:
                 coll._auto = tup
@@ -194,6 +197,7 @@ class BoltExecutor(Executor):
                     self.user_error(task, exc, "execute")
                     coll.fail(tup)
         self.executed += len(tuples)
+        self.busy_secs += _monotonic() - started
 
     def teardown(self) -> None:
         try:
@@ -365,7 +369,7 @@ class SpoutExecutor(Executor):
 
 
 class AckerExecutor(Executor):
-    """The system bolt that tracks tuple trees (see squall.acker). Emitters on its own
+    """The system bolt that tracks tuple trees (see squall.runtime.acker). Emitters on its own
     thread write to its ledger directly (Outbox.fuse); others send it ack messages."""
 
     kind = "acker"

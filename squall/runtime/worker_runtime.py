@@ -304,6 +304,16 @@ class WorkerRuntime:
     def stats(self) -> list[dict[str, Any]]:
         return [e.stats() for e in self.executors]
 
+    def transport_stats(self) -> dict[str, int]:
+        """Receive-side counters: frames and messages dropped, handshakes refused (a peer
+        without the topology's CURVE key), keys refused by the ZAP handler."""
+        server = self._server
+        return {"bad_frames": getattr(server, "bad_frames", 0),
+                "refused_connections": getattr(server, "refused_connections", 0),
+                "refused_keys": getattr(self.context, "refused_keys", 0),
+                "dropped_unknown_task": self.dropped_unknown_task,
+                "dropped_bad_payload": self.dropped_bad_payload}
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""
         self.log.info("shutting down worker runtime")

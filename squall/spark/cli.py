@@ -9,7 +9,7 @@ import time
 
 import click
 
-from squall.cli import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.spark.io import INPUT_FORMATS, OUTPUT_FORMATS
 
 

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from squall.components import Spout
-from squall.acker import PendingTuples
+from squall.runtime.acker import PendingTuples
 from squall.model import ACK_ACK, ACK_FAIL, ACKER
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import BoltExecutor, Executor, SpoutExecutor

@@ -8,6 +8,7 @@ supervisor leaves its workers running when it stops, as Storm's does).
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from typing import Any
 
 import yaml
 
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
-from squall.testing.zookeeper import free_port
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.credentials import without_daemon_secrets
+from squall.testing.zookeeper import daemon_auth_conf, free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
 FAST = {
@@ -36,7 +38,6 @@ FAST = {
     "task.heartbeat.frequency.secs": 1,
     "task.refresh.poll.secs": 1,
     "zookeeper.session.timeout.ms": 4000,
-    "zmq.bind.host": "127.0.0.1",
     "squall.log.format": "json",
 }
 
@@ -44,12 +45,15 @@ FAST = {
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
                  conf: Mapping[str, Any] | None = None) -> None:
+        """Secured like a real cluster: a generated daemons' ZooKeeper credential and CURVE
+        between workers (``conf`` may turn either off, e.g. to measure their cost)."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
-                       **FAST, **(conf or {})}
-        self.client_conf = self._write(self.base / "client.yaml", self.common)
+                       "supervisor.logviewer.port": 0, "supervisor.logviewer.secret": secrets.token_urlsafe(24),
+                       **FAST, **daemon_auth_conf(), **(conf or {})}
+        self.client_conf = self._write(self.base / "client.yaml", without_daemon_secrets(self.common))
         self.n_supervisors, self.slots = supervisors, slots
         self.nimbus: subprocess.Popen | None = None
         self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
@@ -129,12 +133,14 @@ class ProcessCluster:
         for pid in pids:
             _signal(pid, signal.SIGKILL)
 
-    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> None:
+    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.1) -> Any:
+        """Wait until ``condition()`` is truthy; that value."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if condition():
-                    return
+                value = condition()
+                if value:
+                    return value
             except (NimbusError, OSError):
                 pass
             if time.monotonic() > deadline:

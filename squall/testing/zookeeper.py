@@ -10,6 +10,7 @@ The jars come from Debian's ``zookeeper`` package (``/usr/share/java``); set
 from __future__ import annotations
 
 import atexit
+import secrets
 import ctypes
 import os
 import shutil
@@ -25,6 +26,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
@@ -104,6 +106,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+DAEMON_USER = "squall"
+
+
+def daemon_auth_conf(user: str = DAEMON_USER) -> dict[str, str]:
+    """A fresh daemons' ZooKeeper credential as config keys (secure by default: test
+    harnesses and the dev cluster run with ACLs on)."""
+    return {"zookeeper.auth.user": user, "zookeeper.auth.password": secrets.token_urlsafe(24)}
+
+
+def authenticated_client(hosts: str, conf: dict[str, Any] | None, timeout: float = 10.0) -> KazooClient:
+    """A started kazoo client authenticated with ``conf``'s daemon credential (if any)."""
+    user = (conf or {}).get("zookeeper.auth.user")
+    password = (conf or {}).get("zookeeper.auth.password")
+    client = KazooClient(hosts=hosts, timeout=timeout,
+                         auth_data=[("digest", f"{user}:{password}")] if user and password else None)
+    client.start(timeout=timeout)
+    return client
 
 
 def four_letter_word(host: str, port: int, command: str, timeout: float = 2.0) -> str:

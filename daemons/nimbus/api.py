@@ -1,4 +1,4 @@
-"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``daemons/nimbus.py``).
+"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``server.py``).
 
 Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx status):
 
@@ -9,7 +9,13 @@ Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx st
     GET  /topologies                        -> {"topologies": [...]}
     GET  /topologies/<name or id>           -> status of one topology
     GET  /topologies/<id>/bundle            -> the bundle, header X-Squall-Digest
+    GET  /topologies/<name>/conf            -> {"conf": the topology's configuration}
+    GET  /topologies/<name>/errors          -> {"errors": [...]} newest first
+    GET  /topologies/<name>/logs/<node>/<port>?lines=N | ?offset=O&inode=I
+                                            -> a worker's log, from its supervisor's logviewer
     GET  /cluster                           -> supervisors, slots, nimbus leader
+
+Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (``web.py``).
 
 A standby nimbus answers writes with 503 and ``{"leader": "host:port"}`` (the client
 retries there). A traceback never reaches the client: unexpected errors are logged with
@@ -25,7 +31,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from squall.daemons.cluster_state import ClusterStateError
+from squall.daemons.nimbus import web
+from squall.daemons.state import ClusterStateError
 
 log = structlog.get_logger("squall.nimbus.api")
 
@@ -58,14 +65,20 @@ class NimbusService(Protocol):
     def topology_status(self, name: str) -> dict[str, Any]: ...
     def cluster_info(self) -> dict[str, Any]: ...
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
+    def topology_conf(self, name: str) -> dict[str, Any]: ...
+    def topology_errors(self, name: str) -> dict[str, Any]: ...
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]: ...
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
 _ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|bundle)$")
+_READ = re.compile(r"^/topologies/([^/]+)/(conf|errors)$")
+_LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
 
 
 def _status_line(code: int) -> str:
@@ -120,6 +133,16 @@ def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _query_int(environ: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    values = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get(key)
+    if not values:
+        return None
+    if not values[0].isdigit() or not low <= int(values[0]) <= high:
+        raise ApiError(400, f"parameter {key!r} must be an integer from {low} to {high}, "
+                            f"got {values[0][:40]!r}")
+    return int(values[0])
+
+
 def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
     """The WSGI application serving ``nimbus``."""
 
@@ -142,6 +165,19 @@ def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse],
             if method != "GET":
                 raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
             return _json_response(start_response, 200, nimbus.topology_status(match.group(1)))
+        match = _READ.match(path) or _LOG.match(path)
+        if match:
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+            if match.re is _LOG:
+                name, node, port = match.groups()
+                return _json_response(start_response, 200, nimbus.worker_log(
+                    name, node, int(port), lines=_query_int(environ, "lines", 1, 100_000),
+                    offset=_query_int(environ, "offset", 0, 1 << 62),
+                    inode=_query_int(environ, "inode", 0, 1 << 64)))
+            name, what = match.groups()
+            read = nimbus.topology_conf if what == "conf" else nimbus.topology_errors
+            return _json_response(start_response, 200, read(name))
         match = _ACTION.match(path)
         if match:
             name, action = match.groups()
@@ -171,6 +207,9 @@ def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse],
         raw_path = environ.get("PATH_INFO", "") or "/"
         try:
             if not raw_path.startswith(API + "/"):
+                page = web.static_file(raw_path) if method in ("GET", "HEAD") else None
+                if page is not None:
+                    return web.respond(start_response, page, method == "HEAD")
                 raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
             path = raw_path[len(API):].rstrip("/") or "/"
             # PATH_INFO arrives %-decoded as latin-1 (PEP 3333); names are UTF-8.

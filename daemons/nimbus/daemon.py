@@ -16,28 +16,26 @@ worker has been silent past ``nimbus.task.timeout.secs`` (newly assigned ones ge
 supervisor refreshes are timed by nimbus's own clock when it sees them change (as in
 Storm), so clock skew between hosts does not matter.
 
-Kill and rebalance delays (``wait_secs``) are timers of the leader. A new leader resumes
+Kill and rebalance delays (``wait_secs``) are deadlines of the leader. A new leader resumes
 them: a killed topology is removed after its ``topology.message.timeout.secs`` counted from
 the takeover, and a rebalancing topology is rebalanced at once and made active again
 (the status it had before the rebalance is known only to the leader that began it).
+
+Verbs, as in every daemon: ``start()`` binds the API and joins the cluster, ``run()`` blocks
+until stopped and shuts down (returning the exit code), ``stop()`` asks it to stop.
 """
 from __future__ import annotations
 
-import heapq
 import itertools
-import json
 import os
-import signal
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import click
 import structlog
 
-from squall.daemons.cluster_state import (
+from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,
@@ -46,17 +44,12 @@ from squall.daemons.cluster_state import (
     TopologyInfo,
     Watch,
 )
-from squall.daemons.code_store import CodeStore, digest
-from squall.daemons.nimbus_api import ApiError, make_app
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
-from squall.daemons.nimbus_validate import (
-    UNPACK_FACTOR,
-    SubmissionError,
-    check_structure,
-    read_bundle,
-    validate_submission,
-)
-from squall.daemons.scheduler import (
+from squall.daemons.insecure import warn_insecure
+from squall.daemons.nimbus import status, worker_logs
+from squall.daemons.nimbus.api import ApiError, make_app
+from squall.daemons.nimbus.code_store import CodeStore, digest
+from squall.daemons.nimbus.code_sync import CodeSync
+from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     Slot,
     compute_assignment,
@@ -65,7 +58,11 @@ from squall.daemons.scheduler import (
     start_times_after,
     worker_shortfall,
 )
-from squall.model import ACKER, executors as executors_of
+from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
+from squall.model import executors as executors_of
 from squall.model import system_counts, task_ids
 
 log = structlog.get_logger("squall.nimbus")
@@ -93,11 +90,12 @@ def _integer(value: Any, what: str, minimum: int, maximum: int) -> int:
 
 
 class Nimbus:
-    """One nimbus process: cluster state, code store, election, leader loop and the API's
-    operations (called by ``nimbus_api`` on waitress's threads)."""
+    """One nimbus process: cluster state, code store, election, leader loop, the HTTP API and
+    its operations (called by ``api.make_app`` on the server's threads)."""
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    def __init__(self, conf: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> None:
         self.conf = dict(conf)
+        self.clock = clock
         self.host = str(conf["nimbus.host"])
         self.port = int(conf["nimbus.port"])
         self.identifier = f"{self.host}:{self.port}"
@@ -109,12 +107,11 @@ class Nimbus:
         self.store = CodeStore(Path(conf["squall.local.dir"]) / "nimbus" / "topologies")
         self.state = ClusterState(conf)
         self.election: NimbusElection | None = None
-        self.started_at = time.time()
+        self.started_at = clock.time()
         self._lock = threading.RLock()  # every write to the cluster, and the leader's round
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._timers: list[tuple[float, int, str, str]] = []  # heap of (due, seq, action, id)
-        self._seq = itertools.count()
+        self._timers = DeadlineQueue(clock)  # keys: (action, topology id)
         self._ids = itertools.count(1)
         self._prev_status: dict[str, str] = {}  # rebalancing topology -> status to return to
         self._beat_seen: dict[tuple[str, Slot], tuple[float, float]] = {}  # -> (beat time, seen at)
@@ -122,34 +119,66 @@ class Nimbus:
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
-        self._sync_thread: threading.Thread | None = None
+        self._sync: CodeSync | None = None
+        self._server: ApiServer | None = None
+        self.exit_code = 0
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self, port: int | None = None) -> Nimbus:
-        """Connect to ZooKeeper and contend for leadership; ``port`` is the bound API port."""
-        if port is not None:
-            self.port = port
-            self.identifier = f"{self.host}:{port}"
+    def start(self) -> Nimbus:
+        """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
+        leadership and serve; NimbusStartError when any of it fails."""
+        warn_insecure(self.conf, log)
+        try:
+            self._server = ApiServer(make_app(self), self.host, self.port,
+                                     max_body=2 * self.max_upload + (1 << 20))
+        except (OSError, ValueError) as exc:
+            raise NimbusStartError(f"nimbus cannot listen on {self.host}:{self.port}: {exc}") from None
+        self.port = self._server.port
+        self.identifier = f"{self.host}:{self.port}"
         self.store.clean_temporary()
-        self.state.start()
+        try:
+            self.state.start()
+        except ClusterStateError as exc:
+            self._server.stop()
+            raise NimbusStartError(str(exc)) from None
         self._watch = self.state.watch_supervisors(lambda _sups: self._wake.set())
         self.election = self.state.elect_nimbus(self.identifier, self._lead)
-        self._sync_thread = threading.Thread(target=self._sync_loop, name="nimbus-code-sync", daemon=True)
-        self._sync_thread.start()
+        self._sync = CodeSync(self.state, self.store, self.identifier, self.max_upload, self.monitor_freq,
+                              lambda: self.is_leader, self._stopping)
+        self._sync.start()
+        self._server.start()
         log.info("nimbus started", nimbus=self.identifier, zk=self.state.hosts, root=self.state.root,
                  code_dir=str(self.store.root))
         return self
 
-    def stop(self) -> None:
-        """Step down, stop the loops and close the ZooKeeper session."""
+    def stop(self, code: int = 0) -> None:
+        """Ask ``run`` to return (safe from signal handlers and other threads)."""
+        if code:
+            self.exit_code = code
+        self._stopping.set()
+
+    def run(self) -> int:
+        """Block until ``stop()`` (or the HTTP server dies), then shut down; the exit code."""
+        while not self._stopping.wait(0.5):
+            if self._server is not None and not self._server.alive:
+                log.error("nimbus HTTP server stopped unexpectedly")
+                self.stop(1)
+        self._shutdown()
+        return self.exit_code
+
+    def _shutdown(self) -> None:
+        """Stop serving, step down, stop the loops and close the ZooKeeper session."""
+        log.info("nimbus shutting down", nimbus=self.identifier)
         self._stopping.set()
         self._wake.set()
+        if self._server is not None:
+            self._server.stop()
         if self._watch is not None:
             self._watch.cancel()
         if self.election is not None:
             self.election.cancel()
-        if self._sync_thread is not None:
-            self._sync_thread.join(10)
+        if self._sync is not None:
+            self._sync.join(10)
         self.state.close()
         log.info("nimbus stopped", nimbus=self.identifier)
 
@@ -199,36 +228,24 @@ class Nimbus:
             log.info("nimbus leadership loop ended", nimbus=self.identifier)
 
     def _sleep(self, lost: threading.Event, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
+        """Wait up to ``seconds`` for a wake-up, a lost leadership or a stop."""
+        deadline = self.clock.monotonic() + seconds
         while not lost.is_set() and not self._stopping.is_set():
-            left = deadline - time.monotonic()
+            left = deadline - self.clock.monotonic()
             if left <= 0 or self._wake.wait(min(left, 0.25)):
                 return
 
     def _next_wait(self) -> float:
         with self._lock:
-            if self._timers:
-                return max(0.0, min(self.monitor_freq, self._timers[0][0] - time.time()))
-        return self.monitor_freq
+            return self._timers.wait_secs(self.monitor_freq)
 
     def _schedule(self, action: str, topology_id: str, delay: float) -> None:
-        self._cancel(action, topology_id)
-        heapq.heappush(self._timers, (time.time() + delay, next(self._seq), action, topology_id))
+        self._timers.schedule((action, topology_id), delay)
         self._wake.set()
 
-    def _cancel(self, action: str, topology_id: str) -> None:
-        kept = [t for t in self._timers if (t[2], t[3]) != (action, topology_id)]
-        if len(kept) != len(self._timers):
-            self._timers = kept
-            heapq.heapify(self._timers)
-
-    def _has_timer(self, action: str, topology_id: str) -> bool:
-        return any((t[2], t[3]) == (action, topology_id) for t in self._timers)
-
     def _run_due_timers(self) -> None:
-        now = time.time()
-        while self._timers and self._timers[0][0] <= now:
-            _, _, action, topology_id = heapq.heappop(self._timers)
+        while (due := self._timers.pop_due()) is not None:
+            action, topology_id = due  # type: ignore[misc]
             if action == REMOVE:
                 self._remove(topology_id)
             elif action == REBALANCE:
@@ -238,16 +255,16 @@ class Nimbus:
 
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
-        now = time.time()
+        now = self.clock.time()
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed":
-                if not self._has_timer(REMOVE, topology_id):
+                if (REMOVE, topology_id) not in self._timers:
                     self._schedule(REMOVE, topology_id, self._message_timeout(info))
             elif info.status == "rebalancing":
-                if not self._has_timer(REBALANCE, topology_id):
+                if (REBALANCE, topology_id) not in self._timers:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
@@ -395,7 +412,7 @@ class Nimbus:
     def _new_id(self, name: str) -> str:
         existing = set(self.state.topology_ids())
         while True:
-            topology_id = f"{name}-{next(self._ids)}-{int(time.time())}"
+            topology_id = f"{name}-{next(self._ids)}-{int(self.clock.time())}"
             if topology_id not in existing and not self.store.has(topology_id):
                 return topology_id
 
@@ -429,10 +446,12 @@ class Nimbus:
             info = TopologyInfo(
                 id=topology_id, name=sub.name, status="active", num_workers=int(workers),
                 component_parallelism={c: p for c, (p, _) in system.items()},
-                code_digest=code_digest, submitted_at=time.time(), conf=conf)
+                code_digest=code_digest, submitted_at=self.clock.time(), conf=conf)
             try:
+                # Secrets first: the topology's beats/errors/backpressure nodes need them.
+                self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
-                now = time.time()
+                now = self.clock.time()
                 assignment = self._reassign(info, self.state.assignments(),
                                             self._live_supervisors(now), now)
             except BaseException:
@@ -465,7 +484,7 @@ class Nimbus:
             if wait is None:
                 wait = self._message_timeout(info)
             self.state.set_topology_status(info.id, "killed")
-            self._cancel(REBALANCE, info.id)
+            self._timers.cancel((REBALANCE, info.id))
             self._prev_status.pop(info.id, None)
             log.info("topology killed", topology_id=info.id, name=info.name, wait_secs=wait)
             if wait <= 0:
@@ -475,7 +494,7 @@ class Nimbus:
         return {"id": info.id, "name": info.name, "status": "killed", "wait_secs": wait}
 
     def _remove(self, topology_id: str) -> None:
-        self._cancel(REMOVE, topology_id)
+        self._timers.cancel((REMOVE, topology_id))
         self.state.teardown_topology(topology_id)  # the assignment goes first: workers stop
         self.store.remove(topology_id)
         self._counts.pop(topology_id, None)
@@ -545,12 +564,12 @@ class Nimbus:
         return reply
 
     def _do_rebalance(self, topology_id: str) -> Assignment | None:
-        self._cancel(REBALANCE, topology_id)
+        self._timers.cancel((REBALANCE, topology_id))
         info = self.state.topology(topology_id)
         previous = self._prev_status.pop(topology_id, "active")
         if info is None or info.status != "rebalancing":
             return None
-        now = time.time()
+        now = self.clock.time()
         assignment = self._reassign(info, self.state.assignments(), self._live_supervisors(now), now,
                                     scratch=True)
         self.state.set_topology_status(topology_id, previous)
@@ -560,90 +579,36 @@ class Nimbus:
 
     # -- reads (any nimbus) ---------------------------------------------------------
     def list_topologies(self) -> list[dict[str, Any]]:
-        now = time.time()
-        infos = self.state.topologies()
-        assignments = self.state.assignments()
-        out = []
-        for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
-            a = assignments.get(info.id)
-            out.append({
-                "name": info.name, "id": info.id, "status": info.status,
-                "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
-                "executors": len(a.executors) if a else 0,
-                "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
-            })
-        return out
+        return status.topology_rows(self.state.topologies(), self.state.assignments(), self.clock.time())
 
     def topology_status(self, name: str) -> dict[str, Any]:
         """Components with their executors (host, port, counters), workers, last errors."""
-        now = time.time()
         info = self._lookup(name)
-        assignment = self.state.assignment(info.id)
-        beats = self.state.worker_beats(info.id)
-        placed = dict(assignment.executors) if assignment else {}
-        hosts = dict(assignment.node_host) if assignment else {}
-        components = self._executor_components(info) or {}
-        # Stats of an executor count only from the beat of the slot it is assigned to.
-        stats: dict[ExecutorId, tuple[dict[str, Any], Any]] = {}
-        for slot, beat in beats.items():
-            for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
-                ex = _executor_of(entry)
-                if ex is not None and placed.get(ex) == slot:
-                    stats[ex] = (entry, beat)
-        structure = self.store.structure(info.id) or {}
-        kinds = {c: e.get("kind") for c, e in (structure.get("components") or {}).items()
-                 if isinstance(e, dict)}
-        kinds.setdefault(ACKER, "acker")
-        last_errors: dict[str, dict[str, Any]] = {}
-        for err in self.state.errors(info.id):  # oldest first: the last one wins
-            last_errors[err.component] = err.to_dict()
-        by_component: dict[str, dict[str, Any]] = {}
-        for ex in sorted(set(placed) | set(components)):
-            entry, beat = stats.get(ex, ({}, None))
-            component = components.get(ex) or entry.get("component") or "?"
-            node, port = placed.get(ex, (None, None))
-            row = {
-                "executor": list(ex), "node": node, "host": hosts.get(node) if node else None,
-                "port": port, "uptime": round(beat.uptime, 1) if beat else None,
-                "beat_age": round(now - beat.time, 1) if beat else None,
-                "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
-                "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed")),
-            }
-            comp = by_component.setdefault(component, {
-                "id": component, "kind": kinds.get(component) or entry.get("kind"),
-                "parallelism": info.component_parallelism.get(component), "executors": []})
-            comp["executors"].append(row)
-        for comp in by_component.values():
-            for key in ("emitted", "acked", "failed", "executed"):
-                comp[key] = sum(r[key] for r in comp["executors"])
-            comp["last_error"] = last_errors.get(comp["id"])
-        workers = []
-        for node, port in sorted(assignment.slots()) if assignment else []:
-            beat = beats.get((node, port))
-            workers.append({"node": node, "host": hosts.get(node), "port": port,
-                            "executors": len(assignment.executors_on(node, port)),
-                            "uptime": round(beat.uptime, 1) if beat else None})
-        return {
-            "id": info.id, "name": info.name, "status": info.status,
-            "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
-            "requested_workers": info.num_workers, "workers": workers,
-            "executors": len(placed), "code_digest": info.code_digest,
-            # User components first, then system ones (``__acker``).
-            "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
-        }
+        return status.topology_status(
+            info, self.state.assignment(info.id), self.state.worker_beats(info.id),
+            self._executor_components(info) or {}, self.store.structure(info.id) or {},
+            self.state.errors(info.id), self.clock.time())
+
+    def topology_conf(self, name: str) -> dict[str, Any]:
+        info = self._lookup(name)
+        return {"id": info.id, "name": info.name, "conf": info.conf}
+
+    def topology_errors(self, name: str) -> dict[str, Any]:
+        """Every kept error of the topology, newest first."""
+        info = self._lookup(name)
+        errors = sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)
+        return {"id": info.id, "name": info.name, "errors": [e.to_dict() for e in errors]}
+
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
+        info = self._lookup(name)
+        return worker_logs.worker_log(self.conf, info, self.state.assignment(info.id),
+                                      self.state.supervisors(), node, port,
+                                      lines=lines, offset=offset, inode=inode)
 
     def cluster_info(self) -> dict[str, Any]:
-        now = time.time()
-        sups = self.state.supervisors()
-        assignments = self.state.assignments()
-        used = slots_in_use({k: a.executors for k, a in assignments.items()})
-        rows = []
-        for sid, s in sorted(sups.items()):
-            used_ports = sorted(p for node, p in used if node == sid)
-            rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
-                         "slots": len(s.ports), "used": len(used_ports),
-                         "free": len(set(s.ports) - set(used_ports)),
-                         "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1)})
+        now = self.clock.time()
+        rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
         return {
             "nimbus": {"this": self.identifier, "pid": os.getpid(), "is_leader": self.is_leader,
                        "leader": self.state.nimbus_leader(), "contenders": self.state.nimbus_contenders(),
@@ -666,138 +631,7 @@ class Nimbus:
                                 f"{topology_id} yet; the leader is {leader}", leader=leader)
         raise ApiError(404, f"the code of {topology_id} is missing on this nimbus")
 
-    # -- standby: code sync ---------------------------------------------------------
-    def _sync_loop(self) -> None:
-        while not self._stopping.wait(self.monitor_freq):
-            if self.is_leader:
-                continue
-            try:
-                self._sync_code()
-            except ClusterStateError as exc:
-                log.info("code sync skipped: ZooKeeper unavailable", error=str(exc))
-            except Exception:  # noqa: BLE001 - retried next round
-                log.exception("code sync failed")
-
-    def _sync_code(self) -> None:
-        """Copy the bundles of live topologies from the leader; drop those of gone ones."""
-        leader = self.state.nimbus_leader()
-        infos = self.state.topologies()
-        ids = set(self.state.topology_ids())
-        for topology_id in self.store.ids():
-            if topology_id not in ids:
-                self.store.remove(topology_id)
-        host, _, port = (leader or "").rpartition(":")
-        if not leader or leader == self.identifier or not port.isdigit():
-            return
-        client = NimbusClient(host, int(port), timeout=60)
-        for topology_id, info in sorted(infos.items()):
-            if info.status == "killed" or self.store.has(topology_id) or self._stopping.is_set():
-                continue
-            try:
-                data, _ = client.download_bundle(topology_id)
-                if digest(data) != info.code_digest:
-                    raise SubmissionError("digest does not match the topology's code_digest")
-                _, raw_structure = read_bundle(data, self.max_upload * UNPACK_FACTOR)
-                structure = json.loads(raw_structure)
-                if not isinstance(structure, dict):
-                    raise SubmissionError("structure.json is not an object")
-                check_structure(structure)
-            except (NimbusError, SubmissionError, ValueError) as exc:
-                log.warning("code sync of a topology failed", topology_id=topology_id, leader=leader,
-                            error=str(exc))
-                continue
-            self.store.put(topology_id, data, structure)
-            log.info("code synced from the leader", topology_id=topology_id, leader=leader)
 
 
-def _executor_of(entry: Any) -> ExecutorId | None:
-    if not isinstance(entry, dict):
-        return None
-    ex = entry.get("executor")
-    if (isinstance(ex, (list, tuple)) and len(ex) == 2 and all(isinstance(t, int) for t in ex)):
-        return (ex[0], ex[1])
-    return None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _emitted(entry: Mapping[str, Any]) -> int:
-    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
-    emitted = entry.get("emitted")
-    if isinstance(emitted, dict):
-        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
-    return _int(emitted)
-
-
-# --- the process -----------------------------------------------------------------------
-
-def _bound_port(server: Any, fallback: int) -> int:
-    port = getattr(server, "effective_port", None)
-    if port is None:
-        listen = getattr(server, "effective_listen", None) or [(None, fallback)]
-        port = listen[0][1]
-    return int(port)
-
-
-def _stop_server(server: Any, thread: threading.Thread) -> None:
-    from waitress import wasyncore
-
-    server.task_dispatcher.shutdown(timeout=5)
-    socket_map = getattr(server, "map", None) or getattr(server, "_map", {})
-    wasyncore.close_all(socket_map)  # the loop ends once its map is empty
-    thread.join(5)
-
-
-def run_nimbus(conf: Mapping[str, Any]) -> int:
-    """Run nimbus in the foreground until SIGTERM/SIGINT; 0 on a clean stop, 1 on a fatal error."""
-    from waitress import create_server
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    nimbus = Nimbus(conf)
-    max_upload = nimbus.max_upload
-    try:
-        server = create_server(
-            make_app(nimbus), host=nimbus.host, port=nimbus.port, threads=8, ident="squall-nimbus",
-            # The app answers 413 (JSON) above the limit; waitress's own cap is a backstop.
-            max_request_body_size=2 * max_upload + (1 << 20),
-            clear_untrusted_proxy_headers=True)
-    except (OSError, ValueError) as exc:
-        log.error("nimbus cannot listen", address=f"{nimbus.host}:{nimbus.port}", error=str(exc))
-        return 1
-    try:
-        nimbus.start(_bound_port(server, nimbus.port))
-    except ClusterStateError as exc:
-        log.error("nimbus cannot start", error=str(exc))
-        server.close()
-        return 1
-    thread = threading.Thread(target=server.run, name="nimbus-http", daemon=True)
-    thread.start()
-    log.info("nimbus API serving", address=nimbus.identifier)
-    code = 0
-    while not stop.wait(0.5):
-        if not thread.is_alive():
-            log.error("nimbus HTTP server stopped unexpectedly")
-            code = 1
-            break
-    log.info("nimbus shutting down", nimbus=nimbus.identifier)
-    _stop_server(server, thread)
-    nimbus.stop()
-    return code
-
-
-@click.command("nimbus")
-@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
-@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
-              help="Log as readable lines (console) or JSON lines.")
-def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
-    """Run nimbus (the HTTP API on nimbus.host:nimbus.port) in the foreground."""
-    from squall import logs
-    from squall.cli import base_config, parse_overrides
-
-    conf = base_config(parse_overrides(overrides))
-    logs.configure_from(conf, log_format, daemon="nimbus")
-    raise SystemExit(run_nimbus(conf))
+class NimbusStartError(RuntimeError):
+    """Nimbus cannot start (cannot listen, no ZooKeeper); the message says why."""

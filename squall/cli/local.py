@@ -1,48 +1,15 @@
-"""The ``squall`` command line (click). Exit codes: 0 ok, 1 failure, 2 usage."""
+"""``squall run FILE --local``: a topology file in this process until a duration or a signal."""
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
-from typing import Any
 
 import click
 
 from squall import config as _config
 from squall import logs
-
-LOG_FORMAT = click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
-                          help="Log as readable lines (console) or JSON lines.")
-OVERRIDES = click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE",
-                         help="Configuration override; repeatable.")
-
-
-class Failure(click.ClickException):
-    """A command that could not do its job: exit code 1 with the reason."""
-
-    exit_code = 1
-
-
-def parse_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        return _config.parse_overrides(pairs)
-    except _config.ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="-c") from None
-
-
-def base_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Defaults, the user file and ``overrides``; a bad file or key is a Failure."""
-    try:
-        return _config.build_config(overrides)
-    except _config.ConfigError as exc:
-        raise Failure(str(exc)) from None
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="squall")
-def main() -> None:
-    """squall: a Storm-style distributed stream processor."""
+from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 
 
 def wait_for_stop(duration: float | None) -> None:
@@ -53,7 +20,7 @@ def wait_for_stop(duration: float | None) -> None:
     stop.wait(duration)
 
 
-@main.command()
+@click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--local", is_flag=True, required=True, help="Run in this process (local mode).")
 @click.option("--duration", type=click.FloatRange(min=0), default=None, help="Stop after this many seconds.")
@@ -91,22 +58,4 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
     click.echo(f"ran {name} for {elapsed:.1f}s: spouts emitted {emitted}, acked {acked}, failed {failed}")
 
 
-# Command modules register themselves here (one line each).
-def _register() -> None:
-    import importlib
-
-    for module in ("squall.cluster_cli", "squall.spark.cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        for command in getattr(mod, "COMMANDS", []):
-            main.add_command(command)
-
-
-_register()
-
-if __name__ == "__main__":
-    sys.exit(main())
+COMMANDS = [run]

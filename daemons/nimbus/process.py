@@ -13,14 +13,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.timers import SYSTEM_CLOCK, sleep
 
 
 def _free_port() -> int:
@@ -81,10 +81,10 @@ class NimbusProcess:
 
     def wait_until(self, predicate: Any, timeout: float, what: str) -> dict[str, Any]:
         """Poll GET /cluster until ``predicate(info)``; RuntimeError with the log tail if not."""
-        deadline = time.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout
         client = self.client(timeout=2.0)
         last = ""
-        while time.monotonic() < deadline:
+        while SYSTEM_CLOCK.monotonic() < deadline:
             if not self.alive():
                 raise RuntimeError(f"nimbus exited with code {self.proc.returncode if self.proc else None}: "
                                    f"{self.log_tail()}")
@@ -94,7 +94,7 @@ class NimbusProcess:
                     return info
             except NimbusError as exc:
                 last = str(exc)
-            time.sleep(0.05)
+            sleep(0.05)
         raise RuntimeError(f"nimbus at {self.address} did not reach {what} within {timeout}s "
                            f"({last}): {self.log_tail()}")
 

@@ -2,14 +2,15 @@
 
 The supervisor registers its slots (ports) in ZooKeeper, follows the assignments (a watch is
 the fast path, a periodic re-read every ``supervisor.monitor.frequency.secs`` the safety net)
-and keeps one :mod:`squall.daemons.slot` state machine per port. Each tick it observes every
+and keeps one :mod:`squall.daemons.supervisor.slot` state machine per port. Each tick it observes every
 port (the assignment for it, whether the code is on disk, the worker process and its local
 heartbeat file), calls ``slot.step`` and carries out the returned actions:
 
 * DownloadCode: fetch the bundle from nimbus over HTTP on a background thread, check its
   sha256 against the assignment's digest, extract it atomically (temp dir, then rename).
-* LaunchWorker: start the worker's command-line main in its own session, output to
-  ``workers/<id>/worker.log``, ``SQUALL_CONF`` pointing at this supervisor's effective config.
+* LaunchWorker: start the worker's command-line main in its own session, ``SQUALL_CONF``
+  pointing at this supervisor's effective config. Its output goes to ``workers/<id>/worker.out``
+  only until the worker opens its own rotating ``worker.log`` (see ``squall.rotating_log``).
 * KillWorker: SIGTERM, or SIGKILL once the slot says the shutdown sleep is over.
 * CleanupWorker: keep the worker's log, remove its directory and local record.
 
@@ -17,440 +18,97 @@ Each launched worker is recorded in ``supervisor-state.json`` (pid and process s
 that a restarted supervisor adopts workers that are alive and still assigned
 (``slot.recover``) and kills the others. Stopping the supervisor leaves workers running
 (Storm's behaviour) unless ``--kill-workers-on-exit`` is given.
+
+Verbs, as in every daemon: ``start()`` brings it up, ``run()`` blocks until stopped and
+shuts down, ``stop()`` asks it to stop (safe from signal handlers).
 """
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import tarfile
-import tempfile
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import click
-import psutil
 import structlog
 import yaml
 
-from squall import config as _config
-from squall import logs
-from squall.daemons import slot as _slot
-from squall.daemons.cluster_state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
+from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.insecure import warn_insecure
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
+from squall.daemons.supervisor import slot as _slot
+from squall.daemons.nimbus.server import ApiServer
+from squall.daemons.supervisor import logviewer
+from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.processes import (
+    WorkerProc,
+    parse_records,
+    process_create_time,
+    save_records,
+    signal_worker,
+    worker_alive,
+)
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker, sleep
 
 log = structlog.get_logger("squall.supervisor")
 
-ID_FILE = "supervisor-id"
-CONF_FILE = "supervisor-conf.yaml"
-STATE_FILE = "supervisor-state.json"
-LOCK_FILE = "supervisor.lock"
-STATE_VERSION = 1
-BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
-DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker_main")
-
+DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
 FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading or killing
-DOWNLOAD_TIMEOUT = 60.0  # socket timeout of one bundle download
-CHUNK = 1 << 20
 CRASH_WINDOW = 60.0  # a worker dying this soon after its launch counts as a crash loop
 MAX_RELAUNCH_DELAY = 30.0  # cap of the crash-loop back-off
 ARCHIVED_LOGS_KEPT = 100  # logs of cleaned-up workers kept under <log dir>/workers
-CREATE_TIME_SLACK = 1.0  # seconds; process start times are derived from boot time
+# worker.out holds what a worker prints before its own rotating log is set up; if a worker
+# writes there anyway (output from before that, a child process), it is emptied past this.
+EARLY_OUTPUT_MAX_BYTES = 1 << 20
+# Keys the workers' copy of the config leaves out: user code runs in the workers.
 
 
 class SupervisorError(RuntimeError):
     """The supervisor cannot start or go on (exit code 1); the message says why."""
 
 
-class Waker:
-    """Wakes the supervisor loop; a self-pipe, so it is safe from signal handlers (a
-    ``threading.Event`` is not: its lock may be held by the very thread the signal hits)."""
-
-    def __init__(self) -> None:
-        self._r, self._w = os.pipe()
-        for fd in (self._r, self._w):
-            os.set_blocking(fd, False)
-
-    def wake(self) -> None:
-        try:
-            os.write(self._w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full (a wake-up is pending anyway) or closed
-
-    def wait(self, timeout: float) -> None:
-        """Return on a wake-up or after ``timeout`` seconds; pending wake-ups are consumed."""
-        ready, _, _ = select.select([self._r], [], [], max(0.0, timeout))
-        if ready:
-            try:
-                while os.read(self._r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-
-
-# --- small file helpers -----------------------------------------------------------------------
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` through a temporary file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _valid_id(value: str) -> bool:
-    return bool(value) and "/" not in value and value not in (".", "..") and value.isprintable() \
-        and not any(c.isspace() for c in value)
-
-
-def check_conf(conf: Mapping[str, Any]) -> None:
-    """Supervisor-specific checks beyond the schema; ConfigError naming the key."""
-    ports = conf["supervisor.slots.ports"]
-    if not ports:
-        raise _config.ConfigError("config key 'supervisor.slots.ports' must list at least one port")
-    for port in ports:
-        if not 1 <= port <= 65535:
-            raise _config.ConfigError(f"config key 'supervisor.slots.ports' has port {port} outside 1-65535")
-    if len(set(ports)) != len(ports):
-        raise _config.ConfigError(f"config key 'supervisor.slots.ports' repeats a port: {ports}")
-    for key in ("supervisor.monitor.frequency.secs", "supervisor.heartbeat.frequency.secs",
-                "supervisor.worker.start.timeout.secs", "supervisor.worker.timeout.secs"):
-        if conf[key] <= 0:
-            raise _config.ConfigError(f"config key {key!r} must be positive, got {conf[key]!r}")
-    if conf["supervisor.worker.shutdown.sleep.secs"] < 0:
-        raise _config.ConfigError("config key 'supervisor.worker.shutdown.sleep.secs' must not be negative")
-    fixed = conf.get("supervisor.id")
-    if fixed is not None and not _valid_id(fixed):
-        raise _config.ConfigError(f"config key 'supervisor.id' {fixed!r} cannot be used as a node id")
-    if conf.get("supervisor.worker.command") == []:
-        raise _config.ConfigError("config key 'supervisor.worker.command' must not be empty (null: the default)")
-
-
-def load_supervisor_id(conf: Mapping[str, Any], local_dir: Path) -> str:
+def load_supervisor_id(conf: Mapping[str, Any], layout: local_state.LocalLayout) -> str:
     """``supervisor.id`` if set, else the id kept in ``<local dir>/supervisor-id`` (made once)."""
     fixed = conf.get("supervisor.id")
     if fixed:
         return str(fixed)
-    path = local_dir / ID_FILE
+    path = layout.supervisor_id_file
     try:
         kept = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         kept = ""
-    if kept and _valid_id(kept):
+    if kept and local_state.valid_id(kept):
         return kept
     if kept:
         log.warning("supervisor id file is malformed; making a new id", path=str(path), content=kept[:80])
     new = uuid.uuid4().hex
-    write_atomic(path, (new + "\n").encode())
+    local_state.write_atomic(path, (new + "\n").encode())
     return new
-
-
-# --- worker processes -------------------------------------------------------------------------
-
-@dataclass
-class WorkerProc:
-    """One launched worker as recorded in the local state file."""
-
-    worker_id: str
-    port: int
-    topology_id: str
-    executors: list[list[int]]
-    code_digest: str
-    pid: int | None
-    create_time: float | None  # the process's start time (psutil), guards against pid reuse
-    launch_time: float
-
-    def to_record(self) -> _slot.WorkerRecord:
-        return _slot.WorkerRecord(self.worker_id, self.pid, self.topology_id,
-                                  frozenset((s, e) for s, e in self.executors),
-                                  self.code_digest, self.launch_time)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> WorkerProc:
-        def need(key: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
-            value = d.get(key)
-            if value is None and nullable:
-                return None
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(f"field {key!r} is {value!r}")
-            return value
-
-        executors = need("executors", (list,))
-        rows = []
-        for row in executors:
-            if (not isinstance(row, list) or len(row) != 2
-                    or not all(isinstance(x, int) and not isinstance(x, bool) for x in row)):
-                raise ValueError(f"executor {row!r} is not [start, end]")
-            rows.append([row[0], row[1]])
-        worker_id = need("worker_id", (str,))
-        if not _valid_id(worker_id):
-            raise ValueError(f"worker id {worker_id!r} is not usable")
-        return cls(worker_id=worker_id, port=need("port", (int,)), topology_id=need("topology_id", (str,)),
-                   executors=rows, code_digest=need("code_digest", (str,)),
-                   pid=need("pid", (int,), True), create_time=need("create_time", (int, float), True),
-                   launch_time=float(need("launch_time", (int, float))))
-
-
-def process_create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.Error, OSError):
-        return None
-
-
-def _identity_matches(proc: psutil.Process, create_time: float | None, worker_id: str | None) -> bool:
-    if create_time is not None and abs(proc.create_time() - create_time) > CREATE_TIME_SLACK:
-        return False  # the pid was reused
-    if worker_id:
-        try:
-            cmdline = proc.cmdline()
-        except psutil.AccessDenied:
-            cmdline = []
-        if cmdline and worker_id not in cmdline:
-            return False
-    return True
-
-
-def worker_alive(pid: int | None, create_time: float | None, worker_id: str | None) -> bool:
-    """Is ``pid`` running (not a zombie) and really the worker we launched?"""
-    if pid is None:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return _identity_matches(proc, create_time, worker_id)
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:
-        return True  # exists; we cannot look closer
-
-
-def signal_worker(pid: int | None, create_time: float | None, worker_id: str | None, sig: int) -> bool:
-    """Send ``sig`` to the worker's process group (it leads its own session), or to the pid
-    alone if it left that group. Nothing is sent unless the pid is still our worker."""
-    if pid is None:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE or not _identity_matches(proc, create_time, worker_id):
-            return False  # dead already, or the pid now belongs to another process
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-        return True
-    except (psutil.NoSuchProcess, ProcessLookupError):
-        return False
-    except (psutil.AccessDenied, PermissionError) as exc:
-        log.warning("cannot signal worker", pid=pid, worker=worker_id, error=str(exc))
-        return False
-
-
-def read_heartbeat(path: Path, worker_id: str) -> tuple[float | None, frozenset[tuple[int, int]] | None]:
-    """(time, executors) from a worker's heartbeat.json; (None, None) when absent.
-    ValueError naming the problem when it is malformed."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    beat = json.loads(raw)
-    if not isinstance(beat, dict):
-        raise ValueError(f"expected a JSON object, got {type(beat).__name__}")
-    t = beat.get("time")
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise ValueError(f"field 'time' is {t!r}")
-    if beat.get("worker_id", worker_id) != worker_id:
-        raise ValueError(f"heartbeat names worker {beat.get('worker_id')!r}")
-    executors = beat.get("executors")
-    if executors is None:
-        return float(t), None
-    if not isinstance(executors, list):
-        raise ValueError(f"field 'executors' is {executors!r}")
-    out = set()
-    for row in executors:
-        if (not isinstance(row, list) or len(row) != 2
-                or not all(isinstance(x, int) and not isinstance(x, bool) for x in row)):
-            raise ValueError(f"executor {row!r} is not [start, end]")
-        out.add((row[0], row[1]))
-    return float(t), frozenset(out)
-
-
-# --- code bundles -----------------------------------------------------------------------------
-
-class BundleError(RuntimeError):
-    """A download that cannot be used; the message names the problem."""
-
-
-class CodeDownloads:
-    """Topology code under ``<local dir>/topologies/<id>/``, fetched from nimbus in the background.
-
-    A complete bundle directory holds ``.digest`` (the sha256 it was checked against); it only
-    appears by a rename, so a half-extracted bundle is never seen as present.
-    """
-
-    def __init__(self, root: Path, conf: Mapping[str, Any], logger: Any,
-                 on_done: Callable[[], None]) -> None:
-        self.root = root
-        self.conf = conf
-        self.log = logger
-        self.on_done = on_done
-        self.failures = 0
-        self._lock = threading.Lock()
-        self._in_flight: set[str] = set()  # topology ids
-
-    def url(self, topology_id: str) -> str:
-        host, port = self.conf["nimbus.host"], int(self.conf["nimbus.port"])
-        return f"http://{host}:{port}/api/v1/topologies/{urllib.parse.quote(topology_id, safe='')}/bundle"
-
-    def present(self, topology_id: str, digest: str) -> bool:
-        try:
-            return (self.root / topology_id / ".digest").read_text(encoding="utf-8").strip() == digest
-        except OSError:
-            return False
-
-    def in_flight(self) -> set[str]:
-        with self._lock:
-            return set(self._in_flight)
-
-    def request(self, topology_id: str, digest: str) -> None:
-        """Start a download unless one for this topology is running already."""
-        with self._lock:
-            if topology_id in self._in_flight:
-                return
-            self._in_flight.add(topology_id)
-        threading.Thread(target=self._run, args=(topology_id, digest), daemon=True,
-                         name=f"download-{topology_id}").start()
-
-    def _run(self, topology_id: str, digest: str) -> None:
-        url = self.url(topology_id)
-        started = time.monotonic()
-        try:
-            size = self.fetch(topology_id, digest, url)
-            self.log.info("code downloaded", topology=topology_id, digest=digest, bytes=size,
-                          secs=round(time.monotonic() - started, 3))
-        except BundleError as exc:
-            self.failures += 1
-            self.log.error("code download refused", topology=topology_id, url=url, error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - a download thread must report, not vanish
-            self.failures += 1
-            self.log.exception("code download failed", topology=topology_id, url=url, error=repr(exc))
-        finally:
-            with self._lock:
-                self._in_flight.discard(topology_id)
-            self.on_done()
-
-    def fetch(self, topology_id: str, digest: str, url: str) -> int:
-        """Download, verify and install one bundle; BundleError saying what is wrong."""
-        if not digest:
-            raise BundleError("the assignment names no code digest")
-        self.root.mkdir(parents=True, exist_ok=True)
-        limit = int(self.conf["nimbus.code.max.upload.bytes"])
-        work = Path(tempfile.mkdtemp(prefix=f".tmp-{topology_id}-", dir=self.root))
-        try:
-            archive = work / "bundle.tar.gz"
-            got, size, announced = self._download(url, archive, limit)
-            if got != digest:
-                extra = f"; nimbus announced {announced}" if announced and announced != got else ""
-                raise BundleError(f"code digest mismatch: expected {digest}, got {got} "
-                                  f"({size} bytes){extra}")
-            tree = work / "tree"
-            try:
-                with tarfile.open(archive, "r:gz") as tar:
-                    tar.extractall(tree, filter="data")
-            except (tarfile.TarError, OSError, EOFError) as exc:
-                raise BundleError(f"bad code bundle: {exc}") from None
-            missing = [m for m in BUNDLE_MEMBERS if not (tree / m).exists()]
-            if missing:
-                raise BundleError(f"bad code bundle: no {', '.join(missing)}")
-            (tree / ".digest").write_text(digest + "\n", encoding="utf-8")
-            self._install(tree, self.root / topology_id)
-            return size
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-
-    @staticmethod
-    def _download(url: str, dest: Path, limit: int) -> tuple[str, int, str | None]:
-        sha = hashlib.sha256()
-        size = 0
-        try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as resp, open(dest, "wb") as out:
-                announced = resp.headers.get("X-Squall-Digest")
-                while True:
-                    chunk = resp.read(CHUNK)
-                    if not chunk:
-                        break
-                    size += len(chunk)
-                    if size > limit:
-                        raise BundleError(f"bundle larger than nimbus.code.max.upload.bytes ({limit})")
-                    sha.update(chunk)
-                    out.write(chunk)
-        except urllib.error.HTTPError as exc:
-            raise BundleError(f"nimbus answered HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise BundleError(f"cannot reach nimbus: {reason}") from None
-        return sha.hexdigest(), size, announced
-
-    @staticmethod
-    def _install(tree: Path, target: Path) -> None:
-        old = None
-        if target.exists():  # another digest for the same id: swap it out
-            old = target.with_name(f".old-{target.name}-{uuid.uuid4().hex[:8]}")
-            os.rename(target, old)
-        os.rename(tree, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-    def cleanup(self, keep: set[str]) -> list[str]:
-        """Remove bundles (and leftover temp dirs) of topologies not in ``keep``."""
-        busy = self.in_flight()
-        removed = []
-        try:
-            entries = list(self.root.iterdir())
-        except FileNotFoundError:
-            return removed
-        for entry in entries:
-            name = entry.name
-            if name.startswith((".tmp-", ".old-")):
-                if not any(name.startswith((f".tmp-{t}-", f".old-{t}-")) for t in busy):
-                    shutil.rmtree(entry, ignore_errors=True)
-                continue
-            if name in keep or name in busy or not entry.is_dir():
-                continue
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(name)
-        return removed
 
 
 # --- the supervisor ---------------------------------------------------------------------------
 
 class Supervisor:
-    """One host's supervisor. ``start()``, then ``run()`` until ``stop()``, then ``shutdown()``."""
+    """One host's supervisor: ``start()``, then ``run()`` until ``stop()``.
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    ``kill_workers_on_exit``: stop this node's workers when the supervisor stops (by
+    default they keep running and the next supervisor on this local dir adopts them)."""
+
+    def __init__(self, conf: Mapping[str, Any], kill_workers_on_exit: bool = False,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.conf: dict[str, Any] = dict(conf)
-        self.local_dir = Path(str(conf["squall.local.dir"])).expanduser().absolute()
+        self.clock = clock
+        self.kill_workers_on_exit = kill_workers_on_exit
+        self.layout = local_state.LocalLayout.from_conf(conf)
+        self.local_dir = self.layout.root
         self.conf["squall.local.dir"] = str(self.local_dir)
         log_dir = conf.get("squall.log.dir")
         self.log_dir = Path(str(log_dir)).expanduser().absolute() if log_dir else self.local_dir / "logs"
@@ -459,9 +117,9 @@ class Supervisor:
         self.timeouts = _slot.Timeouts.from_conf(conf)
         self.monitor_secs = float(conf["supervisor.monitor.frequency.secs"])
         self.heartbeat_secs = float(conf["supervisor.heartbeat.frequency.secs"])
-        self.workers_dir = self.local_dir / "workers"
-        self.conf_path = self.local_dir / CONF_FILE
-        self.state_path = self.local_dir / STATE_FILE
+        self.workers_dir = self.layout.workers_dir
+        self.conf_path = self.layout.supervisor_conf_file
+        self.state_path = self.layout.supervisor_state_file
         self.id = ""
         self.log: Any = log
         self.state: ClusterState | None = None
@@ -482,25 +140,29 @@ class Supervisor:
         self._crash_hold: dict[str, float] = {}  # worker id -> relaunch not before
         self._exits_logged: set[str] = set()
         self._zk_down = False
+        self._logviewer: ApiServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Supervisor:
         """Lock the local dir, settle the id, write the workers' config, connect, recover the
         slots from the local state file, register and watch assignments."""
-        self.started_at = time.time()
+        self.started_at = self.clock.time()
         try:
             self.local_dir.mkdir(parents=True, exist_ok=True)
             self.workers_dir.mkdir(exist_ok=True)
             self._take_lock()
-            self.id = load_supervisor_id(self.conf, self.local_dir)
+            self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
-            # The effective config, once: workers read it through SQUALL_CONF.
-            write_atomic(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True).encode())
+            # The effective config without the daemons' secrets, once: workers read it
+            # through SQUALL_CONF; their own topology's credentials come per launch.
+            local_state.write_atomic(self.conf_path, yaml.safe_dump(
+                without_daemon_secrets(self.conf), sort_keys=True).encode())
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
         self.log = log.bind(supervisor=self.id)
-        self.code = CodeDownloads(self.local_dir / "topologies", self.conf, self.log, self._waker.wake)
+        self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        warn_insecure(self.conf, self.log)
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
         self.state = ClusterState(self.conf)
         try:
@@ -513,12 +175,17 @@ class Supervisor:
         with self._snapshot_lock:
             self._snapshot = snapshot
         self._recover(snapshot)
-        self._heartbeat()
         try:
+            self._start_logviewer()
+            self._heartbeat()
             self._watch = self.state.watch_assignments(self._on_assignments)
-        except ClusterStateError as exc:
+        except (ClusterStateError, SupervisorError) as exc:
+            if self._logviewer is not None:
+                self._logviewer.stop()
             self.state.close()
             self._release_lock()
+            if isinstance(exc, SupervisorError):
+                raise
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
         self.log.info("supervisor started", ports=self.ports)
         return self
@@ -529,31 +196,33 @@ class Supervisor:
         self._waker.wake()
 
     def run(self) -> None:
-        """The loop: tick on every assignment change, every monitor period, and often while a
-        slot is in motion; refresh the supervisor node every heartbeat period."""
-        next_poll = time.monotonic() + self.monitor_secs
-        next_beat = time.monotonic() + self.heartbeat_secs
-        while not self._stopping:
-            if time.monotonic() >= next_poll:
-                self._poll_assignments()
-                next_poll = time.monotonic() + self.monitor_secs
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 - one bad tick must not end the node
-                self.log.exception("supervisor tick failed")
-            if time.monotonic() >= next_beat:
-                self._heartbeat()
-                next_beat = time.monotonic() + self.heartbeat_secs
-            wait = min(next_poll, next_beat) - time.monotonic()
-            if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) for s in self.slots.values()):
-                wait = min(wait, FAST_TICK, self.monitor_secs)
-            self._waker.wait(wait)
+        """The loop, until ``stop()``: tick on every assignment change, every monitor period,
+        and often while a slot is in motion; refresh the supervisor node every heartbeat
+        period. Then shut down."""
+        poll = Every(self.monitor_secs, self.clock)
+        beat = Every(self.heartbeat_secs, self.clock)
+        try:
+            while not self._stopping:
+                if poll.due():
+                    self._poll_assignments()
+                try:
+                    self.tick()
+                except Exception:  # noqa: BLE001 - one bad tick must not end the node
+                    self.log.exception("supervisor tick failed")
+                if beat.due():
+                    self._heartbeat()
+                wait = min(poll.left(), beat.left())
+                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) for s in self.slots.values()):
+                    wait = min(wait, FAST_TICK, self.monitor_secs)
+                self._waker.wait(wait)
+        finally:
+            self._shutdown()
 
-    def shutdown(self, kill_workers: bool = False) -> None:
-        """Unregister and close ZooKeeper; workers keep running unless ``kill_workers``."""
+    def _shutdown(self) -> None:
+        """Unregister and close ZooKeeper; workers keep running unless ``kill_workers_on_exit``."""
         if self._watch is not None:
             self._watch.cancel()
-        if kill_workers:
+        if self.kill_workers_on_exit:
             self.kill_all_workers()
         else:
             running = sorted(w.worker_id for w in self.workers.values())
@@ -565,12 +234,40 @@ class Supervisor:
                 except ClusterStateError as exc:
                     self.log.warning("unregistering failed", error=str(exc))
             self.state.close()
+        if self._logviewer is not None:
+            self._logviewer.stop()
         self._release_lock()
         self.log.info("supervisor stopped")
 
+    def _start_logviewer(self) -> None:
+        """Serve this node's worker logs when a secret is configured (see ``logviewer``)."""
+        try:
+            secret = logviewer.check_secret(self.conf.get("supervisor.logviewer.secret"))
+        except ValueError as exc:
+            raise SupervisorError(str(exc)) from None
+        if secret is None:
+            self.log.info("logviewer off: no supervisor.logviewer.secret configured")
+            return
+        app = logviewer.make_app(self._worker_log, secret, int(self.conf["worker.log.backups"]),
+                                 int(self.conf["supervisor.logviewer.max.bytes"]))
+        port = int(self.conf["supervisor.logviewer.port"])
+        try:
+            self._logviewer = ApiServer(app, self.host, port, max_body=4096)
+        except (OSError, ValueError) as exc:
+            raise SupervisorError(f"logviewer cannot listen on {self.host}:{port}: {exc}") from None
+        self._logviewer.start()
+        self.log.info("logviewer serving worker logs", host=self.host, port=self._logviewer.port)
+
+    def _worker_log(self, topology_id: str, port: int) -> tuple[str, Path] | None:
+        """The log of our worker for (topology, port); called on the logviewer's threads."""
+        for rec in list(self.workers.values()):  # a copy: the loop thread replaces entries
+            if rec.port == port and rec.topology_id == topology_id:
+                return rec.worker_id, self.layout.worker_log(rec.worker_id)
+        return None
+
     def _take_lock(self) -> None:
         # Two supervisors sharing a local dir would fight over the same workers.
-        fd = os.open(self.local_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.layout.supervisor_lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -614,7 +311,8 @@ class Supervisor:
         assert self.state is not None
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         info = SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
-                              used_ports=used, time=time.time())
+                              used_ports=used, time=self.clock.time(),
+                              logviewer_port=self._logviewer.port if self._logviewer else None)
         try:
             self.state.register_supervisor(info)
         except ClusterStateError as exc:
@@ -648,7 +346,7 @@ class Supervisor:
         records = self._load_state()
         self._kill_orphans(records)
         assigned = self.my_assignments(snapshot)
-        now = time.time()
+        now = self.clock.time()
         by_port: dict[int, WorkerProc] = {}
         for rec in sorted(records.values(), key=lambda r: r.launch_time, reverse=True):
             if rec.port in by_port:  # should not happen: one worker per port
@@ -681,33 +379,20 @@ class Supervisor:
         except FileNotFoundError:
             return {}
         try:
-            data = json.loads(raw)
-            if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
-                raise ValueError(f"not a version {STATE_VERSION} state object")
-            entries = data.get("workers")
-            if not isinstance(entries, list):
-                raise ValueError("field 'workers' is not a list")
+            records, problems = parse_records(raw)
         except ValueError as exc:
-            bad = self.state_path.with_name(f"{STATE_FILE}.corrupt-{int(time.time())}")
+            bad = self.state_path.with_name(f"{self.state_path.name}.corrupt-{int(self.clock.time())}")
             os.replace(self.state_path, bad)
             self.log.error("local state file is malformed; set aside (unknown workers will be killed)",
                            path=str(self.state_path), moved_to=str(bad), error=str(exc))
             return {}
-        out = {}
-        for entry in entries:
-            try:
-                rec = WorkerProc.from_dict(entry if isinstance(entry, dict) else {})
-            except (ValueError, TypeError) as exc:
-                self.log.warning("malformed worker record skipped", path=str(self.state_path), error=str(exc))
-                continue
-            out[rec.worker_id] = rec
-        return out
+        for problem in problems:
+            self.log.warning("malformed worker record skipped", path=str(self.state_path), error=problem)
+        return records
 
     def _save_state(self) -> None:
-        data = {"v": STATE_VERSION, "supervisor_id": self.id,
-                "workers": [asdict(w) for w in sorted(self.workers.values(), key=lambda w: w.port)]}
         try:
-            write_atomic(self.state_path, json.dumps(data, indent=1).encode())
+            save_records(self.state_path, self.id, self.workers)
         except OSError as exc:
             self.log.error("cannot write the local state file", path=str(self.state_path), error=str(exc))
 
@@ -717,11 +402,7 @@ class Supervisor:
         for entry in sorted(self.workers_dir.iterdir()):
             if entry.name in records or not entry.is_dir():
                 continue
-            pid = None
-            try:
-                pid = int((entry / "pid").read_text().strip())
-            except (OSError, ValueError):
-                pass
+            pid = local_state.read_pid(self.layout, entry.name)
             orphan = WorkerProc(entry.name, 0, "unrecorded", [], "", pid, None, 0.0)
             if pid is not None and worker_alive(pid, None, entry.name):
                 self.log.warning("killing unrecorded worker", worker=entry.name, pid=pid)
@@ -731,16 +412,19 @@ class Supervisor:
     def _kill_now(self, rec: WorkerProc) -> None:
         """SIGTERM, wait the shutdown sleep, SIGKILL: for start-up and exit, not the loop."""
         signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGTERM)
-        deadline = time.monotonic() + self.timeouts.shutdown_sleep
-        while time.monotonic() < deadline and worker_alive(rec.pid, rec.create_time, rec.worker_id):
-            self._reap()
-            time.sleep(0.05)
-        if worker_alive(rec.pid, rec.create_time, rec.worker_id):
+        if not self._wait_gone(rec, self.timeouts.shutdown_sleep):
             signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGKILL)
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline and worker_alive(rec.pid, rec.create_time, rec.worker_id):
-                self._reap()
-                time.sleep(0.05)
+            self._wait_gone(rec, 5.0)
+
+    def _wait_gone(self, rec: WorkerProc, secs: float) -> bool:
+        """Wait at most ``secs`` for the worker to end; True once it has."""
+        deadline = self.clock.monotonic() + secs
+        while worker_alive(rec.pid, rec.create_time, rec.worker_id):
+            if self.clock.monotonic() >= deadline:
+                return False
+            self._reap()
+            sleep(0.05)
+        return True
 
     def kill_all_workers(self) -> None:
         """Stop every worker of this node (``--kill-workers-on-exit``)."""
@@ -767,6 +451,7 @@ class Supervisor:
                 self.log.exception("slot step failed", port=port)
         for port in [p for p, s in self.slots.items() if p not in self.ports and s.name is _slot.State.EMPTY]:
             del self.slots[port]  # a recorded port no longer configured, now cleaned up
+        self._bound_early_output()
         if snapshot is not None:
             keep = {a.topology_id for a in assigned.values()}
             keep |= {s.assignment.topology_id for s in self.slots.values() if s.assignment is not None}
@@ -774,10 +459,23 @@ class Supervisor:
             for topology_id in self.code.cleanup(keep):
                 self.log.info("code removed; topology no longer assigned here", topology=topology_id)
 
+    def _bound_early_output(self) -> None:
+        for rec in self.workers.values():
+            path = self.layout.worker_early_output(rec.worker_id)
+            try:
+                emptied = local_state.truncate_if_over(path, EARLY_OUTPUT_MAX_BYTES)
+            except OSError as exc:
+                self._warn_once(("early", rec.worker_id), "cannot bound worker output", path=str(path),
+                                error=str(exc))
+                continue
+            if emptied:
+                self.log.warning("worker output outside its log passed its bound; emptied", path=str(path),
+                                 worker=rec.worker_id, max_bytes=EARLY_OUTPUT_MAX_BYTES)
+
     def _step_port(self, port: int, assignment: _slot.SlotAssignment | None) -> None:
         assert self.code is not None
         state = self.slots[port]
-        now = time.time()
+        now = self.clock.time()
         rec = self.workers.get(state.worker_id) if state.worker_id else None
         alive = rec is not None and worker_alive(rec.pid, rec.create_time, rec.worker_id)
         beat_time, beat_execs = self._beat(state.worker_id) if state.worker_id and alive else (None, None)
@@ -819,9 +517,10 @@ class Supervisor:
         return False
 
     def _beat(self, worker_id: str) -> tuple[float | None, frozenset[tuple[int, int]] | None]:
-        path = self.workers_dir / worker_id / "heartbeat.json"
+        path = self.layout.heartbeat_file(worker_id)
         try:
-            return read_heartbeat(path, worker_id)
+            beat = local_state.read_heartbeat(self.layout, worker_id)
+            return (None, None) if beat is None else (beat.time, beat.executors)
         except (ValueError, OSError) as exc:
             self.malformed_beats += 1
             self._warn_once(("beat", worker_id, str(exc)), "malformed worker heartbeat ignored",
@@ -863,12 +562,16 @@ class Supervisor:
 
     def _launch(self, action: _slot.LaunchWorker) -> None:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
-        wdir = self.workers_dir / action.worker_id
+        wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        creds = self._worker_credentials(action.topology_id, fields)
+        if creds is None:
+            return  # no record: relaunched (with back-off) once the secrets can be read
         try:
             wdir.mkdir(parents=True, exist_ok=True)
-            with open(wdir / "worker.log", "ab") as out:
+            env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
+                   CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
+            with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
                 child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -879,11 +582,25 @@ class Supervisor:
         self.children[action.worker_id] = child
         rec = WorkerProc(action.worker_id, action.port, action.topology_id,
                          [[s, e] for s, e in sorted(action.executors)], action.code_digest,
-                         child.pid, process_create_time(child.pid), time.time())
+                         child.pid, process_create_time(child.pid), self.clock.time())
         self.workers[action.worker_id] = rec
         self._save_state()
         self.log.info("worker launched", pid=child.pid, reason=action.reason,
                       executors=rec.executors, **fields)
+
+    def _worker_credentials(self, topology_id: str, fields: dict[str, Any]) -> WorkerCredentials | None:
+        """The topology's credentials for its worker, read from its daemon-only node."""
+        assert self.state is not None
+        try:
+            secrets = self.state.topology_secrets(topology_id)
+        except ClusterStateError as exc:
+            self.log.error("cannot read the topology's secrets; worker not launched", error=str(exc), **fields)
+            return None
+        if secrets is None:
+            self._warn_once(("secrets", topology_id), "topology has no secrets in ZooKeeper (submitted "
+                            "before this version? resubmit it); worker not launched", **fields)
+            return None
+        return WorkerCredentials(topology_id, secrets, self.state.auth.daemon_id)
 
     def _kill(self, port: int, action: _slot.KillWorker) -> None:
         rec = self.workers.get(action.worker_id or "")
@@ -908,67 +625,22 @@ class Supervisor:
                       port=rec.port if rec else None, topology=rec.topology_id if rec else None)
 
     def _remove_worker_dir(self, rec: WorkerProc) -> None:
-        wdir = self.workers_dir / rec.worker_id
-        self._archive_log(wdir / "worker.log", rec)
+        wdir = self.layout.worker_dir(rec.worker_id)
+        self._archive_log(self.layout.worker_log(rec.worker_id), rec, "")
+        self._archive_log(self.layout.worker_early_output(rec.worker_id), rec, "-early")
         shutil.rmtree(wdir, ignore_errors=True)
 
-    def _archive_log(self, path: Path, rec: WorkerProc) -> None:
+    def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
         """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``."""
         if not path.is_file() or path.stat().st_size == 0:
             return
         dest_dir = self.log_dir / "workers"
         try:
             dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}.log")
+            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
             kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
             for old in kept[:-ARCHIVED_LOGS_KEPT]:
                 old.unlink(missing_ok=True)
         except OSError as exc:
             self.log.warning("cannot keep worker log", worker=rec.worker_id, error=str(exc))
 
-
-# --- command line -----------------------------------------------------------------------------
-
-class _Failure(click.ClickException):
-    exit_code = 1
-
-
-@click.command("supervisor")
-@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
-@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
-              help="Log as readable lines (console) or JSON lines.")
-@click.option("--kill-workers-on-exit", is_flag=True,
-              help="Stop this node's workers when the supervisor stops (default: leave them running).")
-def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_workers_on_exit: bool) -> None:
-    """Run this host's supervisor in the foreground.
-
-    It registers the ports in supervisor.slots.ports, follows the assignments and runs the
-    workers. SIGTERM or SIGINT stops it; its workers keep running and are adopted by the next
-    supervisor started on the same local dir.
-    """
-    try:
-        extra = _config.parse_overrides(overrides)
-    except _config.ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="-c") from None
-    try:
-        conf = _config.build_config(extra)
-        check_conf(conf)
-    except _config.ConfigError as exc:
-        raise _Failure(str(exc)) from None
-    logs.configure_from(conf, log_format, daemon="supervisor")
-    supervisor = Supervisor(conf)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: supervisor.stop())
-    try:
-        supervisor.start()
-    except SupervisorError as exc:
-        log.error("supervisor cannot start", error=str(exc))
-        raise _Failure(str(exc)) from None
-    try:
-        supervisor.run()
-    finally:
-        supervisor.shutdown(kill_workers=kill_workers_on_exit)
-
-
-if __name__ == "__main__":
-    supervisor_command(prog_name="squall supervisor")

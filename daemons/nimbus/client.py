@@ -79,6 +79,19 @@ class NimbusClient:
     def topology(self, name: str) -> dict[str, Any]:
         return self._json("GET", f"/topologies/{_q(name)}")
 
+    def topology_conf(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/topologies/{_q(name)}/conf")
+
+    def topology_errors(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/topologies/{_q(name)}/errors")
+
+    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
+                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
+        """A worker's log through nimbus: the last ``lines``, or what follows ``offset``."""
+        params = {k: v for k, v in (("lines", lines), ("offset", offset), ("inode", inode)) if v is not None}
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        return self._json("GET", f"/topologies/{_q(name)}/logs/{_q(node)}/{int(port)}{query}")
+
     def cluster(self) -> dict[str, Any]:
         return self._json("GET", "/cluster")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import click
 
-from squall.cli import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 
 class LazyCommand(click.Command):
@@ -57,9 +57,9 @@ class LazyCommand(click.Command):
         return self.short_help or ""
 
 
-nimbus = LazyCommand("nimbus", "squall.daemons.nimbus:nimbus_command",
+nimbus = LazyCommand("nimbus", "squall.daemons.nimbus.main:nimbus_command",
                      "Run nimbus (HTTP API, scheduling, leader election) in the foreground.")
-supervisor = LazyCommand("supervisor", "squall.daemons.supervisor:supervisor_command",
+supervisor = LazyCommand("supervisor", "squall.daemons.supervisor.main:supervisor_command",
                          "Run a supervisor (worker slots of this host) in the foreground.")
 
 JSON_OUT = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -107,7 +107,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
     from squall.checks import check_runnable
-    from squall.daemons.code_store import build_bundle
+    from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
     from squall.topology import TopologyError
 
@@ -274,7 +274,7 @@ def status(name: str, as_json: bool, overrides: tuple[str, ...]) -> None:
 @LOG_FORMAT
 def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
     """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
-    from squall.dev_cluster import DevClusterError, run_dev_cluster
+    from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
 
     try:
         code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)

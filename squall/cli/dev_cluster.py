@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,7 +25,7 @@ from typing import Any
 import click
 import yaml
 
-from squall.daemons.nimbus_client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 FIRST_SLOT_PORT = 6700
 READY_TIMEOUT_SECS = 60.0
@@ -71,6 +72,31 @@ def pick_slot_ports(count: int, per: int, start: int = FIRST_SLOT_PORT) -> list[
 def _write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(dict(data), sort_keys=True), encoding="utf-8")
+    return path
+
+
+def zookeeper_security(directory: Path) -> dict[str, Any]:
+    """The daemons' ZooKeeper credential (generated once, kept in ``DIR/zookeeper-auth.yaml``,
+    mode 0600, so a restarted dev cluster can still read its nodes); CURVE is on by default."""
+    from squall.testing.zookeeper import daemon_auth_conf
+
+    path = directory / "zookeeper-auth.yaml"
+    if path.is_file():
+        return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+    auth = daemon_auth_conf()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(auth, fh)
+    return auth
+
+
+def _write_daemon_yaml(path: Path, data: Mapping[str, Any]) -> Path:
+    """A daemon's config holds the ZooKeeper secret: readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(dict(data), fh, sort_keys=True)
+    os.chmod(path, 0o600)
     return path
 
 
@@ -160,16 +186,21 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/squall",
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client_conf = _write_yaml(directory / "squall.yaml", base)
+        # Daemons only (not the client file): nimbus reads worker logs from the supervisors with it.
+        base["supervisor.logviewer.secret"] = secrets.token_urlsafe(24)
+        base["supervisor.logviewer.port"] = 0
+        daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
-        nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**base, "squall.local.dir": str(nimbus_dir)})
+        nimbus_conf = _write_daemon_yaml(nimbus_dir / "squall.yaml",
+                                         {**daemon_base, "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
         port_ranges = pick_slot_ports(supervisors, slots)
         for i, ports in enumerate(port_ranges, start=1):
             sup_dir = directory / f"supervisor-{i}"
-            conf_path = _write_yaml(sup_dir / "squall.yaml", {
-                **base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
+            conf_path = _write_daemon_yaml(sup_dir / "squall.yaml", {
+                **daemon_base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
                 "supervisor.host": "127.0.0.1"})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
@@ -183,6 +214,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"squall dev cluster is up in {directory}\n"
             f"  ZooKeeper    {zk.hosts} (data in {zk.work_dir})\n"
             f"  nimbus       http://127.0.0.1:{nimbus_port}/api/v1/cluster (log {logs_dir / 'nimbus.log'})\n"
+            f"  web UI       http://127.0.0.1:{nimbus_port}/\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"

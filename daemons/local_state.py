@@ -1,0 +1,203 @@
+"""The local state a supervisor shares with its workers (Storm's ``LocalState``).
+
+Both sides use this module, never their own copies: the directory layout under
+``squall.local.dir``, atomic writes, the worker's pid file and its local heartbeat (the
+record the supervisor's slot machine reads to decide whether a worker lives)::
+
+    <local dir>/
+      supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
+      topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
+      workers/<worker id>/            pid, heartbeat.json, worker.log (rotated by the worker:
+                                      worker.log.1 ...), worker.out (output before the
+                                      worker's log is set up, captured by the supervisor)
+      logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ExecutorId = tuple[int, int]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` through a temporary file in the same directory, fsync, rename: readers
+    see the old content or the new, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def valid_id(value: str) -> bool:
+    """Usable as a node, worker or file name: printable, no whitespace, no path parts."""
+    return bool(value) and "/" not in value and value not in (".", "..") and value.isprintable() \
+        and not any(c.isspace() for c in value)
+
+
+@dataclass(frozen=True)
+class LocalLayout:
+    """Paths under one ``squall.local.dir``."""
+
+    root: Path
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> LocalLayout:
+        return cls(Path(str(conf["squall.local.dir"])).expanduser().absolute())
+
+    # supervisor files
+    @property
+    def supervisor_id_file(self) -> Path:
+        return self.root / "supervisor-id"
+
+    @property
+    def supervisor_conf_file(self) -> Path:
+        """The supervisor's effective config; workers read it through ``SQUALL_CONF``."""
+        return self.root / "supervisor-conf.yaml"
+
+    @property
+    def supervisor_state_file(self) -> Path:
+        return self.root / "supervisor-state.json"
+
+    @property
+    def supervisor_lock_file(self) -> Path:
+        return self.root / "supervisor.lock"
+
+    # code and workers
+    @property
+    def topologies_dir(self) -> Path:
+        return self.root / "topologies"
+
+    def topology_dir(self, topology_id: str) -> Path:
+        return self.topologies_dir / topology_id
+
+    @property
+    def workers_dir(self) -> Path:
+        return self.root / "workers"
+
+    def worker_dir(self, worker_id: str) -> Path:
+        return self.workers_dir / worker_id
+
+    def pid_file(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "pid"
+
+    def heartbeat_file(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "heartbeat.json"
+
+    def worker_log(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "worker.log"
+
+    def worker_early_output(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "worker.out"
+
+
+def truncate_if_over(path: Path, limit: int) -> bool:
+    """Empty ``path`` when it has grown past ``limit`` bytes (its writers open it with
+    O_APPEND, so they go on at the new end); whether it was emptied."""
+    try:
+        if path.stat().st_size <= limit:
+            return False
+        os.truncate(path, 0)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+# --- the worker's pid file -----------------------------------------------------------------
+
+def write_pid(layout: LocalLayout, worker_id: str, pid: int) -> None:
+    write_atomic(layout.pid_file(worker_id), str(pid).encode())
+
+
+def read_pid(layout: LocalLayout, worker_id: str) -> int | None:
+    """The pid a worker wrote, or None when absent or unreadable."""
+    try:
+        return int(layout.pid_file(worker_id).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+# --- the worker's local heartbeat ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LocalHeartbeat:
+    """What a worker tells its supervisor it is alive with, and which executors it runs."""
+
+    time: float
+    topology_id: str
+    port: int
+    worker_id: str
+    pid: int
+    executors: frozenset[ExecutorId] | None
+
+    def to_json(self) -> bytes:
+        executors = None if self.executors is None else [[s, e] for s, e in sorted(self.executors)]
+        return json.dumps({"time": self.time, "topology_id": self.topology_id, "port": self.port,
+                           "worker_id": self.worker_id, "pid": self.pid, "executors": executors}).encode()
+
+
+def _int_pair(row: Any) -> ExecutorId:
+    if (not isinstance(row, list) or len(row) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in row)):
+        raise ValueError(f"executor {row!r} is not [start, end]")
+    return (row[0], row[1])
+
+
+def executor_rows(rows: Any) -> list[ExecutorId]:
+    """A JSON list of ``[start, end]`` pairs, checked; ValueError naming the bad row."""
+    if not isinstance(rows, list):
+        raise ValueError(f"executors {rows!r} is not a list")
+    return [_int_pair(row) for row in rows]
+
+
+def parse_heartbeat(raw: bytes, worker_id: str) -> LocalHeartbeat:
+    """A heartbeat file's content, checked; ValueError naming the problem."""
+    beat = json.loads(raw)
+    if not isinstance(beat, dict):
+        raise ValueError(f"expected a JSON object, got {type(beat).__name__}")
+    t = beat.get("time")
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise ValueError(f"field 'time' is {t!r}")
+    if beat.get("worker_id", worker_id) != worker_id:
+        raise ValueError(f"heartbeat names worker {beat.get('worker_id')!r}")
+    raw_execs = beat.get("executors")
+    executors = None if raw_execs is None else frozenset(executor_rows(raw_execs))
+    port, pid = beat.get("port", 0), beat.get("pid", 0)
+    return LocalHeartbeat(float(t), str(beat.get("topology_id", "")),
+                          port if isinstance(port, int) else 0, worker_id,
+                          pid if isinstance(pid, int) else 0, executors)
+
+
+def write_heartbeat(layout: LocalLayout, beat: LocalHeartbeat) -> None:
+    write_atomic(layout.heartbeat_file(beat.worker_id), beat.to_json())
+
+
+def read_heartbeat(layout: LocalLayout, worker_id: str) -> LocalHeartbeat | None:
+    """The worker's last heartbeat, None when there is none yet; ValueError (or OSError)
+    when the file cannot be used."""
+    try:
+        raw = layout.heartbeat_file(worker_id).read_bytes()
+    except FileNotFoundError:
+        return None
+    return parse_heartbeat(raw, worker_id)
+
+
+def remove_heartbeat(layout: LocalLayout, worker_id: str) -> None:
+    layout.heartbeat_file(worker_id).unlink(missing_ok=True)
+
+
+def heartbeat_of(now: float, topology_id: str, port: int, worker_id: str, pid: int,
+                 executors: Iterable[ExecutorId]) -> LocalHeartbeat:
+    return LocalHeartbeat(now, topology_id, port, worker_id, pid, frozenset(executors))

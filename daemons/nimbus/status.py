@@ -1,0 +1,185 @@
+"""What nimbus reports (``squall list``, ``squall status``, ``/cluster``), as plain functions
+of records read from ZooKeeper and the code store; any nimbus, leader or standby, serves them."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
+from squall.model import ACKER
+
+
+def _executor_of(entry: Any) -> ExecutorId | None:
+    if not isinstance(entry, dict):
+        return None
+    ex = entry.get("executor")
+    if (isinstance(ex, (list, tuple)) and len(ex) == 2 and all(isinstance(t, int) for t in ex)):
+        return (ex[0], ex[1])
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _stream_counts(entry: Mapping[str, Any]) -> dict[str, int]:
+    """Emitted per user stream (what the UI's graph shows on its edges)."""
+    emitted = entry.get("emitted")
+    if not isinstance(emitted, dict):
+        return {}
+    return {str(k): _int(v) for k, v in emitted.items() if not str(k).startswith("__")}
+
+
+def _inputs(spec: Any) -> list[dict[str, str]]:
+    """A component's subscriptions from structure.json: source component, stream, grouping."""
+    rows = spec.get("inputs") if isinstance(spec, dict) else None
+    return [{"component": r[0], "stream": r[1], "grouping": r[2]} for r in rows or []
+            if isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)]
+
+
+def _emitted(entry: Mapping[str, Any]) -> int:
+    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
+    emitted = entry.get("emitted")
+    if isinstance(emitted, dict):
+        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
+    return _int(emitted)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _latencies(entry: Mapping[str, Any], executed: int) -> tuple[float | None, float | None]:
+    """(mean execute latency, median complete latency) in ms from one executor's stats."""
+    busy = _number(entry.get("busy_secs"))
+    execute = round(busy * 1000 / executed, 4) if busy is not None and executed > 0 else None
+    complete = entry.get("complete_latency_ms")
+    p50 = _number(complete.get("p50")) if isinstance(complete, dict) else None
+    return execute, (round(p50, 3) if p50 is not None else None)
+
+
+def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None:
+    """Mean of ``key`` over the rows that have it, weighted by ``weight``."""
+    pairs = [(r[key], r[weight]) for r in rows if r[key] is not None]
+    total = sum(w for _, w in pairs)
+    if not pairs:
+        return None
+    if total <= 0:
+        return round(sum(v for v, _ in pairs) / len(pairs), 4)
+    return round(sum(v * w for v, w in pairs) / total, 4)
+
+
+def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, Assignment],
+                  now: float) -> list[dict[str, Any]]:
+    """One row per topology for ``squall list``."""
+    out = []
+    for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
+        a = assignments.get(info.id)
+        out.append({
+            "name": info.name, "id": info.id, "status": info.status,
+            "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
+            "executors": len(a.executors) if a else 0,
+            "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+        })
+    return out
+
+
+def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
+                    components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
+                    errors: Iterable[ErrorInfo], now: float) -> dict[str, Any]:
+    """Components with their executors (host, port, counters), workers, last errors."""
+    placed = dict(assignment.executors) if assignment else {}
+    hosts = dict(assignment.node_host) if assignment else {}
+    # Stats of an executor count only from the beat of the slot it is assigned to.
+    stats: dict[ExecutorId, tuple[dict[str, Any], Any]] = {}
+    for slot, beat in beats.items():
+        for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
+            ex = _executor_of(entry)
+            if ex is not None and placed.get(ex) == slot:
+                stats[ex] = (entry, beat)
+    specs = {c: e for c, e in (structure.get("components") or {}).items() if isinstance(e, dict)}
+    kinds = {c: e.get("kind") for c, e in specs.items()}
+    kinds.setdefault(ACKER, "acker")
+    last_errors: dict[str, dict[str, Any]] = {}
+    for err in errors:  # oldest first: the last one wins
+        last_errors[err.component] = err.to_dict()
+    by_component: dict[str, dict[str, Any]] = {}
+    for ex in sorted(set(placed) | set(components)):
+        entry, beat = stats.get(ex, ({}, None))
+        component = components.get(ex) or entry.get("component") or "?"
+        node, port = placed.get(ex, (None, None))
+        executed = _int(entry.get("executed"))
+        execute_ms, complete_ms = _latencies(entry, executed)
+        row = {
+            "executor": list(ex), "tasks": ex[1] - ex[0] + 1, "node": node,
+            "host": hosts.get(node) if node else None,
+            "port": port, "uptime": round(beat.uptime, 1) if beat else None,
+            "beat_age": round(now - beat.time, 1) if beat else None,
+            "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
+            "failed": _int(entry.get("failed")), "executed": executed,
+            "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
+            "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
+        }
+        comp = by_component.setdefault(component, {
+            "id": component, "kind": kinds.get(component) or entry.get("kind"),
+            "parallelism": info.component_parallelism.get(component),
+            "inputs": _inputs(specs.get(component)), "executors": []})
+        comp["executors"].append(row)
+    for comp in by_component.values():
+        rows = comp["executors"]
+        for key in ("tasks", "emitted", "acked", "failed", "executed"):
+            comp[key] = sum(r[key] for r in rows)
+        streams: dict[str, int] = {}
+        for r in rows:
+            for stream, n in r["streams"].items():
+                streams[stream] = streams.get(stream, 0) + n
+        comp["streams"] = streams
+        # Storm's component capacity is its busiest executor's.
+        capacities = [r["capacity"] for r in rows if r["capacity"] is not None]
+        comp["capacity"] = max(capacities) if capacities else None
+        comp["execute_latency_ms"] = _weighted(rows, "execute_latency_ms", "executed")
+        comp["complete_latency_ms"] = _weighted(rows, "complete_latency_ms", "acked")
+        comp["last_error"] = last_errors.get(comp["id"])
+    workers = []
+    for node, port in sorted(assignment.slots()) if assignment else []:
+        beat = beats.get((node, port))
+        workers.append({"node": node, "host": hosts.get(node), "port": port,
+                        "executors": len(assignment.executors_on(node, port)),
+                        "uptime": round(beat.uptime, 1) if beat else None,
+                        "transport": _transport(beat)})
+    return {
+        "id": info.id, "name": info.name, "status": info.status,
+        "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+        "requested_workers": info.num_workers, "workers": workers,
+        "executors": len(placed), "code_digest": info.code_digest,
+        # User components first, then system ones (``__acker``).
+        "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
+    }
+
+
+TRANSPORT_COUNTERS = ("refused_connections", "refused_keys", "bad_frames", "dropped_unknown_task",
+                      "dropped_bad_payload")
+
+
+def _transport(beat: Any) -> dict[str, int]:
+    """A worker's receive-side counters from its beat (known keys, integers only)."""
+    raw = beat.stats.get("transport") if beat is not None and isinstance(beat.stats, dict) else None
+    if not isinstance(raw, dict):
+        return {}
+    return {k: _int(raw.get(k)) for k in TRANSPORT_COUNTERS if k in raw}
+
+
+def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
+                    now: float) -> list[dict[str, Any]]:
+    """One row per supervisor for ``/cluster``: slots, used and free, uptime, beat age."""
+    used = slots_in_use({k: a.executors for k, a in assignments.items()})
+    rows = []
+    for sid, s in sorted(sups.items()):
+        used_ports = sorted(p for node, p in used if node == sid)
+        rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
+                     "slots": len(s.ports), "used": len(used_ports),
+                     "free": len(set(s.ports) - set(used_ports)),
+                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
+                     "logviewer_port": s.logviewer_port})
+    return rows

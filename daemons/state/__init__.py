@@ -1,0 +1,29 @@
+"""squall's cluster state in ZooKeeper, one job per module.
+
+- ``records``: the record types kept in ZooKeeper, their field checks and node encoding;
+- ``watchers``: one-shot watches re-armed after every event (``Watch`` is the handle);
+- ``election``: nimbus leader election (``NimbusElection``);
+- ``cluster_state``: the ``ClusterState`` facade that daemons use.
+"""
+from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
+from squall.daemons.state.election import ElectionSupport, NimbusElection
+from squall.daemons.state.records import (
+    MAX_ERROR_CHARS,
+    MAX_NODE_BYTES,
+    TOPOLOGY_STATUSES,
+    Assignment,
+    ErrorInfo,
+    ExecutorId,
+    Slot,
+    SupervisorInfo,
+    TopologyInfo,
+    WorkerBeat,
+)
+from squall.daemons.state.watchers import Watch, WatchSupport
+
+__all__ = [
+    "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
+    "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
+    "ExecutorId", "NimbusElection", "SupervisorInfo", "Slot", "TopologyInfo", "Watch",
+    "WatchSupport", "WorkerBeat",
+]

@@ -1,0 +1,141 @@
+"""Who may do what where in ZooKeeper: digest credentials and the ACL of every node.
+
+Plain data and plain functions, tested without a server. Two kinds of identity exist:
+
+- the daemons' credential (``zookeeper.auth.user`` / ``zookeeper.auth.password``), shared by
+  nimbus and supervisors: full rights on every node under the root;
+- one generated credential per topology (Storm's topology digest, made by nimbus at submit):
+  its workers read their topology's node and assignment, and read and write their own
+  topology's worker beats, errors and backpressure. Nothing else, and never another
+  topology's nodes.
+
+Nodes are created with the ACL ``node_acl`` gives for their path; a client without
+credentials gets no permission anywhere under the root. With no daemon credential
+configured (security off) nodes are created open, as before.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
+
+# Per-topology subtrees its workers write: /<part>/<topology id>[/...]
+WORKER_WRITABLE = ("workerbeats", "errors", "backpressure")
+# Per-topology nodes its workers read: /<part>/<topology id>
+WORKER_READABLE = ("topologies", "assignments")
+# Per-topology nodes only daemons read: the topology's secrets.
+DAEMON_ONLY_TOPOLOGY = ("credentials",)
+TOPOLOGY_SCOPED = WORKER_WRITABLE + WORKER_READABLE + DAEMON_ONLY_TOPOLOGY
+
+# A worker creates, reads, updates and deletes its own beats, errors and backpressure;
+# ADMIN (changing ACLs) stays with the daemons.
+WORKER_RW = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A ZooKeeper digest credential (user and password)."""
+
+    user: str
+    password: str
+
+    def __post_init__(self) -> None:
+        if not self.user or ":" in self.user:
+            raise ValueError("a ZooKeeper digest user must be non-empty and contain no ':'")
+        if not self.password:
+            raise ValueError(f"the ZooKeeper digest password of {self.user!r} is empty")
+
+    @property
+    def digest_id(self) -> str:
+        """The ACL identity ``user:base64(sha1(user:password))`` (no password in it)."""
+        return make_digest_acl_credential(self.user, self.password)
+
+    @property
+    def auth_data(self) -> tuple[str, str]:
+        """What kazoo's ``auth_data`` / ``add_auth`` take."""
+        return ("digest", f"{self.user}:{self.password}")
+
+    def __repr__(self) -> str:  # never print the password
+        return f"Credential(user={self.user!r})"
+
+
+def topology_user(topology_id: str) -> str:
+    """The digest user of a topology's credential."""
+    return f"topology-{topology_id}"
+
+
+def topology_of(parts: Sequence[str]) -> str | None:
+    """The topology a node belongs to (path parts relative to the root), or None."""
+    if len(parts) >= 2 and parts[0] in TOPOLOGY_SCOPED:
+        return parts[1]
+    return None
+
+
+def _digest(identity: str, perms: int) -> ACL:
+    return ACL(perms, Id("digest", identity))
+
+
+def node_acl(parts: Sequence[str], daemon_id: str | None, topology_id: str | None = None) -> list[ACL]:
+    """The ACL of the node at ``parts`` (relative to the root).
+
+    ``daemon_id`` is the daemons' digest identity (None: security off, the node is open);
+    ``topology_id`` is the digest identity of the credential of the topology the node
+    belongs to (None when unknown: daemons only).
+    """
+    if daemon_id is None:
+        return list(OPEN_ACL_UNSAFE)
+    acl = [_digest(daemon_id, Permissions.ALL)]
+    if topology_id is None or topology_of(parts) is None:
+        return acl
+    if parts[0] in WORKER_WRITABLE:
+        acl.append(_digest(topology_id, WORKER_RW))
+    elif parts[0] in WORKER_READABLE and len(parts) == 2:
+        acl.append(_digest(topology_id, Permissions.READ))
+    return acl
+
+
+def parts_of(path: str, root: str) -> tuple[str, ...]:
+    """``/root/a/b`` -> ("a", "b"); the root itself -> (); outside the root -> ValueError."""
+    base = "" if root == "/" else root
+    if path == base or path == "/":
+        return ()
+    if not path.startswith(base + "/"):
+        raise ValueError(f"{path!r} is not under the root {root!r}")
+    return tuple(p for p in path[len(base) + 1:].split("/") if p)
+
+
+@dataclass(frozen=True)
+class ZkAuth:
+    """How one ZooKeeper client authenticates, and whom the ACLs of its new nodes name.
+
+    Daemons: ``credential`` is the daemons' own and ``daemon_id`` its digest identity.
+    A worker: ``credential`` is its topology's, ``topology_id`` that topology, and
+    ``daemon_id`` the daemons' identity (a hash, never their password), so that the nodes
+    it creates stay the daemons' too. Security off: everything None.
+    """
+
+    credential: Credential | None = None
+    daemon_id: str | None = None
+    topology_id: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.daemon_id is not None
+
+    @classmethod
+    def for_daemons(cls, user: str | None, password: str | None) -> ZkAuth:
+        """From ``zookeeper.auth.user`` / ``zookeeper.auth.password``; both unset: off."""
+        if not user and not password:
+            return cls()
+        if not user or not password:
+            raise ValueError("zookeeper.auth.user and zookeeper.auth.password must be set together")
+        cred = Credential(user, password)
+        return cls(cred, cred.digest_id)
+
+    @classmethod
+    def for_worker(cls, topology_id: str, password: str, daemon_id: str | None) -> ZkAuth:
+        """A worker of ``topology_id`` with its topology's password."""
+        if daemon_id is None:
+            return cls(topology_id=topology_id)
+        return cls(Credential(topology_user(topology_id), password), daemon_id, topology_id)

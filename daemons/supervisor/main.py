@@ -1,0 +1,85 @@
+"""``squall supervisor``: the supervisor daemon in the foreground (exit codes: 0 stopped,
+1 cannot start, 2 usage)."""
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+import click
+import structlog
+
+from squall import config as _config
+from squall import logs
+from squall.daemons.local_state import valid_id
+from squall.daemons.supervisor.daemon import Supervisor, SupervisorError
+
+log = structlog.get_logger("squall.supervisor")
+
+
+def check_conf(conf: Mapping[str, Any]) -> None:
+    """Supervisor-specific checks beyond the schema; ConfigError naming the key."""
+    ports = conf["supervisor.slots.ports"]
+    if not ports:
+        raise _config.ConfigError("config key 'supervisor.slots.ports' must list at least one port")
+    for port in ports:
+        if not 1 <= port <= 65535:
+            raise _config.ConfigError(f"config key 'supervisor.slots.ports' has port {port} outside 1-65535")
+    if len(set(ports)) != len(ports):
+        raise _config.ConfigError(f"config key 'supervisor.slots.ports' repeats a port: {ports}")
+    for key in ("supervisor.monitor.frequency.secs", "supervisor.heartbeat.frequency.secs",
+                "supervisor.worker.start.timeout.secs", "supervisor.worker.timeout.secs"):
+        if conf[key] <= 0:
+            raise _config.ConfigError(f"config key {key!r} must be positive, got {conf[key]!r}")
+    if conf["supervisor.worker.shutdown.sleep.secs"] < 0:
+        raise _config.ConfigError("config key 'supervisor.worker.shutdown.sleep.secs' must not be negative")
+    fixed = conf.get("supervisor.id")
+    if fixed is not None and not valid_id(fixed):
+        raise _config.ConfigError(f"config key 'supervisor.id' {fixed!r} cannot be used as a node id")
+    if conf.get("supervisor.worker.command") == []:
+        raise _config.ConfigError("config key 'supervisor.worker.command' must not be empty (null: the default)")
+
+
+# --- command line -----------------------------------------------------------------------------
+
+class _Failure(click.ClickException):
+    exit_code = 1
+
+
+@click.command("supervisor")
+@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
+@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
+              help="Log as readable lines (console) or JSON lines.")
+@click.option("--kill-workers-on-exit", is_flag=True,
+              help="Stop this node's workers when the supervisor stops (default: leave them running).")
+def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_workers_on_exit: bool) -> None:
+    """Run this host's supervisor in the foreground.
+
+    It registers the ports in supervisor.slots.ports, follows the assignments and runs the
+    workers. SIGTERM or SIGINT stops it; its workers keep running and are adopted by the next
+    supervisor started on the same local dir.
+    """
+    try:
+        extra = _config.parse_overrides(overrides)
+    except _config.ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="-c") from None
+    try:
+        conf = _config.build_config(extra)
+        check_conf(conf)
+    except _config.ConfigError as exc:
+        raise _Failure(str(exc)) from None
+    logs.configure_from(conf, log_format, daemon="supervisor")
+    supervisor = Supervisor(conf, kill_workers_on_exit=kill_workers_on_exit)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: supervisor.stop())
+    try:
+        supervisor.start()
+    except SupervisorError as exc:
+        log.error("supervisor cannot start", error=str(exc))
+        raise _Failure(str(exc)) from None
+    supervisor.run()
+
+
+if __name__ == "__main__":
+    supervisor_command(prog_name="squall supervisor")
+

@@ -1,0 +1,427 @@
+"""The worker process around a WorkerRuntime: start-up, timers, watches, heartbeats, shutdown.
+
+Start-up follows seed 000's mk-worker: pid file; conf and assignment; the topology from
+the extracted code bundle; bind the receive socket; one synchronous heartbeat, then the
+heartbeat timers (before executors load, so slow-loading tasks do not look dead);
+refresh-connections and refresh-active once, each with its timer (the safety net) and a
+ZooKeeper watch (the fast path); executors; the transfer thread.
+
+Every timer is a *halting* timer: a callback that raises ends the worker with exit code 1,
+since a half-alive worker is worse than a dead one (the supervisor restarts it). The
+decisions (is this worker still assigned, which task lives where, whose backpressure
+counts) are plain functions in :mod:`squall.daemons.worker.decisions`.
+
+Verbs, as in every daemon: ``start()`` brings it up, ``run()`` blocks until stopped and
+shuts down (returning the exit code), ``stop(code, reason)`` asks it to stop.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials
+from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
+from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
+from squall.daemons.worker.decisions import (
+    CHANGED,
+    GONE,
+    UNREADABLE,
+    ConnectionGuard,
+    ExecutorId,
+    assignment_verdict,
+    bind_host,
+    check_executors,
+    is_active,
+    merge_worker_conf,
+    missing_tasks,
+    nodes_without_host,
+    remote_backpressure,
+    task_endpoints,
+    with_capacity,
+)
+from squall.daemons.worker.zk_writer import ZkWriter
+from squall.messaging import make_context
+from squall.topology import Topology
+
+log = structlog.get_logger("squall.worker")
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# A stop that has not finished by then ends the process anyway (os._exit with its code).
+SHUTDOWN_DEADLINE_SECS = 15.0
+# How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
+# (kazoo queues requests while disconnected, without a deadline) is left behind.
+THREAD_JOIN_SECS = 2.0
+
+
+# --- the worker ------------------------------------------------------------------------
+
+class Worker:
+    """One worker process: ``run()`` starts it, waits for a stop and shuts it down.
+
+    ``conf`` is the supervisor's configuration (SQUALL_CONF, plus ``overrides``); the
+    topology's conf.json is merged in at start. ``credentials`` are the topology's own
+    (ZooKeeper digest, CURVE keys), handed over by the supervisor; without them it cannot
+    start. Stops come from ``stop`` (signals, a halting timer, a dead executor, the
+    assignment no longer naming this worker).
+    """
+
+    def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
+                 worker_id: str, overrides: Mapping[str, Any] | None = None,
+                 clock: Clock = SYSTEM_CLOCK, credentials: WorkerCredentials | None = None) -> None:
+        self.clock = clock
+        self.credentials = credentials
+        self.base_conf = dict(conf)
+        self.overrides = dict(overrides or {})
+        self.conf: dict[str, Any] = dict(conf)
+        self.topology_id, self.supervisor_id = topology_id, supervisor_id
+        self.port, self.worker_id = port, worker_id
+        self.slot = (supervisor_id, port)
+        self.layout = local_state.LocalLayout.from_conf(conf)
+        self.bundle = self.layout.topology_dir(topology_id)
+        self.pid = os.getpid()
+        self.started_at = clock.time()
+        self.executors: list[ExecutorId] = []
+        self.host = str(conf.get("supervisor.host", "127.0.0.1"))
+        self.state: ClusterState | None = None
+        self.context: Any = None
+        self.rt: Any = None  # WorkerRuntime, imported lazily with the runtime
+        self.writer: ZkWriter | None = None
+        self.timers: dict[str, HaltingTimer] = {}
+        self.watches: list[Any] = []
+        self._stop = threading.Event()
+        self._stop_lock = threading.Lock()
+        self.exit_code: int | None = None
+        self.stop_reason = ""
+        self._stats: dict[str, Any] = {}
+        self._stats_at = float("-inf")
+        self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
+        self._last_missing: list[int] = []
+        self._shut_down = False
+        self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
+
+    # -- stop requests ------------------------------------------------------------------
+    def stop(self, code: int, reason: str) -> None:
+        """Ask the main thread to shut down and exit with ``code``; the first request wins.
+
+        Safe in a signal handler: it only sets state (``run`` logs the reason), since
+        logging from a handler could deadlock on the log stream's lock."""
+        with self._stop_lock:
+            if self.exit_code is not None:
+                return
+            self.exit_code, self.stop_reason = code, reason
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a stop is requested (True) or ``timeout`` passes (False)."""
+        return self._stop.wait(timeout)
+
+    def _on_halt(self, timer: str, exc: BaseException) -> None:
+        self.stop(EXIT_FAILURE, f"timer {timer} failed: {exc!r}")
+        state = self.state
+        if state is not None and not state.connected:
+            # Calls queued on a lost connection wait forever (the main thread may be one of
+            # them, still starting up): closing the session makes them fail now.
+            state.close()
+
+    def _on_fatal(self, reason: str) -> None:
+        self.stop(EXIT_FAILURE, reason)
+
+    def _checkpoint(self) -> None:
+        """Between start-up steps: a stop requested meanwhile (SIGTERM) ends the start."""
+        if self.stopping:
+            raise _Interrupted()
+
+    # -- start-up (seed 000's mk-worker) -------------------------------------------------
+    def start(self) -> None:
+        """Bring the worker up; WorkerError (or ClusterStateError) when it cannot run."""
+        self.log.info("launching worker", pid=self.pid, local_dir=str(self.layout.root))
+        self._write_pid()
+        self._read_conf()
+        self._check_transport()
+        if self.credentials is None:
+            raise WorkerError(f"no credentials for {self.topology_id} (the supervisor passes them in "
+                              f"the file named by {CREDENTIALS_ENV})")
+        self._checkpoint()
+        auth = self.credentials.zk_auth()
+        if not auth.enabled:
+            self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
+                             "worker's nodes are open to anyone reaching ZooKeeper")
+        self.state = ClusterState(self.conf, auth=auth).start()
+        guard = ConnectionGuard(self.state.session_timeout, self.clock.monotonic())
+        self._timer("zookeeper-guard", min(1.0, self.state.session_timeout / 4),
+                    lambda: guard.check(self.state.connected, self.clock.monotonic()))  # type: ignore[union-attr]
+        assignment = self.state.assignment(self.topology_id)
+        if assignment is None:
+            if self._assignment_listed():
+                raise WorkerError(f"the assignment of {self.topology_id} is unreadable (see the "
+                                  "malformed-data warning above)")
+            raise _NotAssigned(f"there is no assignment for {self.topology_id}")
+        self.executors = assignment.executors_on(self.supervisor_id, self.port)
+        if not self.executors:
+            raise _NotAssigned(f"the assignment of {self.topology_id} names no executors on "
+                               f"{self.supervisor_id}:{self.port}")
+        self.host = assignment.node_host.get(self.supervisor_id, self.host)
+        self.conf["zmq.bind.host"] = bind_host(self.conf, self.host)
+        topology = load_bundle_topology(self.bundle)
+        self._checkpoint()
+        self._make_runtime(topology)
+        self.rt.bind()
+        self.log.info("receive socket bound", bind_host=self.conf["zmq.bind.host"], port=self.port,
+                      executors=[list(e) for e in self.executors])
+        # Heartbeat once now (a failure here fails the start), then on timers, before the
+        # executors load: slow-loading tasks must not make the worker look dead.
+        self.local_heartbeat()
+        self.zk_heartbeat()
+        every = float(self.conf["worker.heartbeat.frequency.secs"])
+        self._timer("heartbeat", every, self.local_heartbeat)
+        self._timer("executor-heartbeat", every, self.zk_heartbeat)
+        poll = float(self.conf["task.refresh.poll.secs"])
+        self.refresh_connections()
+        refresh = self._timer("refresh-connections", poll, self.refresh_connections)
+        self.watches.append(self.state.watch_assignment(self.topology_id, lambda _a: refresh.trigger()))
+        self.refresh_active()
+        active = self._timer("refresh-active", poll, self.refresh_active)
+        self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
+        self.watches.append(self.state.watch_backpressure(self.topology_id, self._on_remote_backpressure))
+        self._checkpoint()
+        self.rt.start_executors()
+        self.rt.start_transfer()
+        self.log.info("worker has finished loading", executors=len(self.executors),
+                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2))
+
+    def _write_pid(self) -> None:
+        try:
+            local_state.write_pid(self.layout, self.worker_id, self.pid)
+        except OSError as exc:
+            raise WorkerError(f"cannot write the pid file in {self.layout.worker_dir(self.worker_id)}: "
+                              f"{exc}") from None
+
+    def _read_conf(self) -> None:
+        if not self.bundle.is_dir():
+            raise WorkerError(f"code bundle for {self.topology_id} not found at {self.bundle} "
+                              "(the supervisor downloads and extracts it before launching workers)")
+        topology_conf = read_topology_conf(self.bundle)
+        self.conf, ignored = merge_worker_conf(self.base_conf, topology_conf, self.overrides)
+        if ignored:
+            self.log.warning("daemon keys in the topology conf ignored", keys=ignored)
+
+    def _check_transport(self) -> None:
+        transport = self.conf.get("squall.messaging.transport")
+        if transport != "zmq":
+            raise WorkerError(f"squall.messaging.transport is {transport!r}; a worker process "
+                              "talks to other workers over zmq")
+
+    def _assignment_listed(self) -> bool:
+        assert self.state is not None
+        return self.state.assignment_exists(self.topology_id)
+
+    def _make_runtime(self, topology: Topology) -> None:
+        from squall.runtime.worker_runtime import WorkerRuntime
+
+        assert self.credentials is not None
+        curve = self.credentials.curve_keys() if self.conf.get("zmq.curve", True) else None
+        if curve is None:
+            self.log.warning("SECURITY OFF: CurveZMQ is off (zmq.curve: false): worker traffic is "
+                             "plain TCP, unauthenticated")
+        self.context = make_context(self.conf, curve=curve)
+        assert self.state is not None
+        self.writer = ZkWriter(self.state, self.topology_id, self.supervisor_id, self.port, self.host,
+                               self.conf, self.clock)
+        self.writer.start()
+        self.rt = WorkerRuntime(self.topology_id, topology, self.conf, self.executors, self.port,
+                                self.context, host=self.host, error_sink=self.writer.report_error,
+                                on_fatal=self._on_fatal)
+        problems = check_executors(self.executors, self.rt.task_to_component)
+        if problems:
+            raise WorkerError("the assignment does not fit the topology in the code bundle: "
+                              + "; ".join(problems))
+        self.rt.on_backpressure = self.writer.publish_backpressure
+
+    def _timer(self, name: str, period: float, fn: Callable[[], None]) -> HaltingTimer:
+        timer = HaltingTimer(name, period, fn, self._on_halt, lambda: self.stopping, self.clock,
+                             owner="worker").start()
+        self.timers[name] = timer
+        return timer
+
+    # -- timer callbacks ----------------------------------------------------------------
+    def local_heartbeat(self) -> None:
+        """The heartbeat file the supervisor watches."""
+        local_state.write_heartbeat(self.layout, local_state.heartbeat_of(
+            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors))
+
+    def zk_heartbeat(self) -> None:
+        """The worker beat nimbus watches; executor stats at most every task.heartbeat secs."""
+        assert self.state is not None
+        now = self.clock.time()
+        if self.rt is not None and self.rt.executors and \
+                now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
+            self._stats = {"executors": self._executor_stats(), "transport": self.rt.transport_stats()}
+            self._stats_at = now
+        self.state.worker_beat(WorkerBeat(self.topology_id, self.supervisor_id, self.port, now,
+                                          list(self.executors), now - self.started_at, self._stats))
+
+    def _executor_stats(self) -> list[dict[str, Any]]:
+        # Stats are read while the executors run; a rare concurrent-mutation error must not
+        # halt the worker: keep the last good stats instead.
+        try:
+            stats, self._busy_marks = with_capacity(self.rt.stats(), self._busy_marks, self.clock.monotonic())
+            return stats
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("reading executor stats failed", error=repr(exc))
+            return self._stats.get("executors", [])
+
+    def refresh_connections(self) -> None:
+        """Seed 000's mk-refresh-connections, plus the "still assigned?" check."""
+        if self.stopping:
+            return
+        assert self.state is not None
+        assignment = self.state.assignment(self.topology_id)
+        listed = True if assignment is not None else self._assignment_listed()
+        verdict = assignment_verdict(assignment, listed, self.supervisor_id, self.port, self.executors)
+        if verdict == UNREADABLE:
+            self.log.warning("assignment unreadable; keeping current connections")
+            return
+        if verdict in (GONE, CHANGED):
+            now = [] if assignment is None else [list(e) for e in assignment.executors_on(*self.slot)]
+            self.stop(EXIT_OK, f"assignment no longer names this worker's executors ({verdict}); "
+                              f"assigned here now: {now}")
+            return
+        assert assignment is not None
+        endpoints = task_endpoints(assignment)
+        hostless = nodes_without_host(assignment)
+        if hostless:
+            self.log.warning("assignment has nodes without a host", nodes=hostless)
+        self.rt.refresh_connections(endpoints)
+        missing = missing_tasks(self.rt.outbound_tasks(), self.rt.local_tasks, endpoints)
+        if missing and missing != self._last_missing:
+            self.log.warning("missing assignment for tasks", tasks=missing)
+        self._last_missing = missing
+
+    def refresh_active(self) -> None:
+        """Seed 000's refresh-storm-active: spouts run only while the topology is active."""
+        if self.stopping:
+            return
+        assert self.state is not None
+        active = is_active(self.state.topology(self.topology_id))
+        if active != self.rt.active:
+            self.log.info("topology status changed", active=active)
+        self.rt.set_active(active)
+
+    def _on_remote_backpressure(self, by_slot: Mapping[tuple[str, int], frozenset[int]]) -> None:
+        if self.rt is not None:
+            self.rt.remote_bp = remote_backpressure(by_slot, self.slot)
+
+    # -- shutdown (seed 000's shutdown*) --------------------------------------------------
+    def _shutdown(self) -> None:
+        """Stop everything that was started, in order; safe after a partial start.
+
+        The refresh timers and watches go first (they would open connections on a closing
+        context); the heartbeat timers run until the runtime has stopped, so a slow
+        shutdown does not look like a dead worker."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.log.info("shutting down worker", reason=self.stop_reason)
+        if self.state is not None and not self.state.connected:
+            # Cut off from ZooKeeper: closing the session now releases threads stuck in calls.
+            self.state.close()
+        for watch in self.watches:
+            watch.cancel()
+        for name in ("refresh-connections", "refresh-active"):
+            if name in self.timers:
+                self.timers[name].cancel(THREAD_JOIN_SECS)
+        if self.rt is not None:
+            try:
+                self.rt.shutdown()  # stop receiving, executors, transfer thread, close sockets
+            except Exception:  # noqa: BLE001 - keep shutting down the rest
+                self.log.exception("runtime shutdown failed")
+        if self.context is not None:
+            self.context.term()  # after the transfer thread: zmq sockets are single-threaded
+            self.log.info("messaging context terminated")
+        for timer in self.timers.values():
+            timer.cancel(THREAD_JOIN_SECS)
+        if self.writer is not None:
+            self.writer.stop(THREAD_JOIN_SECS)
+        try:
+            local_state.remove_heartbeat(self.layout, self.worker_id)
+        except OSError as exc:
+            self.log.warning("removing the heartbeat file failed", error=str(exc))
+        if self.state is not None:
+            if self.state.connected and self.executors:
+                try:
+                    self.state.remove_worker_beat(self.topology_id, self.supervisor_id, self.port)
+                except ClusterStateError as exc:
+                    self.log.warning("removing the worker beat failed", error=str(exc))
+            self.state.close()
+        self.log.info("worker shut down")
+
+    # -- the whole life -----------------------------------------------------------------
+    def run(self) -> int:
+        """Start, wait for a stop request, shut down; returns the exit code.
+
+        Once a stop is requested, a watchdog ends the process if shutdown has not finished
+        within SHUTDOWN_DEADLINE_SECS, even when the main thread is stuck in start-up."""
+        done = threading.Event()
+        threading.Thread(target=self._watchdog, args=(done,), name="shutdown-watchdog", daemon=True).start()
+        try:
+            self.start()
+        except _Interrupted:
+            pass
+        except _NotAssigned as exc:
+            self.stop(EXIT_OK, str(exc))
+        except (WorkerError, ClusterStateError, OSError) as exc:
+            self.stop(EXIT_FAILURE, f"worker failed to start: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an unexpected failure is still a clean exit 1
+            self.log.exception("worker failed to start")
+            self.stop(EXIT_FAILURE, f"worker failed to start: {exc!r}")
+        while not self.wait(1.0):
+            pass
+        (self.log.info if self.exit_code == EXIT_OK else self.log.error)(
+            "worker stopping", reason=self.stop_reason, exit_code=self.exit_code)
+        try:
+            self._shutdown()
+        except Exception:  # noqa: BLE001
+            self.log.exception("worker shutdown failed")
+            return EXIT_FAILURE
+        finally:
+            done.set()
+        return EXIT_FAILURE if self.exit_code is None else self.exit_code
+
+    def _watchdog(self, done: threading.Event) -> None:
+        self._stop.wait()
+        if done.wait(SHUTDOWN_DEADLINE_SECS):
+            return
+        code = EXIT_FAILURE if self.exit_code is None else self.exit_code
+        self.log.error("shutdown did not finish in time; exiting", deadline_secs=SHUTDOWN_DEADLINE_SECS,
+                       exit_code=code, reason=self.stop_reason)
+        _flush_and_exit(code)
+
+
+class _NotAssigned(Exception):
+    """At start, the assignment does not name this worker: nothing to run, exit 0."""
+
+
+class _Interrupted(Exception):
+    """A stop was requested while starting."""
+
+
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(code)
+

@@ -1,0 +1,156 @@
+"""The worker's decisions as plain functions, tested without processes or sockets.
+
+Is this worker still assigned, which task lives where, whose backpressure counts, which
+conf a worker runs with, and when ZooKeeper has been away too long.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from squall.daemons.state import Assignment, ClusterStateError, TopologyInfo
+from squall.model import executor_tasks
+
+ExecutorId = tuple[int, int]
+Endpoint = tuple[str, int]
+
+# Where a topology's conf.json may not reach: keys that say where this daemon lives.
+# The transport's security settings are the cluster's, not a topology's to relax.
+DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir", "zmq.curve",
+                        "zmq.bind.host")
+
+KEEP, GONE, CHANGED, UNREADABLE = "keep", "gone", "changed", "unreadable"
+
+
+def assignment_verdict(assignment: Assignment | None, listed: bool, node: str, port: int,
+                       executors: Iterable[ExecutorId]) -> str:
+    """What the current assignment means for the worker running ``executors`` on (node, port).
+
+    ``listed`` says whether the assignment node exists (consulted only when ``assignment``
+    is None, to tell a removed assignment from one that could not be decoded).
+    KEEP: exactly our executors; GONE: no assignment or nothing for our slot (stop, exit 0);
+    CHANGED: our slot holds another executor set (stop, exit 0: the supervisor relaunches
+    a worker for the new set, as Storm's suicideIfLocalAssignmentsChanged); UNREADABLE:
+    malformed data, keep running on what we have.
+    """
+    if assignment is None:
+        return UNREADABLE if listed else GONE
+    assigned = assignment.executors_on(node, port)
+    if not assigned:
+        return GONE
+    return KEEP if assigned == sorted(executors) else CHANGED
+
+
+def task_endpoints(assignment: Assignment) -> dict[int, Endpoint]:
+    """task -> (host, port) from executor -> (node, port) and node -> host. Tasks on a
+    node without a host are left out (see ``nodes_without_host``)."""
+    out: dict[int, Endpoint] = {}
+    for ex, (node, port) in assignment.executors.items():
+        host = assignment.node_host.get(node)
+        if host is None:
+            continue
+        for task in executor_tasks(ex):
+            out[task] = (host, port)
+    return out
+
+
+def nodes_without_host(assignment: Assignment) -> list[str]:
+    """Nodes that run executors but have no host in ``node_host``."""
+    return sorted({node for node, _ in assignment.executors.values()} - set(assignment.node_host))
+
+
+def missing_tasks(outbound: Iterable[int], local: Iterable[int],
+                  endpoints: Mapping[int, Endpoint]) -> list[int]:
+    """Remote tasks we may send to that have no endpoint (Storm logs these and retries)."""
+    local_set = set(local)
+    return sorted(t for t in outbound if t not in local_set and t not in endpoints)
+
+
+def remote_backpressure(by_slot: Mapping[tuple[str, int], Iterable[int]],
+                        me: tuple[str, int]) -> set[int]:
+    """The union of the tasks under backpressure in every worker but this one."""
+    out: set[int] = set()
+    for slot, tasks in by_slot.items():
+        if slot != me:
+            out.update(tasks)
+    return out
+
+
+def is_active(info: TopologyInfo | None) -> bool:
+    """Spouts run only while the topology's status is "active" (gone counts as inactive)."""
+    return info is not None and info.status == "active"
+
+
+def check_executors(executors: Iterable[ExecutorId], task_to_component: Mapping[int, str]) -> list[str]:
+    """Problems of an executor set against the topology's tasks (empty when it fits)."""
+    problems = []
+    for ex in sorted(executors):
+        comps = {task_to_component.get(t) for t in executor_tasks(ex)}
+        if None in comps:
+            problems.append(f"executor {list(ex)} names tasks the topology does not have")
+        elif len(comps) > 1:
+            problems.append(f"executor {list(ex)} spans components {sorted(comps)}")  # type: ignore[type-var]
+    return problems
+
+
+def merge_worker_conf(base: Mapping[str, Any], topology_conf: Mapping[str, Any],
+                      overrides: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The worker's conf: the supervisor's, then the topology's own, then ``-c`` overrides.
+    Keys that say where the daemon lives (ZooKeeper, local dir, ...) stay the supervisor's;
+    returns (conf, topology keys ignored)."""
+    conf = dict(base)
+    ignored = []
+    for key, value in topology_conf.items():
+        if key.startswith(DAEMON_ONLY_PREFIXES):
+            ignored.append(key)
+        else:
+            conf[key] = value
+    conf.update(overrides or {})
+    return conf, sorted(ignored)
+
+
+def bind_host(conf: Mapping[str, Any], advertised: str) -> str:
+    """Where the receive socket binds: ``zmq.bind.host`` when set, else the host the
+    supervisor advertises (never every interface unless configured)."""
+    return str(conf.get("zmq.bind.host") or advertised)
+
+
+class ConnectionGuard:
+    """Decides when ZooKeeper has been unreachable for too long.
+
+    kazoo queues requests while it reconnects and waits for them without a deadline, so a
+    worker cut off from ZooKeeper would hang in its timers, half alive. ``check`` is fed
+    the connection state periodically and raises once it has been down for ``limit`` secs.
+    """
+
+    def __init__(self, limit: float, now: float) -> None:
+        self.limit = limit
+        self.last_connected = now
+
+    def check(self, connected: bool, now: float) -> None:
+        if connected:
+            self.last_connected = now
+        elif now - self.last_connected > self.limit:
+            raise ClusterStateError(f"ZooKeeper unavailable for {now - self.last_connected:.1f}s "
+                                    f"(longer than the session timeout, {self.limit:.1f}s)")
+
+
+
+def with_capacity(stats: list[dict[str, Any]], previous: Mapping[ExecutorId, tuple[float, float]],
+                  now: float) -> tuple[list[dict[str, Any]], dict[ExecutorId, tuple[float, float]]]:
+    """Storm's capacity: the share of the last stats window an executor spent executing
+    (``busy_secs`` growth over the window's length), added to each bolt's stats; also the
+    (busy, time) marks the next window starts from. The first window has no capacity yet."""
+    out, marks = [], {}
+    for entry in stats:
+        busy, ex = entry.get("busy_secs"), entry.get("executor")
+        if not isinstance(busy, float) or not isinstance(ex, list) or len(ex) != 2:
+            out.append(entry)
+            continue
+        key = (ex[0], ex[1])
+        marks[key] = (busy, now)
+        prev = previous.get(key)
+        if prev is not None and now > prev[1]:
+            entry = {**entry, "capacity": round(min(1.0, max(0.0, (busy - prev[0]) / (now - prev[1]))), 3)}
+        out.append(entry)
+    return out, marks

@@ -1,0 +1,74 @@
+"""The ZooKeeper records and their checks, without a ZooKeeper: encoding, refusals, ordering."""
+from __future__ import annotations
+
+import pytest
+
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.state.election import contender_order
+from squall.daemons.state.records import (
+    MAX_NODE_BYTES,
+    Backpressure,
+    backpressure_by_slot,
+    check_name,
+    encode,
+    parse_node,
+    slot_name,
+)
+
+RECORDS = [
+    TopologyInfo(id="wc-1-100", name="wc", status="inactive", num_workers=2,
+                 component_parallelism={"spout": 2}, code_digest="sha256:ab",
+                 submitted_at=1.5, conf={"nested": {"a": [1]}}),
+    Assignment(topology_id="wc-1-100", executors={(1, 2): ("sup-a", 6700), (3, 3): ("sup-b", 6701)},
+               node_host={"sup-a": "10.0.0.1"}, executor_start={(1, 2): 10.0}, code_digest="d",
+               version=3),
+    SupervisorInfo(id="sup-a", host="h", ports=[6700, 6701], started_at=1.0, used_ports=[6700], time=2.0),
+    WorkerBeat("wc-1-100", "sup-a", 6700, time=5.0, executors=[(1, 2)], uptime=3.0, stats={"x": 1}),
+    ErrorInfo(time=1.0, component="count", task=3, host="h", port=6700, error="boom"),
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: type(r).__name__)
+def test_records_survive_encoding(record) -> None:
+    assert parse_node(encode("/p", record.to_dict()), type(record).from_dict) == record
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty node"),
+    (b"[1]", "JSON object"),
+    (b'{"v": 2, "id": "x"}', "format version 2"),
+    (b'{"v": 1, "node": "n", "port": 1}', "missing field 'tasks'"),
+    (b'{"v": 1, "node": "n", "port": true, "tasks": []}', "port must be an integer"),
+    (b'{"v": 1, "node": "n", "port": 1, "tasks": {}}', "tasks must be a list"),
+])
+def test_malformed_nodes_are_refused_naming_the_problem(data: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_node(data, Backpressure.from_dict)
+
+
+def test_assignment_rows_are_checked() -> None:
+    row = {"topology_id": "t", "node_host": {}, "executor_start": [], "code_digest": "", "version": 1}
+    with pytest.raises(ValueError, match="start after end"):
+        Assignment.from_dict({**row, "executors": [[5, 4, "n", 6700]]})
+    with pytest.raises(ValueError, match="list of 4"):
+        Assignment.from_dict({**row, "executors": [[1, 2, "n"]]})
+
+
+def test_names_and_sizes_are_bounded() -> None:
+    assert slot_name("sup-a", 6700) == "sup-a-6700"
+    for bad in ("", "a/b", ".", "..", "a\nb", 7):
+        with pytest.raises(ValueError, match="node name"):
+            check_name(bad, "topology id")
+    with pytest.raises(ValueError, match="above ZooKeeper"):
+        encode("/big", {"blob": "x" * MAX_NODE_BYTES})
+
+
+def test_backpressure_is_keyed_by_slot() -> None:
+    entries = {"n-1": Backpressure("n", 1, frozenset({3})), "m-2": Backpressure("m", 2, frozenset())}
+    assert backpressure_by_slot(entries) == {("n", 1): frozenset({3}), ("m", 2): frozenset()}
+
+
+def test_contenders_are_ordered_by_lock_sequence() -> None:
+    children = ["b__lock__0000000012", "junk", "a__lock__0000000009", "c__lock__0000000010"]
+    assert contender_order(children) == ["a__lock__0000000009", "c__lock__0000000010",
+                                         "b__lock__0000000012"]

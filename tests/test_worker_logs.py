@@ -1,0 +1,174 @@
+"""Worker logs without a cluster: rotation in the writer, bounded reads, the logviewer's
+checks (token, known workers only, bounds) and which workers ``squall logs`` asks for."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from squall.cli.logs import LogSlot, log_slots
+from squall.daemons.supervisor import logviewer
+from squall.daemons.supervisor.log_reader import read_from, tail
+from squall.rotating_log import RotatingLogFile
+
+SECRET = "s3cret-s3cret-s3cret"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def test_rotation_keeps_whole_lines_and_at_most_the_backups(tmp_path):
+    log = RotatingLogFile(tmp_path / "worker.log", max_bytes=100, backups=2)
+    for i in range(40):
+        log.write(f"line {i:03d} {'x' * 10}\n")  # 20 bytes: five lines a file
+    log.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["worker.log", "worker.log.1", "worker.log.2"]
+    assert [lines_of(tmp_path / n) for n in ("worker.log.2", "worker.log.1", "worker.log")] == [
+        [f"line {i:03d} {'x' * 10}" for i in range(k, k + 5)] for k in (25, 30, 35)]
+    assert all((tmp_path / n).stat().st_size <= 100 for n in names)
+
+
+def test_no_backups_truncates_in_place(tmp_path):
+    log = RotatingLogFile(tmp_path / "worker.log", max_bytes=50, backups=0)
+    for i in range(10):
+        log.write(f"{i:09d}\n")
+    log.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["worker.log"]
+    assert lines_of(tmp_path / "worker.log") == [f"{i:09d}" for i in range(5, 10)]
+
+
+def test_bad_bounds_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="max_bytes"):
+        RotatingLogFile(tmp_path / "w.log", max_bytes=0, backups=1)
+
+
+CAPTURE = """
+import os, sys
+from squall.rotating_log import RotatingLogFile
+log = RotatingLogFile(sys.argv[1], max_bytes=2000, backups=3, capture_std=True)
+for i in range(1000):
+    print(f"printed {i:04d}")
+os.write(2, b"raw stderr line\\n")
+raise SystemExit("last words")
+"""
+
+
+def test_captured_stdout_and_stderr_rotate_with_the_log(tmp_path):
+    path = tmp_path / "worker.log"
+    res = subprocess.run([sys.executable, "-c", CAPTURE, str(path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and res.stdout == "" and res.stderr == ""  # nothing escaped the file
+    files = sorted(tmp_path.iterdir())
+    assert [p.name for p in files] == ["worker.log", "worker.log.1", "worker.log.2", "worker.log.3"]
+    assert all(p.stat().st_size <= 2000 + 64 for p in files)
+    text = "".join((tmp_path / n).read_text() for n in ("worker.log.3", "worker.log.2", "worker.log.1", "worker.log"))
+    printed = [line for line in text.splitlines() if line.startswith("printed")]
+    assert printed == [f"printed {i:04d}" for i in range(1000 - len(printed), 1000)]  # newest kept, in order
+    assert text.endswith("raw stderr line\nlast words\n")
+
+
+def write_lines(path: Path, start: int, count: int) -> None:
+    with open(path, "a") as fh:
+        fh.writelines(f"entry {i}\n" for i in range(start, start + count))
+
+
+def test_tail_spans_rotated_files_and_stops_at_the_byte_bound(tmp_path):
+    path = tmp_path / "worker.log"
+    write_lines(path.with_name("worker.log.2"), 0, 10)
+    write_lines(path.with_name("worker.log.1"), 10, 10)
+    write_lines(path, 20, 5)
+    read = tail(path, backups=2, lines=12, max_bytes=10_000)
+    assert read.text.splitlines() == [f"entry {i}" for i in range(13, 25)] and not read.truncated
+    assert read.next_offset == path.stat().st_size and read.inode == path.stat().st_ino
+    assert tail(path, backups=2, lines=1000, max_bytes=10_000).text.splitlines()[0] == "entry 0"
+    assert tail(path, backups=1, lines=1000, max_bytes=10_000).text.splitlines()[0] == "entry 10"
+    cut = tail(path, backups=2, lines=1000, max_bytes=30)  # "entry 2x\n" is 9 bytes
+    assert cut.text.splitlines() == ["entry 22", "entry 23", "entry 24"] and cut.truncated
+
+
+def test_read_from_follows_and_notices_rotation(tmp_path):
+    path = tmp_path / "worker.log"
+    write_lines(path, 0, 3)
+    first = tail(path, backups=0, lines=10, max_bytes=1000)
+    path.open("a").write("entry 3\nhalf a li")
+    more = read_from(path, first.next_offset, 1000, first.inode)
+    assert more.text == "entry 3\n"  # the partial line waits
+    path.open("a").write("ne\n")
+    assert read_from(path, more.next_offset, 1000, more.inode).text == "half a line\n"
+    path.rename(path.with_name("worker.log.1"))
+    write_lines(path, 100, 1)
+    assert read_from(path, more.next_offset, 1000, more.inode).text == "entry 100\n"  # a new file: from 0
+    assert read_from(tmp_path / "missing.log", 0, 1000).text == ""
+
+
+def call(app, path: str, token: str | None = SECRET, method: str = "GET", query: str = "") -> tuple[int, dict]:
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "wsgi.input": io.BytesIO()}
+    if token is not None:
+        environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    seen = {}
+    body = b"".join(app(environ, lambda status, headers: seen.update(status=int(status.split()[0]))))
+    return seen["status"], json.loads(body)
+
+
+@pytest.fixture
+def viewer(tmp_path):
+    log = tmp_path / "workers" / "w1" / "worker.log"
+    log.parent.mkdir(parents=True)
+    write_lines(log, 0, 500)
+    (tmp_path / "secret.txt").write_text("not for you\n")
+    known = {("topo-1", 6700): ("w1", log)}
+    return logviewer.make_app(lambda t, p: known.get((t, p)), SECRET, backups=2, max_bytes=400)
+
+
+def test_logviewer_serves_known_workers_only_with_the_token(viewer):
+    code, body = call(viewer, "/logs/topo-1/6700", query="lines=3")
+    assert code == 200 and body["text"] == "entry 497\nentry 498\nentry 499\n" and body["worker_id"] == "w1"
+    code, more = call(viewer, "/logs/topo-1/6700", query=f"offset={body['next_offset']}&inode={body['inode']}")
+    assert code == 200 and more["text"] == ""
+    code, big = call(viewer, "/logs/topo-1/6700", query="lines=100000")
+    assert code == 200 and len(big["text"]) <= 400 and big["truncated"]
+    for token in (None, "", "wrong", SECRET + "x", SECRET[:-1]):
+        assert call(viewer, "/logs/topo-1/6700", token=token)[0] == 401
+    assert call(viewer, "/logs/topo-1/6700", token=None)[1] == {"error": "missing or wrong bearer token"}
+    for path in ("/logs/topo-1/6701", "/logs/topo-2/6700", "/logs/../secret.txt/1", "/logs/topo-1/../../secret.txt",
+                 "/logs/topo-1", "/etc/passwd"):
+        code, body = call(viewer, path)
+        assert code == 404 and "not for you" not in json.dumps(body), path
+    assert call(viewer, "/logs/topo-1/6700", query="lines=0")[0] == 400
+    assert call(viewer, "/logs/topo-1/6700", query="lines=-5")[0] == 400
+    assert call(viewer, "/logs/topo-1/6700", query="offset=abc")[0] == 400
+    assert call(viewer, "/logs/topo-1/6700", method="POST")[0] == 405
+
+
+def test_logviewer_secret_must_be_long_enough():
+    assert logviewer.check_secret(None) is None
+    assert logviewer.check_secret(SECRET) == SECRET
+    with pytest.raises(ValueError, match="at least 16"):
+        logviewer.check_secret("short")
+
+
+STATUS = {"name": "t", "components": [
+    {"id": "spout", "executors": [{"executor": [3, 3], "node": "n1", "host": "h1", "port": 1}]},
+    {"id": "bolt", "executors": [{"executor": [4, 5], "node": "n1", "host": "h1", "port": 1},
+                                 {"executor": [6, 7], "node": "n2", "host": "h2", "port": 2},
+                                 {"executor": [8, 8], "node": None, "host": None, "port": None}]},
+]}
+
+
+def test_log_slots_by_component_and_task():
+    both = [LogSlot("n1", "h1", 1), LogSlot("n2", "h2", 2)]
+    assert log_slots(STATUS) == both
+    assert log_slots(STATUS, component="bolt") == both
+    assert log_slots(STATUS, component="spout") == [LogSlot("n1", "h1", 1)]
+    assert log_slots(STATUS, task=7) == [LogSlot("n2", "h2", 2)]
+    with pytest.raises(ValueError, match="no component 'nope'"):
+        log_slots(STATUS, component="nope")
+    with pytest.raises(ValueError, match="runs task 8 now"):
+        log_slots(STATUS, task=8)  # not placed
+    with pytest.raises(ValueError, match="runs task 99"):
+        log_slots(STATUS, task=99)
