@@ -38,9 +38,11 @@ _NOBLOCK = zmq.NOBLOCK
 # Frames handled per poll wake-up: amortizes the poll call over a burst without starving
 # the stop check for long.
 _DRAIN = 256
-# A send stuck at the high-water mark polls in slices this long and warns this often.
+# A send stuck at the high-water mark polls in slices this long, and gives up (SendBlocked)
+# after this long: the caller keeps the batch and retries, and meanwhile can take locks,
+# notice a new assignment, or stop (a peer that died never reads again).
 _BLOCKED_POLL_MS = 500
-_BLOCKED_WARN_SECS = 5.0
+_BLOCKED_GIVE_UP_SECS = 2.0
 _JOIN_SECS = 5.0
 _wake_ids = itertools.count()
 # Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
@@ -184,6 +186,10 @@ class ZmqServer(ServerConnection):
         return not self._thread.is_alive()
 
 
+class SendBlocked(ConnectionError):
+    """A send that waited its deadline at the high-water mark; nothing was sent."""
+
+
 class ZmqClient(Connection):
     """The send side: a PUSH socket connected to one peer. Use from one thread only."""
 
@@ -220,23 +226,19 @@ class ZmqClient(Connection):
                 self._send_blocked(frame)
 
     def _send_blocked(self, frame: bytes) -> None:
-        """The peer holds HWM batches unread: wait for room, warning while we wait."""
+        """The peer holds HWM batches unread: wait for room, up to a deadline."""
         self.blocked_sends += 1
-        started = time.monotonic()
-        next_warn = started + _BLOCKED_WARN_SECS
-        while True:
+        deadline = time.monotonic() + _BLOCKED_GIVE_UP_SECS
+        while time.monotonic() < deadline:
             if self._sock.poll(_BLOCKED_POLL_MS, zmq.POLLOUT):
                 try:
                     self._send(frame, _NOBLOCK)
                     return
                 except zmq.Again:
                     continue
-            now = time.monotonic()
-            if now >= next_warn:
-                next_warn = now + _BLOCKED_WARN_SECS
-                log.warning("send blocked at high-water mark; peer is not reading",
-                            topology_id=self._topology_id, host=self._host, port=self._port,
-                            hwm=self._hwm, waited_secs=round(now - started, 1))
+        raise SendBlocked(f"peer {self._host}:{self._port} of {self._topology_id} has not read for "
+                          f"{_BLOCKED_GIVE_UP_SECS:g}s ({self._hwm} batches queued at the high-water "
+                          "mark); the batch was not sent")
 
     def send_raw(self, frame: bytes) -> None:
         """Send an already encoded (or deliberately malformed) frame; used by tests."""

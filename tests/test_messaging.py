@@ -17,6 +17,7 @@ import zmq
 
 from squall.config import build_config
 from squall.messaging import codec, make_context
+from squall.messaging.zmq import SendBlocked
 from squall.testing.waiting import wait_for
 
 TOPO = "topo-1"
@@ -286,23 +287,30 @@ def test_zmq_failing_callback_does_not_kill_the_receiver(zctx):
 
 
 def test_zmq_send_blocks_at_high_water_mark_and_loses_nothing(zctx):
-    """A peer that stops reading holds the sender back (bounded memory) without loss."""
+    """A peer that stops reading holds the sender back (bounded memory) without loss: a
+    send waits at the high-water mark, gives up after a deadline without sending, and the
+    sender retries, as the worker's transfer thread does."""
     port = free_port()
     server = zctx.bind(TOPO, port)
     client = zctx.connect(TOPO, "127.0.0.1", port)
     payload = b"p" * 256 * 1024
     total = 200  # 50 MB: far beyond both HWMs plus the kernel's socket buffers
-    sent = []
+    sent, gave_up = [], []
 
     def sender():
         for i in range(total):
-            client.send([(i, payload)])
+            while True:
+                try:
+                    client.send([(i, payload)])
+                    break
+                except SendBlocked as exc:
+                    gave_up.append(str(exc))
             sent.append(i)
 
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
-    wait_for(lambda: client.blocked_sends >= 1, what="the sender to block at the HWM")
-    assert len(sent) < total
+    wait_for(lambda: gave_up, what="a send to give up at the HWM")
+    assert len(sent) < total and "has not read for" in gave_up[0]
     got = Collector()
     server.register_recv(got)
     thread.join(TIMEOUT)

@@ -236,7 +236,9 @@ class WorkerRuntime:
                     try:
                         conn.send(msgs)
                     except Exception as exc:  # a failing peer must not stop the thread
-                        self.log.warning("send failed", error=repr(exc), messages=len(msgs))
+                        # (a send blocked at a dead peer gives up too: the lock must come free
+                        # for refresh_connections to move its tasks to where they run now)
+                        self.log.warning("send failed", error=str(exc) or repr(exc), messages=len(msgs))
                         self._unsent.extend(msgs)
             if self._unsent:
                 # No connection yet for these tasks: keep them (nothing is dropped) and slow
