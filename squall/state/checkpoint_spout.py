@@ -14,7 +14,8 @@ import structlog
 
 from squall.components import Spout
 from squall.state.kv import decode, encode
-from squall.state.protocol import CHECKPOINT, CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
+from squall.model import CHECKPOINT
+from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
 from squall.state.stores import Store, StoreError, namespace, open_store
 
 RECORD_KEY = encode("record")

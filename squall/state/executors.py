@@ -20,12 +20,12 @@ from typing import Any
 
 from squall.components import Spout
 from squall.runtime.acker import PendingTuples
-from squall.model import ACK_ACK, ACK_FAIL, ACKER
+from squall.model import ACK_ACK, ACK_FAIL, ACKER, CHECKPOINT
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.state.components import is_stateful
 from squall.state.kv import KeyValueState
-from squall.state.protocol import CHECKPOINT, CHECKPOINT_STREAM, COMMIT, PREPARE, Alignment, Barrier
+from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Alignment, Barrier
 from squall.state.stores import StoreError, describe_load, namespace, open_store
 from squall.state.wiring import channels, is_checkpointed
 from squall.topology import SPOUT, Topology

@@ -7,7 +7,8 @@ from typing import Any
 
 from squall.state.checkpoint_spout import RECORD_KEY
 from squall.state.kv import decode, decode_key
-from squall.state.protocol import CHECKPOINT, TxRecord
+from squall.model import CHECKPOINT
+from squall.state.protocol import TxRecord
 from squall.state.stores import StoreError, namespace, open_store
 
 

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from squall.model import CHECKPOINT  # noqa: F401 (the system spout's component id)
 from squall.tuple import Fields
 
 CHECKPOINT_STREAM = "__checkpoint"   # the barrier stream every component declares

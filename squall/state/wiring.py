@@ -16,7 +16,8 @@ from squall import grouping as g
 from squall.components import Component, StreamDeclaration
 from squall.grouping import Grouping
 from squall.state.components import is_stateful
-from squall.state.protocol import CHECKPOINT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM
+from squall.model import CHECKPOINT
+from squall.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 from squall.topology import SPOUT, ComponentSpec, Subscription, Topology, TopologyError
 
 _DECL = StreamDeclaration(CHECKPOINT_FIELDS, False)
