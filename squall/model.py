@@ -32,7 +32,8 @@ def acker_count(conf: Mapping[str, Any]) -> int:
 
 
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The user's topology plus ``__acker`` (unless acking is off). The acker is an
+    """The user's topology plus ``__acker`` (unless acking is off) and, when it is stateful,
+    its checkpoint barrier edges (squall.state.wiring). The acker is an
     ordinary component with tasks and executors; its subscriptions are declared only for
     the record, since ack traffic is routed to the acker a root id picks (squall.runtime.acker) directly."""
     if CHECKPOINT in topology.components:

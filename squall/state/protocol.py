@@ -170,6 +170,24 @@ class Alignment:
         return self.pending is not None and self.pending[1] in RECOVERY
 
     def feed(self, tuples: list) -> None:
+        if self.initialized and self.pending is None:
+            # Running normally (nothing held, no recovery): hand the batch over as it is, up
+            # to a barrier if one came. Tuples come in runs sharing one Source.
+            src = None
+            for i, t in enumerate(tuples):
+                s = t.source
+                if s is not src:
+                    src = s
+                    if s.stream == CHECKPOINT_STREAM:
+                        if i:
+                            self.act.execute(tuples[:i])
+                        self._feed(tuples[i:])
+                        return
+            self.act.execute(tuples)
+            return
+        self._feed(tuples)
+
+    def _feed(self, tuples: list) -> None:
         run: list = []
         drop: list = []
         for t in tuples:
