@@ -176,3 +176,32 @@ def test_the_examples_run():
 
     words = load_module(repo / "examples" / "rolling_top_words.py")
     check_runnable(words.topology(), build_config(words.CONFIG, user_file=False))
+
+
+def test_a_store_that_stops_answering_costs_rollbacks_not_counts(tmp_path):
+    """Redis frozen (SIGSTOP) mid-run: checkpoints fail and roll back until it answers again."""
+    import os
+    import signal
+
+    from squall.testing.redis import RedisServer
+
+    n, keys, name = 4000, 11, unique("frozen")
+    with RedisServer(tmp_path / "redis") as redis:
+        store = {"topology.state.provider": "redis", "topology.state.redis.url": redis.url,
+                 "topology.state.redis.timeout.secs": 0.5}
+        conf = {**KC.CONFIG, **store, "keyed.events": n, "keyed.keys": keys, "keyed.rate": 500}
+        with LocalCluster() as cluster:
+            cluster.submit(name, conf, KC.topology())
+            wait_committed(store, name, lambda txid: txid >= 2, 30, "checkpoints committing")
+            os.kill(redis.proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(1.5)
+            finally:
+                os.kill(redis.proc.pid, signal.SIGCONT)
+            record = wait_committed(store, name, spout_done(store, name, n), 60)
+            errors = cluster.errors(name)
+        counts = collections.Counter()
+        for part in committed_component(store, name, "count", 3, record.restore_point()):
+            counts.update(part)
+    assert dict(counts) == KC.reference(n, keys)
+    assert "redis state" in str(errors)  # the freeze was felt (and reported), not counted

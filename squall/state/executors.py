@@ -102,6 +102,7 @@ class TaskCheckpoint:
         if self.state is not None:
             if self.restored:
                 self.obj.pre_rollback()
+            self.restored = False  # until this restore succeeds (a spout stays quiet)
             held = self.state.restore(txid)
             problem = describe_load(self.state.name, held, txid)
             if problem:
