@@ -196,3 +196,24 @@ def test_held_tuples_are_bounded():
     rec.log.clear()
     al.feed([barrier(1, 1, PREPARE, 1), data(1, "a"), data(1, "b"), data(1, "c")])
     assert rec.log == [("fail", [(1, "c")])] and al.over_limit == 1
+
+
+def test_only_decided_commits_and_new_epochs_are_saved():
+    c = Coordinator(TxRecord(4, COMMITTED, 7, 1), interval=0.0)
+    record, barrier = c.next(0.0, 0)
+    assert c.durable(record)                 # a new epoch
+    c.sent(record, barrier, 0.0)
+    c.acked(barrier)
+    record, barrier = c.next(1.0, 0)
+    assert barrier[1] == PREPARE and not c.durable(record)  # lost, it restores like the record before
+    c.sent(record, barrier, 1.0)
+    committing = c.acked(barrier)
+    assert committing.phase == COMMITTING and c.durable(committing)
+    c.saved(committing)
+    record, barrier = c.next(1.0, 0)
+    c.sent(record, barrier, 1.0)
+    committed = c.acked(barrier)
+    assert committed.phase == COMMITTED and not c.durable(committed)
+    # What a restart does from the last saved record equals what it does from the lost one.
+    assert TxRecord(5, COMMITTING, 8).restore_point() == TxRecord(5, COMMITTED, 8).restore_point()
+    assert TxRecord(5, PREPARING, 8).restore_point() == TxRecord(4, COMMITTING, 8).restore_point()

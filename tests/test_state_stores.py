@@ -47,6 +47,21 @@ def test_load_rolls_a_decided_txid_forward_and_drops_any_other(make_store):
     assert s.read(3) == (2, {b"k": b"2"})
 
 
+def test_a_dropped_prepare_stays_dropped_when_its_txid_is_reused(make_store):
+    s = make_store("r")
+    s.prepare(1, {b"k": b"1"})
+    s.commit(1)
+    s.prepare(2, {b"k": b"dropped", b"gone": None})
+    assert s.load(1) == (1, {b"k": b"1"})   # the checkpoint spout rolled txid 2 back
+    s.prepare(2, {b"j": b"new"})             # and prepares txid 2 again, with other changes
+    s.commit(2)
+    assert make_store("r").load(2) == (2, {b"k": b"1", b"j": b"new"})
+    s.prepare(3, {b"k": b"3"})
+    s.prepare(3, {b"j": b"3"})               # prepared again without a load in between
+    s.commit(3)
+    assert make_store("r").read(3) == (3, {b"k": b"1", b"j": b"3"})
+
+
 def test_key_value_state_round_trip(make_store):
     st = KeyValueState(make_store("c"), "t/c/0")
     assert st.restore(0) is None and len(st) == 0

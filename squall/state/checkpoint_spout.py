@@ -56,7 +56,7 @@ class CheckpointSpout(Spout):
         if step is None:
             return
         record, barrier = step
-        if record != self.coordinator.record and not self._save(record):
+        if self.coordinator.durable(record) and not self._save(record):
             return  # nothing is sent that the saved record does not back
         self.coordinator.sent(record, barrier, now)
         if barrier[1] not in (PREPARE, COMMIT):
@@ -67,7 +67,7 @@ class CheckpointSpout(Spout):
         record = self.coordinator.acked(msg_id)
         if record is None:
             return
-        if self._save(record):
+        if not self.coordinator.durable(record) or self._save(record):
             self.coordinator.saved(record)
         else:
             self.coordinator.unsaved()

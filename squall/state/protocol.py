@@ -70,9 +70,10 @@ Barrier = tuple[int, str, int]  # (txid, action, epoch): also the checkpoint tup
 
 class Coordinator:
     """The checkpoint spout's decisions. ``next`` proposes the barrier to send and the
-    record to save first; the caller saves it, then calls ``sent``. ``acked``/``failed``
-    take the message id of a completed or failed checkpoint tree; ``acked`` may return a
-    record to save (then ``saved``) before the next barrier."""
+    record it moves to; the caller saves the record first if ``durable`` says so, then
+    calls ``sent``. ``acked``/``failed`` take the message id of a completed or failed
+    checkpoint tree; ``acked`` may return the next record (saved, if durable, before
+    ``saved``)."""
 
     def __init__(self, record: TxRecord, interval: float) -> None:
         self.record = record
@@ -98,6 +99,13 @@ class Coordinator:
             new = TxRecord(rec.txid + 1, PREPARING, rec.epoch, rec.recoveries)
             return new, (new.txid, PREPARE, rec.epoch)
         return None
+
+    def durable(self, record: TxRecord) -> bool:
+        """Must ``record`` be saved before the coordinator acts on it? Only where losing it
+        would change what a restart does: a decided commit (COMMITTING) and a new epoch.
+        A lost PREPARING(k) restarts as the saved record before it does (restore to k-1),
+        and a lost COMMITTED(k) as the saved COMMITTING(k) does (restore to k)."""
+        return record.phase == COMMITTING and record != self.record or record.epoch != self.record.epoch
 
     def sent(self, record: TxRecord, barrier: Barrier, now: float) -> None:
         self.record = record

@@ -8,7 +8,7 @@ forward; any other prepared set is dropped. Three kinds (``topology.state.provid
 
 - ``memory``: this process's memory; for local mode and tests (survives no process).
 - ``embedded``: one SQLite file per namespace under the host's state directory
-  (``supervisor.state.dir``); WAL journal, fsync on every commit. Survives workers and
+  (``supervisor.state.dir``); WAL journal, fsync on every prepare. Survives workers and
   supervisors being killed and the host rebooting; not the disk, and not an executor
   moving to another host (see ``describe_load``).
 - ``redis``: a Redis server (``topology.state.redis.url``); changes are applied by a Lua
@@ -144,11 +144,19 @@ class MemoryStore:
 
 # -- embedded (SQLite) --------------------------------------------------------------------
 
+# One row per key holds both its committed value (cv) and the value prepared at txid ptx
+# (pv; NULL with ptx set is a deletion). A row's prepared value counts as committed once
+# the committed txid reaches ptx, so a commit is one meta update, whatever it changed; the
+# next prepare of that key folds pv into cv. A prepared set that is dropped (a rollback) is
+# cleared from its rows, so a later prepare that reuses its txid cannot revive it.
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS pending (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, cv BLOB, pv BLOB, ptx INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+_VALUE = "CASE WHEN ptx IS NOT NULL AND ptx <= ? THEN pv ELSE cv END"
+_UPSERT = ("INSERT INTO kv (k, cv, pv, ptx) VALUES (?, NULL, ?, ?) ON CONFLICT (k) DO UPDATE SET "
+           "cv = CASE WHEN kv.ptx IS NOT NULL AND kv.ptx <= ? THEN kv.pv ELSE kv.cv END, "
+           "pv = excluded.pv, ptx = excluded.ptx")
 
 
 def embedded_path(state_dir: str | Path, namespace: str) -> Path:
@@ -158,7 +166,10 @@ def embedded_path(state_dir: str | Path, namespace: str) -> Path:
 
 
 class EmbeddedStore:
-    """A namespace in its own SQLite file. Each store object is used by one task."""
+    """A namespace in its own SQLite file. Each store object is used by one task.
+
+    A prepare is fsynced before it returns (the checkpoint spout decides on it); a commit
+    is not: lost, it is rolled forward again by the next ``load``."""
 
     def __init__(self, path: str | Path, timeout: float = 10.0, create: bool = True) -> None:
         self.path = Path(path)
@@ -172,7 +183,6 @@ class EmbeddedStore:
                                        check_same_thread=False)
             if create:
                 self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=FULL")  # a commit survives power loss
                 self._db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open state file {self.path}: {exc}") from None
@@ -191,27 +201,26 @@ class EmbeddedStore:
                 pass
             raise StoreError(f"state file {self.path}: {what} failed: {exc}") from None
 
-    def _apply_pending(self, txid: int) -> None:
-        db = self._db
-        db.execute("INSERT OR REPLACE INTO kv SELECT k, v FROM pending WHERE v IS NOT NULL")
-        db.execute("DELETE FROM kv WHERE k IN (SELECT k FROM pending WHERE v IS NULL)")
-        db.execute("DELETE FROM pending")
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('committed', ?)", (txid,))
-        db.execute("DELETE FROM meta WHERE name = 'prepared'")
+    def _entries(self, committed: int | None) -> dict[bytes, bytes]:
+        rows = self._db.execute(f"SELECT k, {_VALUE} FROM kv", (-1 if committed is None else committed,))
+        return {k: v for k, v in rows if v is not None}
 
     def load(self, txid: int) -> tuple[int | None, dict[bytes, bytes]]:
         def run() -> tuple[int | None, dict[bytes, bytes]]:
             db = self._db
+            db.execute("PRAGMA synchronous=FULL")
             db.execute("BEGIN IMMEDIATE")
             committed, prepared = self._meta()
             what = settle(committed, prepared, txid)
             if what == "commit":
-                self._apply_pending(txid)
                 committed = txid
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('committed', ?)", (txid,))
             elif what == "drop":
-                db.execute("DELETE FROM pending")
+                db.execute("UPDATE kv SET pv = NULL, ptx = NULL WHERE ptx > ?",
+                           (-1 if committed is None else committed,))
+            if what is not None:
                 db.execute("DELETE FROM meta WHERE name = 'prepared'")
-            entries = dict(db.execute("SELECT k, v FROM kv").fetchall())
+            entries = self._entries(committed)
             db.execute("COMMIT")
             return committed, entries
         return self._run("load", run)
@@ -220,15 +229,13 @@ class EmbeddedStore:
         def run() -> tuple[int | None, dict[bytes, bytes]]:
             db = self._db
             db.execute("BEGIN")
-            if db.execute("SELECT count(*) FROM sqlite_master WHERE name IN ('kv', 'pending', 'meta')"
-                          ).fetchone()[0] < 3:
+            if db.execute("SELECT count(*) FROM sqlite_master WHERE name IN ('kv', 'meta')").fetchone()[0] < 2:
                 db.execute("COMMIT")
                 return None, {}  # a file still being created
             committed, prepared = self._meta()
-            entries = dict(db.execute("SELECT k, v FROM kv").fetchall())
             if settle(committed, prepared, txid) == "commit":
-                _overlay(entries, dict(db.execute("SELECT k, v FROM pending").fetchall()))
                 committed = txid
+            entries = self._entries(committed)
             db.execute("COMMIT")
             return committed, entries
         return self._run("read", run)
@@ -236,9 +243,14 @@ class EmbeddedStore:
     def prepare(self, txid: int, changes: Changes) -> None:
         def run() -> None:
             db = self._db
+            db.execute("PRAGMA synchronous=FULL")
             db.execute("BEGIN IMMEDIATE")
-            db.execute("DELETE FROM pending")
-            db.executemany("INSERT INTO pending VALUES (?, ?)", changes.items())
+            committed, prepared = self._meta()
+            if prepared is not None and prepared != committed:  # an earlier set never committed
+                db.execute("UPDATE kv SET pv = NULL, ptx = NULL WHERE ptx > ?",
+                           (-1 if committed is None else committed,))
+            c = -1 if committed is None else committed
+            db.executemany(_UPSERT, ((k, v, txid, c) for k, v in changes.items()))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('prepared', ?)", (txid,))
             db.execute("COMMIT")
         self._run("prepare", run)
@@ -246,6 +258,7 @@ class EmbeddedStore:
     def commit(self, txid: int) -> None:
         def run() -> None:
             db = self._db
+            db.execute("PRAGMA synchronous=NORMAL")  # not fsynced: load rolls a lost one forward
             db.execute("BEGIN IMMEDIATE")
             committed, prepared = self._meta()
             if prepared != txid:
@@ -254,7 +267,7 @@ class EmbeddedStore:
                     return
                 raise StoreError(f"state file {self.path}: commit of txid {txid}, but txid "
                                  f"{prepared} is prepared")
-            self._apply_pending(txid)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('committed', ?)", (txid,))
             db.execute("COMMIT")
         self._run("commit", run)
 
