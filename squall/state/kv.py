@@ -42,6 +42,7 @@ class KeyValueState:
     def __init__(self, store: Store, name: str = "") -> None:
         self._store = store
         self.name = name
+        self._packer = msgpack.Packer(use_bin_type=True)  # one per state: a Packer is not thread-safe
         self._dirty: dict[Any, Any] = {}
         self._set_data({})
         self.txid = 0   # the committed txid the state was last restored to or committed
@@ -81,10 +82,11 @@ class KeyValueState:
     def prepare(self, txid: int) -> None:
         """Save the changes since the last prepare as txid ``txid`` (not yet committed)."""
         changes: dict[bytes, bytes | None] = {}
+        pack = self._packer.pack
         for key, value in self._dirty.items():
             try:
-                k = encode(key)
-                changes[k] = None if value is _DELETED else encode(value)
+                k = pack(key)
+                changes[k] = None if value is _DELETED else pack(value)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise StateError(f"state {self.name}: key {key!r:.60} or its value of type "
                                  f"{type(value).__name__} cannot be stored: {exc}") from None
