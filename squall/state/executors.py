@@ -74,8 +74,12 @@ class TaskCheckpoint:
                 ok = self.commit(txid)
             else:
                 ok = self.restore(txid)
-        except StoreError as exc:
-            self.ex.user_error(self.task, str(exc), where)
+        except StoreError as exc:  # not the user's code: the store (a rollback follows)
+            ex = self.ex
+            ex.errors += 1
+            if ex.throttle.allow(time.monotonic()):
+                ex.log.error("state store failed", task=self.task, where=where, error=str(exc))
+                ex.runtime.report_error(ex.component, self.task, f"{where}: {exc}")
             return False
         except Exception as exc:  # the user's hooks
             self.ex.user_error(self.task, exc, where)
