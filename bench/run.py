@@ -139,11 +139,13 @@ def _register_optional() -> None:
         return {**curve_cost(runs), "cpu_ns_per_tuple": cpu}
 
     try:
+        import api_bench
         import cluster_bench
     except ImportError:
         return
-    for name, (doc, fn) in cluster_bench.SCENARIOS.items():
-        SCENARIOS[name] = (doc, fn)
+    for module in (cluster_bench, api_bench):
+        for name, (doc, fn) in module.SCENARIOS.items():
+            SCENARIOS[name] = (doc, fn)
 
 
 _register_optional()
@@ -178,6 +180,8 @@ def main() -> int:
         if "first_tuple_secs" in result:
             line = (f"{args.scenario}: first tuple {result['first_tuple_secs']:.2f} s after submit, "
                     f"every task {result['all_tasks_secs']:.2f} s ({result['workers']} workers)")
+        elif "summary" in result:
+            line = f"{args.scenario}: {result['summary']}"
         elif "curve_cost_pct" in result:
             off = ", ".join(f"{v:,.0f}" for v in result["curve_off_tuples_per_sec"])
             on = ", ".join(f"{v:,.0f}" for v in result["curve_on_tuples_per_sec"])

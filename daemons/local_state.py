@@ -7,8 +7,8 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
     <local dir>/
       supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
-      workers/<worker id>/            pid, heartbeat.json, worker.log (rotated by the worker:
-                                      worker.log.1 ...), worker.out (output before the
+      workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
+                                      worker: worker.log.1 ...), worker.out (output before the
                                       worker's log is set up, captured by the supervisor)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,20 +26,41 @@ from typing import Any
 ExecutorId = tuple[int, int]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` through a temporary file in the same directory, fsync, rename: readers
-    see the old content or the new, never half of it."""
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` through a temporary file in the same directory, fsync (unless ``sync``
+    is false: for data worth nothing after a crash), rename: readers see the old content or
+    the new, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def make_private(root: Path) -> None:
+    """Make ``root`` and everything under it readable by its owner only: directories 0700,
+    files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, 0o700 if mode & stat.S_IXUSR else 0o600)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) if needed and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def valid_id(value: str) -> bool:
@@ -95,6 +117,9 @@ class LocalLayout:
 
     def heartbeat_file(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "heartbeat.json"
+
+    def metrics_file(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "metrics.json"
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"
@@ -201,3 +226,31 @@ def remove_heartbeat(layout: LocalLayout, worker_id: str) -> None:
 def heartbeat_of(now: float, topology_id: str, port: int, worker_id: str, pid: int,
                  executors: Iterable[ExecutorId]) -> LocalHeartbeat:
     return LocalHeartbeat(now, topology_id, port, worker_id, pid, frozenset(executors))
+
+
+# --- the worker's metrics snapshot -------------------------------------------------------------
+
+METRICS_MAX_BYTES = 4 << 20  # a snapshot larger than this is refused unread
+
+
+def write_metrics(layout: LocalLayout, worker_id: str, data: bytes) -> None:
+    """The worker's metrics snapshot (JSON); not synced: a lost one is replaced seconds later."""
+    write_atomic(layout.metrics_file(worker_id), data, sync=False)
+
+
+def remove_metrics(layout: LocalLayout, worker_id: str) -> None:
+    layout.metrics_file(worker_id).unlink(missing_ok=True)
+
+
+def read_metrics(layout: LocalLayout, worker_id: str) -> Any:
+    """The worker's last metrics snapshot (parsed JSON), None when there is none yet;
+    ValueError (or OSError) when the file cannot be used."""
+    path = layout.metrics_file(worker_id)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(METRICS_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(raw) > METRICS_MAX_BYTES:
+        raise ValueError(f"{path} is over {METRICS_MAX_BYTES} bytes")
+    return json.loads(raw)

@@ -14,6 +14,22 @@ RecvCallback = Callable[[list[TaskMessage]], None]
 ControlCallback = Callable[[int, Any], None]
 
 
+class TransportCounters:
+    """What a context's connections have carried, for the worker's metrics. Each field has
+    one writer thread (receive: ``*_in``, bad frames; transfer: ``*_out``, blocked sends,
+    reconnects), so plain increments suffice."""
+
+    __slots__ = ("frames_in", "bytes_in", "frames_out", "bytes_out", "bad_frames", "callback_errors",
+                 "blocked_sends", "reconnects")
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 class Connection(ABC):
     """One end of a link: a server (bound, receives) or a client (connected, sends)."""
 
@@ -75,7 +91,10 @@ class ServerConnection(Connection):
 
 
 class Context(ABC):
-    """Creates connections for one process; one per worker."""
+    """Creates connections for one process; one per worker. ``counters`` totals what its
+    connections carried (transports that count fill it in)."""
+
+    counters: TransportCounters
 
     @abstractmethod
     def prepare(self, conf: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from squall.messaging import codec
-from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 
 log = structlog.get_logger("squall.messaging.local")
 _STOP = object()
@@ -140,6 +140,7 @@ class LocalContext(Context):
         self._servers: dict[tuple[str, int], LocalServer] = {}
         self._lock = threading.Lock()
         self._made: list[Connection] = []
+        self.counters = TransportCounters()  # in-process links are not counted
 
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self.hwm = int(conf.get("zmq.hwm", 0))

@@ -29,8 +29,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
+from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
 from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
-from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage
 
 log = structlog.get_logger("squall.messaging.zmq")
 
@@ -44,6 +44,8 @@ _DRAIN = 256
 _BLOCKED_POLL_MS = 500
 _BLOCKED_GIVE_UP_SECS = 2.0
 _JOIN_SECS = 5.0
+# How often a client reads its socket's connection events (for the reconnect counter).
+_EVENTS_EVERY_SECS = 1.0
 _wake_ids = itertools.count()
 # Monitor events of a refused peer: it spoke no CURVE, or another key, or garbage.
 _REFUSED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -54,8 +56,9 @@ class ZmqServer(ServerConnection):
     """The receive side: a bound PULL socket drained by a dedicated thread."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int, hwm: int,
-                 curve: CurveKeys | None = None) -> None:
+                 curve: CurveKeys | None = None, counters: TransportCounters | None = None) -> None:
         self._topology_id = topology_id
+        self._counters = counters or TransportCounters()
         self._callback: RecvCallback | None = None
         self._control_cb = None
         self._ready = threading.Event()     # set by register_recv (or close)
@@ -136,10 +139,14 @@ class ZmqServer(ServerConnection):
                                 refused_connections=self.refused_connections)
 
     def _handle(self, frame: bytes) -> None:
+        counters = self._counters
+        counters.frames_in += 1
+        counters.bytes_in += len(frame)
         try:
             kind, body = codec.decode(frame)
         except codec.FrameError as exc:
             self.bad_frames += 1
+            counters.bad_frames += 1
             log.warning("bad frame dropped", topology_id=self._topology_id, port=self._port,
                         error=str(exc), frame_bytes=len(frame), bad_frames=self.bad_frames)
             return
@@ -152,6 +159,7 @@ class ZmqServer(ServerConnection):
             # The callback's failure is the caller's bug, but a dead receive thread would
             # leave the worker alive and deaf: log it, count it, keep receiving.
             self.callback_errors += 1
+            counters.callback_errors += 1
             log.exception("receive callback failed", topology_id=self._topology_id,
                           port=self._port, kind=kind)
 
@@ -194,10 +202,14 @@ class ZmqClient(Connection):
     """The send side: a PUSH socket connected to one peer. Use from one thread only."""
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
-                 hwm: int, linger_ms: int, curve: CurveKeys | None = None) -> None:
+                 hwm: int, linger_ms: int, curve: CurveKeys | None = None,
+                 counters: TransportCounters | None = None) -> None:
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
         self._peer_load: dict[int, float] = {}
+        self._counters = counters or TransportCounters()
         self.blocked_sends = 0
+        self._connected_once = False
+        self._events_at = 0.0
         sock = zctx.socket(zmq.PUSH)
         if curve is not None:
             apply_curve(sock, curve, server=False)
@@ -212,6 +224,9 @@ class ZmqClient(Connection):
         # returns, so batches sent before the peer has bound are queued and delivered once
         # it comes up (ZeroMQ reconnects every RECONNECT_IVL) rather than refused.
         sock.setsockopt(zmq.IMMEDIATE, 0)
+        # Connection events (read by the sending thread) count reconnections to the peer.
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self._monitor.setsockopt(zmq.LINGER, 0)
         sock.connect(f"tcp://{host}:{port}")
         self._sock = sock
         self._send = sock.send
@@ -224,10 +239,29 @@ class ZmqClient(Connection):
                 self._send(frame, _NOBLOCK)
             except zmq.Again:
                 self._send_blocked(frame)
+            counters = self._counters
+            counters.frames_out += 1
+            counters.bytes_out += len(frame)
+            now = time.monotonic()
+            if now >= self._events_at:
+                self._events_at = now + _EVENTS_EVERY_SECS
+                self._read_events()
+
+    def _read_events(self) -> None:
+        """Count connections made after the first: the peer went away and came back."""
+        while True:
+            try:
+                recv_monitor_message(self._monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            if self._connected_once:
+                self._counters.reconnects += 1
+            self._connected_once = True
 
     def _send_blocked(self, frame: bytes) -> None:
         """The peer holds HWM batches unread: wait for room, up to a deadline."""
         self.blocked_sends += 1
+        self._counters.blocked_sends += 1
         deadline = time.monotonic() + _BLOCKED_GIVE_UP_SECS
         while time.monotonic() < deadline:
             if self._sock.poll(_BLOCKED_POLL_MS, zmq.POLLOUT):
@@ -260,6 +294,8 @@ class ZmqClient(Connection):
     def close(self) -> None:
         """Returns at once; ZeroMQ keeps flushing for up to the linger, and term() waits."""
         if not self._sock.closed:
+            self._sock.disable_monitor()
+            self._monitor.close()
             self._sock.close()
 
 
@@ -278,6 +314,7 @@ class ZmqContext(Context):
         self._made: list[Connection] = []
         self._lock = threading.Lock()
         self._terminated = False
+        self.counters = TransportCounters()
 
     def prepare(self, conf: Mapping[str, Any]) -> None:
         self._hwm = int(conf.get("zmq.hwm", self._hwm))
@@ -302,13 +339,15 @@ class ZmqContext(Context):
 
     def bind(self, topology_id: str, port: int) -> ZmqServer:
         """Bind on ``zmq.bind.host``:``port`` (port 0 picks a free one; see ``.port``)."""
-        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve)
+        server = ZmqServer(self._zctx, topology_id, self._bind_host, port, self._hwm, self._curve,
+                           self.counters)
         self._add(server)
         log.info("bound", topology_id=topology_id, host=self._bind_host, port=server.port, curve=self.curve)
         return server
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
-        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve)
+        client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve,
+                           self.counters)
         self._add(client)
         return client
 

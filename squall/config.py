@@ -45,6 +45,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "nimbus.task.launch.secs": (_FLOAT, False),
     "nimbus.code.max.upload.bytes": (_INT, False),
     "nimbus.leader.poll.secs": (_FLOAT, False),
+    "nimbus.bind.host": (_STR, True),
+    "nimbus.auth.enabled": (_BOOL, False),
+    "nimbus.auth.tokens.file": (_STR, True),
+    "nimbus.tls.cert.file": (_STR, True),
+    "nimbus.tls.key.file": (_STR, True),
+    "nimbus.tls.ca.file": (_STR, True),
+    "squall.token": (_STR, True),
     "supervisor.slots.ports": ("list[int]", False),
     "supervisor.host": (_STR, False),
     "supervisor.id": (_STR, True),
@@ -54,6 +61,10 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.timeout.secs": (_FLOAT, False),
     "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
+    "supervisor.worker.user": (_STR, True),
+    "supervisor.code.max.unpacked.bytes": (_INT, False),
+    "supervisor.code.max.members": (_INT, False),
+    "supervisor.metrics.port": (_INT, True),
     "supervisor.logviewer.port": (_INT, False),
     "supervisor.logviewer.secret": (_STR, True),
     "supervisor.logviewer.max.bytes": (_INT, False),
@@ -62,6 +73,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.state.dir": (_STR, True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
+    "worker.metrics.frequency.secs": (_FLOAT, False),
     "task.refresh.poll.secs": (_FLOAT, False),
     "worker.receive.high.watermark": (_FLOAT, False),
     "worker.receive.low.watermark": (_FLOAT, False),
@@ -103,12 +115,13 @@ _POSITIVE = {
     "topology.workers", "topology.executor.receive.buffer.size", "topology.transfer.buffer.size",
     "topology.producer.batch.size", "topology.spout.batch.size", "topology.max.spout.pending",
     "topology.message.timeout.secs", "topology.tick.tuple.freq.secs", "zookeeper.port",
-    "supervisor.logviewer.max.bytes", "worker.log.max.bytes",
+    "supervisor.code.max.unpacked.bytes", "supervisor.code.max.members",
+    "supervisor.logviewer.max.bytes", "worker.log.max.bytes", "worker.metrics.frequency.secs",
     "topology.state.checkpoint.interval.ms", "topology.state.checkpoint.timeout.secs",
     "topology.state.redis.timeout.secs", "topology.window.max.tuples",
 }
 _NON_NEGATIVE = {"topology.acker.executors", "topology.worker.executor.threads", "zmq.hwm", "zmq.linger.millis", "nimbus.port",
-                 "supervisor.logviewer.port", "worker.log.backups"}
+                 "supervisor.logviewer.port", "worker.log.backups", "supervisor.metrics.port"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:

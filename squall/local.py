@@ -152,6 +152,11 @@ class LocalCluster:
         """Per-executor statistics (emitted, executed, acked, failed, latency...)."""
         return [s for w in self._get(name).workers for s in w.stats()]
 
+    def metrics(self, name: str) -> list[dict[str, Any]]:
+        """Per-worker metrics: executors' per-task counters, latency histograms and queues,
+        and the worker's transfer counters (what a supervisor's /metrics exports)."""
+        return [w.metrics() for w in self._get(name).workers]
+
     def shutdown(self) -> None:
         for name in self.topologies():
             try:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,32 +26,7 @@ from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY_FILE = '''\
-from squall import Bolt, Spout, TopologyBuilder
-
-
-class Words(Spout):
-    def open(self, conf, context, collector):
-        self.collector = collector
-
-    def next_tuple(self):
-        self.collector.emit(["word"])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
-
-
-class Count(Bolt):
-    def execute(self, tuple):
-        pass
-
-
-def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("words", Words())
-    builder.set_bolt("count", Count(), 2).fields("words", ["word"])
-    return builder.build()
-'''
+TOPOLOGY_FILE = Path(__file__).parent / "topologies" / "words_topo.py"
 
 
 def squall(conf_path: Path | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -90,7 +67,7 @@ def topology_file(tmp_path: Path) -> Path:
     folder = tmp_path / "app"
     folder.mkdir()
     path = folder / "words_topology.py"
-    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    path.write_text(TOPOLOGY_FILE.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 
@@ -98,7 +75,7 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     now = time.time()
     for sid in ("s1", "s2"):
         state.register_supervisor(SupervisorInfo(sid, f"{sid}.example", [7001, 7002], now, [], now))
-    conf = nimbus.conf_path
+    conf = nimbus.client_conf_path
     result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")
     assert result.returncode == 0, result.stderr
     assert "submitted topology words as words-" in result.stdout
@@ -110,8 +87,8 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     result = squall(conf, "list")
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
-    assert row.split()[:5] == ["words", tid, "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
+    assert header.split() == ["NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"]
+    assert row.split()[:6] == ["words", tid, "admin", "active", "2", "5"]  # 1 spout, 2 count, 2 ackers
     listed = json.loads(squall(conf, "list", "--json").stdout)
     assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
 
@@ -178,14 +155,14 @@ def test_usage_errors_are_exit_2(tmp_path):
 def test_bad_topology_file_is_exit_1(tmp_path, nimbus):
     broken = tmp_path / "broken_topo.py"
     broken.write_text("def topology(:\n", encoding="utf-8")
-    assert_failure(squall(nimbus.conf_path, "submit", str(broken)), 1, "broken_topo.py")
+    assert_failure(squall(nimbus.client_conf_path, "submit", str(broken)), 1, "broken_topo.py")
     empty = tmp_path / "empty_topo.py"
     empty.write_text("X = 1\n", encoding="utf-8")
-    assert_failure(squall(nimbus.conf_path, "submit", str(empty)), 1, "defines no topology() function")
+    assert_failure(squall(nimbus.client_conf_path, "submit", str(empty)), 1, "defines no topology() function")
 
 
 def test_submit_refused_by_nimbus_is_exit_1(nimbus, topology_file):
-    result = squall(nimbus.conf_path, "submit", str(topology_file), "--name", "bad/name")
+    result = squall(nimbus.client_conf_path, "submit", str(topology_file), "--name", "bad/name")
     assert_failure(result, 1, "bad topology name")
 
 
@@ -258,6 +235,12 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             sup_conf = yaml.safe_load((directory / f"supervisor-{i}" / "squall.yaml").read_text())
             slot_ports.update(sup_conf["supervisor.slots.ports"])
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
+        # The banner names nimbus's and each supervisor's /metrics; each supervisor runs one worker.
+        urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", "".join(lines))
+        assert len(urls) == 3, "".join(lines)
+        for url in urls[1:]:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                assert "\nsquall_supervisor_workers 1.0\n" in reply.read().decode()
         # Secure by default: ZooKeeper closed to a client without the daemons' credential,
         # which only the daemons' (0600) configs hold, and the workers talk CURVE.
         client_conf = yaml.safe_load(conf.read_text())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.client
 import io
 import json
 import tarfile
@@ -31,6 +30,7 @@ from squall.daemons.state import (
 )
 from squall.daemons.nimbus.code_store import build_bundle
 from squall.daemons.nimbus.client import NimbusError
+from squall.daemons.nimbus.credentials import create
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
@@ -111,10 +111,9 @@ def with_json(files: dict[str, bytes], name: str, edit: Callable[[dict], Any]) -
 
 
 def post(nimbus: NimbusProcess, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict]:
-    host, port = nimbus.address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = nimbus.connection()
     try:
-        conn.request("POST", path, body=body, headers=headers or {})
+        conn.request("POST", path, body=body, headers={**nimbus.auth_headers(), **(headers or {})})
         resp = conn.getresponse()
         return resp.status, json.loads(resp.read())
     finally:
@@ -151,12 +150,13 @@ def state(cluster_conf: dict[str, Any]) -> Iterator[ClusterState]:
 def start_nimbus(cluster_conf: dict[str, Any], tmp_path: Path) -> Iterator[Callable[..., NimbusProcess]]:
     """Start nimbus processes (SIGTERMed afterwards; a clean stop must exit 0)."""
     started: list[NimbusProcess] = []
+    credentials = create(tmp_path / "security")  # one cluster: its nimbus processes share tokens
 
     def start(leader: bool = True, **overrides: Any) -> NimbusProcess:
         conf = {**cluster_conf, "nimbus.monitor.freq.secs": MONITOR_FREQ,
                 "nimbus.code.max.upload.bytes": MAX_UPLOAD, "nimbus.task.launch.secs": 120,
                 "nimbus.task.timeout.secs": 30, "nimbus.leader.poll.secs": 0.2, **overrides}
-        proc = NimbusProcess(conf, tmp_path / f"nimbus-{len(started)}")
+        proc = NimbusProcess(conf, tmp_path / f"nimbus-{len(started)}", credentials=credentials)
         started.append(proc)
         return proc.start(leader=leader)
 
@@ -250,11 +250,11 @@ def test_upload_over_the_limit_is_413(start_nimbus, state):
     code, reply = post(nimbus, "/api/v1/topologies?name=big", b"\0" * (MAX_UPLOAD + 1))
     assert code == 413 and "above the limit" in reply["error"]
     # Chunked (no Content-Length): refused the same way.
-    host, port = nimbus.address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = nimbus.connection()
     try:
         chunks = (b"\0" * 50_000 for _ in range(MAX_UPLOAD // 50_000 + 2))
-        conn.request("POST", "/api/v1/topologies?name=big", body=chunks, encode_chunked=True)
+        conn.request("POST", "/api/v1/topologies?name=big", body=chunks, encode_chunked=True,
+                     headers=nimbus.auth_headers())
         resp = conn.getresponse()
         assert resp.status == 413, resp.status
         assert "above the limit" in json.loads(resp.read())["error"]

@@ -20,6 +20,7 @@ import sys
 import tarfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -28,10 +29,12 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -182,7 +185,9 @@ class Node:
             "worker.heartbeat.frequency.secs": 0.2,
             "nimbus.host": "127.0.0.1",
             "nimbus.port": server.port,
+            "supervisor.metrics.port": free_port(),
         })
+        self.metrics_port = user_conf["supervisor.metrics.port"]
         self.conf_path.write_text(yaml.safe_dump(user_conf))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seen_pids: set[int] = set()
@@ -206,6 +211,14 @@ class Node:
     def id(self) -> str:
         path = self.local / "supervisor-id"
         return wait_for(lambda: path.is_file() and path.read_text().strip(), what="supervisor-id file")
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Its /metrics, parsed: (sample name, sorted labels) -> value."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
 
     def events(self, event: str) -> list[dict[str, Any]]:
         out = []
@@ -420,6 +433,11 @@ def test_killed_worker_is_relaunched(node: Node, zk: ClusterState, server: Bundl
     # worker.log, so what the supervisor captured is archived as the early output.
     archived = list((node.local / "logs" / "workers").glob(f"*{first['worker_id']}-early.log"))
     assert len(archived) == 1 and archived[0].stat().st_size > 0
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
+    assert m[("squall_supervisor_worker_restarts_total", ())] == 1
+    assert (m[("squall_supervisor_slots_used", ())], m[("squall_supervisor_slots_free", ())]) == (1, 1)
+    assert m[("squall_supervisor_workers", ())] == 1
 
 
 def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, server: BundleServer) -> None:
@@ -434,6 +452,9 @@ def test_silent_worker_is_killed_and_relaunched(node: Node, zk: ClusterState, se
     assert second["executors"] == [[3, 5]]
     reasons = [e["reason"] for e in node.events("worker signalled") if e["worker"] == first["worker_id"]]
     assert reasons[0] == "heartbeat timed out"
+    m = node.metrics()
+    assert m[("squall_supervisor_worker_kills_total", (("signal", "SIGTERM"),))] >= 1
+    assert m[("squall_supervisor_worker_launches_total", ())] == 2
 
 
 def test_unassigned_workers_are_killed_and_cleaned(node: Node, zk: ClusterState, server: BundleServer) -> None:

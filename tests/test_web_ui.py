@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
-
 from squall.daemons.nimbus.process import NimbusProcess
+
 from squall.testing.browser import HeadlessChromium, find_chromium
 from squall.testing.cluster import ProcessCluster
+from squall.testing.zookeeper import authenticated_client
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")]
@@ -47,8 +47,7 @@ def cluster(zk_server, tmp_path_factory) -> Iterator[ProcessCluster]:
         yield c
     finally:
         c.stop()
-        zk = KazooClient(hosts=zk_server.hosts, timeout=10)
-        zk.start(timeout=10)
+        zk = authenticated_client(zk_server.hosts, c.common)
         try:
             zk.delete(root, recursive=True)
         finally:
@@ -57,9 +56,16 @@ def cluster(zk_server, tmp_path_factory) -> Iterator[ProcessCluster]:
 
 
 @pytest.fixture
-def browser() -> Iterator[HeadlessChromium]:
-    with HeadlessChromium(width=1400, height=1000) as b:
+def browser(cluster) -> Iterator[HeadlessChromium]:
+    # The cluster's nimbus serves TLS with a certificate of its own CA: trust that key only.
+    with HeadlessChromium(width=1400, height=1000, trust_spki=[cluster.credentials.nimbus_spki()]) as b:
         yield b
+
+
+def paste_token(b: HeadlessChromium, token: str) -> None:
+    b.type_text("#token", token)
+    b.click("#token-save")
+    b.wait_for(f"sessionStorage.getItem('squall.token') === {json.dumps(token)}", "the token to be kept")
 
 
 def submit(cluster: ProcessCluster, name: str, *conf: str) -> None:
@@ -133,7 +139,8 @@ def settled(cluster: ProcessCluster, name: str, timeout: float = 40) -> dict[str
 @pytest.fixture
 def standby(cluster, tmp_path) -> Iterator[NimbusProcess]:
     """A second nimbus on the same cluster: it stands by while the first one leads."""
-    proc = NimbusProcess({k: v for k, v in cluster.common.items() if k != "nimbus.port"}, tmp_path / "standby")
+    proc = NimbusProcess({k: v for k, v in cluster.common.items() if k != "nimbus.port"}, tmp_path / "standby",
+                         credentials=cluster.credentials)
     proc.start()
     try:
         yield proc
@@ -146,10 +153,14 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
     submit(cluster, name)
     cluster.wait_for(lambda: running(cluster, name), 60, "all executors reporting")
     cluster.wait_for(lambda: cluster.client.topology_errors(name)["errors"], 30, "an error report")
-    base = f"http://127.0.0.1:{cluster.common['nimbus.port']}"
+    base = f"https://127.0.0.1:{cluster.common['nimbus.port']}"
 
-    # -- the cluster page ---------------------------------------------------------------
+    # -- the cluster page: the UI's files load without a token, its data does not -----------
     browser.open(base + "/")
+    browser.wait_for("document.getElementById('banner').textContent.includes('paste an API token')",
+                     "the page asking for a token")
+    assert browser.evaluate("Number(document.body.dataset.renders || 0)") == 0
+    paste_token(browser, cluster.credentials.admin_token)
     browser.wait_for("Number(document.body.dataset.renders || 0) >= 1", "the cluster page")
     rows = page_rows(browser)
     info = cluster.client.cluster()
@@ -252,9 +263,7 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
 
     # -- a pasted API token is kept for the tab and sent with every request ----------------
     browser.call("Network.enable")
-    browser.type_text("#token", "tok-123")
-    browser.click("#token-save")
-    browser.wait_for("sessionStorage.getItem('squall.token') === 'tok-123'", "the token to be kept")
+    paste_token(browser, "tok-123")
     render(browser)
     sent = browser.requests("/api/v1/topologies/")
     assert sent and sent[-1]["headers"].get("Authorization") == "Bearer tok-123"
@@ -266,6 +275,10 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
     after = browser.requests("/api/v1/")
     assert after and all("Authorization" not in r["headers"] for r in after)
     browser.call("Network.disable")
+    before = browser.evaluate("Number(document.body.dataset.renders || 0)")
+    paste_token(browser, cluster.credentials.admin_token)  # the actions below need it again
+    browser.wait_for(f"Number(document.body.dataset.renders || 0) > {before} && "
+                     "document.getElementById('banner').hidden", "the page loaded with the admin token")
 
     # -- kill with a wait, confirmed -------------------------------------------------------
     browser.evaluate("document.getElementById('kill-wait').value = '0'")

@@ -1,4 +1,7 @@
-"""Nimbus's HTTP JSON API as a small WSGI app (served by waitress, see ``server.py``).
+"""Nimbus's HTTP JSON API as a small WSGI app (served by cheroot, see ``server.py``).
+
+Every request, reads included, needs ``Authorization: Bearer <token>`` when API security is
+on (``auth.py``): 401 without a known token, 403 without the right; either way nothing runs.
 
 Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx status):
 
@@ -15,7 +18,8 @@ Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx st
                                             -> a worker's log, from its supervisor's logviewer
     GET  /cluster                           -> supervisors, slots, nimbus leader
 
-Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (``web.py``).
+Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (``web.py``),
+without a token: they hold no data (the UI asks for a token and sends it to the API).
 
 A standby nimbus answers writes with 503 and ``{"leader": "host:port"}`` (the client
 retries there). A traceback never reaches the client: unexpected errors are logged with
@@ -24,7 +28,9 @@ their stack and answered with 500.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -32,12 +38,25 @@ from typing import Any, Protocol
 import structlog
 
 from squall.daemons.nimbus import web
+from squall.daemons.nimbus.auth import (
+    ANONYMOUS_ADMIN,
+    CONTROL,
+    FETCH_CODE,
+    READ,
+    SUBMIT,
+    Principal,
+    TokenFile,
+    authorize,
+)
 from squall.daemons.state import ClusterStateError
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
 
 log = structlog.get_logger("squall.nimbus.api")
 
 API = "/api/v1"
 MAX_JSON_BODY = 1 << 20
+REFUSAL_LOG_WINDOW_SECS = 10.0
+REFUSAL_LOGS_PER_WINDOW = 20
 
 StartResponse = Callable[..., Any]
 
@@ -56,7 +75,8 @@ class NimbusService(Protocol):
 
     max_upload: int
 
-    def submit(self, name: str, data: bytes) -> dict[str, Any]: ...
+    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]: ...
+    def owner_of(self, name: str) -> str: ...
     def kill(self, name: str, wait_secs: Any) -> dict[str, Any]: ...
     def activate(self, name: str) -> dict[str, Any]: ...
     def deactivate(self, name: str) -> dict[str, Any]: ...
@@ -65,14 +85,10 @@ class NimbusService(Protocol):
     def topology_status(self, name: str) -> dict[str, Any]: ...
     def cluster_info(self) -> dict[str, Any]: ...
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
-    def topology_conf(self, name: str) -> dict[str, Any]: ...
-    def topology_errors(self, name: str) -> dict[str, Any]: ...
-    def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
-                   offset: int | None = None, inode: int | None = None) -> dict[str, Any]: ...
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
             500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
@@ -143,81 +159,187 @@ def _query_int(environ: dict[str, Any], key: str, low: int, high: int) -> int | 
     return int(values[0])
 
 
-def make_app(nimbus: NimbusService) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
-    """The WSGI application serving ``nimbus``."""
+class Guard:
+    """Authentication of API requests: the token table (None when security is off) and
+    counters of refusals by status."""
 
-    def route(method: str, path: str, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    def __init__(self, tokens: TokenFile | None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.tokens = tokens
+        self.refused = {401: 0, 403: 0, "connection": 0}
+        self._lock = threading.Lock()
+        self._window = Every(REFUSAL_LOG_WINDOW_SECS, clock)
+        self._logged = 0  # refusals logged in the current window
+        self._quiet = 0   # refusals counted but not logged in it
+
+    def log_refusal(self, **fields: Any) -> None:
+        """Log a refusal, at most REFUSAL_LOGS_PER_WINDOW per window: a flood of bad requests
+        must not become a flood of log lines (the counters keep every one)."""
+        with self._lock:
+            if self._window.due():
+                quiet, self._logged, self._quiet = self._quiet, 0, 0
+                if quiet:
+                    log.warning("requests refused without a log line", count=quiet,
+                                window_secs=REFUSAL_LOG_WINDOW_SECS)
+            if self._logged >= REFUSAL_LOGS_PER_WINDOW:
+                self._quiet += 1
+                return
+            self._logged += 1
+        log.warning("request refused", **fields)
+
+    def principal(self, environ: dict[str, Any]) -> Principal:
+        """Who sent the request; ApiError 401 without a valid bearer token."""
+        if self.tokens is None:
+            return ANONYMOUS_ADMIN
+        header = environ.get("HTTP_AUTHORIZATION") or ""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise self.refuse(401, "authentication required: send Authorization: Bearer <token> "
+                                   "(squall.token or SQUALL_TOKEN)")
+        principal = self.tokens.table().lookup(token.strip())
+        if principal is None:
+            raise self.refuse(401, "unknown or revoked token")
+        return principal
+
+    def check(self, principal: Principal, action: str, owner: str | None, what: str) -> None:
+        """ApiError 403 unless ``principal`` may do ``action``."""
+        if not authorize(principal.role, principal.user, action, owner):
+            raise self.refuse(403, f"user {principal.user!r} (role {principal.role}) may not {action} {what}")
+
+    def refuse(self, status: int, message: str) -> ApiError:
+        with self._lock:
+            self.refused[status] += 1
+        return ApiError(status, message)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {"unauthenticated": self.refused[401], "forbidden": self.refused[403],
+                    "connection": self.refused["connection"]}
+
+    def server_error(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
+        """cheroot's error log: a failed TLS handshake or plain HTTP on the TLS port is a
+        refused connection (counted, logged within the bound); anything else an error."""
+        if traceback or level >= logging.ERROR:
+            log.error("HTTP server error", error=msg, exc_info=traceback)
+            return
+        with self._lock:
+            self.refused["connection"] += 1
+        self.log_refusal(status="connection", error=msg)
+
+
+Handler = Callable[[], list[bytes]]
+
+
+def make_app(nimbus: NimbusService, guard: Guard,
+             metrics: Callable[[dict[str, Any], StartResponse], Any] | None = None,
+             ) -> Callable[[dict[str, Any], StartResponse], list[bytes]]:
+    """The WSGI application serving ``nimbus``; every request passes ``guard`` first.
+    ``metrics`` answers ``/metrics`` (Prometheus scrapes it with a bearer token, as a read)."""
+
+    def not_allowed(method: str, path: str, allow: str) -> ApiError:
+        return ApiError(405, f"{method} is not allowed on {API}{path}", allow=allow)
+
+    def route(method: str, path: str, environ: dict[str, Any], start_response: StartResponse,
+              who: Principal) -> tuple[str, str | None, Handler]:
+        """(action, topology named by the request or None, what answers it); 404/405 otherwise."""
+        def reply(body: Any) -> list[bytes]:
+            return _json_response(start_response, 200, body)
+
         if path == "/topologies":
             if method == "GET":
-                return _json_response(start_response, 200, {"topologies": nimbus.list_topologies()})
+                def listing() -> list[bytes]:
+                    rows = [r for r in nimbus.list_topologies()
+                            if authorize(who.role, who.user, READ, r.get("owner", ""))]
+                    return reply({"topologies": rows})
+                return READ, None, listing
             if method == "POST":
                 query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
                 name = (query.get("name") or [""])[0]
-                data = _read_body(environ, nimbus.max_upload, "bundle")
-                return _json_response(start_response, 200, nimbus.submit(name, data))
-            raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET, POST")
+                return SUBMIT, None, lambda: reply(nimbus.submit(
+                    name, _read_body(environ, nimbus.max_upload, "bundle"), who.user))
+            raise not_allowed(method, path, "GET, POST")
         if path == "/cluster":
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
-            return _json_response(start_response, 200, nimbus.cluster_info())
+                raise not_allowed(method, path, "GET")
+            return READ, None, lambda: reply({**nimbus.cluster_info(), "api": {"refused": guard.counts()}})
         match = _TOPOLOGY.match(path)
         if match:
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
-            return _json_response(start_response, 200, nimbus.topology_status(match.group(1)))
+                raise not_allowed(method, path, "GET")
+            name = match.group(1)
+            return READ, name, lambda: reply(nimbus.topology_status(name))
         match = _READ.match(path) or _LOG.match(path)
         if match:
             if method != "GET":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+                raise not_allowed(method, path, "GET")
             if match.re is _LOG:
                 name, node, port = match.groups()
-                return _json_response(start_response, 200, nimbus.worker_log(
-                    name, node, int(port), lines=_query_int(environ, "lines", 1, 100_000),
-                    offset=_query_int(environ, "offset", 0, 1 << 62),
-                    inode=_query_int(environ, "inode", 0, 1 << 64)))
+                lines = _query_int(environ, "lines", 1, 100_000)
+                offset = _query_int(environ, "offset", 0, 1 << 62)
+                inode = _query_int(environ, "inode", 0, 1 << 64)
+                return READ, name, lambda: reply(nimbus.worker_log(
+                    name, node, int(port), lines=lines, offset=offset, inode=inode))
             name, what = match.groups()
             read = nimbus.topology_conf if what == "conf" else nimbus.topology_errors
-            return _json_response(start_response, 200, read(name))
+            return READ, name, lambda: reply(read(name))
         match = _ACTION.match(path)
-        if match:
-            name, action = match.groups()
-            if action == "bundle":
-                if method != "GET":
-                    raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="GET")
+        if not match:
+            raise ApiError(404, f"no such resource: {API}{path}")
+        name, action = match.groups()
+        if action == "bundle":
+            if method != "GET":
+                raise not_allowed(method, path, "GET")
+
+            def bundle() -> list[bytes]:
                 data, digest = nimbus.bundle(name)
                 start_response(_status_line(200), [
                     ("Content-Type", "application/gzip"), ("Content-Length", str(len(data))),
                     ("X-Squall-Digest", digest)])
                 return [data]
-            if method != "POST":
-                raise ApiError(405, f"{method} is not allowed on {API}{path}", allow="POST")
-            body = _json_body(environ)
+            return FETCH_CODE, name, bundle
+        if method != "POST":
+            raise not_allowed(method, path, "POST")
+
+        body = _json_body(environ)
+
+        def control() -> list[bytes]:
             if action == "kill":
-                return _json_response(start_response, 200, nimbus.kill(name, body.get("wait_secs")))
+                return reply(nimbus.kill(name, body.get("wait_secs")))
             if action == "activate":
-                return _json_response(start_response, 200, nimbus.activate(name))
+                return reply(nimbus.activate(name))
             if action == "deactivate":
-                return _json_response(start_response, 200, nimbus.deactivate(name))
-            return _json_response(start_response, 200, nimbus.rebalance(
-                name, body.get("num_workers"), body.get("executors"), body.get("wait_secs")))
-        raise ApiError(404, f"no such resource: {API}{path}")
+                return reply(nimbus.deactivate(name))
+            return reply(nimbus.rebalance(name, body.get("num_workers"), body.get("executors"),
+                                          body.get("wait_secs")))
+        return CONTROL, name, control
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         raw_path = environ.get("PATH_INFO", "") or "/"
         try:
+            page = web.static_file(raw_path) if method in ("GET", "HEAD") else None
+            if page is not None:  # the UI's own files: no data in them
+                return web.respond(start_response, page, method == "HEAD")
+            who = guard.principal(environ)  # before anything else: no API route is open
+            if metrics is not None and raw_path.rstrip("/") == "/metrics" and method in ("GET", "HEAD"):
+                guard.check(who, READ, None, "GET /metrics")
+                return metrics(environ, start_response)
             if not raw_path.startswith(API + "/"):
-                page = web.static_file(raw_path) if method in ("GET", "HEAD") else None
-                if page is not None:
-                    return web.respond(start_response, page, method == "HEAD")
                 raise ApiError(404, f"no such resource: {raw_path} (the API lives under {API}/)")
             path = raw_path[len(API):].rstrip("/") or "/"
             # PATH_INFO arrives %-decoded as latin-1 (PEP 3333); names are UTF-8.
             path = path.encode("latin-1").decode("utf-8", "replace")
-            return route(method, path, environ, start_response)
+            action, target, handler = route(method, path, environ, start_response, who)
+            owner = nimbus.owner_of(target) if target is not None else None
+            guard.check(who, action, owner, f"topology {target!r}" if target else f"{method} {API}{path}")
+            return handler()
         except ApiError as exc:
             headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
-            if exc.status >= 500:
+            if exc.status == 401:
+                headers.append(("WWW-Authenticate", 'Bearer realm="squall"'))
+            if exc.status in (401, 403):
+                guard.log_refusal(method=method, path=raw_path, status=exc.status, error=str(exc),
+                                  remote=environ.get("REMOTE_ADDR"))
+            elif exc.status >= 500:
                 log.warning("request failed", method=method, path=raw_path, status=exc.status,
                             error=str(exc))
             return _json_response(start_response, exc.status, {"error": str(exc), **exc.extra}, headers)

@@ -13,7 +13,10 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from squall.daemons.nimbus.access import AccessError, ApiAccess
+
 API = "/api/v1"
+PLAIN_TO_TLS = b"only speaks HTTPS"  # cheroot's answer to plain HTTP on its TLS port
 
 
 class NimbusError(RuntimeError):
@@ -33,14 +36,20 @@ class NimbusUnavailable(NimbusError):
 
 
 class NimbusClient:
-    """Calls one nimbus at ``host:port``; every method raises NimbusError on failure."""
+    """Calls one nimbus at ``host:port`` with ``access`` (token, TLS); every method raises
+    NimbusError on failure."""
 
-    def __init__(self, host: str, port: int, timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, timeout: float = 30.0, access: ApiAccess | None = None) -> None:
         self.host, self.port, self.timeout = host, int(port), timeout
+        self.access = access or ApiAccess()
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], timeout: float = 30.0) -> NimbusClient:
-        return cls(str(conf["nimbus.host"]), int(conf["nimbus.port"]), timeout)
+        try:
+            access = ApiAccess.from_conf(conf)
+        except AccessError as exc:
+            raise NimbusError(str(exc), 0) from None
+        return cls(str(conf["nimbus.host"]), int(conf["nimbus.port"]), timeout, access)
 
     @property
     def address(self) -> str:
@@ -113,7 +122,7 @@ class NimbusClient:
             # A standby: send the write to the leader it names, once.
             host, _, port = _leader(data).rpartition(":")
             if (host, port) != (self.host, str(self.port)) and port.isdigit():
-                status, _, data = NimbusClient(host, int(port), self.timeout)._request(
+                status, _, data = NimbusClient(host, int(port), self.timeout, self.access)._request(
                     method, path, body, content_type)
         if status >= 400:
             raise _error(status, data, API + path.split("?")[0])
@@ -124,27 +133,37 @@ class NimbusClient:
 
     def _request(self, method: str, path: str, body: bytes | None = None,
                  content_type: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
-        url = f"http://{self.address}{API}{path}"
-        req = urllib.request.Request(url, data=body, method=method)
+        url = f"{self.access.scheme}://{self.address}{API}{path}"
+        req = urllib.request.Request(url, data=body, method=method, headers=self.access.headers())
         if content_type:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.access.ssl_context) as resp:
                 return resp.status, resp.headers, resp.read()
         except urllib.error.HTTPError as exc:
             with exc:
-                return exc.code, exc.headers, exc.read()
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            text = getattr(reason, "strerror", None) or str(reason)
-            raise NimbusUnavailable(f"cannot reach nimbus at {self.address}: {text}") from None
-        except (socket.timeout, TimeoutError):
-            raise NimbusUnavailable(f"nimbus at {self.address} did not answer within "
-                                    f"{self.timeout:g}s") from None
-        except (ConnectionError, OSError) as exc:
-            # e.g. the server closed the connection while we were still sending a large body
-            raise NimbusUnavailable(f"connection to nimbus at {self.address} failed: "
-                                    f"{exc.strerror or exc}") from None
+                data = exc.read()
+            if exc.code == 400 and PLAIN_TO_TLS in data:
+                raise NimbusUnavailable(f"nimbus at {self.address} serves HTTPS only: set nimbus.tls.ca.file "
+                                        "to the CA that signed its certificate") from None
+            return exc.code, exc.headers, data
+        except (urllib.error.URLError, OSError) as exc:
+            if (tls := self.access.explain(exc, self.address)) is not None:
+                raise NimbusUnavailable(tls) from None
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: OSError) -> NimbusUnavailable:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            return NimbusUnavailable(f"nimbus at {self.address} did not answer within {self.timeout:g}s")
+        text = getattr(reason, "strerror", None) or str(reason)
+        hint = ""
+        if self.access.ssl_context is None and isinstance(reason, (ConnectionResetError, BrokenPipeError)):
+            hint = " (a nimbus that serves HTTPS only does this: set nimbus.tls.ca.file)"
+        if isinstance(exc, urllib.error.URLError):
+            return NimbusUnavailable(f"cannot reach nimbus at {self.address}: {text}{hint}")
+        # e.g. the server closed the connection while we were still sending a large body
+        return NimbusUnavailable(f"connection to nimbus at {self.address} failed: {text}{hint}")
 
 
 def _q(part: str) -> str:

@@ -18,20 +18,16 @@ import os
 import shutil
 import tarfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from squall.daemons.nimbus.code_files import code_files
 from squall.topology import Topology
 
 BUNDLE_NAME = "bundle.tar.gz"
 STRUCTURE_NAME = "structure.json"
 CODE_DIR = "code"
-# Directories never shipped: VCS, virtualenvs, caches and squall's own local state
-# (including the default directory of ``squall dev-cluster``).
-SKIP_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "squall-local",
-                       "squall-dev-cluster", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
-SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
 def digest(data: bytes) -> str:
@@ -53,18 +49,6 @@ def structure_of(topology: Topology) -> dict[str, Any]:
     return {"components": components}
 
 
-def _code_files(folder: Path) -> Iterator[tuple[str, Path]]:
-    """(archive name under code/, file) for every file shipped from ``folder``, sorted."""
-    for dirpath, dirnames, filenames in os.walk(folder):  # does not follow directory symlinks
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if name.endswith(SKIP_SUFFIXES) or not path.is_file():
-                continue  # compiled files, sockets, dangling links
-            rel = path.relative_to(folder).as_posix()
-            yield f"{CODE_DIR}/{rel}", path
-
-
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), mode, 0
@@ -75,8 +59,8 @@ def build_bundle(topology_file: str | os.PathLike[str], topology: Topology,
                  conf: Mapping[str, Any]) -> bytes:
     """The bundle bytes for ``topology`` defined in ``topology_file`` with topology config ``conf``.
 
-    ``code/`` holds every file of the topology file's directory (recursively), skipping
-    caches, VCS and virtualenv directories and compiled files.
+    ``code/`` holds the files of the topology file's directory (recursively) that
+    ``code_files`` ships: no dotfiles, VCS, caches, or what ``.squallignore`` names.
     """
     source = Path(topology_file).resolve()
     if not source.is_file():
@@ -85,9 +69,9 @@ def build_bundle(topology_file: str | os.PathLike[str], topology: Topology,
     # gzip with mtime 0 (tarfile's "w:gz" stamps the current time into the header).
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, path in _code_files(source.parent):
+            for rel, path in code_files(source.parent):
                 mode = 0o755 if os.access(path, os.X_OK) else 0o644
-                _add_bytes(tar, name, path.read_bytes(), mode)
+                _add_bytes(tar, f"{CODE_DIR}/{rel}", path.read_bytes(), mode)
             _add_bytes(tar, "topology.bin", topology.to_bytes())
             _add_bytes(tar, "conf.json", json.dumps(dict(conf), sort_keys=True, indent=1).encode())
             _add_bytes(tar, STRUCTURE_NAME,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import structlog
 
 from squall.daemons.state import ClusterState, ClusterStateError
+from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.validate import UNPACK_FACTOR, SubmissionError, check_structure, read_bundle
@@ -20,10 +21,13 @@ class CodeSync:
     """Runs on its own thread every ``interval`` seconds while this nimbus is a standby."""
 
     def __init__(self, state: ClusterState, store: CodeStore, identifier: str, max_upload: int,
-                 interval: float, is_leader: Callable[[], bool], stopping: threading.Event) -> None:
+                 interval: float, is_leader: Callable[[], bool], stopping: threading.Event,
+                 access: ApiAccess) -> None:
         self.state, self.store, self.identifier = state, store, identifier
         self.max_upload, self.interval = max_upload, interval
         self._is_leader, self._stopping = is_leader, stopping
+        # The leader's API wants this nimbus's token (role supervisor or admin) and CA.
+        self.access = access
         self._thread = threading.Thread(target=self._loop, name="nimbus-code-sync", daemon=True)
 
     def start(self) -> None:
@@ -55,7 +59,7 @@ class CodeSync:
         host, _, port = (leader or "").rpartition(":")
         if not leader or leader == self.identifier or not port.isdigit():
             return
-        client = NimbusClient(host, int(port), timeout=60)
+        client = NimbusClient(host, int(port), timeout=60, access=self.access)
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed" or self.store.has(topology_id) or self._stopping.is_set():
                 continue

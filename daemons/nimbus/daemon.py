@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,13 @@ from squall.daemons.state import (
 )
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.nimbus import status, worker_logs
-from squall.daemons.nimbus.api import ApiError, make_app
+from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
+from squall.daemons.nimbus.api import ApiError, Guard, make_app
+from squall.daemons.nimbus.auth import TokenFile, TokenFileError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
+from squall.daemons.nimbus.metrics import nimbus_series
+from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     Slot,
@@ -58,9 +63,11 @@ from squall.daemons.nimbus.scheduler import (
     start_times_after,
     worker_shortfall,
 )
+from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
+from squall.daemons.local_state import private_dir
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
 from squall.model import executors as executors_of
 from squall.model import system_counts, task_ids
@@ -97,6 +104,7 @@ class Nimbus:
         self.conf = dict(conf)
         self.clock = clock
         self.host = str(conf["nimbus.host"])
+        self.bind_host = str(conf.get("nimbus.bind.host") or self.host)
         self.port = int(conf["nimbus.port"])
         self.identifier = f"{self.host}:{self.port}"
         self.max_upload = int(conf["nimbus.code.max.upload.bytes"])
@@ -121,6 +129,9 @@ class Nimbus:
         self._watch: Watch | None = None
         self._sync: CodeSync | None = None
         self._server: ApiServer | None = None
+        self.guard: Guard | None = None
+        self.counts: Counter[str] = Counter()  # rounds, assignments, moved (for /metrics)
+        self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -128,11 +139,25 @@ class Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
         warn_insecure(self.conf, log)
+        self.guard = Guard(self._load_tokens(), self.clock)
         try:
-            self._server = ApiServer(make_app(self), self.host, self.port,
-                                     max_body=2 * self.max_upload + (1 << 20))
+            private_dir(Path(self.conf["squall.local.dir"]))  # code and conf of every topology
+        except OSError as exc:
+            raise NimbusStartError(f"cannot use local dir {self.conf['squall.local.dir']}: {exc}") from None
+        try:
+            tls = server_tls_files(self.conf)
+            access = ApiAccess.from_conf(self.conf)  # code sync's way to the leader
+        except AccessError as exc:
+            raise NimbusStartError(str(exc)) from None
+        try:
+            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)), self.bind_host, self.port,
+                                     max_body=2 * self.max_upload + (1 << 20), tls=tls,
+                                     on_error=self.guard.server_error)
         except (OSError, ValueError) as exc:
-            raise NimbusStartError(f"nimbus cannot listen on {self.host}:{self.port}: {exc}") from None
+            raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
+        if tls is None:
+            log.warning("SECURITY OFF: the nimbus API serves plain HTTP: tokens and code travel in clear; "
+                        "set nimbus.tls.cert.file and nimbus.tls.key.file")
         self.port = self._server.port
         self.identifier = f"{self.host}:{self.port}"
         self.store.clean_temporary()
@@ -144,12 +169,32 @@ class Nimbus:
         self._watch = self.state.watch_supervisors(lambda _sups: self._wake.set())
         self.election = self.state.elect_nimbus(self.identifier, self._lead)
         self._sync = CodeSync(self.state, self.store, self.identifier, self.max_upload, self.monitor_freq,
-                              lambda: self.is_leader, self._stopping)
+                              lambda: self.is_leader, self._stopping, access)
         self._sync.start()
         self._server.start()
-        log.info("nimbus started", nimbus=self.identifier, zk=self.state.hosts, root=self.state.root,
-                 code_dir=str(self.store.root))
+        log.info("nimbus started", nimbus=self.identifier, listen=f"{self.bind_host}:{self.port}",
+                 tls=tls is not None, auth=self.guard.tokens is not None, zk=self.state.hosts,
+                 root=self.state.root, code_dir=str(self.store.root))
         return self
+
+    def _load_tokens(self) -> TokenFile | None:
+        """The API's token table; None (with a loud warning) when API security is off."""
+        path = self.conf.get("nimbus.auth.tokens.file")
+        if not self.conf.get("nimbus.auth.enabled", True):
+            log.warning("SECURITY OFF: nimbus.auth.enabled is false: anyone who reaches the API "
+                        "controls the cluster and runs code on every supervisor")
+            return None
+        if not path:
+            log.warning("SECURITY OFF: no nimbus.auth.tokens.file: anyone who reaches the API "
+                        "controls the cluster and runs code on every supervisor "
+                        "(`squall dev-cluster` and `squall token add` make one)")
+            return None
+        try:
+            tokens = TokenFile(path, self.clock)
+        except TokenFileError as exc:
+            raise NimbusStartError(str(exc)) from None
+        log.info("API tokens loaded", file=str(path), tokens=len(tokens.table()))
+        return tokens
 
     def stop(self, code: int = 0) -> None:
         """Ask ``run`` to return (safe from signal handlers and other threads)."""
@@ -256,6 +301,7 @@ class Nimbus:
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
         now = self.clock.time()
+        self.counts["rounds"] += 1
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
@@ -282,6 +328,7 @@ class Nimbus:
                 self.store.remove(topology_id)
         self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
+        self.rates.retain(ids)
 
     # -- observations ---------------------------------------------------------------
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
@@ -302,10 +349,14 @@ class Nimbus:
         self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
         return out
 
-    def _observed_beats(self, topology_id: str, now: float) -> dict[Slot, tuple[float, list[ExecutorId]]]:
-        """Beats by slot, timed by when this nimbus saw each beat change."""
+    def _observed_beats(self, topology_id: str, now: float,
+                        assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
+        """Beats by slot, timed by when this nimbus saw each beat change; their counters
+        go to the rate history."""
         out: dict[Slot, tuple[float, list[ExecutorId]]] = {}
-        for slot, beat in self.state.worker_beats(topology_id).items():
+        beats = self.state.worker_beats(topology_id)
+        self.rates.record(topology_id, status.counter_samples(assignment, beats))
+        for slot, beat in beats.items():
             key = (topology_id, slot)
             seen = self._beat_seen.get(key)
             if seen is None or seen[0] != beat.time:
@@ -355,7 +406,7 @@ class Nimbus:
         cur_start = dict(current.executor_start) if current else {}
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
-            beats = self._observed_beats(topology_id, now)
+            beats = self._observed_beats(topology_id, now, current)
             dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         alive = set(cur_map) - dead
         others = {k: a.executors for k, a in assignments.items() if k != topology_id}
@@ -378,6 +429,8 @@ class Nimbus:
         self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
+        self.counts["assignments"] += 1
+        self.counts["moved"] += moved
         log.info("assignment written", topology_id=topology_id, version=assignment.version,
                  workers=len(assignment.slots()), executors=len(new), moved=moved, dead=len(dead),
                  scratch=scratch)
@@ -416,8 +469,12 @@ class Nimbus:
             if topology_id not in existing and not self.store.has(topology_id):
                 return topology_id
 
-    def submit(self, name: str, data: bytes) -> dict[str, Any]:
-        """Validate, store the code, write TopologyInfo and the assignment."""
+    def owner_of(self, name: str) -> str:
+        """The user who submitted the topology with this name or id (404 if none)."""
+        return self._lookup(name).owner
+
+    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]:
+        """Validate, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
         self._require_leader()  # a standby refuses before spending time on the bundle
         try:
             sub = validate_submission(name, data, self.max_upload)
@@ -446,7 +503,7 @@ class Nimbus:
             info = TopologyInfo(
                 id=topology_id, name=sub.name, status="active", num_workers=int(workers),
                 component_parallelism={c: p for c, (p, _) in system.items()},
-                code_digest=code_digest, submitted_at=self.clock.time(), conf=conf)
+                code_digest=code_digest, submitted_at=self.clock.time(), conf=conf, owner=owner)
             try:
                 # Secrets first: the topology's beats/errors/backpressure nodes need them.
                 self.state.set_topology_secrets(topology_id, new_topology_secrets())
@@ -457,9 +514,9 @@ class Nimbus:
             except BaseException:
                 self._undo_submit(topology_id)
                 raise
-        log.info("topology submitted", topology_id=topology_id, name=sub.name, digest=code_digest,
+        log.info("topology submitted", topology_id=topology_id, name=sub.name, owner=owner, digest=code_digest,
                  bytes=len(data), workers=len(assignment.slots()) if assignment else 0)
-        reply: dict[str, Any] = {"id": topology_id, "name": sub.name, "status": "active",
+        reply: dict[str, Any] = {"id": topology_id, "name": sub.name, "owner": owner, "status": "active",
                                  "digest": code_digest,
                                  "workers": len(assignment.slots()) if assignment else 0,
                                  "executors": sum(p for p, _ in system.values())}
@@ -584,10 +641,12 @@ class Nimbus:
     def topology_status(self, name: str) -> dict[str, Any]:
         """Components with their executors (host, port, counters), workers, last errors."""
         info = self._lookup(name)
+        assignment, beats, now = self.state.assignment(info.id), self.state.worker_beats(info.id), self.clock.time()
+        self.rates.record(info.id, status.counter_samples(assignment, beats))
         return status.topology_status(
-            info, self.state.assignment(info.id), self.state.worker_beats(info.id),
-            self._executor_components(info) or {}, self.store.structure(info.id) or {},
-            self.state.errors(info.id), self.clock.time())
+            info, assignment, beats, self._executor_components(info) or {},
+            self.store.structure(info.id) or {}, self.state.errors(info.id), now,
+            rates=self.rates.rates(info.id, now), rate_window=self.rates.window)
 
     def topology_conf(self, name: str) -> dict[str, Any]:
         info = self._lookup(name)
@@ -617,7 +676,20 @@ class Nimbus:
             "slots": {"total": sum(r["slots"] for r in rows), "used": sum(r["used"] for r in rows),
                       "free": sum(r["free"] for r in rows)},
             "topologies": len(self.state.topology_ids()),
+            "security": {"auth": self.guard is not None and self.guard.tokens is not None,
+                         "tls": self._server is not None and self._server.tls},
         }
+
+    def metrics_series(self) -> Any:
+        """Series for /metrics (on the server's threads); ZooKeeper's part left out while it
+        cannot be read."""
+        now = self.clock.time()
+        try:
+            statuses = [i.status for i in self.state.topologies().values()]
+            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+        except ClusterStateError:
+            statuses, rows = None, None
+        return nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
 
     def bundle(self, topology_id: str) -> tuple[bytes, str]:
         data = self.store.read(topology_id)

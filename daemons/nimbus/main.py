@@ -2,6 +2,7 @@
 failed, 2 usage)."""
 from __future__ import annotations
 
+import os
 import signal
 
 import click
@@ -23,6 +24,7 @@ def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
 
     conf = base_config(parse_overrides(overrides))
     logs.configure_from(conf, log_format, daemon="nimbus")
+    os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)
     nimbus = Nimbus(conf)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: nimbus.stop())

@@ -5,9 +5,14 @@ free ``nimbus.port`` unless one is passed, and a relative ``squall.local.dir`` m
 ``work_dir``), runs
 ``python -m squall.cli nimbus`` with ``SQUALL_CONF`` pointing at it, and returns once the API
 answers. ``stop()`` sends SIGTERM, then SIGKILL after a grace, and returns the exit code.
+
+Secured like any cluster: unless ``conf`` names a token file already, it runs with the
+``credentials`` given (shared by several nimbus processes of one cluster) or makes its own
+under ``work_dir/security``; ``client()`` then presents the admin token and checks TLS.
 """
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -19,7 +24,10 @@ from typing import Any
 
 import yaml
 
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.credentials import ClusterCredentials, create
 from squall.daemons.timers import SYSTEM_CLOCK, sleep
 
 
@@ -33,15 +41,21 @@ class NimbusProcess:
     """One ``squall nimbus`` child process."""
 
     def __init__(self, conf: Mapping[str, Any], work_dir: str | os.PathLike[str],
-                 port: int | None = None) -> None:
+                 port: int | None = None, credentials: ClusterCredentials | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.conf = dict(conf)
+        self.credentials = credentials
+        if credentials is None and not self.conf.get("nimbus.auth.tokens.file"):
+            self.credentials = create(self.work_dir / "security")
+        if self.credentials is not None:
+            self.conf.update(self.credentials.nimbus_conf())
         self.conf.setdefault("nimbus.host", "127.0.0.1")
         self.conf["nimbus.port"] = port or _free_port()
         # A relative local dir would be relative to the child's cwd: make that explicit.
         local = Path(str(self.conf.get("squall.local.dir") or "local"))
         self.conf["squall.local.dir"] = str(local if local.is_absolute() else self.work_dir / local)
         self.conf_path = self.work_dir / "squall.yaml"
+        self.client_conf_path = self.work_dir / "client.yaml"  # for the CLI: admin token and CA
         self.log_path = self.work_dir / "nimbus.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,8 +72,27 @@ class NimbusProcess:
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
-    def client(self, timeout: float = 10.0) -> NimbusClient:
-        return NimbusClient(str(self.conf["nimbus.host"]), int(self.conf["nimbus.port"]), timeout)
+    def client_conf(self, token: str | None = None) -> dict[str, Any]:
+        """A client's config for this nimbus: address, the admin token (or ``token``), the CA."""
+        conf = {"nimbus.host": self.conf["nimbus.host"], "nimbus.port": self.conf["nimbus.port"]}
+        return {**conf, **(self.credentials.client_conf(token) if self.credentials else {})}
+
+    def connection(self, timeout: float = 10.0) -> http.client.HTTPConnection:
+        """A raw HTTP(S) connection to the API (for requests the client would not send)."""
+        host, port = str(self.conf["nimbus.host"]), int(self.conf["nimbus.port"])
+        access = ApiAccess.from_conf(self.client_conf())
+        if access.ssl_context is not None:
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=access.ssl_context)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+    def auth_headers(self, token: str | None = None) -> dict[str, str]:
+        """``Authorization`` for the admin token (or ``token``); empty on an open nimbus."""
+        return ApiAccess.from_conf(self.client_conf(token)).headers()
+
+    def client(self, timeout: float = 10.0, token: str | None = None) -> NimbusClient:
+        """A client of this nimbus with the admin token (or ``token``) and its CA."""
+        return NimbusClient(str(self.conf["nimbus.host"]), int(self.conf["nimbus.port"]), timeout,
+                            ApiAccess.from_conf(self.client_conf(token)))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -67,7 +100,8 @@ class NimbusProcess:
     def start(self, timeout: float = 30.0, leader: bool = False) -> NimbusProcess:
         """Spawn and wait until the API answers (and, with ``leader``, until this one leads)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.conf_path.write_text(yaml.safe_dump(self.conf, sort_keys=True), encoding="utf-8")
+        write_private(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True))  # it holds a token
+        write_private(self.client_conf_path, yaml.safe_dump(self.client_conf(), sort_keys=True))
         env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.nimbus.rates import COUNTERS, Sample, sum_rates
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
 from squall.model import ACKER
 
@@ -77,7 +78,7 @@ def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, A
     for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
         a = assignments.get(info.id)
         out.append({
-            "name": info.name, "id": info.id, "status": info.status,
+            "name": info.name, "id": info.id, "owner": info.owner, "status": info.status,
             "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
             "executors": len(a.executors) if a else 0,
             "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
@@ -85,19 +86,49 @@ def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, A
     return out
 
 
-def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
-                    components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
-                    errors: Iterable[ErrorInfo], now: float) -> dict[str, Any]:
-    """Components with their executors (host, port, counters), workers, last errors."""
+def assigned_stats(assignment: Assignment | None,
+                   beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]]:
+    """Each executor's stats entry and beat; stats count only from the beat of the slot the
+    executor is assigned to."""
     placed = dict(assignment.executors) if assignment else {}
-    hosts = dict(assignment.node_host) if assignment else {}
-    # Stats of an executor count only from the beat of the slot it is assigned to.
-    stats: dict[ExecutorId, tuple[dict[str, Any], Any]] = {}
+    stats: dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]] = {}
     for slot, beat in beats.items():
         for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
             ex = _executor_of(entry)
             if ex is not None and placed.get(ex) == slot:
                 stats[ex] = (entry, beat)
+    return stats
+
+
+def _counters(entry: Mapping[str, Any]) -> dict[str, int]:
+    return {"emitted": _emitted(entry), "acked": _int(entry.get("acked")),
+            "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed"))}
+
+
+def counter_samples(assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, Sample]:
+    """(time, counters) per executor for the rate history; the time is when the worker read
+    its counters (``stats.time``), else the beat's."""
+    out: dict[ExecutorId, Sample] = {}
+    for ex, (entry, beat) in assigned_stats(assignment, beats).items():
+        t = beat.stats.get("time")
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            t = beat.time
+        counters = _counters(entry)
+        out[ex] = (float(t), tuple(counters[name] for name in COUNTERS))
+    return out
+
+
+def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
+                    components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
+                    errors: Iterable[ErrorInfo], now: float,
+                    rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
+                    rate_window: float | None = None) -> dict[str, Any]:
+    """Components with their executors (host, port, counters, per-second rates over the last
+    ``rate_window`` seconds where ``rates`` has them), workers, last errors."""
+    placed = dict(assignment.executors) if assignment else {}
+    hosts = dict(assignment.node_host) if assignment else {}
+    stats = assigned_stats(assignment, beats)
+    rates = rates or {}
     specs = {c: e for c, e in (structure.get("components") or {}).items() if isinstance(e, dict)}
     kinds = {c: e.get("kind") for c, e in specs.items()}
     kinds.setdefault(ACKER, "acker")
@@ -120,6 +151,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "failed": _int(entry.get("failed")), "executed": executed,
             "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
             "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
+            "rates": _rounded(rates.get(ex)),
         }
         comp = by_component.setdefault(component, {
             "id": component, "kind": kinds.get(component) or entry.get("kind"),
@@ -140,6 +172,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         comp["capacity"] = max(capacities) if capacities else None
         comp["execute_latency_ms"] = _weighted(rows, "execute_latency_ms", "executed")
         comp["complete_latency_ms"] = _weighted(rows, "complete_latency_ms", "acked")
+        comp["rates"] = _rounded(sum_rates(r["rates"] for r in rows))
         comp["last_error"] = last_errors.get(comp["id"])
     workers = []
     for node, port in sorted(assignment.slots()) if assignment else []:
@@ -149,15 +182,17 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                         "uptime": round(beat.uptime, 1) if beat else None,
                         "transport": _transport(beat)})
     return {
-        "id": info.id, "name": info.name, "status": info.status,
+        "id": info.id, "name": info.name, "owner": info.owner, "status": info.status,
         "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
         "requested_workers": info.num_workers, "workers": workers,
-        "executors": len(placed), "code_digest": info.code_digest,
+        "executors": len(placed), "code_digest": info.code_digest, "rate_window_secs": rate_window,
         # User components first, then system ones (``__acker``).
         "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
     }
 
 
+def _rounded(rates: Mapping[str, float] | None) -> dict[str, float] | None:
+    return None if rates is None else {k: round(v, 2) for k, v in rates.items()}
 TRANSPORT_COUNTERS = ("refused_connections", "refused_keys", "bad_frames", "dropped_unknown_task",
                       "dropped_bad_payload")
 

@@ -18,7 +18,11 @@ from typing import Any
 
 from squall import config as _config
 from squall import grouping as g
+<<<<<<< HEAD
 from squall.model import CHECKPOINT
+=======
+from squall.daemons.credentials import DAEMON_SECRET_KEYS
+>>>>>>> main
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
 MAX_JSON_BYTES = 1 << 20      # conf.json / structure.json
@@ -97,6 +101,11 @@ def read_bundle(data: bytes, max_unpacked: int) -> tuple[bytes, bytes]:
                 if name == "code" or name.startswith("code/"):
                     if member.isdir() and name == "code":
                         continue
+                    if any(part.startswith(".") for part in name.split("/")):
+                        # squall submit never ships these: a dotfile here is a .env or a
+                        # .git/ that a hand-made bundle would spread to every supervisor.
+                        raise SubmissionError(f"bundle member {name!r} is a dotfile or inside a dot-directory "
+                                              "(bundles leave out .env, .git/ and the like)")
                     code_files += member.isfile()
                     continue
                 if name not in TOP_FILES or not member.isfile():
@@ -207,6 +216,10 @@ def check_conf(name: str, conf: dict[str, Any]) -> dict[str, Any]:
         conf = _config.validate(conf)
     except _config.ConfigError as exc:
         raise SubmissionError(f"conf.json: {exc}") from None
+    secret = sorted(set(DAEMON_SECRET_KEYS) & conf.keys())
+    if secret:
+        raise SubmissionError(f"conf.json carries {', '.join(secret)}: a secret has no place in a "
+                              "topology's config (every worker and every reader of its status sees it)")
     declared = conf.get("topology.name")
     if declared is not None and declared != name:
         raise SubmissionError(f"conf.json names the topology {declared!r}, but it is submitted "

@@ -101,12 +101,14 @@ class TopologyInfo:
     code_digest: str
     submitted_at: float
     conf: dict[str, Any] = field(default_factory=dict)
+    owner: str = ""  # the API user who submitted it; "" for records written before owners
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "name": self.name, "status": self.status, "num_workers": self.num_workers,
             "component_parallelism": dict(self.component_parallelism),
             "code_digest": self.code_digest, "submitted_at": self.submitted_at, "conf": self.conf,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -123,6 +125,7 @@ class TopologyInfo:
             num_workers=_int(d, "num_workers"), component_parallelism=parallelism,
             code_digest=_str(d, "code_digest"), submitted_at=_num(d, "submitted_at"),
             conf=as_dict(field_value(d, "conf"), "conf"),
+            owner=as_str(d.get("owner", ""), "owner"),
         )
 
 

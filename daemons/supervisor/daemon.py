@@ -45,9 +45,12 @@ from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
+from squall.daemons.nimbus.access import TOKEN_ENV, AccessError
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
+from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -124,6 +127,7 @@ class Supervisor:
         self.log: Any = log
         self.state: ClusterState | None = None
         self.code: CodeDownloads | None = None
+        self.worker_user: WorkerUser | None = None
         self.slots: dict[int, _slot.SlotState] = {}
         self.workers: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # workers launched by this process
@@ -140,6 +144,8 @@ class Supervisor:
         self._crash_hold: dict[str, float] = {}  # worker id -> relaunch not before
         self._exits_logged: set[str] = set()
         self._zk_down = False
+        self.metrics = SupervisorMetrics(self.layout, clock.time)
+        self._metrics_server: Any = None
         self._logviewer: ApiServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -148,8 +154,15 @@ class Supervisor:
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
         try:
-            self.local_dir.mkdir(parents=True, exist_ok=True)
+            self.worker_user = WorkerUser.from_conf(self.conf)
+        except WorkerUserError as exc:
+            raise SupervisorError(str(exc)) from None
+        try:
+            local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
+            if self.worker_user is not None:  # a way through for the workers' group, nothing to list
+                self.worker_user.share(self.local_dir, 0o710)
+                self.worker_user.share(self.workers_dir, 0o710)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
@@ -157,19 +170,39 @@ class Supervisor:
             # through SQUALL_CONF; their own topology's credentials come per launch.
             local_state.write_atomic(self.conf_path, yaml.safe_dump(
                 without_daemon_secrets(self.conf), sort_keys=True).encode())
+            if self.worker_user is not None:
+                self.worker_user.share(self.conf_path, 0o640)
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
+        try:
+            self._serve_metrics()
+        except OSError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         self.log = log.bind(supervisor=self.id)
-        self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock)
+        try:
+            self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
+                                      self.worker_user)
+        except AccessError as exc:
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         warn_insecure(self.conf, self.log)
-        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir))
+        if self.code.access.token is None:
+            self.log.warning("SECURITY OFF: no squall.token (or SQUALL_TOKEN): a secured nimbus refuses this "
+                             "supervisor's code downloads; an open one serves anyone")
+        if self.code.access.ssl_context is None:
+            self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
+                             "unverified except for its sha256")
+        self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
+                      worker_user=self.worker_user.name if self.worker_user else None)
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         with self._snapshot_lock:
@@ -183,6 +216,7 @@ class Supervisor:
             if self._logviewer is not None:
                 self._logviewer.stop()
             self.state.close()
+            self._stop_metrics()
             self._release_lock()
             if isinstance(exc, SupervisorError):
                 raise
@@ -236,8 +270,36 @@ class Supervisor:
             self.state.close()
         if self._logviewer is not None:
             self._logviewer.stop()
+        self._stop_metrics()
         self._release_lock()
         self.log.info("supervisor stopped")
+
+    # -- /metrics ----------------------------------------------------------------------------
+    def _serve_metrics(self) -> None:
+        """Serve /metrics on supervisor.metrics.port (null: no endpoint); OSError if taken."""
+        port = self.conf.get("supervisor.metrics.port")
+        if port is None:
+            return
+        from squall.daemons.metrics.exposition import metrics_app
+
+        try:
+            server = ApiServer(metrics_app(self.metrics_series), self.host, int(port), max_body=1024,
+                               ident="squall-supervisor", threads=2)
+        except (OSError, ValueError) as exc:
+            raise OSError(f"cannot serve metrics on {self.host}:{port} (supervisor.metrics.port): {exc}") from None
+        server.start()
+        self._metrics_server = server
+        self.log.info("metrics served", url=f"http://{self.host}:{server.port}/metrics")
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+            self._metrics_server = None
+
+    def metrics_series(self) -> Any:
+        """This supervisor's series and its workers' (called on the metrics server's threads)."""
+        used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
+        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats)
 
     def _start_logviewer(self) -> None:
         """Serve this node's worker logs when a secret is configured (see ``logviewer``)."""
@@ -498,6 +560,8 @@ class Supervisor:
                           state=new.name.value)
         for action in actions:
             self._perform(port, action)
+            if isinstance(action, _slot.LaunchWorker) and new.relaunch_count and action.worker_id in self.workers:
+                self.metrics.counts["restarts"] += 1
 
     def _hold_relaunch(self, state: _slot.SlotState, assignment: _slot.SlotAssignment | None,
                        alive: bool, now: float) -> bool:
@@ -567,19 +631,27 @@ class Supervisor:
         creds = self._worker_credentials(action.topology_id, fields)
         if creds is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
+        as_user: dict[str, Any] = {}
         try:
             wdir.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
-                   CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
+            # The supervisor's own API token stays with it, environment included.
+            env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+            env["SQUALL_CONF"] = str(self.conf_path)
+            env[CREDENTIALS_ENV] = str(write_credentials(wdir, creds))
+            if self.worker_user is not None:
+                self.worker_user.own(wdir)
+                self.worker_user.own(Path(env[CREDENTIALS_ENV]), mode=0o600)
+                env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
             with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
                 # Ctrl-C or SIGTERM meant for the supervisor does not.
                 child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True, **as_user)
         except OSError as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
         self.children[action.worker_id] = child
+        self.metrics.counts["launches"] += 1
         rec = WorkerProc(action.worker_id, action.port, action.topology_id,
                          [[s, e] for s, e in sorted(action.executors)], action.code_digest,
                          child.pid, process_create_time(child.pid), self.clock.time())
@@ -608,6 +680,8 @@ class Supervisor:
             return
         sig = signal.SIGKILL if action.force else signal.SIGTERM
         sent = signal_worker(rec.pid, rec.create_time, rec.worker_id, sig)
+        if sent:
+            self.metrics.counts[f"kill:{sig.name}"] += 1
         self.log.info("worker signalled", port=port, topology=rec.topology_id, worker=rec.worker_id,
                       pid=rec.pid, signal=sig.name, sent=sent, reason=action.reason)
 

@@ -15,6 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from squall.daemons.local_state import make_private, private_dir
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.supervisor.worker_user import WorkerUser
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
@@ -34,19 +37,25 @@ class CodeDownloads:
     """
 
     def __init__(self, root: Path, conf: Mapping[str, Any], logger: Any,
-                 on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
+                 on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
+                 worker_user: WorkerUser | None = None) -> None:
         self.clock = clock
         self.root = root
         self.conf = conf
         self.log = logger
         self.on_done = on_done
         self.failures = 0
+        self.worker_user = worker_user  # code is shared read-only with its group
+        self.access = ApiAccess.from_conf(conf)  # the supervisor token and the CA that signs nimbus
+        self.max_unpacked = int(conf["supervisor.code.max.unpacked.bytes"])
+        self.max_members = int(conf["supervisor.code.max.members"])
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()  # topology ids
 
     def url(self, topology_id: str) -> str:
         host, port = self.conf["nimbus.host"], int(self.conf["nimbus.port"])
-        return f"http://{host}:{port}/api/v1/topologies/{urllib.parse.quote(topology_id, safe='')}/bundle"
+        quoted = urllib.parse.quote(topology_id, safe="")
+        return f"{self.access.scheme}://{host}:{port}/api/v1/topologies/{quoted}/bundle"
 
     def present(self, topology_id: str, digest: str) -> bool:
         try:
@@ -89,12 +98,14 @@ class CodeDownloads:
         """Download, verify and install one bundle; BundleError saying what is wrong."""
         if not digest:
             raise BundleError("the assignment names no code digest")
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
+        if self.worker_user is not None:
+            self.worker_user.share(self.root, 0o710)
         limit = int(self.conf["nimbus.code.max.upload.bytes"])
         work = Path(tempfile.mkdtemp(prefix=f".tmp-{topology_id}-", dir=self.root))
         try:
             archive = work / "bundle.tar.gz"
-            got, size, announced = self._download(url, archive, limit)
+            got, size, announced = self._download(url, archive, limit, self.access)
             if got != digest:
                 extra = f"; nimbus announced {announced}" if announced and announced != got else ""
                 raise BundleError(f"code digest mismatch: expected {digest}, got {got} "
@@ -102,6 +113,7 @@ class CodeDownloads:
             tree = work / "tree"
             try:
                 with tarfile.open(archive, "r:gz") as tar:
+                    self._check_members(tar)
                     tar.extractall(tree, filter="data")
             except (tarfile.TarError, OSError, EOFError) as exc:
                 raise BundleError(f"bad code bundle: {exc}") from None
@@ -109,17 +121,36 @@ class CodeDownloads:
             if missing:
                 raise BundleError(f"bad code bundle: no {', '.join(missing)}")
             (tree / ".digest").write_text(digest + "\n", encoding="utf-8")
+            make_private(tree)  # the data filter keeps group/other read bits: drop them
+            if self.worker_user is not None:
+                self.worker_user.share_tree(tree)
             self._install(tree, self.root / topology_id)
             return size
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
+    def _check_members(self, tar: tarfile.TarFile) -> None:
+        """This supervisor's own bounds on what it unpacks (nimbus checked too, but a
+        supervisor trusts no one): member count and unpacked bytes, read lazily."""
+        count = total = 0
+        while (member := tar.next()) is not None:
+            count += 1
+            total += max(0, member.size)
+            if count > self.max_members:
+                raise BundleError(f"bad code bundle: more than supervisor.code.max.members "
+                                  f"({self.max_members}) members")
+            if total > self.max_unpacked:
+                raise BundleError(f"bad code bundle: unpacks to more than supervisor.code.max.unpacked.bytes "
+                                  f"({self.max_unpacked})")
+
     @staticmethod
-    def _download(url: str, dest: Path, limit: int) -> tuple[str, int, str | None]:
+    def _download(url: str, dest: Path, limit: int, access: ApiAccess) -> tuple[str, int, str | None]:
         sha = hashlib.sha256()
         size = 0
+        request = urllib.request.Request(url, headers=access.headers())
         try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as resp, open(dest, "wb") as out:
+            with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT, context=access.ssl_context) as resp, \
+                    open(dest, "wb") as out:
                 announced = resp.headers.get("X-Squall-Digest")
                 while True:
                     chunk = resp.read(CHUNK)
@@ -133,6 +164,9 @@ class CodeDownloads:
         except urllib.error.HTTPError as exc:
             raise BundleError(f"nimbus answered HTTP {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError) as exc:
+            host = urllib.parse.urlsplit(url).netloc
+            if (tls := access.explain(exc, host)) is not None:
+                raise BundleError(tls) from None
             reason = getattr(exc, "reason", exc)
             raise BundleError(f"cannot reach nimbus: {reason}") from None
         return sha.hexdigest(), size, announced

@@ -2,6 +2,7 @@
 1 cannot start, 2 usage)."""
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Mapping
 from typing import Any
@@ -69,6 +70,7 @@ def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_
     except _config.ConfigError as exc:
         raise _Failure(str(exc)) from None
     logs.configure_from(conf, log_format, daemon="supervisor")
+    os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)
     supervisor = Supervisor(conf, kill_workers_on_exit=kill_workers_on_exit)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stop())

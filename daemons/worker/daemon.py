@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import psutil
 import structlog
 
 from squall.daemons import local_state
@@ -47,6 +48,7 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
     with_capacity,
 )
+from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.topology import Topology
@@ -104,6 +106,8 @@ class Worker:
         self._stats_at = float("-inf")
         self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
+        self._process: Any = None  # psutil.Process of this worker, made on first use
+        self.metrics_failures = 0
         self._shut_down = False
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
 
@@ -187,6 +191,7 @@ class Worker:
         every = float(self.conf["worker.heartbeat.frequency.secs"])
         self._timer("heartbeat", every, self.local_heartbeat)
         self._timer("executor-heartbeat", every, self.zk_heartbeat)
+        self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.write_metrics)
         poll = float(self.conf["task.refresh.poll.secs"])
         self.refresh_connections()
         refresh = self._timer("refresh-connections", poll, self.refresh_connections)
@@ -267,10 +272,31 @@ class Worker:
         now = self.clock.time()
         if self.rt is not None and self.rt.executors and \
                 now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
-            self._stats = {"executors": self._executor_stats(), "transport": self.rt.transport_stats()}
+            self._stats = {"executors": self._executor_stats(), "transport": self.rt.transport_stats(),
+                           "time": now}
             self._stats_at = now
         self.state.worker_beat(WorkerBeat(self.topology_id, self.supervisor_id, self.port, now,
                                           list(self.executors), now - self.started_at, self._stats))
+
+    def write_metrics(self) -> None:
+        """The metrics snapshot the supervisor exports. Never halts the worker: a failure
+        (a full disk, a counter read mid-change) is logged and counted, and the next period
+        tries again."""
+        if self.rt is None or self.stopping:
+            return
+        try:
+            if self._process is None:
+                self._process = psutil.Process(self.pid)
+            now = self.clock.time()
+            data = worker_metrics.snapshot(
+                self.rt.metrics(), worker_metrics.process_stats(self._process), now, now - self.started_at,
+                self.topology_id, self.port, self.worker_id)
+            local_state.write_metrics(self.layout, self.worker_id, data)
+        except Exception as exc:  # noqa: BLE001
+            self.metrics_failures += 1
+            if self.metrics_failures in (1, 10, 100) or self.metrics_failures % 1000 == 0:
+                self.log.warning("writing the metrics snapshot failed", error=repr(exc),
+                                 failures=self.metrics_failures)
 
     def _executor_stats(self) -> list[dict[str, Any]]:
         # Stats are read while the executors run; a rare concurrent-mutation error must not
@@ -356,8 +382,9 @@ class Worker:
             self.writer.stop(THREAD_JOIN_SECS)
         try:
             local_state.remove_heartbeat(self.layout, self.worker_id)
+            local_state.remove_metrics(self.layout, self.worker_id)
         except OSError as exc:
-            self.log.warning("removing the heartbeat file failed", error=str(exc))
+            self.log.warning("removing the heartbeat or metrics file failed", error=str(exc))
         if self.state is not None:
             if self.state.connected and self.executors:
                 try:

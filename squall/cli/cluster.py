@@ -11,13 +11,16 @@ from __future__ import annotations
 import importlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.cli.status_view import duration as _duration
+from squall.cli.status_view import render as render_status
+from squall.cli.status_view import table as _table
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 
@@ -77,28 +80,6 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise Failure(str(exc)) from None
 
 
-def _duration(secs: float | None) -> str:
-    if secs is None:
-        return "-"
-    secs = int(secs)
-    days, rest = divmod(secs, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h{minutes}m"
-    if hours:
-        return f"{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{minutes}m{seconds}s"
-    return f"{seconds}s"
-
-
-def _table(rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
-
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
@@ -107,6 +88,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
     from squall.checks import check_runnable
+    from squall.daemons.credentials import DAEMON_SECRET_KEYS
     from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
     from squall.topology import TopologyError
@@ -118,7 +100,9 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     except (TopologyFileError, TopologyError, _config.ConfigError) as exc:
         raise Failure(str(exc)) from None
     name = name or module.__name__
-    topology_conf = {**file_conf, **extra, "topology.name": name}
+    # -c applies to this command too (e.g. -c squall.token=...): secrets stay out of the topology.
+    topology_conf = {k: v for k, v in {**file_conf, **extra}.items() if k not in DAEMON_SECRET_KEYS}
+    topology_conf["topology.name"] = name
     # Resolve the worker and acker counts here, into conf.json: nimbus and every worker then
     # compute the same task ids, whatever their own config files say (Storm's nimbus does
     # this normalization; ours cannot edit the bundle, whose digest is fixed).
@@ -223,45 +207,48 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     if not rows:
         click.echo("no topologies")
         return
-    table = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
-    table += [(r["name"], r["id"], r["status"], r["workers"], r["executors"], _duration(r["uptime"]))
-              for r in rows]
+    table = [("NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
+    table += [(r["name"], r["id"], r.get("owner") or "-", r["status"], r["workers"], r["executors"],
+               _duration(r["uptime"])) for r in rows]
     click.echo(_table(table))
 
 
 @click.command()
 @click.argument("name")
 @JSON_OUT
+@click.option("--watch", is_flag=True, help="Redraw the table every --interval seconds until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between redraws with --watch.")
 @OVERRIDES
-def status(name: str, as_json: bool, overrides: tuple[str, ...]) -> None:
-    """Show topology NAME: components, executors with host and port, counters, last errors."""
+def status(name: str, as_json: bool, watch: bool, interval: float, overrides: tuple[str, ...]) -> None:
+    """Show topology NAME: components, executors with host and port, totals and rates per
+    second over the last minute, last errors."""
+    if watch and as_json:
+        raise click.UsageError("--watch redraws the table; use --json without it")
     conf = base_config(parse_overrides(overrides))
-    st = _call(_client(conf).topology, name)
-    if as_json:
-        click.echo(json.dumps(st, indent=2))
+    client = _client(conf)
+    if not watch:
+        st = _call(client.topology, name)
+        click.echo(json.dumps(st, indent=2) if as_json else render_status(st))
         return
-    click.echo(f"topology {st['name']} ({st['id']}): {st['status']}, {len(st['workers'])} workers "
-               f"(requested {st['requested_workers']}), {st['executors']} executors, "
-               f"uptime {_duration(st['uptime'])}")
-    table: list[tuple[Any, ...]] = [("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED",
-                                     "EXECUTED", "ACKED", "FAILED")]
-    errors = []
-    for comp in st["components"]:
-        table.append((f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors", "",
-                      "", comp["emitted"], comp["executed"], comp["acked"], comp["failed"]))
-        for ex in comp["executors"]:
-            where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
-            table.append(("", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, _duration(ex["uptime"]),
-                          ex["emitted"], ex["executed"], ex["acked"], ex["failed"]))
-        err = comp.get("last_error")
-        if err:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
-            first = (err["error"].strip().splitlines() or [""])[-1]
-            errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
-    click.echo(_table(table))
-    if errors:
-        click.echo("last errors:")
-        click.echo("\n".join(errors))
+    _watch(lambda: render_status(_call(client.topology, name)), interval)
+
+
+def _watch(draw: Any, interval: float) -> None:
+    """Redraw ``draw()`` every ``interval`` seconds until Ctrl-C (exit 0). On a terminal the
+    screen is cleared first; a failure (nimbus away) is shown and the watch goes on."""
+    clear = "\x1b[H\x1b[2J" if click.get_text_stream("stdout").isatty() else ""
+    try:
+        while True:
+            try:
+                text = draw()
+            except Failure as exc:
+                text = f"error: {exc.message}"
+            stamp = time.strftime("%H:%M:%S")
+            click.echo(f"{clear}every {interval:g}s, Ctrl-C to stop; {stamp}\n{text}\n")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
 
 
 @click.command("dev-cluster")

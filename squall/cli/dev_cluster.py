@@ -1,8 +1,11 @@
 """``squall dev-cluster``: ZooKeeper, nimbus and supervisors on this machine, for trying things.
 
 Layout under DIR: ``squall.yaml`` (the client config: ``SQUALL_CONF=DIR/squall.yaml squall
-submit ...``), ``zookeeper/`` (its data survives restarts), ``nimbus/`` and
+submit ...``), ``security/`` (the API token file, a CA and nimbus's TLS certificate, made
+afresh at every start), ``zookeeper/`` (its data survives restarts), ``nimbus/`` and
 ``supervisor-<i>/`` (each daemon's own ``squall.yaml`` and local dir) and ``logs/``.
+Secure by default: the API wants a token (the client config holds the admin token,
+supervisors a supervisor token) and speaks TLS only.
 ZooKeeper runs as a child JVM started from the main thread (it dies with this process);
 nimbus and the supervisors run as child processes in their own sessions, so Ctrl-C
 reaches only this process, which then stops them by PID: SIGTERM, then SIGKILL.
@@ -25,7 +28,10 @@ from typing import Any
 import click
 import yaml
 
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.credentials import CredentialsError, create
 
 FIRST_SLOT_PORT = 6700
 READY_TIMEOUT_SECS = 60.0
@@ -70,8 +76,8 @@ def pick_slot_ports(count: int, per: int, start: int = FIRST_SLOT_PORT) -> list[
 
 
 def _write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(dict(data), sort_keys=True), encoding="utf-8")
+    """Every config here holds a secret (a token, the ZooKeeper credential): owner only."""
+    write_private(path, yaml.safe_dump(dict(data), sort_keys=True))
     return path
 
 
@@ -88,16 +94,6 @@ def zookeeper_security(directory: Path) -> dict[str, Any]:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         yaml.safe_dump(auth, fh)
     return auth
-
-
-def _write_daemon_yaml(path: Path, data: Mapping[str, Any]) -> Path:
-    """A daemon's config holds the ZooKeeper secret: readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(dict(data), fh, sort_keys=True)
-    os.chmod(path, 0o600)
-    return path
 
 
 class _Child:
@@ -182,40 +178,51 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             zk.start(timeout=60)  # from the main thread: the JVM dies with this process
         except ZooKeeperError as exc:
             raise DevClusterError(f"ZooKeeper: {exc}") from None
+        try:
+            creds = create(directory / "security", hosts=["127.0.0.1", "localhost"])
+        except CredentialsError as exc:
+            raise DevClusterError(str(exc)) from None
         nimbus_port = free_port()
         base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/squall",
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
-        client_conf = _write_yaml(directory / "squall.yaml", base)
+        client = {**base, **creds.client_conf()}
+        client_conf = _write_yaml(directory / "squall.yaml", client)
         # Daemons only (not the client file): nimbus reads worker logs from the supervisors with it.
         base["supervisor.logviewer.secret"] = secrets.token_urlsafe(24)
         base["supervisor.logviewer.port"] = 0
         daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
-        nimbus_conf = _write_daemon_yaml(nimbus_dir / "squall.yaml",
-                                         {**daemon_base, "squall.local.dir": str(nimbus_dir)})
+        nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**daemon_base, **creds.nimbus_conf(),
+                                                               "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
         port_ranges = pick_slot_ports(supervisors, slots)
-        for i, ports in enumerate(port_ranges, start=1):
+        metrics_ports = [free_port() for _ in port_ranges]
+        for i, (ports, metrics_port) in enumerate(zip(port_ranges, metrics_ports), start=1):
             sup_dir = directory / f"supervisor-{i}"
-            conf_path = _write_daemon_yaml(sup_dir / "squall.yaml", {
-                **daemon_base, "squall.local.dir": str(sup_dir), "supervisor.slots.ports": ports,
-                "supervisor.host": "127.0.0.1"})
+            conf_path = _write_yaml(sup_dir / "squall.yaml", {
+                **daemon_base, **creds.supervisor_conf(), "squall.local.dir": str(sup_dir),
+                "supervisor.slots.ports": ports,
+                "supervisor.host": "127.0.0.1", "supervisor.metrics.port": metrics_port})
             # The dev cluster owns its workers: they stop with their supervisor.
             argv = _daemon_argv("supervisor", log_format) + ["--kill-workers-on-exit"]
             children.append(_Child(f"supervisor-{i}", argv, conf_path,
                                    logs_dir / f"supervisor-{i}.log", sup_dir))
-        _wait_ready(NimbusClient("127.0.0.1", nimbus_port, timeout=5), children, supervisors, stop)
+        _wait_ready(NimbusClient("127.0.0.1", nimbus_port, timeout=5, access=ApiAccess.from_conf(client)),
+                    children, supervisors, stop)
         if stop.is_set():
             return 0
         ranges = ", ".join(f"{r[0]}-{r[-1]}" for r in port_ranges)
         click.echo(
             f"squall dev cluster is up in {directory}\n"
             f"  ZooKeeper    {zk.hosts} (data in {zk.work_dir})\n"
-            f"  nimbus       http://127.0.0.1:{nimbus_port}/api/v1/cluster (log {logs_dir / 'nimbus.log'})\n"
-            f"  web UI       http://127.0.0.1:{nimbus_port}/\n"
+            f"  nimbus       https://127.0.0.1:{nimbus_port}/api/v1/cluster (log {logs_dir / 'nimbus.log'})\n"
+            f"  web UI       https://127.0.0.1:{nimbus_port}/ (CA {creds.ca_file}; token in {client_conf})\n"
+            f"  security     API tokens and TLS material in {creds.directory}\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
+            f"  metrics      http://127.0.0.1:{nimbus_port}/metrics and "
+            f"{', '.join(f'http://127.0.0.1:{p}/metrics' for p in metrics_ports)}\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"
             f"  squall submit examples/wordcount.py\n"

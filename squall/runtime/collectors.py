@@ -38,7 +38,7 @@ class Outbox:
     no ack message is sent at all.
     """
 
-    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger")
+    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int) -> None:
         self.bufs: dict[int, list] = {}
@@ -49,6 +49,7 @@ class Outbox:
         self.ackers = tuple(ackers)
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
         self.ledger: AckerLedger | None = None
+        self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
 
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
@@ -62,6 +63,7 @@ class Outbox:
 
     def full(self, task: int) -> None:
         b = self.bufs[task]
+        self.transferred += len(b)
         self.deliver(task, b[:])
         b.clear()
 
@@ -85,6 +87,7 @@ class Outbox:
         deliver = self.deliver
         for task, b in self.bufs.items():
             if b:
+                self.transferred += len(b)
                 deliver(task, b[:])
                 b.clear()
         if self.ledger is not None:

@@ -19,6 +19,7 @@ from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
+from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_PER_BATCH, Histogram
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Executor:
         self.throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
+        self.task_executed = dict.fromkeys(self.task_ids, 0)
         self.errors = 0
         self.busy_secs = 0.0  # time spent in user execute calls (bolts)
 
@@ -128,6 +130,31 @@ class Executor:
     def _all_routes(self) -> list[dict]:
         return []
 
+    def task_counts(self, task: int) -> dict[str, int]:
+        """acked and failed of one task (kept per task by bolts, per executor elsewhere)."""
+        return {}
+
+    def metrics(self) -> dict[str, Any]:
+        """Everything the metrics endpoint shows of this executor: per-task counters, then
+        executor-wide ones. Read from another thread while the executor runs: only copies."""
+        rt = self.runtime
+        tasks = {}
+        routes = dict(zip(self.task_ids, self._all_routes()))
+        for task in self.task_ids:
+            emitted = {s: r.emitted for s, r in routes.get(task, {}).items()}
+            tasks[str(task)] = {"executed": self.task_executed[task], "emitted": emitted,
+                                **self.task_counts(task)}
+        out: dict[str, Any] = {
+            "component": self.component, "executor": list(self.executor_id), "kind": self.kind,
+            "tasks": tasks, "transferred": self.outbox.transferred, "errors": self.errors,
+            "queue": len(self.queue), "queue_capacity": self.queue.capacity,
+            "backpressure": self.task_ids[0] in rt.bp_tasks}
+        for key in ("execute_latency", "complete_latency"):
+            hist = getattr(self, key, None)
+            if hist is not None:
+                out[key] = hist.snapshot()
+        return out
+
 
 class BoltExecutor(Executor):
     kind = "bolt"
@@ -143,9 +170,14 @@ class BoltExecutor(Executor):
         self.tick = self.tick_period()
         self.next_tick = _monotonic() + self.tick if self.tick else None
         self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
+        self.execute_latency = Histogram(EXECUTE_BOUNDS)
 
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
+
+    def task_counts(self, task: int) -> dict[str, int]:
+        entry = getattr(self, "tasks", {}).get(task)
+        return {} if entry is None else {"acked": entry[1].acked, "failed": entry[1].failed}
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()
@@ -197,7 +229,10 @@ class BoltExecutor(Executor):
                     self.user_error(task, exc, "execute")
                     coll.fail(tup)
         self.executed += len(tuples)
-        self.busy_secs += _monotonic() - started
+        self.task_executed[task] += len(tuples)
+        elapsed = _monotonic() - started
+        self.busy_secs += elapsed
+        self.execute_latency.observe_batch(elapsed, len(tuples))
 
     def teardown(self) -> None:
         try:
@@ -225,7 +260,10 @@ class SpoutExecutor(Executor):
             spout.open(self.conf, self.context(task), coll)
             self.tasks[task] = (spout, coll, pending)
         self.acked = self.failed = 0
+        self.task_acked = dict.fromkeys(self.task_ids, 0)
+        self.task_failed = dict.fromkeys(self.task_ids, 0)
         self.latencies: deque[float] = deque(maxlen=20000)
+        self.complete_latency = Histogram(COMPLETE_BOUNDS)
         self.active = False
         conf = self.conf
         self.max_pending = conf.get("topology.max.spout.pending")
@@ -238,6 +276,10 @@ class SpoutExecutor(Executor):
 
     def _all_routes(self) -> list[dict]:
         return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
+
+    def task_counts(self, task: int) -> dict[str, int]:
+        acked, failed = getattr(self, "task_acked", {}), getattr(self, "task_failed", {})
+        return {"acked": acked.get(task, 0), "failed": failed.get(task, 0)}
 
     def _set_active(self, active: bool) -> None:
         self.active = active
@@ -265,6 +307,7 @@ class SpoutExecutor(Executor):
             if coll.immediate_acks:
                 done, coll.immediate_acks = coll.immediate_acks, []
                 self.acked += len(done)
+                self.task_acked[task] += len(done)
                 for msg_id in done:
                     self._call(task, spout.ack, msg_id)
         if self.timeouts_on:
@@ -279,6 +322,7 @@ class SpoutExecutor(Executor):
         for task, (spout, coll, pending) in self.tasks.items():
             for msg_id in pending.expire(now, self.timeout):
                 self.failed += 1
+                self.task_failed[task] += 1
                 self._call(task, spout.fail, msg_id)
 
     def _emitting(self):
@@ -324,7 +368,8 @@ class SpoutExecutor(Executor):
 
     def _acks(self, task: int, tuples: list, now: float) -> None:
         spout, coll, pending = self.tasks[task]
-        lat = self.latencies.append
+        lats: list[float] = []
+        lat = lats.append
         pop = pending.entries.pop
         for tup in tuples:
             stream = tup.source.stream
@@ -341,12 +386,17 @@ class SpoutExecutor(Executor):
                         except Exception as exc:
                             self.user_error(task, exc, "ack")
                 self.acked += acked
+                self.task_acked[task] += acked
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
                     entry = pop(root, None)
                     if entry is not None:
                         self.failed += 1
+                        self.task_failed[task] += 1
                         self._call(task, spout.fail, entry[0])
+        if lats:
+            self.latencies.extend(lats)
+            self.complete_latency.observe_many(lats[:SAMPLE_PER_BATCH])  # a bounded sample per batch
 
     def teardown(self) -> None:
         for task, (spout, _, _) in getattr(self, "tasks", {}).items():
@@ -395,12 +445,16 @@ class AckerExecutor(Executor):
                         ledger.fail(root)
         done, failed = ledger.take()
         deliver = self.runtime.deliver
+        finished = 0
         for spout, roots in done.items():
-            self.executed += len(roots)  # an acker's "executed" counts finished trees
+            finished += len(roots)  # an acker's "executed" counts finished trees
             deliver(spout, [Tuple([roots], self.ack_src)])
         for spout, roots in failed.items():
-            self.executed += len(roots)
+            finished += len(roots)
             deliver(spout, [Tuple([roots], self.fail_src)])
+        if finished:
+            self.executed += finished
+            self.task_executed[self.task_ids[0]] += finished
         if now >= self.next_expiry:
             self.next_expiry = now + self.timeout
             ledger.expire()

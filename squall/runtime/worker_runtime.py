@@ -315,6 +315,17 @@ class WorkerRuntime:
                 "refused_keys": getattr(self.context, "refused_keys", 0),
                 "dropped_unknown_task": self.dropped_unknown_task,
                 "dropped_bad_payload": self.dropped_bad_payload}
+    def metrics(self) -> dict[str, Any]:
+        """Executors' metrics and this worker's transfer and drop counters (copies)."""
+        counters = self.context.counters.as_dict()
+        dropped = {"unknown_task": self.dropped_unknown_task, "bad_payload": self.dropped_bad_payload,
+                   "unserializable": self.dropped_unserializable, "bad_frame": counters.pop("bad_frames"),
+                   "receive_error": counters.pop("callback_errors")}
+        refused = self.transport_stats()
+        counters.update(refused_connections=refused["refused_connections"], refused_keys=refused["refused_keys"])
+        return {"executors": [e.metrics() for e in self.executors], "transport": counters,
+                "dropped": dropped, "transfer_queue": len(self.transfer_queue),
+                "transfer_queue_capacity": self.transfer_queue.capacity}
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""

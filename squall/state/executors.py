@@ -241,6 +241,7 @@ class SpoutCheckpoint(TaskCheckpoint):
                 for msg_id, _ in entries:
                     ex._call(self.task, ack, msg_id)
             ex.acked += len(entries)
+            ex.task_acked[self.task] += len(entries)
             self.pending.held -= len(entries)
         self.closed = keep
         return True
@@ -255,6 +256,7 @@ class SpoutCheckpoint(TaskCheckpoint):
         if self.state is None:
             for msg_id, _ in stale:
                 self.ex.failed += 1
+                self.ex.task_failed[self.task] += 1
                 self.ex._call(self.task, self.obj.fail, msg_id)
         return super().restore(txid)
 
@@ -291,6 +293,7 @@ class CheckpointedSpoutExecutor(Checkpointed, SpoutExecutor):
                 for root in tup.values[0]:
                     if root in pending:
                         self.failed += 1
+                        self.task_failed[task] += 1
                         ck.rollback_wanted = True
             elif stream == CHECKPOINT_STREAM:
                 self.aligners[task].feed([tup])
@@ -303,6 +306,7 @@ class CheckpointedSpoutExecutor(Checkpointed, SpoutExecutor):
             ck = self.ckpt[task]
             ck.rollback_wanted = True
             self.failed += len(expired)
+            self.task_failed[task] += len(expired)
             if ck.state is None:  # a plain spout replays these itself
                 for msg_id in expired:
                     self._call(task, spout.fail, msg_id)

@@ -40,8 +40,12 @@ def find_chromium() -> str | None:
 
 
 class HeadlessChromium:
-    def __init__(self, width: int = 1400, height: int = 1000, timeout: float = 30.0) -> None:
+    def __init__(self, width: int = 1400, height: int = 1000, timeout: float = 30.0,
+                 trust_spki: list[str] = ()) -> None:
+        """``trust_spki``: base64 sha256 hashes of public keys whose certificates the browser
+        accepts without a CA (a test cluster's nimbus; see ``ClusterCredentials.nimbus_spki``)."""
         self.width, self.height, self.timeout = width, height, timeout
+        self.trust_spki = list(trust_spki)
         self.profile = Path(tempfile.mkdtemp(prefix="squall-chromium-"))
         self.proc: subprocess.Popen[bytes] | None = None
         self._ws: Any = None
@@ -57,6 +61,7 @@ class HeadlessChromium:
             raise BrowserError("chromium is not installed (apt-get install -y chromium)")
         self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={self.width},{self.height}",
+             *([f"--ignore-certificate-errors-spki-list={','.join(self.trust_spki)}"] if self.trust_spki else []),
              "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.profile / "stderr.log", "wb"),
             start_new_session=True)

@@ -2,7 +2,8 @@
 
 ``ProcessCluster`` runs one nimbus and N supervisors as child processes against a given
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
-them. Every process it starts is stopped by PID on ``stop()``, workers included (a
+them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
+``base_dir/security``); ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
 supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
@@ -19,8 +20,11 @@ from typing import Any
 
 import yaml
 
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.credentials import without_daemon_secrets
+from squall.daemons.nimbus.credentials import create
 from squall.testing.zookeeper import daemon_auth_conf, free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
@@ -36,6 +40,7 @@ FAST = {
     "supervisor.worker.shutdown.sleep.secs": 1,
     "worker.heartbeat.frequency.secs": 0.5,
     "task.heartbeat.frequency.secs": 1,
+    "worker.metrics.frequency.secs": 1,
     "task.refresh.poll.secs": 1,
     "zookeeper.session.timeout.ms": 4000,
     "squall.log.format": "json",
@@ -44,31 +49,36 @@ FAST = {
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None) -> None:
-        """Secured like a real cluster: a generated daemons' ZooKeeper credential and CURVE
-        between workers (``conf`` may turn either off, e.g. to measure their cost)."""
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = ()) -> None:
+        """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
+        credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
+        measure their cost); ``supervisor_prefix`` goes before the supervisors' command."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        "supervisor.logviewer.port": 0, "supervisor.logviewer.secret": secrets.token_urlsafe(24),
                        **FAST, **daemon_auth_conf(), **(conf or {})}
-        self.client_conf = self._write(self.base / "client.yaml", without_daemon_secrets(self.common))
+        self.credentials = create(self.base / "security")
+        client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
+        self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
+        self.supervisor_prefix = list(supervisor_prefix)  # e.g. a namespace to run supervisors in
         self.nimbus: subprocess.Popen | None = None
         self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
-        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30)
+        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30,
+                                   access=ApiAccess.from_conf(client))
 
     @staticmethod
     def _write(path: Path, data: Mapping[str, Any]) -> Path:
-        path.write_text(yaml.safe_dump(dict(data)))
+        write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
-    def _spawn(self, name: str, command: str, conf: Mapping[str, Any]) -> subprocess.Popen:
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**os.environ, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
@@ -85,7 +95,8 @@ class ProcessCluster:
         return self
 
     def start_nimbus(self, timeout: float = 60) -> None:
-        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, "squall.local.dir": str(self.base / "nimbus")})
+        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, **self.credentials.nimbus_conf(),
+                                                       "squall.local.dir": str(self.base / "nimbus")})
         self.wait_for(self._nimbus_up, timeout, "nimbus answering")
 
     def _nimbus_up(self) -> bool:
@@ -99,11 +110,18 @@ class ProcessCluster:
 
     def start_supervisor(self, i: int) -> None:
         ports = [free_port() for _ in range(self.slots)]
-        conf = {**self.common, "squall.local.dir": str(self.supervisor_dir(i)), "supervisor.slots.ports": ports}
+        conf = {**self.common, **self.credentials.supervisor_conf(), "squall.local.dir": str(self.supervisor_dir(i)),
+                "supervisor.slots.ports": ports, "supervisor.metrics.port": free_port()}
         prev = self.base / f"supervisor-{i}.yaml"
-        if prev.exists():  # a restart keeps its slots
-            conf["supervisor.slots.ports"] = yaml.safe_load(prev.read_text())["supervisor.slots.ports"]
-        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf)
+        if prev.exists():  # a restart keeps its slots and its metrics port
+            kept = yaml.safe_load(prev.read_text())
+            conf["supervisor.slots.ports"] = kept["supervisor.slots.ports"]
+            conf["supervisor.metrics.port"] = kept["supervisor.metrics.port"]
+        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf, self.supervisor_prefix)
+
+    def metrics_port(self, i: int) -> int:
+        """The port of supervisor ``i``'s /metrics."""
+        return int(yaml.safe_load((self.base / f"supervisor-{i}.yaml").read_text())["supervisor.metrics.port"])
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "SQUALL_CONF": str(self.client_conf)}

@@ -1,0 +1,74 @@
+"""How a client reaches nimbus's API, from its config: the bearer token it presents and the
+TLS context that verifies nimbus (the CLI, supervisors' downloads, a standby's code sync).
+
+- token: ``squall.token``, else the ``SQUALL_TOKEN`` environment variable;
+- TLS: on when ``nimbus.tls.ca.file`` is set; nimbus's certificate must chain to that CA
+  and name the host the client dials (``nimbus.host``).
+"""
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TOKEN_ENV = "SQUALL_TOKEN"
+
+
+class AccessError(ValueError):
+    """The client's security settings cannot be used (e.g. an unreadable CA file)."""
+
+
+@dataclass(frozen=True)
+class ApiAccess:
+    token: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+    ca_file: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> ApiAccess:
+        token = conf.get("squall.token") or os.environ.get(TOKEN_ENV) or None
+        ca = conf.get("nimbus.tls.ca.file")
+        return cls(token=token, ssl_context=client_context(ca) if ca else None, ca_file=ca)
+
+    def explain(self, exc: BaseException, address: str) -> str | None:
+        """A clear line for a TLS failure talking to ``address``, or None if ``exc`` is not one."""
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return (f"the TLS certificate of nimbus at {address} is not trusted: "
+                    f"{reason.verify_message or reason} (checked against nimbus.tls.ca.file {self.ca_file})")
+        if isinstance(reason, ssl.SSLError):
+            if "WRONG_VERSION_NUMBER" in str(reason) or "wrong version number" in str(reason):
+                return (f"nimbus at {address} does not speak TLS, but nimbus.tls.ca.file is set: "
+                        "configure nimbus.tls.cert.file and nimbus.tls.key.file on nimbus, or unset the CA")
+            return f"TLS with nimbus at {address} failed: {reason}"
+        return None
+
+
+def client_context(ca_file: str) -> ssl.SSLContext:
+    """A context that trusts only ``ca_file`` and checks the host name."""
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise AccessError(f"cannot load nimbus.tls.ca.file {ca_file}: {exc}") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def server_tls_files(conf: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(certificate, key) when nimbus serves TLS; None when neither is set. Setting only one
+    is an error: a half-configured nimbus must not fall back to clear text."""
+    cert, key = conf.get("nimbus.tls.cert.file"), conf.get("nimbus.tls.key.file")
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise AccessError("nimbus.tls.cert.file and nimbus.tls.key.file must be set together")
+    return str(cert), str(key)

@@ -1,0 +1,141 @@
+"""Security material for a cluster, made in one call: a token file with an admin and a
+supervisor token, and a private CA with a nimbus certificate for the API's TLS.
+
+``squall dev-cluster``, ``squall secure-init`` (the compose setup) and the test harnesses
+use it, so that every cluster they start is secured. Certificates are made with the
+``openssl`` command (Debian's ``openssl`` package), which keeps a large crypto library out
+of squall's dependencies. Everything is written readable by its owner only.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+from squall.daemons.nimbus.auth import add_token
+
+CERT_DAYS = 825
+CA_DAYS = 3650
+OPENSSL_TIMEOUT = 30.0
+
+
+class CredentialsError(RuntimeError):
+    """Material could not be made (e.g. no openssl command); the message says why."""
+
+
+@dataclass
+class ClusterCredentials:
+    """Where the material lives and the two tokens it made (stored nowhere else in clear
+    except the config files written from ``*_conf``)."""
+
+    directory: Path
+    tokens_file: Path
+    admin_token: str
+    supervisor_token: str
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    extra_tokens: dict[str, str] = field(default_factory=dict)  # user -> token
+
+    def _tls_client(self) -> dict[str, Any]:
+        return {"nimbus.tls.ca.file": str(self.ca_file)} if self.ca_file else {}
+
+    def nimbus_conf(self) -> dict[str, Any]:
+        """Nimbus: its tokens and certificate, plus the supervisor token for a standby's code sync."""
+        conf = {"nimbus.auth.enabled": True, "nimbus.auth.tokens.file": str(self.tokens_file),
+                "squall.token": self.supervisor_token, **self._tls_client()}
+        if self.cert_file and self.key_file:
+            conf.update({"nimbus.tls.cert.file": str(self.cert_file), "nimbus.tls.key.file": str(self.key_file)})
+        return conf
+
+    def supervisor_conf(self) -> dict[str, Any]:
+        return {"squall.token": self.supervisor_token, **self._tls_client()}
+
+    def client_conf(self, token: str | None = None) -> dict[str, Any]:
+        return {"squall.token": token or self.admin_token, **self._tls_client()}
+
+    def nimbus_spki(self) -> str:
+        """base64 sha256 of nimbus's public key (what a browser can be told to trust)."""
+        if self.cert_file is None:
+            raise CredentialsError("no TLS material was made")
+        pem = _openssl_out("x509", "-in", self.cert_file, "-pubkey", "-noout")
+        der = _openssl_out("pkey", "-pubin", "-outform", "der", stdin=pem)
+        return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+    def add_user(self, user: str, role: str) -> str:
+        """A new token for ``user`` in ``role`` (nimbus reads the token file at start)."""
+        token = add_token(self.tokens_file, user, role)
+        self.extra_tokens[user] = token
+        return token
+
+
+def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1", "localhost"),
+           tls: bool = True) -> ClusterCredentials:
+    """Make tokens (and, with ``tls``, a CA and a nimbus certificate valid for ``hosts``) in
+    ``directory``; files already there are replaced."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    tokens_file = directory / "tokens.yaml"
+    tokens_file.unlink(missing_ok=True)
+    admin = add_token(tokens_file, "admin", "admin")
+    supervisor = add_token(tokens_file, "supervisors", "supervisor")
+    creds = ClusterCredentials(directory, tokens_file, admin, supervisor)
+    if tls:
+        creds.ca_file, creds.cert_file, creds.key_file = make_tls(directory, list(hosts))
+    return creds
+
+
+def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
+    """A private CA (``ca.crt``, ``ca.key``) and a nimbus certificate signed by it
+    (``nimbus.crt``, ``nimbus.key``) naming every host in ``hosts``: (ca, cert, key)."""
+    if shutil.which("openssl") is None:
+        raise CredentialsError("the openssl command is needed to make TLS material (apt-get install openssl)")
+    if not hosts:
+        raise CredentialsError("a nimbus certificate needs at least one host name")
+    ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
+    crt, key = directory / "nimbus.crt", directory / "nimbus.key"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl("req", "-x509", "-new", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
+             "-subj", "/CN=squall cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    _openssl("req", "-x509", "-new", *ec, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
+             "-CA", ca_crt, "-CAkey", ca_key, "-subj", "/CN=squall nimbus",
+             "-addext", "basicConstraints=critical,CA:FALSE",
+             "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
+             "-addext", "extendedKeyUsage=serverAuth",
+             "-addext", "subjectAltName=" + ",".join(_san(h) for h in hosts))
+    for path in (ca_crt, ca_key, crt, key):
+        os.chmod(path, 0o600)
+    return ca_crt, crt, key
+
+
+def _san(host: str) -> str:
+    try:
+        ip_address(host)
+    except ValueError:
+        return f"DNS:{host}"
+    return f"IP:{host}"
+
+
+def _openssl(*args: Any) -> None:
+    _openssl_out(*args)
+
+
+def _openssl_out(*args: Any, stdin: bytes = b"") -> bytes:
+    try:
+        proc = subprocess.run(["openssl", *map(str, args)], capture_output=True, input=stdin,
+                              timeout=OPENSSL_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CredentialsError(f"openssl {args[0]} failed: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+        raise CredentialsError(f"openssl {args[0]} failed ({proc.returncode}): {last}")
+    return proc.stdout

@@ -1,0 +1,93 @@
+"""Security commands of the ``squall`` CLI: API tokens and a cluster's security material.
+
+``squall token add`` / ``squall token remove`` edit a token file (``nimbus.auth.tokens.file``;
+nimbus applies a change within seconds). ``squall secure-init DIR``
+makes what a cluster of hosts or containers needs (the compose file uses it): a token file
+with an admin and a supervisor token, a CA, nimbus's certificate and key, a client config
+and an env file with the supervisor token.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import yaml
+
+from squall.cli.options import Failure
+from squall.daemons.nimbus.auth import ROLES, TokenFileError, add_token, parse_entries, write_private
+from squall.daemons.nimbus.credentials import CredentialsError, create
+
+
+@click.group("token")
+def token() -> None:
+    """Add or remove API tokens in a token file (nimbus.auth.tokens.file)."""
+
+
+@token.command("add")
+@click.option("--file", "path", type=click.Path(dir_okay=False), required=True, help="The token file.")
+@click.option("--user", required=True, help="User name (owner of the topologies it submits).")
+@click.option("--role", type=click.Choice(ROLES), required=True, help="What the token may do.")
+def token_add(path: str, user: str, role: str) -> None:
+    """Add a token for USER and print it (the file keeps only its sha256)."""
+    try:
+        click.echo(add_token(path, user, role))
+    except TokenFileError as exc:
+        raise Failure(str(exc)) from None
+
+
+@token.command("remove")
+@click.option("--file", "path", type=click.Path(dir_okay=False, exists=True), required=True, help="The token file.")
+@click.option("--user", required=True, help="Remove the tokens of this user.")
+@click.option("--sha256", "prefix", default="", help="Only the entry whose sha256 starts with this (8+ hex digits).")
+def token_remove(path: str, user: str, prefix: str) -> None:
+    """Revoke the tokens of USER, or one of them (nimbus applies it within seconds)."""
+    if prefix and len(prefix) < 8:
+        raise click.BadParameter("give at least 8 hex digits", param_hint="--sha256")
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        parse_entries(doc, path)
+    except (OSError, yaml.YAMLError, TokenFileError) as exc:
+        raise Failure(f"cannot use token file {path}: {exc}") from None
+    kept = [row for row in doc["tokens"]
+            if row["user"] != user or not row["sha256"].lower().startswith(prefix.lower())]
+    if len(kept) == len(doc["tokens"]):
+        raise Failure(f"token file {path} has no matching token of user {user!r}")
+    write_private(Path(path), yaml.safe_dump({"tokens": kept}, sort_keys=False))
+    click.echo(f"removed {len(doc['tokens']) - len(kept)} token(s) of {user}; nimbus applies it within seconds")
+
+
+@click.command("secure-init")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--host", "hosts", multiple=True, required=True,
+              help="A name or address clients use for nimbus (its certificate names each); repeatable.")
+@click.option("--port", type=click.IntRange(1, 65535), default=6627, show_default=True,
+              help="nimbus.port for the client config.")
+@click.option("--mount", default=None,
+              help="Where DIRECTORY is mounted for the daemons (e.g. /etc/squall/security); default DIRECTORY.")
+@click.option("--uid", type=int, default=None, help="Give the files to this user id (the containers' user).")
+def secure_init(directory: str, hosts: tuple[str, ...], port: int, mount: str | None, uid: int | None) -> None:
+    """Make tokens, a CA and nimbus's certificate in DIRECTORY, plus client.yaml (admin) and
+    supervisor.env (SQUALL_TOKEN for supervisors and nimbus)."""
+    target = Path(directory).resolve()
+    try:
+        creds = create(target, hosts=hosts)
+    except (CredentialsError, TokenFileError) as exc:
+        raise Failure(str(exc)) from None
+    client = {"nimbus.host": hosts[0], "nimbus.port": port, **creds.client_conf()}
+    write_private(target / "client.yaml", yaml.safe_dump(client, sort_keys=True))
+    write_private(target / "supervisor.env", f"SQUALL_TOKEN={creds.supervisor_token}\n")
+    if mount:
+        daemon_conf = {k: v.replace(str(target), mount) if isinstance(v, str) else v
+                       for k, v in creds.nimbus_conf().items() if k != "squall.token"}
+        click.echo("daemon settings (token from supervisor.env):\n" + yaml.safe_dump(daemon_conf, sort_keys=True))
+    if uid is not None:
+        try:
+            for path in [target, *target.iterdir()]:
+                os.chown(path, uid, -1)
+        except OSError as exc:
+            raise Failure(f"cannot give {target} to uid {uid}: {exc}") from None
+    click.echo(f"security material in {target}; clients: SQUALL_CONF={target / 'client.yaml'}")
+
+
+COMMANDS = [token, secure_init]

@@ -1,0 +1,86 @@
+"""``squall status`` for people: the topology as a table, totals beside rates per second.
+
+Plain functions of the status JSON nimbus returns (see ``daemons/nimbus/status.py``);
+``squall status --watch`` redraws this text.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+COLUMNS = ("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED", "EMIT/S", "EXECUTED", "EXEC/S",
+           "ACKED", "ACK/S", "FAILED", "FAIL/S")
+COUNTERS = ("emitted", "executed", "acked", "failed")
+
+
+def duration(secs: float | None) -> str:
+    if secs is None:
+        return "-"
+    secs = int(secs)
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h{minutes}m"
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{minutes}m{seconds}s"
+    return f"{seconds}s"
+
+
+def table(rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else "-"
+
+
+def rate(r: Any) -> str:
+    """A per-second rate: one decimal below 10, whole numbers above; "-" when unknown."""
+    if not isinstance(r, (int, float)):
+        return "-"
+    if r == 0:
+        return "0"
+    return f"{r:.1f}" if abs(r) < 10 else f"{round(r):,}"
+
+
+def _numbers(row: Mapping[str, Any]) -> list[str]:
+    rates = row.get("rates") or {}
+    out = []
+    for key in COUNTERS:
+        out += [count(row.get(key)), rate(rates.get(key))]
+    return out
+
+
+def render(st: Mapping[str, Any]) -> str:
+    """The whole status screen of one topology."""
+    window = st.get("rate_window_secs")
+    lines = [f"topology {st['name']} ({st['id']}): {st['status']}, {len(st['workers'])} workers "
+             f"(requested {st['requested_workers']}), {st['executors']} executors, "
+             f"uptime {duration(st['uptime'])}"]
+    rows: list[Sequence[Any]] = [COLUMNS]
+    errors = []
+    for comp in st["components"]:
+        rows.append([f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors",
+                     "", "", *_numbers(comp)])
+        for ex in comp["executors"]:
+            where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
+            rows.append(["", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, duration(ex["uptime"]),
+                         *_numbers(ex)])
+        err = comp.get("last_error")
+        if err:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
+            first = (err["error"].strip().splitlines() or [""])[-1]
+            errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
+    lines.append(table(rows))
+    if window:
+        lines.append(f"rates: per second over the last {duration(window)} ('-': not enough beats yet)")
+    if errors:
+        lines.append("last errors:")
+        lines.extend(errors)
+    return "\n".join(lines)
