@@ -18,11 +18,8 @@ from typing import Any
 
 from squall import config as _config
 from squall import grouping as g
-<<<<<<< HEAD
-from squall.model import CHECKPOINT
-=======
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
->>>>>>> main
+from squall.model import CHECKPOINT
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
 MAX_JSON_BYTES = 1 << 20      # conf.json / structure.json
