@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from squall.components import Spout
-from squall.runtime.acker import PendingTuples
 from squall.model import ACK_ACK, ACK_FAIL, ACKER, CHECKPOINT
+from squall.runtime.acker import PendingTuples
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.state.components import is_stateful
@@ -118,7 +118,7 @@ class TaskCheckpoint:
 
     def close(self) -> None:
         if self.state is not None:
-            self.state._store.close()
+            self.state.close()
 
 
 class Checkpointed:

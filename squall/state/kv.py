@@ -111,3 +111,6 @@ class KeyValueState:
         self._dirty = {}
         self.txid = txid
         return held
+
+    def close(self) -> None:
+        self._store.close()
