@@ -89,6 +89,30 @@ def local_wordcount_unacked(duration: float, warmup: float) -> dict[str, Any]:
     return _measure_local(wordcount.topology(1, 1), {"topology.acker.executors": 0}, "count", duration, warmup)
 
 
+@scenario("local-stateful-count",
+          "keyed count with checkpointed state (embedded SQLite store, checkpoint every 1 s) against the "
+          "same topology without state, alternating, three rounds each in one run")
+def local_stateful_count(duration: float, warmup: float) -> dict[str, Any]:
+    import tempfile
+
+    from keyed_counts import topology
+
+    # Acks wait for the commit that covers them: pending must cover a checkpoint interval
+    # (and more) of tuples, or the interval caps throughput.
+    conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1_000_000,
+            "topology.state.checkpoint.interval.ms": 1000}
+    with tempfile.TemporaryDirectory() as state_dir:
+        stateful_conf = {**conf, "topology.state.provider": "embedded", "supervisor.state.dir": state_dir}
+        runs = [("stateless", topology(False), conf), ("stateful", topology(True), stateful_conf)] * 3
+        rates: dict[str, list[float]] = {"stateless": [], "stateful": []}
+        for kind, topo, c in runs:  # alternated, so a noisy neighbour hits both alike
+            rate = _measure_local(topo, c, "count", duration / 3, warmup)["tuples_per_sec"]
+            rates[kind].append(round(rate))
+    base, mine = sum(rates["stateless"]) / 3, sum(rates["stateful"]) / 3
+    return {"tuples_per_sec": mine, "baseline_tuples_per_sec": base, "ratio": round(mine / base, 3),
+            "runs": rates}
+
+
 def _register_optional() -> None:
     """Scenarios that live in their own modules (cluster, ZeroMQ ceiling, Spark)."""
     try:
@@ -168,6 +192,9 @@ def main() -> int:
                 line += f"; CPU ns/tuple (both processes) off {cpu['off']}, on {cpu['on']}"
         else:
             line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
+        if "baseline_tuples_per_sec" in result:
+            line += (f" vs {result['baseline_tuples_per_sec']:,.0f} without state "
+                     f"({result['ratio']:.0%} of stateless)")
         if "complete_latency_ms" in result:
             lat = result["complete_latency_ms"]
             line += f", complete latency p50 {lat['p50']:.1f} ms p99 {lat['p99']:.1f} ms"

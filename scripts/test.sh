@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages, Debian's ZooKeeper, Chromium and Prometheus;
-# is already on the machine) and run the whole suite. Idempotent; fast on the second run.
+# Install everything the tests need (Python packages, Debian's ZooKeeper, Redis, Chromium and
+# Prometheus; Java is already on the machine) and run the whole suite. Idempotent; fast on the second run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -15,4 +15,5 @@ apt_quietly() {
 [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper
 command -v chromium >/dev/null || apt_quietly chromium  # the web UI tests
 command -v prometheus >/dev/null || apt_quietly prometheus  # the metrics test scrapes with it
+command -v redis-server >/dev/null || apt_quietly redis-server  # state tests (squall.state)
 exec "$VENV/bin/pytest" "$@"

@@ -3,15 +3,18 @@ from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
+from squall.state import KeyValueState, StatefulBolt, StatefulSpout
 from squall.topology import Topology, TopologyBuilder, TopologyError
 from squall.tuple import Fields, Tuple
+from squall.windowing import Count, Duration, StatefulWindowedBolt, Window, WindowedBolt
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BasicBolt", "Bolt", "CustomStreamGrouping", "Fields", "LocalCluster", "OutputCollector",
-    "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder",
-    "TopologyContext", "TopologyError", "Tuple",
+    "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
+    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector",
+    "StatefulBolt", "StatefulSpout", "StatefulWindowedBolt", "Topology", "TopologyBuilder",
+    "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt",
 ]
 
 

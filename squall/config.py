@@ -72,6 +72,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.logviewer.max.bytes": (_INT, False),
     "worker.log.max.bytes": (_INT, False),
     "worker.log.backups": (_INT, False),
+    "supervisor.state.dir": (_STR, True),
     "worker.heartbeat.frequency.secs": (_FLOAT, False),
     "task.heartbeat.frequency.secs": (_FLOAT, False),
     "worker.metrics.frequency.secs": (_FLOAT, False),
@@ -104,6 +105,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.error.throttle.interval.secs": (_FLOAT, False),
     "topology.errors.kept": (_INT, False),
     "topology.serializers": ("dict", False),
+    "topology.state.provider": ("enum:memory,embedded,redis", True),
+    "topology.state.checkpoint.interval.ms": (_INT, False),
+    "topology.state.checkpoint.timeout.secs": (_FLOAT, True),
+    "topology.state.redis.url": (_STR, False),
+    "topology.state.redis.timeout.secs": (_FLOAT, False),
+    "topology.state.snapshot": (_STR, True),
+    "topology.window.max.tuples": (_INT, False),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
@@ -161,6 +169,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "topology.max.error.report.per.interval": (0, 10**6, True),
     "topology.error.throttle.interval.secs": _SECS,
     "topology.errors.kept": (0, 10_000, True),
+    "topology.state.checkpoint.interval.ms": (1, 86_400_000, True),
+    "topology.state.checkpoint.timeout.secs": _SECS,
+    "topology.state.redis.timeout.secs": _SECS,
+    "topology.window.max.tuples": _COUNT,
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from squall import config as _config
+from squall.checks import check_runnable
 from squall.daemons.nimbus.scheduler import schedule_even
 from squall.messaging.local import LocalContext
 from squall.model import executors as executors_of
@@ -65,6 +66,7 @@ class LocalCluster:
             if name in self._topologies:
                 raise ValueError(f"a topology named {name!r} is already running")
         full = {**self.conf, **_config.validate(dict(conf or {})), "topology.name": name}
+        check_runnable(topology, full)
         topology_id = f"{name}-{next(_ids)}-{int(time.time())}"
         system = system_topology(topology, full)
         execs = sorted(executors_of(system, task_ids(system)))

@@ -15,6 +15,7 @@ from squall.topology import BOLT, ComponentSpec, Subscription, Topology
 from squall.tuple import Fields
 
 ACKER = "__acker"
+CHECKPOINT = "__checkpoint"  # the checkpoint spout of a stateful topology (squall.state)
 ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 # Acker traffic is batched: one system tuple per flush and destination carries
 #   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
@@ -31,9 +32,14 @@ def acker_count(conf: Mapping[str, Any]) -> int:
 
 
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The user's topology plus ``__acker`` (unless acking is off). The acker is an
+    """The user's topology plus ``__acker`` (unless acking is off) and, when it is stateful,
+    its checkpoint barrier edges (squall.state.wiring). The acker is an
     ordinary component with tasks and executors; its subscriptions are declared only for
     the record, since ack traffic is routed to the acker a root id picks (squall.runtime.acker) directly."""
+    if CHECKPOINT in topology.components:
+        from squall.state.wiring import wire  # the barrier edges of a stateful topology
+
+        topology = Topology(wire(topology))
     n = acker_count(conf)
     if n == 0:
         return topology

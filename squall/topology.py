@@ -212,7 +212,10 @@ class TopologyBuilder:
         return SpoutDeclarer(self, id)
 
     def set_bolt(self, id: str, bolt: Bolt, parallelism: int = 1, num_tasks: int | None = None) -> BoltDeclarer:
-        self._add(id, bolt, BOLT, parallelism, num_tasks)
+        """A bolt, or a windowed bolt (squall.windowing), which runs inside a bolt of its own."""
+        from squall.windowing.runner import as_bolt  # windowing builds on this module
+
+        self._add(id, as_bolt(bolt), BOLT, parallelism, num_tasks)
         return BoltDeclarer(self, id)
 
     def build(self) -> Topology:
@@ -235,6 +238,15 @@ class TopologyBuilder:
             streams[id] = declarer.streams
             e["merged_config"] = {**conf, **e["config"]}
         for id, e in self._entries.items():
+            # A component that must see its inputs' streams (a windowed bolt's timestamp
+            # field and late-tuple stream) checks them here and may declare streams.
+            check = getattr(e["obj"], "check_in_topology", None)
+            if check is not None:
+                try:
+                    check(id, e["inputs"], streams, e["merged_config"])
+                except ValueError as exc:
+                    raise TopologyError(f"component {id!r}: {exc}") from None
+        for id, e in self._entries.items():
             for sub in e["inputs"]:
                 self._check_subscription(id, sub, streams)
         specs = {}
@@ -249,7 +261,9 @@ class TopologyBuilder:
             n_tasks = e["num_tasks"] or e["parallelism"]
             specs[id] = ComponentSpec(id, e["kind"], blob, min(e["parallelism"], n_tasks), n_tasks,
                                       e["merged_config"], e["inputs"], streams[id])
-        return Topology(specs)
+        from squall.state.wiring import with_checkpoints  # squall.state builds on this module
+
+        return Topology(with_checkpoints(specs, {id: e["obj"] for id, e in self._entries.items()}))
 
     def _check_subscription(self, id: str, sub: Subscription, streams: dict) -> None:
         if sub.component not in self._entries:

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from squall.config import build_config
+from squall.testing.redis import RedisServer
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import (
     ZooKeeperServer,
@@ -42,6 +43,21 @@ def zk_server() -> Iterator[ZooKeeperServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server on a free 127.0.0.1 port, shared by the whole session."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--state-chaos-long", action="store_true",
+                     help="run the state chaos test with more events and kills (minutes)")
 
 
 @pytest.fixture

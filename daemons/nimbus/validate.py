@@ -19,6 +19,7 @@ from typing import Any
 from squall import config as _config
 from squall import grouping as g
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
+from squall.model import CHECKPOINT
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
 MAX_JSON_BYTES = 1 << 20      # conf.json / structure.json
@@ -141,6 +142,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _component_id_ok(cid: Any) -> bool:
+    if cid == CHECKPOINT:  # the one system component a topology itself holds (squall.state)
+        return True
     return (isinstance(cid, str) and 0 < len(cid) <= 200 and "/" not in cid and cid not in (".", "..")
             and not cid.startswith("__") and not any(ord(c) < 32 for c in cid))
 

@@ -87,6 +87,7 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
     from squall import config as _config
+    from squall.checks import check_runnable
     from squall.daemons.credentials import DAEMON_SECRET_KEYS
     from squall.daemons.nimbus.code_store import build_bundle
     from squall.loader import TopologyFileError, load_topology
@@ -110,6 +111,10 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
         topology_conf["topology.acker.executors"] = topology_conf["topology.workers"]
     else:
         topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
+    try:
+        check_runnable(topology, {**conf, **topology_conf})
+    except TopologyError as exc:
+        raise Failure(str(exc)) from None
     try:
         bundle = build_bundle(file, topology, topology_conf)
     except (OSError, TypeError, ValueError) as exc:

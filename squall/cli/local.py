@@ -43,7 +43,10 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         raise Failure(str(exc)) from None
     name = name or module.__name__
     with LocalCluster(conf) as cluster:
-        cluster.submit(name, {**file_conf, **extra}, topology)
+        try:
+            cluster.submit(name, {**file_conf, **extra}, topology)
+        except TopologyError as exc:
+            raise Failure(str(exc)) from None
         started = time.monotonic()
         wait_for_stop(duration)
         stats = cluster.stats(name)

@@ -79,10 +79,12 @@ class Executor:
         return TopologyContext(rt.topology_id, rt.system, rt.task_to_component, rt.component_to_tasks,
                                task, rt.local_tasks, rt.port, self.conf)
 
-    def routes(self, task: int) -> dict:
+    def routes(self, task: int, streams: list[str] | None = None) -> dict:
+        """Routes of the component's streams (or of ``streams`` only) for ``task``."""
         rt = self.runtime
         spec = rt.system.components[self.component]
-        return make_routes(self.component, task, dict(spec.streams), rt.system.subscribers,
+        decls = {s: d for s, d in spec.streams.items() if streams is None or s in streams}
+        return make_routes(self.component, task, decls, rt.system.subscribers,
                            rt.component_to_tasks.__getitem__, rt.local_tasks, self.context(task))
 
     def reporter(self, task: int):
@@ -186,20 +188,24 @@ class BoltExecutor(Executor):
         return out
 
     def step(self, now: float) -> float:
-        tasks = self.tasks
+        run_input = self.run_input
         for task, tuples in self.queue.get_all():
-            bolt, coll, basic = tasks[task]
-            self._run_batch(task, bolt.execute, coll, basic, tuples)
+            run_input(task, tuples)
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
             self.next_tick = next_tick = max(next_tick + self.tick, now)
-            for task, (bolt, coll, basic) in tasks.items():
-                self._run_batch(task, bolt.execute, coll, basic, [Tuple([self.tick], self.tick_src)])
+            for task in self.tasks:
+                run_input(task, [Tuple([self.tick], self.tick_src)])
         self.outbox.flush()
         rt = self.runtime
         if rt.bp_tasks:
             rt.check_relief(self)
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
+
+    def run_input(self, task: int, tuples: list) -> None:
+        """Run a batch of input of one task (checkpointed executors align barriers here)."""
+        bolt, coll, basic = self.tasks[task]
+        self._run_batch(task, bolt.execute, coll, basic, tuples)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
         started = _monotonic()  # per batch, not per tuple: capacity and execute latency
@@ -307,20 +313,28 @@ class SpoutExecutor(Executor):
         if self.timeouts_on:
             if now >= self.next_expiry:
                 self.next_expiry = now + 0.1
-                for task, (spout, coll, pending) in tasks.items():
-                    for msg_id in pending.expire(now, self.timeout):
-                        self.failed += 1
-                        self.task_failed[task] += 1
-                        self._call(task, spout.fail, msg_id)
+                self._expire(now)
             wait = min(wait, self.next_expiry - now)
         return wait
+
+    def _expire(self, now: float) -> None:
+        """Fail the tuples pending longer than the message timeout."""
+        for task, (spout, coll, pending) in self.tasks.items():
+            for msg_id in pending.expire(now, self.timeout):
+                self.failed += 1
+                self.task_failed[task] += 1
+                self._call(task, spout.fail, msg_id)
+
+    def _emitting(self):
+        """(task, (spout, collector, pending)) of the tasks whose next_tuple may run now."""
+        return self.tasks.items()
 
     def _emit(self, now: float) -> tuple[int, bool]:
         """Call next_tuple in chunks; (tuples emitted, whether max pending stopped it)."""
         max_pending, batch = self.max_pending, self.batch
         deadline = now + self.flush_interval
         emitted, capped = 0, False
-        for task, (spout, coll, pending) in self.tasks.items():
+        for task, (spout, coll, pending) in self._emitting():
             coll.now = now
             routes = coll._routes.values()
             start = before = sum(r.emitted for r in routes)

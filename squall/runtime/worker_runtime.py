@@ -30,6 +30,7 @@ from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
+from squall.state.executors import executor_class as checkpointed_class
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
 
@@ -139,7 +140,8 @@ class WorkerRuntime:
             for ex in group:
                 comp = self.task_to_component[ex[0]]
                 spec = self.system.components[comp]
-                cls = AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor
+                cls = checkpointed_class(self.system, comp) or (
+                    AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor)
                 made.append(cls(self, ex, comp))
             ackers = [e for e in made if isinstance(e, AckerExecutor)]
             if ackers and len(self.acker_tasks) == 1:

@@ -61,6 +61,9 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
               help="Do not run this component (nor anything downstream of it); repeatable.")
 @click.option("--ticks", is_flag=True,
               help="Send each task of a tick-driven bolt one tick tuple after its last input.")
+@click.option("--state-from", default=None, metavar="TOPOLOGY",
+              help="Start stateful bolts from the last committed checkpoint of the live topology "
+                   "TOPOLOGY (read from the store topology.state.* configures); default: empty.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Spark configuration; repeatable.")
 @click.option("--overwrite", is_flag=True, help="Replace existing sink directories.")
@@ -68,7 +71,7 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
 @OVERRIDES
 @LOG_FORMAT
 def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str, output_format: str,
-              sinks: tuple[str, ...], exclude: tuple[str, ...], ticks: bool, master: str,
+              sinks: tuple[str, ...], exclude: tuple[str, ...], ticks: bool, state_from: str | None, master: str,
               spark_conf: tuple[str, ...], overwrite: bool, name: str | None, overrides: tuple[str, ...],
               log_format: str | None) -> None:
     """Run the topology in FILE on Spark over bounded inputs (a backfill).
@@ -86,6 +89,8 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
 
     started = time.monotonic()
     extra = parse_overrides(overrides)
+    if state_from:
+        extra["topology.state.snapshot"] = state_from
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
     input_pairs = _pairs(inputs, "--input", "SPOUT")

@@ -15,6 +15,7 @@ from typing import Any
 
 from squall.components import DEFAULT_STREAM
 from squall.model import ACKER, component_tasks, system_topology, task_ids
+from squall.spark.stateful import batch_problem, system_components
 from squall.topology import SPOUT, Topology
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
@@ -146,7 +147,7 @@ def make_plan(topology: Topology, inputs: Iterable[str], sinks: Sequence[str] | 
             raise BackfillError(f"cannot exclude {ex!r}: no such component (components: {sorted(comps)})")
         excluded_roots.append(ex)
     excluded = _downstream_closure(topology, excluded_roots)
-    running = set(comps) - excluded
+    running = set(comps) - excluded - system_components()
 
     input_map: dict[str, tuple[str, str]] = {}
     for key in inputs:
@@ -176,6 +177,10 @@ def make_plan(topology: Topology, inputs: Iterable[str], sinks: Sequence[str] | 
         if comps[spout].streams[stream].direct and subs:
             raise BackfillError(f"spout stream {spout}:{stream} is direct: in a batch run no spout "
                                 "code runs to choose each tuple's task")
+
+    problem = batch_problem(topology, running, conf)
+    if problem:
+        raise BackfillError(problem)
 
     tick_periods: dict[str, float] = {}
     needs_ticks = []

@@ -21,6 +21,7 @@ from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
 from squall.spark import schema as _schema
 from squall.spark.collector import BatchBoltCollector
+from squall.spark.stateful import BatchTask
 from squall.topology import Topology
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
@@ -303,6 +304,7 @@ def bolt_partition(broadcast: Any, component: str, stats: Any, types: Any, index
 
     try:
         bolt.prepare(conf, context, coll)
+        batch = BatchTask(bolt, conf, component, index)  # state and windows (squall.spark.stateful)
     except Exception as exc:
         raise BoltTaskError(f"bolt {component!r} task {task}: prepare raised "
                             f"{type(exc).__name__}: {exc}") from exc
@@ -344,6 +346,10 @@ def bolt_partition(broadcast: Any, component: str, stats: Any, types: Any, index
             yield from drain()
     if coll.out:
         yield from drain()
+    batch.finish()
+    if coll.out:
+        yield from drain()
+    batch.close()
     period = plan.ticks.get(component)
     if period is not None:
         run_one(Tuple([period], Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)))

@@ -1,0 +1,84 @@
+"""The checkpoint spout (``__checkpoint``): the system spout that drives checkpoints.
+
+``TopologyBuilder.build`` adds it to any topology with a stateful component. Every
+``topology.state.checkpoint.interval.ms`` it sends PREPARE, then COMMIT once every task
+has prepared; on start it sends INIT, and after a failed checkpoint ROLLBACK (see
+squall.state.protocol). Its own record (txid, phase, epoch) is saved in the state store
+before each barrier that depends on it is sent.
+"""
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from squall.components import Spout
+from squall.state.kv import decode, encode
+from squall.model import CHECKPOINT
+from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
+from squall.state.stores import Store, StoreError, namespace, open_store
+
+RECORD_KEY = encode("record")
+log = structlog.get_logger("squall.state")
+
+
+def load_record(store: Store) -> tuple[TxRecord, int]:
+    """(the saved record, the store's write counter). A write cut short is dropped."""
+    held, entries = store.load(-1)
+    raw = entries.get(RECORD_KEY)
+    return (TxRecord() if raw is None else TxRecord.from_dict(decode(raw))), held or 0
+
+
+class CheckpointSpout(Spout):
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.log = log.bind(topology=context.topology_id, component=CHECKPOINT)
+        self.store = open_store(conf, namespace(str(conf["topology.name"]), CHECKPOINT, 0))
+        record, self.writes = load_record(self.store)
+        interval = float(conf["topology.state.checkpoint.interval.ms"]) / 1000.0
+        self.coordinator = Coordinator(record, interval)
+        self.log.info("checkpoint spout starting", txid=record.txid, phase=record.phase,
+                      restore_to=record.restore_point())
+
+    def _save(self, record: TxRecord) -> bool:
+        try:
+            self.writes += 1
+            self.store.prepare(self.writes, {RECORD_KEY: encode(record.to_dict())})
+            self.store.commit(self.writes)
+            return True
+        except StoreError as exc:
+            self.collector.report_error(f"checkpoint record not saved: {exc}")
+            return False
+
+    def next_tuple(self):
+        now = time.monotonic()
+        step = self.coordinator.next(now, int(time.time() * 1000))
+        if step is None:
+            return
+        record, barrier = step
+        if self.coordinator.durable(record) and not self._save(record):
+            return  # nothing is sent that the saved record does not back
+        self.coordinator.sent(record, barrier, now)
+        if barrier[1] not in (PREPARE, COMMIT):
+            self.log.info("restoring state", action=barrier[1], txid=barrier[0], epoch=barrier[2])
+        self.collector.emit(list(barrier), stream=CHECKPOINT_STREAM, msg_id=barrier)
+
+    def ack(self, msg_id):
+        record = self.coordinator.acked(msg_id)
+        if record is None:
+            return
+        if not self.coordinator.durable(record) or self._save(record):
+            self.coordinator.saved(record)
+        else:
+            self.coordinator.unsaved()
+
+    def fail(self, msg_id):
+        if msg_id == self.coordinator.in_flight:
+            self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1])
+        self.coordinator.failed(msg_id)
+
+    def close(self):
+        self.store.close()
+
+    # Its one stream, __checkpoint, is declared by TopologyBuilder.build (user code may not
+    # declare streams starting with "__").
