@@ -19,9 +19,13 @@ from squall.testing.zookeeper import (
     ensure_zookeeper_installed,
 )
 
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-long", action="store_true", default=False,
                      help="run the long chaos suite (more ids, a 60 s ZooKeeper outage; several minutes)")
+    parser.addoption("--state-chaos-long", action="store_true", default=False,
+                     help="run the state chaos test with more events and kills (minutes)")
 
 
 # Short ticks so that session expiry and ephemeral cleanup happen within a test's patience.
@@ -55,9 +59,6 @@ def redis_server() -> Iterator[RedisServer]:
         server.stop()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--state-chaos-long", action="store_true",
-                     help="run the state chaos test with more events and kills (minutes)")
 
 
 @pytest.fixture
