@@ -17,22 +17,28 @@ from squall.tuple import Tuple
 
 
 class BoxRoute(Route):
-    """A Route with where its values go: ``boxes`` (target task -> list) and ``sink``."""
+    """A Route with where its values go: ``boxes`` (target task -> list) and ``sink``;
+    ``targets`` is the fixed answer of its choosers (``()`` when nothing subscribes),
+    or None when they must be asked per tuple."""
 
-    __slots__ = ("boxes", "sink")
+    __slots__ = ("boxes", "sink", "targets")
 
     @classmethod
-    def of(cls, route: Route) -> "BoxRoute":
+    def of(cls, route: Route, chosen: bool) -> "BoxRoute":
+        """``route`` with boxes; ``chosen``: whether any grouping picks its targets."""
         new = object.__new__(cls)
         for slot in Route.__slots__:
             setattr(new, slot, getattr(route, slot))
         new.boxes = {}
         new.sink = None
+        new.targets = route.fixed if route.fixed is not None else (None if chosen else ())
         return new
 
     def put(self, values: list) -> tuple[int, ...]:
         """Route one emit's values (already checked); returns the targets."""
-        targets = self.fixed or self.choose(values)
+        targets = self.targets
+        if targets is None:
+            targets = self.choose(values)
         self.emitted += 1
         boxes = self.boxes
         for t in targets:
@@ -59,12 +65,26 @@ class BatchBoltCollector(BoltCollector):
     def emit(self, values: Sequence[Any], stream: str = "default",
              anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
         """Emit ``values``; returns the target task ids, as in streaming."""
+        # BoxRoute.put, inlined: this runs once per tuple emitted.
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, False)
         if type(values) is not list:
             values = list(values)
-        return route.put(values)
+        targets = route.targets
+        if targets is None:
+            targets = route.choose(values)
+        route.emitted += 1
+        if targets:
+            boxes = route.boxes
+            for t in targets:
+                box = boxes.get(t)
+                if box is not None:
+                    box.append(values)
+        sink = route.sink
+        if sink is not None:
+            sink.append(values)
+        return targets
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
                     anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:

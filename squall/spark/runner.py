@@ -53,8 +53,7 @@ class TaskRun:
             raise BoltTaskError(f"bolt {component!r} failed on Spark: {type(exc).__name__}: {exc} "
                                 f"(loading task {task})") from exc
         self.context = plan.context(task, conf)
-        routes = {s: BoxRoute.of(r) for s, r in
-                  plan.routes(component, task, self.context, run.stage, run.partition).items()}
+        routes = plan.routes(component, task, self.context, run.stage, run.partition)
         self.routes = routes
         self.coll = BatchBoltCollector(component, task, routes, self.report)
         self.conf = conf
@@ -83,6 +82,7 @@ class TaskRun:
         ``execute`` unless it failed the tuple; an exception is reported and fails it."""
         execute, coll = self.bolt.execute, self.coll
         if self.basic:
+            acked = 0
             for values in batch:
                 tup = _new(Tuple)
                 tup.values = values
@@ -95,7 +95,8 @@ class TaskRun:
                     coll.fail(tup)
                 else:
                     if not coll._failed:
-                        coll.acked += 1
+                        acked += 1
+            coll.acked += acked
         else:
             for values in batch:
                 tup = _new(Tuple)
@@ -154,7 +155,7 @@ class StageRun:
             tasks = c2t[spout]
             task = tasks[partition % len(tasks)]
             context = plan.context(task, plan.component_conf(spout))
-            routes = {s: BoxRoute.of(r) for s, r in plan.routes(spout, task, context, stage, partition).items()}
+            routes = plan.routes(spout, task, context, stage, partition)
             self.spout_route = routes[stream]
             self.spout = (spout, task, routes)
             self._wire(spout, task, routes)

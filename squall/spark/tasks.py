@@ -14,6 +14,7 @@ from typing import Any
 from squall.context import TopologyContext
 from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
+from squall.spark.collector import BoxRoute
 from squall.spark.schema import ColumnTypes
 from squall.spark.stages import Stage
 from squall.topology import Topology
@@ -79,7 +80,7 @@ class WorkerPlan:
                                self.component_to_tasks, task, every, None, conf)
 
     def routes(self, component: str, task: int, context: TopologyContext, stage: Stage,
-               partition: int) -> dict:
+               partition: int) -> dict[str, BoxRoute]:
         """The routes of one task running in ``partition`` of ``stage``: a subscriber in
         the same stage is offered only its tasks in this partition."""
         topo, running = self.topology, self.running
@@ -95,8 +96,10 @@ class WorkerPlan:
             tasks = self.component_to_tasks[bolt]
             return stage.partition_tasks(tasks, partition) if bolt in fused else tasks
 
-        return make_routes(component, task, dict(topo.components[component].streams), subscribers,
-                           tasks_of, local, context)
+        streams = dict(topo.components[component].streams)
+        routes = make_routes(component, task, streams, subscribers, tasks_of, local, context)
+        return {s: BoxRoute.of(r, any(gr.kind != DIRECT for _, gr in subscribers(component, s)))
+                for s, r in routes.items()}
 
 
 _plans: dict[str, WorkerPlan] = {}
