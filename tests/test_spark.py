@@ -35,31 +35,6 @@ HERE = Path(__file__).resolve().parent / "spark"
 PUNCTUATION = ".,;:!?\"'()[]"
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    saved = {k: os.environ.get(k) for k in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON")}
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need the Python that has squall
-    session = (SparkSession.builder.master("local[2]").appName("squall-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.default.parallelism", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def spark_run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(squall_main, ["spark-run", *args, "--master", "local[2]"])
     if result.exception and not isinstance(result.exception, SystemExit):

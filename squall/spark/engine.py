@@ -30,8 +30,8 @@ from squall.spark import ship
 from squall.spark import sinks as _sinks
 from squall.spark.inputs import FileInput, StageInput, prepare_file_input
 from squall.spark.plan import BackfillError, Plan, make_plan
-from squall.spark.runner import run_stage
-from squall.spark.stages import Stage, plan_stages, sink_stage, stage_levels
+from squall.spark.runner import run_frame, run_inputs, run_keyed
+from squall.spark.stages import LevelLayout, Stage, layout, plan_stages, sink_stage, stage_levels
 from squall.spark.tasks import PlanRef, StatsParam, TypesParam, WorkerPlan
 from squall.topology import Topology
 
@@ -140,24 +140,23 @@ def _needs_plain(df: Any) -> bool:
 
 
 class ForTasks:
-    """Filter: records aimed at tasks lo..hi."""
+    """Filter: records aimed at one of ``tasks``."""
 
-    def __init__(self, lo: int, hi: int) -> None:
-        self.lo, self.hi = lo, hi
+    def __init__(self, tasks: frozenset[int]) -> None:
+        self.tasks = tasks
 
     def __call__(self, item: tuple) -> bool:
-        t = item[0]
-        return type(t) is int and self.lo <= t <= self.hi
+        return item[0] in self.tasks
 
 
-class TaskIndex:
-    """Partitioner: task id -> its index among its component's (contiguous) tasks."""
+class TaskPartition:
+    """Partitioner: head task id -> the Spark partition that runs it."""
 
-    def __init__(self, first: int) -> None:
-        self.first = first
+    def __init__(self, where: dict[int, int]) -> None:
+        self.where = where
 
     def __call__(self, task: int) -> int:
-        return task - self.first
+        return self.where[task]
 
 
 def _frame_input(key: str, df: Any, spout: str, stream: str, fields: Sequence[str]) -> tuple[Any, bool]:
@@ -236,7 +235,10 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
             frames[key] = sel
             stage_inputs[key] = StageInput(key, stream, None, plain)
             widths[key] = max(1, sel.rdd.getNumPartitions())
-    stages = plan_stages(plan, widths, max(1, sc.defaultParallelism))
+    parallelism = max(1, sc.defaultParallelism)
+    stages = plan_stages(plan, widths, parallelism)
+    levels = stage_levels(stages)
+    layouts = [layout(level, parallelism, set(frames)) for level in levels]
     if ship_code:
         ship.ship_topology_code(sc, topology)
     token = uuid.uuid4().hex
@@ -250,40 +252,38 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     worker_plan = WorkerPlan(topology_id, topology, system_topology(topology, full), full,
                              plan.task_to_component, plan.component_to_tasks, plan.ticks,
                              ship.by_value_blobs(topology) if ship_code else {}, frozenset(plan.order),
-                             plan.sinks, stages, stage_inputs, address)
+                             plan.sinks, stages, layouts, stage_inputs, address)
     blob = sc.broadcast(pickle.dumps(worker_plan, protocol=5))
     ref = PlanRef(token, blob)
     stats = sc.accumulator({}, StatsParam())
     types = sc.accumulator({}, TypesParam())
-    outputs: dict[int, Any] = {}
-    tracker = _progress.Tracker(progress, len(stages), len(plan.order), progress_interval, listener)
+    outputs: dict[int, Any] = {}   # stage id -> the RDD of its level's records
+    level_rdds: list[Any] = []
+    tracker = _progress.Tracker(progress, len(levels), len(plan.order), progress_interval, listener)
     ok = False
     try:
-        for level in stage_levels(stages):
-            rdds = []
-            for st in level:
-                rdd = _stage_rdd(sc, st, stage_inputs, frames, outputs, plan).mapPartitionsWithIndex(
-                    functools.partial(run_stage, ref, st.id, stats, types))
-                # A local checkpoint: computed once, kept by the executors, and never
-                # recomputed from its lineage (which would run bolts a second time).
-                # persist() first also keeps PySpark from fusing the next step's Python
-                # function into this one's, which would bypass the checkpoint.
-                rdd.setName(f"squall:{'+'.join(st.components)}")
-                rdd.persist(StorageLevel.MEMORY_AND_DISK)
-                rdd.localCheckpoint()
-                outputs[st.id] = rdd
-                rdds.append(rdd)
+        for index, (level, lay) in enumerate(zip(levels, layouts)):
+            rdd = _level_rdd(sc, index, stages, lay, stage_inputs, frames, outputs, plan, ref, stats, types)
+            # A local checkpoint: computed once, kept by the executors, and never
+            # recomputed from its lineage (which would run bolts a second time).
+            # persist() first also keeps PySpark from fusing the next step's Python
+            # function into this one's, which would bypass the checkpoint.
+            rdd.setName(f"squall-level-{index}")
+            rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            rdd.localCheckpoint()
+            level_rdds.append(rdd)
             t0 = time.monotonic()
-            tracker.start_level({st.id for st in level})
+            tracker.start_level(index)
             before = _totals(stats.value)
             what = "; ".join(_describe(plan, st) for st in level)
             try:
-                (rdds[0] if len(rdds) == 1 else sc.union(rdds)).count()
+                rdd.count()
             except Exception as exc:
                 raise failure(exc, what if len(level) == 1 else f"one of {what}", python) from None
+            for st in level:
+                outputs[st.id] = rdd
             after = _totals(stats.value)
-            tracker.end_level(len(level), sum(len(st.components) for st in level),
-                              after[0] - before[0], after[1] - before[1])
+            tracker.end_level(sum(len(st.components) for st in level), after[0] - before[0], after[1] - before[1])
             log.info("stage done", components=[c for st in level for c in st.components],
                      seconds=round(time.monotonic() - t0, 3))
         result = BackfillResult(spark, plan, stages, outputs, dict(stats.value), dict(types.value))
@@ -292,10 +292,11 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
         tracker.close(ok)
         if listener is not None:
             listener.close()
-        # Free every stage's records except the sinks' (their DataFrames read them).
-        keep = {sink_stage(stages, comp).id for comp, _ in plan.sinks.values()}
-        for sid, rdd in outputs.items():
-            if sid not in keep:
+        # Free every level's records except the sinks' (their DataFrames read them).
+        keep = {id(outputs[sink_stage(stages, comp).id]) for comp, _ in plan.sinks.values()
+                if sink_stage(stages, comp).id in outputs}
+        for rdd in level_rdds:
+            if id(rdd) not in keep:
                 try:
                     rdd.unpersist()
                 except Exception:  # the context may be gone already; nothing to free then
@@ -326,21 +327,39 @@ def _describe(plan: Plan, st: Stage) -> str:
     return ", ".join(f"{plan.topology.components[c].kind} {c!r}" for c in st.components)
 
 
-def _stage_rdd(sc: Any, st: Stage, stage_inputs: Mapping[str, StageInput], frames: Mapping[str, Any],
-               outputs: Mapping[int, Any], plan: Plan) -> Any:
-    """The RDD a stage's partitions read: input parts, DataFrame rows, or records by task."""
-    if st.input is not None:
-        source = stage_inputs[st.input].source
-        if source is not None:
-            return sc.parallelize(source.cut(st.width), st.width)
+def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage_inputs: Mapping[str, StageInput],
+               frames: Mapping[str, Any], outputs: Mapping[int, Any], plan: Plan, ref: PlanRef, stats: Any,
+               types: Any) -> Any:
+    """One RDD running a whole level: its file inputs packed into a few partitions, its
+    DataFrame inputs, and all its keyed stages behind one shuffle of their records."""
+    parts = []
+    base = 0   # numbers the level's Spark partitions for progress reports
+    if lay.inputs:
+        cuts = {sid: stage_inputs[stages[sid].input].source.cut(stages[sid].width)
+                for slots in lay.inputs for sid, _ in slots}
+        groups = [[(sid, vp, cuts[sid][vp]) for sid, vp in slots] for slots in lay.inputs]
+        parts.append(sc.parallelize(groups, len(groups)).mapPartitionsWithIndex(
+            functools.partial(run_inputs, ref, index, base, stats, types)))
+        base += len(groups)
+    if lay.keyed:
+        level = [stages[sid] for slots in lay.keyed for sid, _ in slots]
+        heads = {st.head: plan.component_to_tasks[st.head] for st in level}
+        where = lay.task_partition(stages, heads)
+        ups: list[Any] = []
+        for st in level:
+            for u in st.upstream:
+                if all(outputs[u] is not x for x in ups):
+                    ups.append(outputs[u])
+        n = len(lay.keyed)
+        records = (sc.union(ups) if len(ups) > 1 else ups[0]) if ups else sc.parallelize([], n)
+        shuffled = records.filter(ForTasks(frozenset(where))).partitionBy(n, TaskPartition(where))
+        parts.append(shuffled.mapPartitionsWithIndex(functools.partial(run_keyed, ref, index, base, stats, types)))
+        base += n
+    for sid in lay.frames:
+        st = stages[sid]
         rdd = frames[st.input].rdd
-        n = rdd.getNumPartitions()
-        if n == 0:
-            return sc.parallelize([], st.width)
-        return rdd.coalesce(st.width) if n > st.width else rdd
-    tasks = plan.component_to_tasks[st.head]
-    ups = [outputs[u] for u in st.upstream]
-    if not ups:
-        return sc.parallelize([], st.width)
-    records = ups[0] if len(ups) == 1 else sc.union(ups)
-    return records.filter(ForTasks(tasks[0], tasks[-1])).partitionBy(st.width, TaskIndex(tasks[0]))
+        k = rdd.getNumPartitions()
+        rdd = sc.parallelize([], st.width) if k == 0 else (rdd.coalesce(st.width) if k > st.width else rdd)
+        parts.append(rdd.mapPartitionsWithIndex(functools.partial(run_frame, ref, index, base, sid, stats, types)))
+        base += st.width
+    return parts[0] if len(parts) == 1 else sc.union(parts)

@@ -41,25 +41,32 @@ def sink_dir(output: str, sink: str) -> str:
     return os.path.join(output, sink.replace(":", ".").replace("/", "_"))
 
 
-def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool = False) -> dict[str, str]:
+def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool = False,
+                parallel: int = 4) -> dict[str, str]:
     """Write each sink of a ``BackfillResult`` under ``output``; returns sink -> directory.
 
     parquet: typed columns (``squall.spark.schema``); jsonl: one JSON object per row,
-    values as they are (``squall.spark.sinks``).
+    values as they are (``squall.spark.sinks``). Every sink's frame is made (and its
+    types checked) before any is written; up to ``parallel`` sinks are written at once
+    (each is a Spark job mostly spent waiting, and Spark runs jobs from several threads).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from squall.spark.sinks import json_frame
 
     if fmt not in OUTPUT_FORMATS:
         raise BackfillError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
-    out = {}
     mode = "overwrite" if overwrite else "errorifexists"
+    jobs = {}
     for sink in result:
-        path = sink_dir(output, sink)
         if fmt == "parquet":
-            result[sink].write.mode(mode).parquet(path)
+            jobs[sink] = result[sink].write.mode(mode).parquet
         else:
-            json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink)).write.mode(mode).text(path)
-        out[sink] = path
+            jobs[sink] = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink)).write.mode(mode).text
+    out = {sink: sink_dir(output, sink) for sink in jobs}
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
+        for future in [pool.submit(write, out[sink]) for sink, write in jobs.items()]:
+            future.result()
     return out
 
 

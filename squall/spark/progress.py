@@ -169,11 +169,11 @@ class Tracker:
             self._thread = threading.Thread(target=self._loop, name="squall-backfill-report", daemon=True)
             self._thread.start()
 
-    def start_level(self, stages: set[int]) -> None:
-        self.running = set(stages)
+    def start_level(self, level: int) -> None:
+        self.running = {level}
 
-    def end_level(self, stages: int, components: int, rows: int, executed: int) -> None:
-        self.stages_done += stages
+    def end_level(self, components: int, rows: int, executed: int) -> None:
+        self.stages_done += 1
         self.components_done += components
         self.done_rows += rows
         self.done_executed += executed

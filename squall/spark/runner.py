@@ -133,7 +133,8 @@ class TaskRun:
 class StageRun:
     """Partition ``partition`` of ``stage``."""
 
-    def __init__(self, plan: WorkerPlan, stage: Stage, partition: int, attempt: int = 0) -> None:
+    def __init__(self, plan: WorkerPlan, stage: Stage, partition: int,
+                 progress: "PartitionProgress | None" = None) -> None:
         self.plan, self.stage, self.partition = plan, stage, partition
         self.remote: list[tuple[int, tuple, list]] = []     # (target task, (comp, stream, task), box)
         self.sinks: list[tuple[str, list, ColumnTypes]] = []
@@ -150,6 +151,7 @@ class StageRun:
             for r in runs:
                 self.by_task[r.task] = r
         self.spout_route: BoxRoute | None = None
+        self._sources: dict[tuple, Source] = {}
         if stage.input is not None:
             spout, stream = stage.components[0], plan.inputs[stage.input].stream
             tasks = c2t[spout]
@@ -162,7 +164,9 @@ class StageRun:
         for comp, runs in self.tasks.items():
             for r in runs:
                 self._wire(comp, r.task, r.routes)
-        self.sender = _progress.Sender(plan.progress, stage.id, partition, attempt)
+        self.progress = progress
+        if progress is not None:
+            progress.runs.append(self)
 
     def _wire(self, comp: str, task: int, routes: dict[str, BoxRoute]) -> None:
         """Give every route a box per target task, and a sink box if it is a sink."""
@@ -206,7 +210,8 @@ class StageRun:
             for r in self.tasks[comp]:
                 r.drain()
         yield from self.flush()
-        self.sender.update(self.rows, self.executed())
+        if self.progress is not None:
+            self.progress.update()
 
     def flush(self) -> Iterator[tuple]:
         for target, (comp, stream, task), box in self.remote:
@@ -230,8 +235,6 @@ class StageRun:
             for r in self.tasks[comp]:
                 r.finish(ticks.get(comp))
         yield from self.flush()
-        self.sender.update(self.rows, self.executed(), force=True)
-        self.sender.close()
 
     def run_input(self, values_iter: Iterable[list]) -> Iterator[tuple]:
         """An input stage: every value list is one spout emit."""
@@ -250,21 +253,19 @@ class StageRun:
         yield from self.pump()
         yield from self.finish()
 
-    def run_keyed(self, items: Iterable[tuple]) -> Iterator[tuple]:
-        """A keyed stage: batches aimed at this partition's task of the head bolt."""
-        self.prepare()
+    @property
+    def head_task(self) -> int:
+        return self.tasks[self.stage.head][0].task
+
+    def feed(self, record: tuple) -> Iterator[tuple]:
+        """A keyed stage: one batch aimed at this partition's task of the head bolt."""
+        comp, stream, task, payload = record
+        key = (comp, stream, task)
+        src = self._sources.get(key)
+        if src is None:
+            src = self._sources[key] = Source(comp, task, stream, self.plan.topology.stream_fields(comp, stream))
+        self.tasks[self.stage.head][0].run(src, pickle.loads(payload))
         yield from self.pump()
-        head = self.tasks[self.stage.head][0]
-        topo = self.plan.topology
-        sources: dict[tuple, Source] = {}
-        for _, (comp, stream, task, payload) in items:
-            key = (comp, stream, task)
-            src = sources.get(key)
-            if src is None:
-                src = sources[key] = Source(comp, task, stream, topo.stream_fields(comp, stream))
-            head.run(src, pickle.loads(payload))
-            yield from self.pump()
-        yield from self.finish()
 
     def malformed_line(self, text: str) -> None:
         self.n_malformed += 1
@@ -286,6 +287,22 @@ class StageRun:
         return out
 
 
+class PartitionProgress:
+    """One Spark partition's counts over the stage partitions it runs, sent to the driver."""
+
+    def __init__(self, plan: WorkerPlan, level: int, slot: int) -> None:
+        self.runs: list[StageRun] = []
+        self.sender = _progress.Sender(plan.progress, level, slot, _attempt())
+
+    def update(self, force: bool = False) -> None:
+        if self.sender.address is not None:
+            self.sender.update(sum(r.rows for r in self.runs), sum(r.executed() for r in self.runs), force)
+
+    def close(self) -> None:
+        self.update(force=True)
+        self.sender.close()
+
+
 def _attempt() -> int:
     try:
         from pyspark import TaskContext
@@ -296,17 +313,62 @@ def _attempt() -> int:
         return 0
 
 
-def run_stage(ref: PlanRef, stage_id: int, stats: Any, types: Any, partition: int,
-              items: Iterable[Any]) -> Iterator[tuple]:
-    """``mapPartitionsWithIndex`` function of every stage."""
+def _report(runs: list[StageRun], stats: Any, types: Any) -> None:
+    total: dict[str, Any] = {}
+    sink_types: dict[str, ColumnTypes] = {}
+    for run in runs:
+        merge_stats(total, run.stats())
+        for name, t in run.sink_types.items():
+            have = sink_types.get(name)
+            sink_types[name] = t if have is None else have.add(t)
+    stats.add(total)
+    if sink_types:
+        types.add(sink_types)
+
+
+def run_inputs(ref: PlanRef, level: int, base: int, stats: Any, types: Any, partition: int,
+               groups: Iterable[list[tuple[int, int, Any]]]) -> Iterator[tuple]:
+    """``mapPartitionsWithIndex`` function for a level's file inputs: each element is the
+    (stage id, stage partition, file parts) slots this Spark partition runs, in turn.
+    ``base + partition`` numbers the partition among the level's for progress reports."""
+    plan = ref.get()
+    progress = PartitionProgress(plan, level, base + partition)
+    for group in groups:
+        for sid, vp, parts in group:
+            stage = plan.stages[sid]
+            run = StageRun(plan, stage, vp, progress)
+            yield from run.run_input(plan.inputs[stage.input].source.read(parts, run.malformed_line))
+    progress.close()
+    _report(progress.runs, stats, types)
+
+
+def run_frame(ref: PlanRef, level: int, base: int, stage_id: int, stats: Any, types: Any, partition: int,
+              rows: Iterable[Any]) -> Iterator[tuple]:
+    """``mapPartitionsWithIndex`` function for a DataFrame input: Spark partition i is the
+    stage's partition i."""
     plan = ref.get()
     stage = plan.stages[stage_id]
-    run = StageRun(plan, stage, partition, _attempt())
-    if stage.input is None:
-        yield from run.run_keyed(items)
-    else:
-        source = plan.inputs[stage.input]
-        yield from run.run_input(source.values(items, run.malformed_line))
-    stats.add(run.stats())
-    if run.sink_types:
-        types.add(run.sink_types)
+    progress = PartitionProgress(plan, level, base + partition)
+    run = StageRun(plan, stage, partition, progress)
+    yield from run.run_input(plan.inputs[stage.input].values(rows, run.malformed_line))
+    progress.close()
+    _report(progress.runs, stats, types)
+
+
+def run_keyed(ref: PlanRef, level: int, base: int, stats: Any, types: Any, partition: int,
+              items: Iterable[tuple]) -> Iterator[tuple]:
+    """``mapPartitionsWithIndex`` function for a level's shuffle: this Spark partition runs
+    the keyed slots the level's layout gives it, each fed the records for its head task."""
+    plan = ref.get()
+    progress = PartitionProgress(plan, level, base + partition)
+    runs = [StageRun(plan, plan.stages[sid], vp, progress) for sid, vp in plan.layouts[level].keyed[partition]]
+    by_task = {run.head_task: run for run in runs}
+    for run in runs:
+        run.prepare()
+        yield from run.pump()
+    for task, record in items:
+        yield from by_task[task].feed(record)
+    for run in runs:
+        yield from run.finish()
+    progress.close()
+    _report(runs, stats, types)

@@ -111,3 +111,36 @@ def sink_stage(stages: list[Stage], component: str) -> Stage:
         if component in st.components:
             return st
     raise KeyError(component)
+
+
+@dataclass
+class LevelLayout:
+    """How one level's stage partitions ("slots": (stage id, partition)) are packed into
+    Spark partitions: every level needs one job and at most one shuffle, whatever the
+    number of its stages and tasks, and never more Spark tasks than cores to fill."""
+
+    inputs: list[list[tuple[int, int]]]   # Spark partition -> file-input slots it runs
+    frames: list[int]                     # DataFrame-input stages (one Spark partition per slot)
+    keyed: list[list[tuple[int, int]]]    # Spark partition of the level's shuffle -> keyed slots
+
+    def task_partition(self, stages: list[Stage], heads: dict[str, list[int]]) -> dict[int, int]:
+        """Head task id -> the Spark partition of the level's shuffle that runs it."""
+        out = {}
+        for p, slots in enumerate(self.keyed):
+            for sid, vp in slots:
+                out[heads[stages[sid].head][vp]] = p
+        return out
+
+
+def layout(level: list[Stage], parallelism: int, frame_inputs: set[str]) -> LevelLayout:
+    """Pack a level's slots round robin into at most ``parallelism`` Spark partitions per
+    kind (file inputs, keyed); a DataFrame input keeps its own partitions."""
+    files = [(st.id, p) for st in level if st.input is not None and st.input not in frame_inputs
+             for p in range(st.width)]
+    keyed = [(st.id, p) for st in level if st.input is None for p in range(st.width)]
+
+    def pack(slots: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+        n = min(len(slots), max(1, parallelism))
+        return [slots[i::n] for i in range(n)]
+
+    return LevelLayout(pack(files), [st.id for st in level if st.input in frame_inputs], pack(keyed))

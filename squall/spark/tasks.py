@@ -16,7 +16,7 @@ from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
 from squall.spark.collector import BoxRoute
 from squall.spark.schema import ColumnTypes
-from squall.spark.stages import Stage
+from squall.spark.stages import LevelLayout, Stage
 from squall.topology import Topology
 
 ERRORS_KEPT = 5
@@ -32,8 +32,8 @@ class WorkerPlan:
     def __init__(self, topology_id: str, topology: Topology, system: Topology, conf: dict[str, Any],
                  task_to_component: dict[int, str], component_to_tasks: dict[str, list[int]],
                  ticks: dict[str, float], blobs: dict[str, bytes], running: frozenset[str],
-                 sinks: dict[str, tuple[str, str]], stages: list[Stage], inputs: dict[str, Any],
-                 progress: Any = None) -> None:
+                 sinks: dict[str, tuple[str, str]], stages: list[Stage], layouts: list[LevelLayout],
+                 inputs: dict[str, Any], progress: Any = None) -> None:
         self.topology_id = topology_id
         self.topology_bytes = topology.to_bytes()
         self.system_bytes = system.to_bytes()
@@ -45,6 +45,7 @@ class WorkerPlan:
         self.running = running
         self.sinks = sinks   # sink name -> (component, stream)
         self.stages = stages
+        self.layouts = layouts  # per level: how its stage partitions fill Spark partitions
         self.inputs = inputs  # input key -> what its stage reads (squall.spark.inputs)
         self.progress = progress  # where tasks send progress (squall.spark.progress), or None
         self._topology: Topology | None = None
