@@ -42,8 +42,9 @@ def sink_dir(output: str, sink: str) -> str:
 
 
 def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool = False,
-                parallel: int = 4) -> dict[str, str]:
-    """Write each sink of a ``BackfillResult`` under ``output``; returns sink -> directory.
+                parallel: int = 4, sinks: list[str] | None = None) -> dict[str, str]:
+    """Write each sink (or those named) of a ``BackfillResult`` under ``output``; returns
+    sink -> directory.
 
     parquet: typed columns (``squall.spark.schema``); jsonl: one JSON object per row,
     values as they are (``squall.spark.sinks``). Every sink's frame is made (and its
@@ -52,21 +53,27 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from squall.spark.engine import failure
     from squall.spark.sinks import json_frame
 
     if fmt not in OUTPUT_FORMATS:
         raise BackfillError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
     mode = "overwrite" if overwrite else "errorifexists"
     jobs = {}
-    for sink in result:
+    for sink in (result if sinks is None else sinks):
         if fmt == "parquet":
             jobs[sink] = result[sink].write.mode(mode).parquet
         else:
             jobs[sink] = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink)).write.mode(mode).text
     out = {sink: sink_dir(output, sink) for sink in jobs}
+    python = getattr(result._spark.sparkContext, "pythonExec", "python3")
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
-        for future in [pool.submit(write, out[sink]) for sink, write in jobs.items()]:
-            future.result()
+        futures = {sink: pool.submit(write, out[sink]) for sink, write in jobs.items()}
+        for sink, future in futures.items():
+            try:
+                future.result()
+            except Exception as exc:
+                raise failure(exc, f"writing sink {sink!r} to {out[sink]}", python) from None
     return out
 
 
