@@ -189,3 +189,128 @@ def test_local_two_workers_and_spark_run_agree_on_messy_data(spark, tmp_path_fac
     assert local_bad == spark_bad == {"events": eb, "users": ub}
     assert backfill == local
     assert sum(local["echo"].values()) == eg  # every good event line went through
+
+
+# -- a process cluster: nimbus, supervisors and worker processes -----------------------------
+@pytest.fixture(scope="module")
+def process_cluster(zk_server, tmp_path_factory):
+    from squall.testing.cluster import ProcessCluster
+
+    cluster = ProcessCluster(zk_server.port, f"/messy-{time.time_ns()}", tmp_path_factory.mktemp("cluster"),
+                             supervisors=2, slots=1)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def run_cluster(cluster, shape: int, events: Path, users_: Path, out: Path, expect: dict) -> dict:
+    import os
+
+    name = f"messy{time.time_ns() % 10 ** 9}"
+    saved = os.environ.get("SQUALL_MESSY_SHAPE")
+    os.environ["SQUALL_MESSY_SHAPE"] = str(shape)  # read by topology() in the submitting process
+    try:
+        res = cluster.cli("submit", str(TOPOLOGY), "--name", name, "-c", "topology.workers=2",
+                          "-c", f"messy.events={events}", "-c", f"messy.users={users_}", "-c", f"messy.out={out}")
+    finally:
+        if saved is None:
+            os.environ.pop("SQUALL_MESSY_SHAPE", None)
+        else:
+            os.environ["SQUALL_MESSY_SHAPE"] = saved
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    def acked() -> dict:
+        st = cluster.cli("status", name, "--json")
+        comps = {c["id"]: c for c in json.loads(st.stdout)["components"]} if st.returncode == 0 else {}
+        return {c: comps.get(c, {}).get("acked", -1) for c in expect}
+
+    cluster.wait_for(lambda: acked() == expect, 90, f"every good line acked ({expect})", interval=0.3)
+    assert cluster.cli("kill", name, "--wait", "0").returncode == 0
+    cluster.wait_for(lambda: cluster.worker_pids() == {}, 60, "workers gone")
+    return final(recorded(out))
+
+
+@pytest.mark.cluster
+@settings(max_examples=2, **SETTINGS)
+@given(events=lines_of(event_line(), 20), users_=lines_of(user_line(), 6), shape=st.integers(0, 2))
+def test_a_process_cluster_and_spark_run_agree_on_messy_data(spark, process_cluster, tmp_path_factory, events,
+                                                            users_, shape):
+    d = tmp_path_factory.mktemp("messy-cluster")
+    ev, us = write(d / "events.jsonl", events), write(d / "users.jsonl", users_)
+    (eg, _), (ug, _) = parsed(ev, messy.EVENT_FIELDS), parsed(us, messy.USER_FIELDS)
+    live = run_cluster(process_cluster, shape, ev, us, d / "live", {"events": eg, "users": ug})
+    backfill, _ = run_spark(shape, ev, us, d / "backfill")
+    assert backfill == live
+
+
+# -- a Spark standalone cluster: code reaches executors only by shipping --------------------
+EVENTS = [
+    b'{"user": "ana", "item": "pen", "cents": 120, "tags": ["a"], "meta": {"x": [1, 2.5, null]}}',
+    b'{"user": "ana", "item": {"sku": 7}, "cents": "12", "meta": []}',
+    b'{"user": "bo", "item": 3, "cents": 1.5}',
+    b'{"user": "\\u674e", "item": "\xe6\x9d\x8e", "cents": -7, "tags": null}',
+    b'{"user": "bo", "cents": 99, "user": "ana"}',
+    b'{"user": "", "cents": 5}',
+    b'{"user": true, "cents": 5}',
+    b'{"user": "bo", "item": [[[["deep"]]]], "cents": 0, "meta": ' + json.dumps(nested(40)).encode() + b"}",
+    b'{"user": "bo", "meta": ' + json.dumps(nested(70)).encode() + b"}",
+    b"{broken", b"[1]", b'{"cents": NaN}', b"\xff", b"", b" ",
+]
+USERS = [b'{"user": "ana", "country": "PT"}', b'{"user": "bo", "country": 3}', b'{"user": "ana", "country": "BR"}',
+         b'{"user": "\\u674e", "country": "\xe4\xb8\xad\xe5\x9b\xbd"}', b'{"user": {"a": 1}, "country": null}',
+         b"nope"]
+
+
+@pytest.fixture(scope="module")
+def spark_standalone(tmp_path_factory):
+    from squall.testing.spark_cluster import SparkStandalone
+
+    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), cores=2, memory="2g") as cluster:
+        yield cluster
+
+
+def test_spark_run_on_a_standalone_cluster_ships_the_code_and_agrees_with_local_mode(spark_standalone, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    ev = tmp_path / "events.jsonl"
+    ev.write_bytes(b"\r\n".join(EVENTS[:5]) + b"\n" + b"\r".join(EVENTS[5:]) + b"\n")
+    us = tmp_path / "users.jsonl"
+    us.write_bytes(b"\n".join(USERS))
+    (eg, eb), (ug, ub) = parsed(ev, messy.EVENT_FIELDS), parsed(us, messy.USER_FIELDS)
+    local, local_bad = run_local(0, ev, us, tmp_path / "live", {"events": (eg, eb), "users": (ug, ub)})
+
+    # The driver runs in a directory of its own: the topology (tests/spark/messy_topology.py,
+    # not installed) reaches the executors only in the zip spark-run ships.
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    out = tmp_path / "backfill"
+    args = [sys.executable, "-m", "squall.cli", "spark-run", str(TOPOLOGY), "--input", f"events={ev}",
+            "--input", f"users={us}", "--exclude", "record", "--output", str(out), "--output-format", "jsonl",
+            "--master", spark_standalone.url, "--spark-conf", "spark.ui.enabled=false",
+            "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.cores.max=2",
+            "--log-format", "json"]
+    for sink in messy.SINKS:
+        args += ["--sink", sink]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "SQUALL_MESSY_SHAPE": "0", "PYTHONPATH": ""}
+    res = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    shipped = [z.name for z in (spark_standalone.base / "work").rglob("squall-code-*.zip")]
+    assert shipped, "no code zip in the executors' work directory"
+    progress = [json.loads(x) for x in res.stderr.splitlines() if '"backfill progress"' in x]
+    assert progress and progress[-1]["finished"] and progress[-1]["rows"] == eg + ug
+    topo = messy.build(messy.SHAPES[0])
+    rows: dict[str, list[list]] = {}
+    for sink in messy.SINKS:
+        fields = list(topo.stream_fields(sink, "default"))
+        for f in sorted((out / sink).glob("part-*")):
+            rows.setdefault(sink, []).extend([json.loads(x)[k] for k in fields]
+                                             for x in f.read_text(encoding="utf-8").splitlines())
+    assert final(rows) == local
+    assert local_bad == {"events": eb, "users": ub} == {"events": 5, "users": 1}
+    assert f"input events: skipped {eb} malformed lines" in res.stdout
+    assert local["join"] and local["per_country"]  # the data joined and aggregated something

@@ -39,8 +39,8 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
     for key, bad in result.malformed.items():
         if bad:
             lines.append(f"  input {key}: skipped {bad} malformed lines")
-            for text in result.malformed_texts.get(key, [])[:1]:
-                lines.append("    first: " + text)
+            for text in sorted(result.malformed_texts.get(key, []))[:3]:
+                lines.append("    " + text)
     if result.excluded:
         lines.append(f"  excluded: {', '.join(result.excluded)}")
     for sink, path in written.items():
