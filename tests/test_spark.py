@@ -5,8 +5,6 @@ One SparkSession (local[2], UI off, bound to 127.0.0.1) serves the whole test se
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 import uuid
 import zlib

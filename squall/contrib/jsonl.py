@@ -22,7 +22,6 @@ bolts see the same values in both. The rules:
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any

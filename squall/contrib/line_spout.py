@@ -8,11 +8,10 @@ through ``line_rules()``, so a backfill reads the same file into the same values
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Sequence
-from typing import Any
 
-from squall.components import DEFAULT_STREAM, Spout
+from squall.components import DEFAULT_STREAM
+from squall.contrib.file_spout import FileSpout
 from squall.contrib.lines import DEFAULT_MAX_LINE_BYTES, TOO_LONG, LineReader
 from squall.tuple import Fields
 
@@ -52,47 +51,30 @@ class TextLineRules(LineRules):
             raise MalformedLine(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-class LineSpout(Spout):
+class LineSpout(FileSpout):
     """Emits the lines of ``path`` (or of the file named by config key ``conf_key``)
-    parsed by ``rules``. With several tasks, task i of n reads lines i, i+n, ..."""
+    parsed by ``rules``. With several tasks, task i of n reads lines i, i+n, ...; a
+    tuple's message id is its line number."""
 
     def __init__(self, rules: LineRules, path: str | os.PathLike | None = None, conf_key: str | None = None,
                  stream: str = DEFAULT_STREAM, reliable: bool = True) -> None:
+        super().__init__(rules.fields, path, conf_key, stream, reliable)
         self.rules = rules
-        self.fields = rules.fields
-        self.path = None if path is None else str(path)
-        self.conf_key, self.stream, self.reliable = conf_key, stream, reliable
 
     def line_rules(self) -> LineRules:
         """The rules a backfill reads this spout's input with."""
         return self.rules
 
-    def declare_output_fields(self, declarer) -> None:
-        declarer.declare(self.fields, stream=self.stream)
-
     def open(self, conf, context, collector) -> None:
-        self.collector = collector
-        path = (conf.get(self.conf_key) if self.conf_key else None) or self.path
-        if not path:
-            raise ValueError(f"{type(self).__name__} {context.this_component_id!r} has no file: give a path "
-                             f"or set config key {self.conf_key!r}")
-        self.file_path = str(path)
+        super().open(conf, context, collector)
         self.fh = open(self.file_path, "rb")
         self.lines = iter(LineReader(self.fh, max_bytes=self.rules.max_line_bytes))
-        tasks = context.component_tasks(context.this_component_id)
-        self.n, self.index = len(tasks), context.this_task_index
         self.lineno = 0
-        self.pending: dict[int, list] = {}
-        self.replay: deque[int] = deque()
         self.malformed = 0
         self.eof = False
 
     def next_tuple(self) -> None:
-        if self.replay:
-            msg_id = self.replay.popleft()
-            values = self.pending.get(msg_id)
-            if values is not None:
-                self.collector.emit(values, self.stream, msg_id=msg_id)
+        if self.replayed():
             return
         parse = self.rules.parse
         while not self.eof:
@@ -101,7 +83,7 @@ class LineSpout(Spout):
                 self.eof = True
                 return
             self.lineno += 1
-            if (self.lineno - 1) % self.n != self.index:
+            if (self.lineno - 1) % self.n_tasks != self.index:
                 continue
             try:
                 if raw is TOO_LONG:
@@ -111,21 +93,9 @@ class LineSpout(Spout):
                 self.malformed += 1
                 self.collector.report_error(f"{self.file_path}:{self.lineno}: skipped: {exc}")
                 continue
-            if values is None:
-                continue
-            if self.reliable:
-                self.pending[self.lineno] = values
-                self.collector.emit(values, self.stream, msg_id=self.lineno)
-            else:
-                self.collector.emit(values, self.stream)
-            return
-
-    def ack(self, msg_id: Any) -> None:
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id: Any) -> None:
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
+            if values is not None:
+                self.emit(values, self.lineno)
+                return
 
     def close(self) -> None:
         fh = getattr(self, "fh", None)

@@ -14,8 +14,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from squall.components import DEFAULT_STREAM, Spout
-from squall.tuple import Fields
+from squall.contrib.file_spout import FileSpout
 
 BATCH_ROWS = 8192
 
@@ -48,49 +47,29 @@ def parquet_files(path: str) -> list[str]:
     return out
 
 
-class ParquetSpout(Spout):
+class ParquetSpout(FileSpout):
     """Emit the rows of the Parquet files at ``path`` (or at config key ``conf_key``) as
     tuples of ``fields``. With several tasks, task i of n reads row groups i, i+n, ...
     (counted over all files). Tuples carry (file, group, row) as message id; a failed one
     is emitted again."""
 
-    def __init__(self, fields: Sequence[str], path: str | os.PathLike | None = None, conf_key: str | None = None,
-                 stream: str = DEFAULT_STREAM, reliable: bool = True) -> None:
-        self.fields = list(Fields(fields).names)
-        self.path = None if path is None else os.fspath(path)
-        self.conf_key, self.stream, self.reliable = conf_key, stream, reliable
-
-    def declare_output_fields(self, declarer) -> None:
-        declarer.declare(self.fields, stream=self.stream)
-
     def open(self, conf, context, collector) -> None:
         import pyarrow.parquet as pq
 
-        self.collector = collector
-        path = (conf.get(self.conf_key) if self.conf_key else None) or self.path
-        if not path:
-            raise ValueError(f"ParquetSpout {context.this_component_id!r} has no path: give one or set "
-                             f"config key {self.conf_key!r}")
-        n, index = len(context.component_tasks(context.this_component_id)), context.this_task_index
+        super().open(conf, context, collector)
         self.units: deque[tuple[str, int, int]] = deque()   # (file, group index, file number)
         k = 0
-        for number, f in enumerate(parquet_files(str(path))):
+        for number, f in enumerate(parquet_files(self.file_path)):
             for g in range(pq.ParquetFile(f).metadata.num_row_groups):
-                if k % n == index:
+                if k % self.n_tasks == self.index:
                     self.units.append((f, g, number))
                 k += 1
         self.rows: Iterator[list] = iter(())
-        self.unit: tuple[str, int, int] | None = None
+        self.unit: tuple[str, int, int] = ("", 0, 0)
         self.row = 0
-        self.pending: dict[tuple, list] = {}
-        self.replay: deque[tuple] = deque()
 
     def next_tuple(self) -> None:
-        if self.replay:
-            msg_id = self.replay.popleft()
-            values = self.pending.get(msg_id)
-            if values is not None:
-                self.collector.emit(values, self.stream, msg_id=msg_id)
+        if self.replayed():
             return
         while True:
             values = next(self.rows, None)
@@ -102,17 +81,5 @@ class ParquetSpout(Spout):
             self.row = 0
             with open(self.unit[0], "rb") as fh:
                 self.rows = iter(list(parquet_rows(fh, self.fields, [self.unit[1]])))
-        msg_id = (self.unit[2], self.unit[1], self.row)
+        self.emit(values, (self.unit[2], self.unit[1], self.row))
         self.row += 1
-        if self.reliable:
-            self.pending[msg_id] = values
-            self.collector.emit(values, self.stream, msg_id=msg_id)
-        else:
-            self.collector.emit(values, self.stream)
-
-    def ack(self, msg_id: Any) -> None:
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id: Any) -> None:
-        if msg_id in self.pending:
-            self.replay.append(msg_id)

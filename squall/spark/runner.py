@@ -80,33 +80,22 @@ class TaskRun:
     def run(self, src: Source, batch: list) -> None:
         """Execute one tuple per value list, with streaming's rules: a BasicBolt acks after
         ``execute`` unless it failed the tuple; an exception is reported and fails it."""
-        execute, coll = self.bolt.execute, self.coll
-        if self.basic:
-            acked = 0
-            for values in batch:
-                tup = _new(Tuple)
-                tup.values = values
-                tup.source = src
-                coll._failed = False
-                try:
-                    execute(tup)
-                except Exception as exc:
-                    self.report(exc, "execute")
-                    coll.fail(tup)
-                else:
-                    if not coll._failed:
-                        acked += 1
-            coll.acked += acked
-        else:
-            for values in batch:
-                tup = _new(Tuple)
-                tup.values = values
-                tup.source = src
-                try:
-                    execute(tup)
-                except Exception as exc:
-                    self.report(exc, "execute")
-                    coll.fail(tup)
+        execute, coll, basic = self.bolt.execute, self.coll, self.basic
+        acked = 0
+        for values in batch:
+            tup = _new(Tuple)
+            tup.values = values
+            tup.source = src
+            coll._failed = False
+            try:
+                execute(tup)
+            except Exception as exc:
+                self.report(exc, "execute")
+                coll.fail(tup)
+            else:
+                if basic and not coll._failed:
+                    acked += 1
+        coll.acked += acked
         self.executed += len(batch)
 
     def drain(self) -> None:
