@@ -139,11 +139,16 @@ ROW_FIELDS = ["id", "name", "score", "flag", "tags"]
 
 
 class Echo(BasicBolt):
+    """Emits every input's values unchanged, as ``fields``."""
+
+    def __init__(self, fields=ROW_FIELDS):
+        self.fields = list(fields)
+
     def execute(self, tup):
         self.collector.emit(list(tup.values))
 
     def declare_output_fields(self, declarer):
-        declarer.declare(ROW_FIELDS)
+        declarer.declare(self.fields)
 
 
 class Recorder(BasicBolt):
@@ -235,14 +240,6 @@ def typed():
 PARQUET_FIELDS = ["id", "f", "s", "b", "tags", "st", "m", "ts", "naive", "d", "day"]
 
 
-class EchoAll(BasicBolt):
-    def execute(self, tup):
-        self.collector.emit(list(tup.values))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(PARQUET_FIELDS)
-
-
 class Pickles(BasicBolt):
     """Appends every input's values, pickled, to <batchtest.pickles>/task-<id>.bin."""
 
@@ -266,6 +263,6 @@ def parquet_echo():
 
     b = TopologyBuilder()
     b.set_spout("rows", ParquetSpout(PARQUET_FIELDS, conf_key="batchtest.parquet"), 2)
-    b.set_bolt("echo", EchoAll(), 2).shuffle("rows")
+    b.set_bolt("echo", Echo(PARQUET_FIELDS), 2).shuffle("rows")
     b.set_bolt("pickles", Pickles()).shuffle("echo")
     return b.build()
