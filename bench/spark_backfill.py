@@ -128,7 +128,10 @@ def count_tasks() -> int:
 
 
 def run(sizes: list[int], master: str = "local[2]", skip_local: bool = False) -> dict:
+    from squall import logs
     from squall.spark import session
+
+    logs.configure(level="WARNING")  # stdout carries the report only
 
     report: dict = {"master": master, "cores": os.cpu_count(), "load_before": os.getloadavg(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:

@@ -23,7 +23,7 @@ from squall.contrib.lines import TOO_LONG, LineReader
 from squall.loader import load_module
 from squall.spark import progress
 from squall.spark.plan import make_plan
-from squall.spark.schema import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
+from squall.contrib.columns import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
 from squall.spark.sinks import JsonLines, SinkValueError
 from squall.spark.stages import layout, plan_stages, stage_levels
 

@@ -230,6 +230,18 @@ def test_parquet_sink_acks_only_after_the_file_is_renamed(tmp_path):
     assert len(list(out.iterdir())) == 2 and log.acked[-1].values == ["g", 7]
 
 
+def test_parquet_sink_never_turns_ints_into_floats(tmp_path):
+    sink, log, make = _sink_task(tmp_path, rows_per_file=2)
+    first = [make(["a", 1]), make(["b", 2])]
+    for t in first:
+        sink.execute(t)
+    bad = [make(["c", 2.5]), make(["d", 3])]  # pyarrow alone would write 2.5 and 3.0 as doubles
+    for t in bad:
+        sink.execute(t)
+    assert log.acked == first and log.failed == bad
+    assert "field 'v': values of type int (bigint) and float (double)" in log.errors[0]
+
+
 # -- batch semantics on Spark -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def grouped(spark, tmp_path_factory):

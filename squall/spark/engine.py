@@ -284,7 +284,7 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
                 outputs[st.id] = rdd
             after = _totals(stats.value)
             tracker.end_level(sum(len(st.components) for st in level), after[0] - before[0], after[1] - before[1])
-            log.info("stage done", components=[c for st in level for c in st.components],
+            log.debug("stage done", components=[c for st in level for c in st.components],
                      seconds=round(time.monotonic() - t0, 3))
         result = BackfillResult(spark, plan, stages, outputs, dict(stats.value), dict(types.value))
         ok = True

@@ -46,7 +46,7 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
     """Write each sink (or those named) of a ``BackfillResult`` under ``output``; returns
     sink -> directory.
 
-    parquet: typed columns (``squall.spark.schema``); jsonl: one JSON object per row,
+    parquet: typed columns (``squall.contrib.columns``); jsonl: one JSON object per row,
     values as they are (``squall.spark.sinks``). Every sink's frame is made (and its
     types checked) before any is written; up to ``parallel`` sinks are written at once
     (each is a Spark job mostly spent waiting, and Spark runs jobs from several threads).

@@ -24,7 +24,7 @@ import structlog
 
 from squall.spark import progress as _progress
 from squall.spark.collector import BatchBoltCollector, BoxRoute
-from squall.spark.schema import ColumnTypes
+from squall.contrib.columns import ColumnTypes
 from squall.spark.stages import Stage
 from squall.spark.tasks import ERRORS_KEPT, BoltTaskError, PlanRef, WorkerPlan, merge_stats
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple

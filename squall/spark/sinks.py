@@ -2,7 +2,7 @@
 
 A sink's records are the value lists its component emitted, exactly (``records``). As
 a DataFrame (and so as Parquet) each field becomes one column of the single type its
-values share (``squall.spark.schema``); values that no one column type holds unchanged
+values share (``squall.contrib.columns``); values that no one column type holds unchanged
 make ``frame`` raise an error naming the field and the types. As JSON lines every row
 is one object ``{field: value}`` in declared field order, written from Python with no
 type inference, so every JSON value keeps its type; a value JSON cannot hold exactly
@@ -16,7 +16,8 @@ import pickle
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from squall.spark import schema as _schema
+from squall.contrib.columns import ColumnTypes
+from squall.spark.schema import spark_schema
 from squall.spark.plan import BackfillError
 
 _JSON_SCALARS = frozenset({str, int, bool, float, type(None)})
@@ -101,14 +102,14 @@ class JsonLines:
                 yield (encode(row),)
 
 
-def frame(spark: Any, sink: str, fields: Sequence[str], types: _schema.ColumnTypes | None, rows: Any) -> Any:
+def frame(spark: Any, sink: str, fields: Sequence[str], types: ColumnTypes | None, rows: Any) -> Any:
     """The DataFrame of a sink's value lists, typed by what was emitted."""
-    types = types or _schema.ColumnTypes(fields)
+    types = types or ColumnTypes(fields)
     if types.broken is not None:
         raise BackfillError(f"sink {sink!r} cannot be written as typed columns: {types.broken}; nothing is "
                             "converted behind your back, so emit one type per field, or write the sink as "
                             "JSON lines (--output-format jsonl), which keeps every JSON value as it is")
-    return spark.createDataFrame(rows, schema=_schema.spark_schema(fields, types.types), verifySchema=False)
+    return spark.createDataFrame(rows, schema=spark_schema(fields, types.types), verifySchema=False)
 
 
 def json_frame(spark: Any, sink: str, fields: Sequence[str], items: Any) -> Any:

@@ -15,7 +15,7 @@ from squall.context import TopologyContext
 from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
 from squall.spark.collector import BoxRoute
-from squall.spark.schema import ColumnTypes
+from squall.contrib.columns import ColumnTypes
 from squall.spark.stages import LevelLayout, Stage
 from squall.topology import Topology
 
