@@ -258,6 +258,13 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     stats = sc.accumulator({}, StatsParam())
     types = sc.accumulator({}, TypesParam())
     outputs: dict[int, Any] = {}   # stage id -> the RDD of its level's records
+    level_of = {st.id: i for i, level in enumerate(levels) for st in level}
+    sink_levels = {level_of[sink_stage(stages, comp).id] for comp, _ in plan.sinks.values()}
+    last_reader: dict[int, int] = {}   # level -> the last level that reads its records
+    for i, level in enumerate(levels):
+        for st in level:
+            for u in st.upstream:
+                last_reader[level_of[u]] = max(last_reader.get(level_of[u], 0), i)
     level_rdds: list[Any] = []
     tracker = _progress.Tracker(progress, len(levels), len(plan.order), progress_interval, listener)
     ok = False
@@ -282,6 +289,10 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
                 raise failure(exc, what if len(level) == 1 else f"one of {what}", python) from None
             for st in level:
                 outputs[st.id] = rdd
+            # Records no later level reads and no sink needs can go now, not at the end.
+            for earlier, rdd_ in enumerate(level_rdds):
+                if earlier not in sink_levels and last_reader.get(earlier, earlier) == index:
+                    _unpersist(rdd_)
             after = _totals(stats.value)
             tracker.end_level(sum(len(st.components) for st in level), after[0] - before[0], after[1] - before[1])
             log.debug("stage done", components=[c for st in level for c in st.components],
@@ -293,20 +304,22 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
         if listener is not None:
             listener.close()
         # Free every level's records except the sinks' (their DataFrames read them).
-        keep = {id(outputs[sink_stage(stages, comp).id]) for comp, _ in plan.sinks.values()
-                if sink_stage(stages, comp).id in outputs}
-        for rdd in level_rdds:
-            if id(rdd) not in keep:
-                try:
-                    rdd.unpersist()
-                except Exception:  # the context may be gone already; nothing to free then
-                    pass
+        for i, rdd_ in enumerate(level_rdds):
+            if i not in sink_levels:
+                _unpersist(rdd_)
         try:
             blob.unpersist()
         except Exception:
             pass
     result.seconds = time.monotonic() - started
     return result
+
+
+def _unpersist(rdd: Any) -> None:
+    try:
+        rdd.unpersist()
+    except Exception:  # the context may be gone already; nothing to free then
+        pass
 
 
 def _spout_instance(topology: Topology, spout: str) -> Any:
