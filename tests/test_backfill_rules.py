@@ -237,3 +237,26 @@ def test_progress_renders_as_a_line_and_as_log_fields():
     assert progress.terminal_line(p) == ("backfill running: components 2/5 done, 1,234,567 rows read, "
                                          "89 tuples executed, 1,000 rows/s, 20 tuples/s, 12.3s")
     assert progress.log_fields(p)["rows"] == 1234567 and progress.log_fields(p)["components_done"] == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=st.lists(st.lists(st.sampled_from([b'{"k": 1}', b'{"k": "x"}', b"bad", b""]), max_size=6), min_size=1,
+                      max_size=4),
+       width=st.integers(1, 5), end=st.sampled_from([b"\n", b"\r\n", b"\r"]))
+def test_file_inputs_cut_into_parts_read_every_line_once(tmp_path_factory, files, width, end):
+    from squall.spark.inputs import FileInput, prepare_file_input
+
+    d = tmp_path_factory.mktemp("parts")
+    for i, lines in enumerate(files):
+        (d / f"part-{i}.jsonl").write_bytes(b"".join(x + end for x in lines))
+    (d / "_SUCCESS").write_bytes(b"not input")
+    (d / ".hidden").write_bytes(b"not input either")
+    source = prepare_file_input("in", FileInput(str(d)), ["k"], None)
+    bad: list[str] = []
+    got = [v for part in source.cut(width) for v in source.read(part, bad.append)]
+    want = [RULES_K.parse(x) for lines in files for x in lines if x not in (b"bad", b"")]
+    assert got == want
+    assert len(bad) == sum(x == b"bad" for lines in files for x in lines)
+
+
+RULES_K = JsonLineRules(["k"])

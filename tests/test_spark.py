@@ -393,10 +393,12 @@ def test_malformed_input_lines_are_skipped_and_counted_and_text_input_works(spar
     assert "some.jsonl (line at byte 21): skipped: not JSON" in output
     rows = [json.loads(x) for p in (tmp_path / "out" / "count").glob("part-*") for x in p.read_text().splitlines()]
     assert finals(rows, "word", "count", "count") == {"one": 1, "two": 2}
-    # Plain text: each line is the value of the spout's only field.
+    # Plain text: each line is the value of the spout's only field; a URI is opened by
+    # pyarrow's file systems (here the local one).
     text = tmp_path / "some.txt"
     text.write_text("one two\ntwo\n")
-    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={text}", "--input-format", "text",
+    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines=file://{text}", "--input-format",
+                             "text",
                              "--exclude", "archive", "--output", str(tmp_path / "out2"))
     assert code == 0, output
     rows = [r.asDict() for r in spark.read.parquet(str(tmp_path / "out2" / "count")).collect()]
