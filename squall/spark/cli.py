@@ -48,7 +48,8 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
     return lines
 
 
-def _reporter(log_format: str | None):
+def _reporter(log_format: str | None) -> tuple:
+    """(report, seconds between reports): a line on a terminal, else a log line every 5 s."""
     import sys
 
     import structlog
@@ -56,8 +57,8 @@ def _reporter(log_format: str | None):
     from squall.spark import progress
 
     if sys.stderr.isatty() and log_format != "json":
-        return progress.terminal_reporter(sys.stderr)
-    return progress.log_reporter(structlog.get_logger("squall.spark"))
+        return progress.terminal_reporter(sys.stderr), 1.0
+    return progress.log_reporter(structlog.get_logger("squall.spark")), 5.0
 
 
 @click.command("spark-run")
@@ -138,8 +139,9 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
         from squall.spark.engine import run
 
         frames = {key: read_input(spark, key, path, input_format) for key, path in input_pairs}
+        report, every = _reporter(log_format or conf.get("squall.log.format")) if progress else (None, 1.0)
         result = run(topology, spark, frames, list(sinks) or None, topo_conf, ticks, exclude, name,
-                     progress=_reporter(log_format or conf.get("squall.log.format")) if progress else None)
+                     progress=report, progress_interval=every)
         written = write_sinks(result, output, output_format, overwrite)
     except BackfillError as exc:
         raise Failure(str(exc)) from None

@@ -105,5 +105,7 @@ def session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
     for k, v in {"spark.ui.showConsoleProgress": "false", **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    # Spark's warnings here are about what squall does on purpose (unpersisting locally
+    # checkpointed levels, say); its errors still show.
+    spark.sparkContext.setLogLevel("ERROR")
     return spark, True
