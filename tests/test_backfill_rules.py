@@ -260,3 +260,14 @@ def test_file_inputs_cut_into_parts_read_every_line_once(tmp_path_factory, files
 
 
 RULES_K = JsonLineRules(["k"])
+
+
+def test_terminal_progress_rewrites_one_line_and_ends_it_when_done():
+    out = io.StringIO()
+    report = progress.terminal_reporter(out)
+    report(progress.Progress(0, 2, 0, 3, 1000, 0, 1.0, 1000.0, 0.0))
+    report(progress.Progress(2, 2, 3, 3, 9, 9, 2.0, 9.0, 9.0, finished=True))
+    first, second = out.getvalue().split("\r")[1:]
+    assert first.startswith("backfill running: components 0/3 done, 1,000 rows read")
+    assert second.startswith("backfill done: components 3/3 done, 9 rows read") and second.endswith("\n")
+    assert len(second.rstrip("\n")) >= len(first)  # padded over the longer line before it
