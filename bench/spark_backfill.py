@@ -1,12 +1,19 @@
-"""Word count over the same words in local mode and on Spark (examples/backfill/wordcount.py).
+"""Word count over the same words: local mode, squall on Spark, and the same job by hand.
 
-    .venv/bin/python bench/spark_backfill.py [--words 1000000] [--master local[2]]
+    .venv/bin/python bench/spark_backfill.py [--words 1000000 ...] [--master local[2]] [--skip-local]
 
-Local mode: ``LocalCluster``, the JSON-lines spout, split, count and the live ParquetSink
-archive, timed from submit until every line is acked (so every count is in a Parquet
-file). Spark: ``squall.spark.run`` over the same file (archive excluded), timed from
-reading the input to the count stream written as Parquet; the session's start is timed
-apart. Both runs' final counts are checked against each other.
+- local mode: ``LocalCluster`` running examples/backfill/wordcount.py (the JSON-lines
+  spout, split, count, the live ParquetSink archive), timed from submit until every line
+  is acked (so every count is in a Parquet file);
+- squall on Spark: ``squall.spark.run`` over the same file (archive excluded), timed from
+  the run's start to the count stream written as Parquet;
+- by hand: a PySpark RDD job doing the same work (lines parsed as JSON, split into the
+  same words, partitioned by word into as many partitions as the count bolt has tasks, a
+  running count emitting every (word, n), written as Parquet with a declared schema).
+
+Both Spark jobs run in one session, started (and warmed up on a small file) before either
+is timed. All three runs' final counts are checked against each other. The JSON report
+carries the machine's CPU count and load average.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "backfill" / "wordcount.py"
 WORDS_PER_LINE = 10
+PUNCTUATION = ".,;:!?\"'()[]"
 
 
 def make_input(path: Path, words: int, seed: int = 11) -> int:
@@ -53,7 +61,7 @@ def final_counts(folder: Path) -> dict[str, int]:
     return out
 
 
-def run_local(path: Path, lines: int, archive: Path, timeout: float = 1800.0) -> float:
+def run_local(path: Path, lines: int, archive: Path, timeout: float = 3600.0) -> float:
     from squall.loader import load_topology
     from squall.local import LocalCluster
 
@@ -74,48 +82,103 @@ def run_local(path: Path, lines: int, archive: Path, timeout: float = 1800.0) ->
     return elapsed
 
 
-def run_spark(path: Path, out: Path, master: str) -> dict[str, float]:
+def run_squall(spark, path: Path, out: Path) -> dict[str, float]:
     from squall.loader import load_topology
-    from squall.spark import read_input, run, session, write_sinks
+    from squall.spark import FileInput, run, write_sinks
 
-    t0 = time.monotonic()
-    spark, created = session(master, {"spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
     started = time.monotonic()
-    try:
-        topology, file_conf, _ = load_topology(EXAMPLE)
-        df = read_input(spark, "lines", str(path), "jsonl", ["line"])
-        result = run(topology, spark, {"lines": df}, ["count"], file_conf, exclude=["archive"], name="wordcount")
-        write_sinks(result, str(out), "parquet")
-        done = time.monotonic()
-    finally:
-        if created:
-            spark.stop()
-    return {"spark_start_secs": started - t0, "spark_secs": done - started, "bolts_secs": result.seconds}
+    topology, file_conf, _ = load_topology(EXAMPLE)
+    result = run(topology, spark, {"lines": FileInput(str(path))}, ["count"], file_conf, exclude=["archive"],
+                 name="wordcount")
+    ran = time.monotonic()
+    write_sinks(result, str(out), "parquet")
+    done = time.monotonic()
+    return {"secs": done - started, "bolts_secs": ran - started, "stages": result.stages}
 
 
-def run(words: int = 1_000_000, master: str = "local[2]") -> dict:
-    """Run both and return their wall times (seconds) and whether the counts agree."""
+def _split(line: str):
+    for word in json.loads(line)["line"].lower().split():
+        word = word.strip(PUNCTUATION)
+        if word:
+            yield (word, None)
+
+
+def _running_count(pairs):
+    counts: dict[str, int] = {}
+    for word, _ in pairs:
+        n = counts.get(word, 0) + 1
+        counts[word] = n
+        yield (word, n)
+
+
+def run_by_hand(spark, path: Path, out: Path, partitions: int) -> float:
+    """The baseline: the same work written directly on PySpark's RDD API."""
+    started = time.monotonic()
+    counts = (spark.sparkContext.textFile(str(path)).flatMap(_split)
+              .partitionBy(partitions).mapPartitions(_running_count))
+    spark.createDataFrame(counts, "word string, count long").write.parquet(str(out))
+    return time.monotonic() - started
+
+
+def count_tasks() -> int:
+    from squall.loader import load_topology
+
+    topology, _, _ = load_topology(EXAMPLE)
+    return topology.components["count"].num_tasks
+
+
+def run(sizes: list[int], master: str = "local[2]", skip_local: bool = False) -> dict:
+    from squall import logs
+    from squall.spark import session
+
+    logs.configure(level="WARNING")  # stdout carries the report only
+
+    report: dict = {"master": master, "cores": os.cpu_count(), "load_before": os.getloadavg(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
         tmp_path = Path(tmp)
-        path = tmp_path / "words.jsonl"
-        lines = make_input(path, words)
-        local_secs = run_local(path, lines, tmp_path / "live")
-        spark = run_spark(path, tmp_path / "backfill", master)
-        equal = final_counts(tmp_path / "live") == final_counts(tmp_path / "backfill" / "count")
-    return {"words": words, "lines": lines, "master": master, "cores": os.cpu_count(),
-            "local_secs": round(local_secs, 2), "local_words_per_sec": round(words / local_secs),
-            "spark_secs": round(spark["spark_secs"], 2), "spark_words_per_sec": round(words / spark["spark_secs"]),
-            "spark_start_secs": round(spark["spark_start_secs"], 2),
-            "spark_bolts_secs": round(spark["bolts_secs"], 2), "counts_equal": equal}
+        t0 = time.monotonic()
+        spark, created = session(master, {"spark.ui.enabled": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        report["spark_start_secs"] = round(time.monotonic() - t0, 2)
+        try:
+            warm = tmp_path / "warm.jsonl"
+            make_input(warm, 100_000, seed=1)
+            run_squall(spark, warm, tmp_path / "warm-squall")
+            run_by_hand(spark, warm, tmp_path / "warm-hand", count_tasks())
+            for words in sizes:
+                path = tmp_path / f"words-{words}.jsonl"
+                lines = make_input(path, words)
+                row: dict = {"words": words, "lines": lines, "bytes": path.stat().st_size}
+                finals = []
+                if not skip_local:
+                    row["local_secs"] = round(run_local(path, lines, tmp_path / f"live-{words}"), 2)
+                    finals.append(final_counts(tmp_path / f"live-{words}"))
+                sq = run_squall(spark, path, tmp_path / f"squall-{words}")
+                row["squall_spark_secs"] = round(sq["secs"], 2)
+                row["squall_stages"] = sq["stages"]
+                finals.append(final_counts(tmp_path / f"squall-{words}" / "count"))
+                row["by_hand_secs"] = round(run_by_hand(spark, path, tmp_path / f"hand-{words}", count_tasks()), 2)
+                finals.append(final_counts(tmp_path / f"hand-{words}"))
+                row["squall_vs_by_hand"] = round(row["squall_spark_secs"] / row["by_hand_secs"], 2)
+                if "local_secs" in row:
+                    row["squall_vs_local"] = round(row["squall_spark_secs"] / row["local_secs"], 2)
+                row["counts_equal"] = all(f == finals[0] for f in finals)
+                row["load_after"] = os.getloadavg()
+                report["runs"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        finally:
+            if created:
+                spark.stop()
+    return report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--words", type=int, default=1_000_000)
+    ap.add_argument("--words", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--skip-local", action="store_true", help="only the two Spark jobs")
     args = ap.parse_args()
-    print(json.dumps(run(args.words, args.master), indent=2))
+    print(json.dumps(run(args.words, args.master, args.skip_local), indent=2))
 
 
 if __name__ == "__main__":

@@ -108,9 +108,13 @@ class Tuple:
         return self.source.stream == TICK_STREAM and self.source.component == SYSTEM_COMPONENT
 
     def __getitem__(self, key: int | str) -> Any:
-        if isinstance(key, str):
-            return self.values[self.source.fields.index(key)]
-        return self.values[key]
+        if type(key) is str:
+            i = self.source.fields._index.get(key)
+            if i is not None:  # the common case, without a method call
+                return self.values[i]
+        elif not isinstance(key, str):
+            return self.values[key]
+        return self.values[self.source.fields.index(key)]
 
     def get(self, name: str, default: Any = None) -> Any:
         fields = self.source.fields

@@ -5,8 +5,6 @@ One SparkSession (local[2], UI off, bound to 127.0.0.1) serves the whole test se
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 import uuid
 import zlib
@@ -33,31 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "backfill"
 HERE = Path(__file__).resolve().parent / "spark"
 PUNCTUATION = ".,;:!?\"'()[]"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    saved = {k: os.environ.get(k) for k in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON")}
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need the Python that has squall
-    session = (SparkSession.builder.master("local[2]").appName("squall-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.default.parallelism", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def spark_run(*args: str) -> tuple[int, str]:
@@ -257,6 +230,18 @@ def test_parquet_sink_acks_only_after_the_file_is_renamed(tmp_path):
     assert len(list(out.iterdir())) == 2 and log.acked[-1].values == ["g", 7]
 
 
+def test_parquet_sink_never_turns_ints_into_floats(tmp_path):
+    sink, log, make = _sink_task(tmp_path, rows_per_file=2)
+    first = [make(["a", 1]), make(["b", 2])]
+    for t in first:
+        sink.execute(t)
+    bad = [make(["c", 2.5]), make(["d", 3])]  # pyarrow alone would write 2.5 and 3.0 as doubles
+    for t in bad:
+        sink.execute(t)
+    assert log.acked == first and log.failed == bad
+    assert "field 'v': values of type int (bigint) and float (double)" in log.errors[0]
+
+
 # -- batch semantics on Spark -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def grouped(spark, tmp_path_factory):
@@ -377,30 +362,43 @@ def test_spark_run_refuses_before_starting_spark(tmp_path, monkeypatch):
     assert code == 1 and "'split' is a bolt; inputs replace spouts" in output
 
 
-def test_missing_input_column_is_named(spark, tmp_path, monkeypatch):
+def test_a_missing_field_is_none_as_live_and_a_missing_parquet_column_is_named(spark, tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     monkeypatch.chdir(REPO)
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "no line column here"}\n')
+    bad.write_text('{"text": "no line field here"}\n{"line": "one"}\n')
     code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={bad}", "--exclude", "archive",
-                             "--output", str(tmp_path / "out"))
+                             "--output", str(tmp_path / "out"), "--no-progress")
+    # As JsonLinesSpout would, the backfill hands split a None line: split fails that tuple.
+    assert code == 1 and "1 tuples failed" in output
+    assert "AttributeError: 'NoneType' object has no attribute 'lower'" in output
+    table = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": ["a"]}), table)
+    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={table}", "--input-format",
+                             "parquet", "--exclude", "archive", "--output", str(tmp_path / "out2"))
     assert code == 1
-    assert "input 'lines' has no column 'line', which spout 'lines' declares on stream 'default'" in output
+    assert "input 'lines' has no column 'line'" in output and "the file's columns: ['text']" in output
 
 
-def test_unparsable_input_lines_are_skipped_and_counted_and_text_input_works(spark, tmp_path, monkeypatch):
+def test_malformed_input_lines_are_skipped_and_counted_and_text_input_works(spark, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     src = tmp_path / "some.jsonl"
-    src.write_text('{"line": "one two"}\n{"line": broken\n{"line": "two"}\n')
+    src.write_bytes(b'{"line": "one two"}\r\n{"line": broken\n\n{"line": "two"}\r[1]\n\xff\n')
     code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={src}", "--exclude", "archive",
                              "--output", str(tmp_path / "out"), "--output-format", "jsonl")
     assert code == 0, output
-    assert "lines: input rows 2" in output and "input lines: skipped 1 unparsable lines" in output
+    assert "lines: input rows 2" in output and "input lines: skipped 3 malformed lines" in output
+    assert "some.jsonl (line at byte 21): skipped: not JSON" in output
     rows = [json.loads(x) for p in (tmp_path / "out" / "count").glob("part-*") for x in p.read_text().splitlines()]
     assert finals(rows, "word", "count", "count") == {"one": 1, "two": 2}
-    # Plain text: each line is the value of the spout's only field.
+    # Plain text: each line is the value of the spout's only field; a URI is opened by
+    # pyarrow's file systems (here the local one).
     text = tmp_path / "some.txt"
     text.write_text("one two\ntwo\n")
-    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines={text}", "--input-format", "text",
+    code, output = spark_run("examples/backfill/wordcount.py", "--input", f"lines=file://{text}", "--input-format",
+                             "text",
                              "--exclude", "archive", "--output", str(tmp_path / "out2"))
     assert code == 0, output
     rows = [r.asDict() for r in spark.read.parquet(str(tmp_path / "out2" / "count")).collect()]
@@ -431,3 +429,102 @@ def test_csv_input_and_failed_tuples_exit_nonzero(spark, tmp_path):
     # the bolt keeps its grouping from running at all.
     assert code == 1 and "1 tuples failed" in output, output
     assert "wrote flaky: 2 rows" in output
+
+
+# -- sinks keep types; inputs give live values; progress ------------------------------------
+@pytest.fixture(scope="module")
+def typed_run(spark):
+    module = load_module(HERE / "batch_topologies.py")
+    df = spark.createDataFrame([(i, f"k{i}") for i in range(12000)], ["n", "key"]).repartition(2)
+    reports: list = []
+    result = run(module.typed(), spark, {"keys": df}, ["typed", "mixed", "slow"], progress=reports.append,
+                 progress_interval=0.2)
+    return module, result, reports
+
+
+def test_sinks_keep_every_value_and_a_field_of_two_types_is_refused_by_name(typed_run, spark, tmp_path):
+    import datetime as dt
+
+    from squall.spark import write_sinks
+
+    module, result, _ = typed_run
+    want = sorted((module.typed_values(n) for n in range(12000)), key=lambda r: r[0])
+    assert sorted(result.records("typed").collect(), key=lambda r: r[0]) == want
+    written = write_sinks(result, str(tmp_path / "pq"), sinks=["typed"])
+    back = sorted((list(r) for r in spark.read.parquet(written["typed"]).collect()), key=lambda r: r[0])
+    # Read back through Spark: binary as bytes, an aware timestamp as the instant in the
+    # session time zone (UTC here); every other value as emitted.
+    expect = [[*r[:4], r[4], *r[5:8], r[8].astimezone(dt.timezone.utc).replace(tzinfo=None), *r[9:]] for r in want]
+    assert [[bytes(v) if isinstance(v, bytearray) else v for v in r] for r in back] == expect
+    schema = {f.name: f.dataType.simpleString() for f in spark.read.parquet(written["typed"]).schema.fields}
+    assert schema == {"i": "bigint", "f": "double", "s": "string", "b": "boolean", "raw": "binary",
+                      "arr": "array<bigint>", "map": "map<string,bigint>", "naive": "timestamp_ntz",
+                      "aware": "timestamp", "dec": "decimal(38,2)", "day": "date", "nothing": "string"}
+    with pytest.raises(BackfillError, match=r"sink 'mixed' cannot be written as typed columns: field 'v': "
+                                            r"values of type (int \(bigint\) and float \(double\)|"
+                                            r"float \(double\) and int \(bigint\)).*JSON lines"):
+        result["mixed"]
+    # JSON lines keep both types exactly; bytes are not JSON, and the error names the field.
+    written = write_sinks(result, str(tmp_path / "js"), "jsonl", sinks=["mixed"])
+    rows = [json.loads(x) for p in Path(written["mixed"]).glob("part-*") for x in p.read_text().splitlines()]
+    assert sorted((r["key"], r["v"]) for r in rows) == sorted((f"k{n}", n if n % 2 else n + 0.5) for n in range(12000))
+    assert {type(r["v"]) for r in rows} == {int, float}
+    with pytest.raises(BackfillError, match=r"sink 'typed' field 'raw': a builtins.bytes value is not JSON"):
+        write_sinks(result, str(tmp_path / "js2"), "jsonl", sinks=["typed"])
+
+
+def test_progress_is_reported_while_the_backfill_runs(typed_run):
+    _, result, reports = typed_run
+    live = [p for p in reports if not p.finished and p.stages_done == 0 and p.executed > 0]
+    assert live, reports  # tuples counted while the (only) stage was still running
+    assert all(a.executed <= b.executed for a, b in zip(reports, reports[1:]))
+    last = reports[-1]
+    assert last.finished and last.rows == 12000 and last.executed == 3 * 12000
+    assert last.components_done == last.components == 4 and last.stages_done == last.stages == 1
+
+
+def test_parquet_input_gives_the_values_the_live_parquet_spout_gives(spark, tmp_path):
+    import datetime as dt
+    import decimal
+    import pickle
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from squall.spark import FileInput
+
+    n = 9
+    table = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "f": [i / 3 if i % 4 else None for i in range(n)],
+        "s": ["", "é", "李", None, "a", "b", "c", "d", "e"],
+        "b": [bytes([i]) for i in range(n)],
+        "tags": [[f"t{j}" for j in range(i % 3)] for i in range(n)],
+        "st": [{"a": i, "b": str(i)} if i % 2 else None for i in range(n)],
+        "m": pa.array([[("k", i)] for i in range(n)], pa.map_(pa.string(), pa.int64())),
+        "ts": pa.array([dt.datetime(2021, 5, 1, i, tzinfo=dt.timezone.utc) for i in range(n)],
+                       pa.timestamp("us", tz="UTC")),
+        "naive": pa.array([dt.datetime(2021, 5, 1, 0, i) for i in range(n)], pa.timestamp("us")),
+        "d": pa.array([decimal.Decimal(i) / 4 for i in range(n)], pa.decimal128(10, 2)),
+        "day": pa.array([dt.date(2021, 1, 1 + i) for i in range(n)], pa.date32()),
+        "unused": list(range(n)),
+    })
+    path = tmp_path / "rows.parquet"
+    pq.write_table(table, path, row_group_size=4)
+    module = load_module(HERE / "batch_topologies.py")
+    pickles = tmp_path / "pickles"
+    run_local(module.parquet_echo(), {"batchtest.parquet": str(path), "batchtest.pickles": str(pickles)}, n,
+              "parquet-live")
+    live = []
+    for f in pickles.iterdir():
+        with open(f, "rb") as fh:
+            while True:
+                try:
+                    live.append(pickle.load(fh))
+                except EOFError:
+                    break
+    result = run(module.parquet_echo(), spark, {"rows": FileInput(str(path), "parquet")}, ["echo"],
+                 exclude=["pickles"])
+    backfill = result.records("echo").collect()
+    assert sorted(backfill, key=lambda r: r[0]) == sorted(live, key=lambda r: r[0])
+    assert len(live) == n and live[0][6] == {"k": live[0][0]} and isinstance(live[0][3], bytes)

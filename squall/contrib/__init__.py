@@ -2,7 +2,9 @@
 
 ``ParquetSink`` imports pyarrow only when a task starts (install the ``spark`` extra).
 """
-from squall.contrib.jsonl import JsonLinesSpout
+from squall.contrib.jsonl import JsonLineRules, JsonLinesSpout
+from squall.contrib.line_spout import LineRules, LineSpout, MalformedLine, TextLineRules, TextLinesSpout
 from squall.contrib.parquet import ParquetSink
 
-__all__ = ["JsonLinesSpout", "ParquetSink"]
+__all__ = ["JsonLineRules", "JsonLinesSpout", "LineRules", "LineSpout", "MalformedLine", "ParquetSink",
+           "TextLineRules", "TextLinesSpout"]

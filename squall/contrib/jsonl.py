@@ -1,97 +1,144 @@
-"""JsonLinesSpout: a finite spout over a JSON-lines file, the live twin of a backfill input.
+"""JSON lines: the one set of rules by which a line becomes a tuple, live and in backfills.
 
-Each line is one JSON object; the tuple is its values for the declared fields, in
-declared order (a missing key is None, as in the column Spark reads from the same file).
-Lines that are not JSON objects are reported and skipped, never fatal. Every tuple
-carries its line number as message id; a failed one is emitted again.
+``JsonLineRules.parse`` is the only place a JSON line is turned into values; the live
+``JsonLinesSpout`` and ``squall spark-run`` (``--input-format jsonl``) both call it, so
+bolts see the same values in both. The rules:
+
+- a line is split off as ``squall.contrib.lines`` says (``\\n``, ``\\r\\n`` or ``\\r``);
+  a line of spaces and tabs only is skipped and not counted;
+- it must be UTF-8 and one JSON object (RFC 8259): anything else is malformed;
+- values keep the type JSON gives them: integers are ``int``, numbers with a fraction or
+  exponent ``float``, strings ``str`` (``"12"`` stays a string), ``true``/``false`` are
+  ``bool``, ``null`` is None, objects are dicts and arrays lists, in their order;
+  a key given twice keeps its last value;
+- the tuple is the object's values for the declared fields, in declared order; a field
+  the object lacks is None, keys that are not fields are ignored;
+- malformed, and so skipped and counted: not UTF-8; not JSON; JSON that is not an
+  object; ``NaN``/``Infinity`` or a number too large for a float; an integer outside
+  the signed 64-bit range (no serializer or column type downstream could carry it); a
+  string holding a lone surrogate (a ``\\ud800`` escape without its pair); nesting
+  deeper than ``max_depth`` (default 64); a line longer than ``max_line_bytes``.
 """
 from __future__ import annotations
 
 import json
-from collections import deque
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from squall.components import DEFAULT_STREAM, Spout
-from squall.tuple import Fields
+from squall.contrib.line_spout import LineRules, LineSpout, MalformedLine
+from squall.components import DEFAULT_STREAM
+from squall.contrib.lines import DEFAULT_MAX_LINE_BYTES
+
+DEFAULT_MAX_DEPTH = 64
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-class JsonLinesSpout(Spout):
-    """Emit the lines of ``path`` (or of the file named by config key ``conf_key``).
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
-    With several tasks, task i of n reads lines i, i+n, i+2n, ... of the file.
+
+def _int(text: str) -> int:
+    value = int(text)
+    if len(text) > 18 and not _INT_MIN <= value <= _INT_MAX:
+        raise MalformedLine(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is outside the "
+                            "signed 64-bit range")
+    return value
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:  # inf (NaN cannot come from a JSON number)
+        raise MalformedLine(f"number {text[:24]}{'...' if len(text) > 24 else ''} is too large for a float")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int, parse_float=_float)
+
+
+def _check(obj: Any, max_depth: int, strings: bool) -> None:
+    """Walk a parsed value: nesting depth, and (with ``strings``) lone surrogates."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        t = type(value)
+        if t is dict or t is list:
+            if depth > max_depth:
+                raise MalformedLine(f"nested deeper than {max_depth} levels")
+            if t is dict:
+                for k, v in value.items():
+                    if strings:
+                        _check_str(k)
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in value)
+        elif strings and t is str:
+            _check_str(value)
+
+
+def _check_str(s: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedLine("a string holds a lone surrogate (an unpaired \\ud800-\\udfff escape)") from None
+
+
+class JsonLineRules(LineRules):
+    """The JSON-lines rules for one spout stream's ``fields`` (picklable)."""
+
+    def __init__(self, fields: Sequence[str], max_depth: int = DEFAULT_MAX_DEPTH,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        super().__init__(fields, max_line_bytes)
+        if not isinstance(max_depth, int) or max_depth < 1:
+            raise ValueError(f"max_depth must be an integer >= 1, got {max_depth!r}")
+        self.max_depth = max_depth
+
+    def parse(self, raw: bytes) -> list | None:
+        if not raw.strip(b" \t"):
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedLine(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        text = text.strip(" \t")  # JSON's whitespace, but for line ends (no longer there)
+        try:
+            obj, end = _DECODER.raw_decode(text)
+        except RecursionError:
+            raise MalformedLine(f"nested deeper than {self.max_depth} levels") from None
+        except MalformedLine:
+            raise
+        except ValueError as exc:
+            raise MalformedLine(f"not JSON ({exc})") from None
+        if end != len(text):
+            raise MalformedLine(f"not JSON (extra data at character {end})")
+        if type(obj) is not dict:
+            raise MalformedLine(f"a JSON {_JSON_NAMES.get(type(obj), type(obj).__name__)}, not an object")
+        # Depth d takes 2d bytes, so short lines need no walk; escapes are rare.
+        strings = "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+        if strings or (len(raw) > 2 * self.max_depth and raw.count(b"[") + raw.count(b"{") > self.max_depth):
+            _check(obj, self.max_depth, strings)
+        get = obj.get
+        return [get(f) for f in self.fields]
+
+
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+class JsonLinesSpout(LineSpout):
+    """Emit the objects of a JSON-lines file (``path``, or the file named by config key
+    ``conf_key``) as tuples of ``fields``, by the rules above.
+
+    With several tasks, task i of n reads lines i, i+n, i+2n, ... of the file. Every
+    tuple carries its line number as message id (when ``reliable``); a failed one is
+    emitted again. A malformed line is reported (``report_error``, so it counts in the
+    spout's ``errors``) and skipped.
     """
 
     def __init__(self, fields: Sequence[str], path: str | None = None, conf_key: str | None = None,
-                 stream: str = DEFAULT_STREAM, reliable: bool = True) -> None:
-        self.fields = list(Fields(fields).names)
-        self.path, self.conf_key, self.stream, self.reliable = path, conf_key, stream, reliable
-
-    def declare_output_fields(self, declarer) -> None:
-        declarer.declare(self.fields, stream=self.stream)
-
-    def open(self, conf, context, collector) -> None:
-        self.collector = collector
-        path = (conf.get(self.conf_key) if self.conf_key else None) or self.path
-        if not path:
-            raise ValueError(f"JsonLinesSpout {context.this_component_id!r} has no file: give a path "
-                             f"or set config key {self.conf_key!r}")
-        self.file_path = str(path)
-        self.fh = open(self.file_path, encoding="utf-8")
-        tasks = context.component_tasks(context.this_component_id)
-        self.n, self.index = len(tasks), context.this_task_index
-        self.lineno = 0
-        self.pending: dict[int, list] = {}
-        self.replay: deque[int] = deque()
-        self.malformed = 0
-        self.eof = False
-
-    def next_tuple(self) -> None:
-        if self.replay:
-            msg_id = self.replay.popleft()
-            values = self.pending.get(msg_id)
-            if values is not None:
-                self.collector.emit(values, self.stream, msg_id=msg_id)
-            return
-        while not self.eof:
-            line = self.fh.readline()
-            if not line:
-                self.eof = True
-                return
-            self.lineno += 1
-            if (self.lineno - 1) % self.n != self.index or not line.strip():
-                continue
-            values = self._parse(line)
-            if values is None:
-                continue
-            if self.reliable:
-                self.pending[self.lineno] = values
-                self.collector.emit(values, self.stream, msg_id=self.lineno)
-            else:
-                self.collector.emit(values, self.stream)
-            return
-
-    def _parse(self, line: str) -> list | None:
-        try:
-            obj: Any = json.loads(line)
-        except ValueError as exc:
-            obj, why = None, f"not JSON ({exc})"
-        else:
-            why = f"a JSON {type(obj).__name__}, not an object"
-        if not isinstance(obj, dict):
-            self.malformed += 1
-            self.collector.report_error(f"{self.file_path}:{self.lineno}: skipped: {why}")
-            return None
-        return [obj.get(f) for f in self.fields]
-
-    def ack(self, msg_id: Any) -> None:
-        self.pending.pop(msg_id, None)
-
-    def fail(self, msg_id: Any) -> None:
-        if msg_id in self.pending:
-            self.replay.append(msg_id)
-
-    def close(self) -> None:
-        fh = getattr(self, "fh", None)
-        if fh is not None:
-            fh.close()
+                 stream: str = DEFAULT_STREAM, reliable: bool = True, max_depth: int = DEFAULT_MAX_DEPTH,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        rules = JsonLineRules(fields, max_depth, max_line_bytes)
+        super().__init__(rules, path, conf_key, stream, reliable)

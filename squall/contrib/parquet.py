@@ -9,10 +9,12 @@ tuples acked. A write that fails fails its tuples, so the spouts replay them: a 
 in a complete file at least once, and no reader ever sees a partial file.
 
 The columns are the given fields, taken by name from every input stream. Column types
-come from ``types`` (pyarrow type names such as ``{"count": "int64"}``) or from the
-first file that holds a non-null value; later files keep those types, and a value that
-does not fit fails its tuples with the reason reported (so declare ``types`` where
-values vary). A column, or part of one, seen only as null is written as string.
+come from ``types`` (pyarrow type names such as ``{"count": "int64"}``; values are
+converted to them), or else from the values by the rules of ``squall.contrib.columns``
+(the same as a backfill's Parquet sinks): every value of a field must have one type
+over the sink's life, nothing is widened, and a value that breaks this fails its
+tuples with the field and the two types reported (so declare ``types`` where values
+vary). A column, or part of one, seen only as null is written as string.
 
 Keep ``roll_secs`` well under ``topology.message.timeout.secs``, and
 ``topology.max.spout.pending`` (if set) large enough for a whole file in flight, or
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.components import Bolt
+from squall.contrib.columns import ColumnTypes
 from squall.tuple import Fields, Tuple
 
 
@@ -113,6 +116,9 @@ class ParquetSink(Bolt):
             if missing:
                 raise ValueError(f"ParquetSink {self.component!r}: input {comp}/{stream} declares no "
                                  f"field {', '.join(map(repr, missing))} (it declares {list(declared)})")
+        undeclared = [f for f in self.fields if f not in self.types]
+        self._inferred = ColumnTypes(undeclared) if undeclared else None
+        self._inferred_index = [self.fields.index(f) for f in undeclared]
         self.learned: dict[str, Any] = {f: pa.type_for_alias(t) if isinstance(t, str) else t
                                         for f, t in self.types.items()}
         self.token = uuid.uuid4().hex[:8]
@@ -204,6 +210,14 @@ class ParquetSink(Bolt):
     def _table(self, rows: list[list]) -> Any:
         pa = self._pa
         columns = list(zip(*rows))
+        if self._inferred is not None:
+            # The values of undeclared fields must keep one type over the sink's life:
+            # pyarrow alone would quietly turn ints into floats in a float column.
+            seen = ColumnTypes(self._inferred.fields).add(self._inferred)
+            seen.observe(list(zip(*(columns[i] for i in self._inferred_index))))
+            if seen.broken is not None:
+                raise ValueError(seen.broken)
+            self._inferred = seen
         arrays, fields = [], []
         for i, name in enumerate(self.fields):
             known = self.learned.get(name)

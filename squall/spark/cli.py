@@ -36,13 +36,29 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
                 lines.append("    first error: " + text.strip().splitlines()[-1])
         else:
             lines.append(f"  {comp}: input rows {emitted}")
-    for key, bad in result.stats.get("__inputs__", {}).items():
-        lines.append(f"  input {key}: skipped {bad} unparsable lines")
+    for key, bad in result.malformed.items():
+        if bad:
+            lines.append(f"  input {key}: skipped {bad} malformed lines")
+            for text in sorted(result.malformed_texts.get(key, []))[:3]:
+                lines.append("    " + text)
     if result.excluded:
         lines.append(f"  excluded: {', '.join(result.excluded)}")
     for sink, path in written.items():
         lines.append(f"wrote {sink}: {result.rows[sink]} rows -> {path} ({fmt})")
     return lines
+
+
+def _reporter(log_format: str | None) -> tuple:
+    """(report, seconds between reports): a line on a terminal, else a log line every 5 s."""
+    import sys
+
+    import structlog
+
+    from squall.spark import progress
+
+    if sys.stderr.isatty() and log_format != "json":
+        return progress.terminal_reporter(sys.stderr), 1.0
+    return progress.log_reporter(structlog.get_logger("squall.spark")), 5.0
 
 
 @click.command("spark-run")
@@ -68,12 +84,14 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
 @click.option("--spark-conf", multiple=True, metavar="KEY=VALUE", help="Spark configuration; repeatable.")
 @click.option("--overwrite", is_flag=True, help="Replace existing sink directories.")
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Report progress while running: a line on a terminal, log lines otherwise.")
 @OVERRIDES
 @LOG_FORMAT
 def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str, output_format: str,
               sinks: tuple[str, ...], exclude: tuple[str, ...], ticks: bool, state_from: str | None, master: str,
-              spark_conf: tuple[str, ...], overwrite: bool, name: str | None, overrides: tuple[str, ...],
-              log_format: str | None) -> None:
+              spark_conf: tuple[str, ...], overwrite: bool, name: str | None, progress: bool,
+              overrides: tuple[str, ...], log_format: str | None) -> None:
     """Run the topology in FILE on Spark over bounded inputs (a backfill).
 
     Spouts are replaced by the inputs (columns named as the spout's declared fields),
@@ -125,12 +143,10 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
     try:
         from squall.spark.engine import run
 
-        frames = {}
-        for key, path in input_pairs:
-            spout, stream = plan.inputs[key]
-            fields = list(topology.stream_fields(spout, stream))
-            frames[key] = read_input(spark, key, path, input_format, fields)
-        result = run(topology, spark, frames, list(sinks) or None, topo_conf, ticks, exclude, name)
+        frames = {key: read_input(spark, key, path, input_format) for key, path in input_pairs}
+        report, every = _reporter(log_format or conf.get("squall.log.format")) if progress else (None, 1.0)
+        result = run(topology, spark, frames, list(sinks) or None, topo_conf, ticks, exclude, name,
+                     progress=report, progress_interval=every)
         written = write_sinks(result, output, output_format, overwrite)
     except BackfillError as exc:
         raise Failure(str(exc)) from None

@@ -1,10 +1,11 @@
-"""The bolt collector of a batch run: streaming's API, with emits recorded instead of sent.
+"""The bolt collector of a batch run: streaming's API, with emits put into boxes.
 
 Each emit is checked and routed exactly as in streaming (the same Route and grouping
-choosers, so ``emit`` returns the same kind of target task ids and fields grouping picks
-the same task), then recorded once as ``(stream, source task, values, targets)``. The
-Spark task turns the records into the next bolt's partitions. There are no ackers in a
-batch run: anchors are accepted and ignored, and ``ack``/``fail`` are counted.
+choosers, so ``emit`` returns the target task ids and fields grouping picks the same
+task). The values then go into one box per target task: the input list of a task that
+runs in the same Spark task (a fused bolt), or a batch bound for another stage. A sink
+stream's values also go into its sink box. There are no ackers in a batch run: anchors
+are accepted and ignored, and ``ack``/``fail`` are counted.
 """
 from __future__ import annotations
 
@@ -15,34 +16,74 @@ from squall.runtime.collectors import BoltCollector, Outbox, Route
 from squall.tuple import Tuple
 
 
+class BoxRoute(Route):
+    """A Route with where its values go: ``boxes`` (target task -> list) and ``sink``;
+    ``targets`` is the fixed answer of its choosers (``()`` when nothing subscribes),
+    or None when they must be asked per tuple."""
+
+    __slots__ = ("boxes", "sink", "targets")
+
+    @classmethod
+    def of(cls, route: Route, chosen: bool) -> "BoxRoute":
+        """``route`` with boxes; ``chosen``: whether any grouping picks its targets."""
+        new = object.__new__(cls)
+        for slot in Route.__slots__:
+            setattr(new, slot, getattr(route, slot))
+        new.boxes = {}
+        new.sink = None
+        new.targets = route.fixed if route.fixed is not None else (None if chosen else ())
+        return new
+
+    def put(self, values: list) -> tuple[int, ...]:
+        """Route one emit's values (already checked); returns the targets."""
+        targets = self.targets
+        if targets is None:
+            targets = self.choose(values)
+        self.emitted += 1
+        boxes = self.boxes
+        for t in targets:
+            box = boxes.get(t)
+            if box is not None:  # None: a task that does not run (an excluded bolt's)
+                box.append(values)
+        if self.sink is not None:
+            self.sink.append(values)
+        return targets
+
+
 def _no_delivery(task: int, tuples: list) -> None:  # pragma: no cover
     raise AssertionError("a batch collector delivers nothing itself")
 
 
 class BatchBoltCollector(BoltCollector):
-    """Given to ``Bolt.prepare`` in a batch run. ``out`` holds the records emitted since the
-    runner last took them; only streams in ``keep`` (read downstream or written out) are
-    recorded, the others are checked and counted only."""
+    """Given to ``Bolt.prepare`` in a batch run."""
 
-    def __init__(self, component: str, task: int, routes: dict[str, Route],
-                 report: Callable[[BaseException | str], None], keep: frozenset[str]) -> None:
+    def __init__(self, component: str, task: int, routes: dict[str, BoxRoute],
+                 report: Callable[[BaseException | str], None]) -> None:
         outbox = Outbox(_no_delivery, 1 << 62, (), component, task)
         super().__init__(component, task, routes, outbox, report)
-        self.keep = keep
-        self.out: list[tuple[str, int, list, tuple[int, ...]]] = []
 
     def emit(self, values: Sequence[Any], stream: str = "default",
              anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
         """Emit ``values``; returns the target task ids, as in streaming."""
+        # BoxRoute.put, inlined: this runs once per tuple emitted.
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, False)
         if type(values) is not list:
             values = list(values)
-        targets = route.fixed or route.choose(values)
+        targets = route.targets
+        if targets is None:
+            targets = route.choose(values)
         route.emitted += 1
-        if stream in self.keep:
-            self.out.append((stream, self._task, values, targets))
+        if targets:
+            boxes = route.boxes
+            for t in targets:
+                box = boxes.get(t)
+                if box is not None:
+                    box.append(values)
+        sink = route.sink
+        if sink is not None:
+            sink.append(values)
         return targets
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -50,11 +91,10 @@ class BatchBoltCollector(BoltCollector):
         route = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
-        if stream in self.keep:
-            self.out.append((stream, self._task, list(values), targets))
+        box = route.boxes.get(task)
+        values = list(values)
+        if box is not None:
+            box.append(values)
+        if route.sink is not None:
+            route.sink.append(values)
         return targets
-
-    def take(self) -> list:
-        """The records emitted since the last call."""
-        out, self.out = self.out, []
-        return out

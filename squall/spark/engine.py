@@ -1,14 +1,13 @@
-"""``run``: a topology over bounded inputs on Spark, upstream components first.
+"""``run``: a topology over bounded inputs on Spark, stage by stage.
 
-Each spout stream's input DataFrame becomes records routed by that spout's groupings;
-each bolt, in topological order, gets the records aimed at its tasks partitioned by task
-(``partitionBy`` with one partition per task), and ``bolt_partition`` runs one bolt
-instance per partition. Components run level by level (a level: those whose inputs are
-all done), one Spark job per level, and each component's records are locally
-checkpointed: computed once and never recomputed from their lineage, so every bolt runs
-exactly once (its side effects happen once), also when a sink DataFrame is read again.
+The plan is cut into stages (``squall.spark.stages``): bolts fused with what feeds
+them where the grouping allows, one stage per keyed bolt otherwise. Stages run level
+by level, one Spark job per level; each stage's output records are locally
+checkpointed: computed once and never recomputed from their lineage, so every bolt
+task runs exactly once (its side effects happen once), also when a sink is read again.
+A keyed stage reads its upstream stages' records for its tasks, partitioned by task.
 Local checkpoints live on the executors: on a cluster, keep executors alive for the
-run (no dynamic allocation that removes them), and read the returned DataFrames before
+run (no dynamic allocation that removes them), and read the returned sinks before
 stopping the session.
 """
 from __future__ import annotations
@@ -16,53 +15,88 @@ from __future__ import annotations
 import functools
 import pickle
 import re
+import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from squall import config as _config
 from squall.model import system_topology
-from squall.spark import schema as _schema
+from squall.spark import progress as _progress
 from squall.spark import ship
+from squall.spark import sinks as _sinks
+from squall.spark.inputs import FileInput, StageInput, prepare_file_input
 from squall.spark.plan import BackfillError, Plan, make_plan
-from squall.spark.tasks import (Fan, PlanRef, StatsParam, TaskIndex, TypesParam, WorkerPlan, bolt_partition,
-                                spout_partition)
-from squall.topology import SPOUT, Topology
+from squall.spark.runner import run_frame, run_inputs, run_keyed
+from squall.spark.stages import LevelLayout, Stage, layout, plan_stages, sink_stage, stage_levels
+from squall.spark.tasks import PlanRef, StatsParam, TypesParam, WorkerPlan
+from squall.topology import Topology
 
 log = structlog.get_logger("squall.spark")
 
-CORRUPT_COLUMN = "_corrupt_record"
 
+class BackfillResult(Mapping):
+    """Sink name (``component`` or ``component:stream``) -> DataFrame of what it emitted
+    (made when first asked for; ``records`` gives the exact value lists), with the run's
+    facts: ``stats`` per component, ``rows`` per sink, ``malformed`` lines per input (and
+    the first few reasons in ``malformed_texts``), ``sinks``
+    (name -> (component, stream)), ``order`` (components as run), ``stages`` (their
+    grouping into Spark stages), ``excluded``, ``seconds``."""
 
-class BackfillResult(dict):
-    """Sink name (``component`` or ``component:stream``) -> DataFrame of what it emitted,
-    with the run's facts: ``stats`` per component, ``rows`` per sink, ``sinks`` (name ->
-    (component, stream)), ``order`` (components as run), ``excluded``, ``seconds``."""
-
-    stats: dict[str, dict[str, Any]]
-    rows: dict[str, int]
-    sinks: dict[str, tuple[str, str]]
-    order: list[str]
-    excluded: list[str]
-    seconds: float
+    def __init__(self, spark: Any, plan: Plan, stages: list[Stage], outputs: dict[int, Any],
+                 stats: dict, types: dict) -> None:
+        self._spark, self._plan, self._outputs, self._types = spark, plan, outputs, types
+        self._frames: dict[str, Any] = {}
+        self.stats: dict[str, dict[str, Any]] = stats
+        self.sinks: dict[str, tuple[str, str]] = dict(plan.sinks)
+        self.order: list[str] = list(plan.order)
+        self.excluded: list[str] = list(plan.excluded)
+        self.stages: list[list[str]] = [list(s.components) for s in stages]
+        self._stage_of = {name: sink_stage(stages, comp).id for name, (comp, _) in plan.sinks.items()}
+        self.rows: dict[str, int] = {
+            name: int(stats.get(comp, {}).get("emitted", {}).get(stream, 0)) for name, (comp, stream) in self.sinks.items()}
+        inputs = stats.get("__inputs__", {})
+        self.malformed: dict[str, int] = {k: int(inputs.get(k, {}).get("malformed", 0)) for k in plan.inputs}
+        self.malformed_texts: dict[str, list[str]] = {k: list(inputs.get(k, {}).get("malformed_texts", []))
+                                                      for k in plan.inputs}
+        self.seconds = 0.0
 
     @property
     def failed(self) -> int:
         """Tuples failed (explicitly or by an exception in execute) over all bolts."""
-        return sum(int(s.get("failed", 0)) for s in self.stats.values())
+        return sum(int(s.get("failed", 0)) for s in self.stats.values() if isinstance(s, dict))
 
+    def fields(self, sink: str) -> list[str]:
+        comp, stream = self.sinks[sink]
+        return list(self._plan.topology.stream_fields(comp, stream))
 
-class StreamValues:
-    """Records -> the value lists of one stream."""
+    def items_rdd(self, sink: str) -> Any:
+        """The sink's records as they left its stage: (name, pickled batch of rows)."""
+        return self._outputs[self._stage_of[sink]].filter(_sinks.SinkItems(sink))
 
-    def __init__(self, stream: str) -> None:
-        self.stream = stream
+    def records(self, sink: str) -> Any:
+        """An RDD of the value lists the sink's component emitted on its stream, unchanged."""
+        if sink not in self.sinks:
+            raise KeyError(sink)
+        return self.items_rdd(sink).flatMap(_sinks.unpickle_rows)
 
-    def __call__(self, record: tuple) -> list:
-        return [record[2]] if record[0] == self.stream else []
+    def __getitem__(self, sink: str) -> Any:
+        if sink not in self.sinks:
+            raise KeyError(sink)
+        df = self._frames.get(sink)
+        if df is None:
+            df = self._frames[sink] = _sinks.frame(self._spark, sink, self.fields(sink), self._types.get(sink),
+                                                   self.records(sink))
+        return df
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.sinks)
+
+    def __len__(self) -> int:
+        return len(self.sinks)
 
 
 def _worker_error(exc: BaseException) -> str | None:
@@ -77,12 +111,14 @@ def _worker_error(exc: BaseException) -> str | None:
     return None
 
 
-def _failure(exc: BaseException, what: str, python: str) -> BackfillError:
+def failure(exc: BaseException, what: str, python: str) -> BackfillError:
+    """A BackfillError saying what a failed Spark job was doing and why it failed."""
     line = _worker_error(exc)
     if line is None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return BackfillError(f"{what} failed on Spark: {first}")
-    msg = f"{what} failed on Spark: {line}"
+    own = re.match(r"(?:[\w.]*\.)?(?:BoltTaskError|SinkValueError): (.*)", line)
+    msg = own.group(1) if own else f"{what} failed on Spark: {line}"
     m = re.search(r"No module named '([^']+)'", line)
     if m:
         mod = m.group(1)
@@ -95,58 +131,72 @@ def _failure(exc: BaseException, what: str, python: str) -> BackfillError:
     return BackfillError(msg)
 
 
-def _needs_plain(df: Any) -> bool:
-    return any("struct<" in f.dataType.simpleString() for f in df.schema.fields)
-
-
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class _SkipCorrupt:
-    """Rows -> value rows, dropping (and counting) those Spark could not parse."""
-
-    def __init__(self, stats: Any, key: str) -> None:
-        self.stats, self.key = stats, key
-
-    def __call__(self, rows: Any) -> Any:
-        bad = 0
-        for row in rows:
-            if row[-1] is not None:
-                bad += 1
-                continue
-            yield row[:-1]
-        if bad:
-            self.stats.add({"__inputs__": {self.key: bad}})
+def _needs_plain(df: Any) -> bool:
+    return any(k in f.dataType.simpleString() for f in df.schema.fields for k in ("struct<", "binary"))
 
 
-def _input_rdd(key: str, df: Any, spout: str, stream: str, fields: Sequence[str], stats: Any) -> tuple[Any, bool]:
+class ForTasks:
+    """Filter: records aimed at one of ``tasks``."""
+
+    def __init__(self, tasks: frozenset[int]) -> None:
+        self.tasks = tasks
+
+    def __call__(self, item: tuple) -> bool:
+        return item[0] in self.tasks
+
+
+class TaskPartition:
+    """Partitioner: head task id -> the Spark partition that runs it."""
+
+    def __init__(self, where: dict[int, int]) -> None:
+        self.where = where
+
+    def __call__(self, task: int) -> int:
+        return self.where[task]
+
+
+def _frame_input(key: str, df: Any, spout: str, stream: str, fields: Sequence[str]) -> tuple[Any, bool]:
     from pyspark.sql import functions as F
 
     if not hasattr(df, "columns") or not hasattr(df, "rdd"):
-        raise BackfillError(f"input {key!r} must be a Spark DataFrame, got {type(df).__name__}")
+        raise BackfillError(f"input {key!r} must be a Spark DataFrame or a squall.spark.FileInput, "
+                            f"got {type(df).__name__}")
     missing = [f for f in fields if f not in df.columns]
     if missing:
         raise BackfillError(
             f"input {key!r} has no column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}, "
             f"which spout {spout!r} declares on stream {stream!r} (declared fields: {list(fields)}; "
             f"the input's columns: {list(df.columns)})")
-    cols = [F.col(_quote(f)) for f in fields]
-    if CORRUPT_COLUMN in df.columns and CORRUPT_COLUMN not in fields:
-        sel = df.select(*cols, F.col(CORRUPT_COLUMN))
-        return sel.rdd.mapPartitions(_SkipCorrupt(stats, key)), _needs_plain(sel)
-    sel = df.select(*cols)
-    return sel.rdd, _needs_plain(sel)
+    sel = df.select(*[F.col(_quote(f)) for f in fields])
+    return sel, _needs_plain(sel)
+
+
+def _driver_host(sc: Any) -> str:
+    master = sc.master or ""
+    if master.startswith("local"):
+        return "127.0.0.1"
+    host = sc.getConf().get("spark.driver.host", None) or "127.0.0.1"
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
 
 
 def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequence[str] | None = None,
         conf: Mapping[str, Any] | None = None, ticks: bool = False, exclude: Sequence[str] = (),
-        name: str = "backfill", ship_code: bool = True) -> BackfillResult:
-    """Run ``topology`` on Spark over bounded inputs; returns the sinks' DataFrames.
+        name: str = "backfill", ship_code: bool = True,
+        progress: Callable[[_progress.Progress], None] | None = None,
+        progress_interval: float = 1.0) -> BackfillResult:
+    """Run ``topology`` on Spark over bounded inputs; returns the sinks.
 
-    inputs: ``{"spout" or "spout:stream": DataFrame}``; columns named as the spout's
-      declared fields (others are ignored; a column ``_corrupt_record``, as Spark's JSON
-      reader adds for lines it cannot parse, marks rows to skip and count).
+    inputs: ``{"spout" or "spout:stream": FileInput or DataFrame}``. A ``FileInput`` is
+      read in the Python workers by the live spout's rules (``squall.spark.inputs``); a
+      DataFrame's columns named as the spout's declared fields give the values (others
+      are ignored), as PySpark turns them into Python values.
     sinks: streams to return, ``"component"`` (its default stream) or ``"component:stream"``;
       None means every stream of a running bolt that no running bolt reads.
     conf: topology configuration over squall's defaults (as ``LocalCluster.submit`` takes).
@@ -154,6 +204,8 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
       its last input; without it such a bolt is an error.
     exclude: components not to run, with everything downstream of them.
     ship_code: add the topology's non-installed modules to the Spark workers' path.
+    progress: called about every ``progress_interval`` seconds while the run goes on, and
+      once at the end, with a ``squall.spark.progress.Progress``.
     """
     from pyspark import StorageLevel
 
@@ -168,116 +220,159 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
             if sub.grouping.custom is not None and type(sub.grouping.custom).__module__ == "__main__":
                 raise BackfillError(f"bolt {spec.id!r}: custom grouping {type(sub.grouping.custom).__name__} "
                                     "is defined in __main__; define it in a module to run it on Spark")
+    stage_inputs: dict[str, StageInput] = {}
+    frames: dict[str, Any] = {}
+    widths: dict[str, int | None] = {}
+    for key, (spout, stream) in plan.inputs.items():
+        fields = list(topology.stream_fields(spout, stream))
+        value = inputs[key]
+        if isinstance(value, FileInput):
+            stage_inputs[key] = StageInput(key, stream, prepare_file_input(key, value, fields,
+                                                                           _spout_instance(topology, spout)))
+            widths[key] = None
+        else:
+            sel, plain = _frame_input(key, value, spout, stream, fields)
+            frames[key] = sel
+            stage_inputs[key] = StageInput(key, stream, None, plain)
+            widths[key] = max(1, sel.rdd.getNumPartitions())
+    parallelism = max(1, sc.defaultParallelism)
+    stages = plan_stages(plan, widths, parallelism)
+    levels = stage_levels(stages)
+    layouts = [layout(level, parallelism, set(frames)) for level in levels]
     if ship_code:
         ship.ship_topology_code(sc, topology)
-    sink_fields: dict[str, dict[str, list[str]]] = {}
-    for comp, stream in plan.sinks.values():
-        sink_fields.setdefault(comp, {})[stream] = list(topology.stream_fields(comp, stream))
+    token = uuid.uuid4().hex
+    listener = None
+    if progress is not None:
+        try:
+            listener = _progress.Listener(_driver_host(sc), token)
+        except OSError as exc:
+            log.warning("no live progress from tasks", reason=str(exc))
+    address = _progress.Address(_driver_host(sc), listener.port, token, progress_interval) if listener else None
     worker_plan = WorkerPlan(topology_id, topology, system_topology(topology, full), full,
-                             plan.task_to_component, plan.component_to_tasks, plan.keep, plan.ticks,
+                             plan.task_to_component, plan.component_to_tasks, plan.ticks,
                              ship.by_value_blobs(topology) if ship_code else {}, frozenset(plan.order),
-                             sink_fields)
+                             plan.sinks, stages, layouts, stage_inputs, address)
     blob = sc.broadcast(pickle.dumps(worker_plan, protocol=5))
-    bc = PlanRef(uuid.uuid4().hex, blob)
+    ref = PlanRef(token, blob)
     stats = sc.accumulator({}, StatsParam())
     types = sc.accumulator({}, TypesParam())
-    outputs: dict[str, Any] = {}
+    outputs: dict[int, Any] = {}   # stage id -> the RDD of its level's records
+    level_of = {st.id: i for i, level in enumerate(levels) for st in level}
+    sink_levels = {level_of[sink_stage(stages, comp).id] for comp, _ in plan.sinks.values()}
+    last_reader: dict[int, int] = {}   # level -> the last level that reads its records
+    for i, level in enumerate(levels):
+        for st in level:
+            for u in st.upstream:
+                last_reader[level_of[u]] = max(last_reader.get(level_of[u], 0), i)
+    level_rdds: list[Any] = []
+    tracker = _progress.Tracker(progress, len(levels), len(plan.order), progress_interval, listener)
+    ok = False
     try:
-        for level in _levels(plan):
-            rdds = []
-            for comp in level:
-                if topology.components[comp].kind == SPOUT:
-                    rdd = _spout_rdd(plan, comp, inputs, bc, stats, types, sc)
-                else:
-                    rdd = _bolt_rdd(plan, comp, outputs, bc, stats, types, sc)
-                # A local checkpoint: computed once, kept by the executors, and never
-                # recomputed from its lineage (which would run bolts a second time).
-                # persist() first also keeps PySpark from fusing the next step's Python
-                # function into this one's, which would bypass the checkpoint.
-                rdd.setName(f"squall:{comp}")
-                rdd.persist(StorageLevel.MEMORY_AND_DISK)
-                rdd.localCheckpoint()
-                outputs[comp] = rdd
-                rdds.append(rdd)
+        for index, (level, lay) in enumerate(zip(levels, layouts)):
+            rdd = _level_rdd(sc, index, stages, lay, stage_inputs, frames, outputs, plan, ref, stats, types)
+            # A local checkpoint: computed once, kept by the executors, and never
+            # recomputed from its lineage (which would run bolts a second time).
+            # persist() first also keeps PySpark from fusing the next step's Python
+            # function into this one's, which would bypass the checkpoint.
+            rdd.setName(f"squall-level-{index}")
+            rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            rdd.localCheckpoint()
+            level_rdds.append(rdd)
             t0 = time.monotonic()
-            what = " ".join(f"{topology.components[c].kind} {c!r}" for c in level)
+            tracker.start_level(index)
+            before = _totals(stats.value)
+            what = "; ".join(_describe(plan, st) for st in level)
             try:
-                (rdds[0] if len(rdds) == 1 else sc.union(rdds)).count()
+                rdd.count()
             except Exception as exc:
-                raise _failure(exc, what if len(level) == 1 else f"one of {what}", python) from None
-            log.info("components done", components=level, seconds=round(time.monotonic() - t0, 3))
-        result = BackfillResult()
-        result.stats = dict(stats.value)
-        result.rows = {}
-        found = types.value
-        for sink, (comp, stream) in plan.sinks.items():
-            result[sink] = _sink_frame(spark, topology, sink, comp, stream, outputs[comp],
-                                       found.get((comp, stream)))
-            result.rows[sink] = int(result.stats.get(comp, {}).get("emitted", {}).get(stream, 0))
+                raise failure(exc, what if len(level) == 1 else f"one of {what}", python) from None
+            for st in level:
+                outputs[st.id] = rdd
+            # Records no later level reads and no sink needs can go now, not at the end.
+            for earlier, rdd_ in enumerate(level_rdds):
+                if earlier not in sink_levels and last_reader.get(earlier, earlier) == index:
+                    _unpersist(rdd_)
+            after = _totals(stats.value)
+            tracker.end_level(sum(len(st.components) for st in level), after[0] - before[0], after[1] - before[1])
+            log.debug("stage done", components=[c for st in level for c in st.components],
+                     seconds=round(time.monotonic() - t0, 3))
+        result = BackfillResult(spark, plan, stages, outputs, dict(stats.value), dict(types.value))
+        ok = True
     finally:
-        # Free every component's records except the sinks' (their DataFrames read them).
-        keep = {comp for comp, _ in plan.sinks.values()}
-        for comp, rdd in outputs.items():
-            if comp not in keep:
-                try:
-                    rdd.unpersist()
-                except Exception:  # the context may be gone already; nothing to free then
-                    pass
+        tracker.close(ok)
+        if listener is not None:
+            listener.close()
+        # Free every level's records except the sinks' (their DataFrames read them).
+        for i, rdd_ in enumerate(level_rdds):
+            if i not in sink_levels:
+                _unpersist(rdd_)
         try:
             blob.unpersist()
         except Exception:
             pass
-    result.sinks = dict(plan.sinks)
-    result.order = list(plan.order)
-    result.excluded = list(plan.excluded)
     result.seconds = time.monotonic() - started
     return result
 
 
-def _spout_rdd(plan: Plan, spout: str, inputs: Mapping[str, Any], bc: Any, stats: Any, types: Any,
-               sc: Any) -> Any:
+def _unpersist(rdd: Any) -> None:
+    try:
+        rdd.unpersist()
+    except Exception:  # the context may be gone already; nothing to free then
+        pass
+
+
+def _spout_instance(topology: Topology, spout: str) -> Any:
+    try:
+        return topology.components[spout].instantiate()
+    except Exception as exc:
+        raise BackfillError(f"spout {spout!r} cannot be loaded to read its input's rules: "
+                            f"{type(exc).__name__}: {exc}") from None
+
+
+def _totals(stats: Mapping[str, Any]) -> tuple[int, int]:
+    rows = sum(int(v.get("rows", 0)) for v in stats.get("__inputs__", {}).values())
+    executed = sum(int(v.get("executed", 0)) for k, v in stats.items() if k != "__inputs__" and isinstance(v, dict))
+    return rows, executed
+
+
+def _describe(plan: Plan, st: Stage) -> str:
+    return ", ".join(f"{plan.topology.components[c].kind} {c!r}" for c in st.components)
+
+
+def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage_inputs: Mapping[str, StageInput],
+               frames: Mapping[str, Any], outputs: Mapping[int, Any], plan: Plan, ref: PlanRef, stats: Any,
+               types: Any) -> Any:
+    """One RDD running a whole level: its file inputs packed into a few partitions, its
+    DataFrame inputs, and all its keyed stages behind one shuffle of their records."""
     parts = []
-    for key, (comp, stream) in plan.inputs.items():
-        if comp != spout:
-            continue
-        fields = plan.topology.stream_fields(spout, stream)
-        rdd, plain = _input_rdd(key, inputs[key], spout, stream, list(fields), stats)
-        fn = functools.partial(spout_partition, bc, spout, stream, stats, types,
-                               _schema.plain_row if plain else None)
-        parts.append(rdd.mapPartitionsWithIndex(fn))
+    base = 0   # numbers the level's Spark partitions for progress reports
+    if lay.inputs:
+        cuts = {sid: stage_inputs[stages[sid].input].source.cut(stages[sid].width)
+                for slots in lay.inputs for sid, _ in slots}
+        groups = [[(sid, vp, cuts[sid][vp]) for sid, vp in slots] for slots in lay.inputs]
+        parts.append(sc.parallelize(groups, len(groups)).mapPartitionsWithIndex(
+            functools.partial(run_inputs, ref, index, base, stats, types)))
+        base += len(groups)
+    if lay.keyed:
+        level = [stages[sid] for slots in lay.keyed for sid, _ in slots]
+        heads = {st.head: plan.component_to_tasks[st.head] for st in level}
+        where = lay.task_partition(stages, heads)
+        ups: list[Any] = []
+        for st in level:
+            for u in st.upstream:
+                if all(outputs[u] is not x for x in ups):
+                    ups.append(outputs[u])
+        n = len(lay.keyed)
+        records = (sc.union(ups) if len(ups) > 1 else ups[0]) if ups else sc.parallelize([], n)
+        shuffled = records.filter(ForTasks(frozenset(where))).partitionBy(n, TaskPartition(where))
+        parts.append(shuffled.mapPartitionsWithIndex(functools.partial(run_keyed, ref, index, base, stats, types)))
+        base += n
+    for sid in lay.frames:
+        st = stages[sid]
+        rdd = frames[st.input].rdd
+        k = rdd.getNumPartitions()
+        rdd = sc.parallelize([], st.width) if k == 0 else (rdd.coalesce(st.width) if k > st.width else rdd)
+        parts.append(rdd.mapPartitionsWithIndex(functools.partial(run_frame, ref, index, base, sid, stats, types)))
+        base += st.width
     return parts[0] if len(parts) == 1 else sc.union(parts)
-
-
-def _bolt_rdd(plan: Plan, bolt: str, outputs: Mapping[str, Any], bc: Any, stats: Any, types: Any,
-              sc: Any) -> Any:
-    tasks = plan.component_to_tasks[bolt]
-    lo, hi = tasks[0], tasks[-1]
-    parts = [outputs[up].flatMap(Fan(up, lo, hi)) for up in plan.upstream(bolt)]
-    pairs = parts[0] if len(parts) == 1 else (sc.union(parts) if parts else sc.emptyRDD())
-    keyed = pairs.partitionBy(len(tasks), TaskIndex(lo))
-    return keyed.mapPartitionsWithIndex(functools.partial(bolt_partition, bc, bolt, stats, types))
-
-
-def _levels(plan: Plan) -> list[list[str]]:
-    """Components grouped by depth (spouts 0, then 1 + their deepest upstream's): each
-    group runs as one Spark job once the groups above it are done."""
-    depth: dict[str, int] = {}
-    for comp in plan.order:
-        ups = plan.upstream(comp)
-        depth[comp] = 1 + max(depth[u] for u in ups) if ups else 0
-    levels: dict[int, list[str]] = {}
-    for comp in plan.order:
-        levels.setdefault(depth[comp], []).append(comp)
-    return [levels[d] for d in sorted(levels)]
-
-
-def _sink_frame(spark: Any, topology: Topology, sink: str, comp: str, stream: str, records: Any,
-                found: list | str | None) -> Any:
-    fields = list(topology.stream_fields(comp, stream))
-    if isinstance(found, str):
-        why = re.sub(r"field #(\d+)", lambda m: f"field {fields[int(m.group(1)) - 1]!r}", found)
-        raise BackfillError(f"sink {sink!r} cannot be written as columns: {why}")
-    types = [_schema.resolve(t) for t in (found or [_schema.NULL] * len(fields))]
-    values = records.flatMap(StreamValues(stream))
-    return spark.createDataFrame(values.map(_schema.RowConverter(types)),
-                                 schema=_schema.spark_schema(fields, types), verifySchema=False)

@@ -1,15 +1,15 @@
-"""Files in and out of a batch run: reading inputs, writing sinks, making a session."""
+"""Files in and out of a batch run: naming inputs, writing sinks, making a session."""
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from squall.spark.inputs import FileInput, list_files
 from squall.spark.plan import BackfillError
 
-INPUT_FORMATS = ("jsonl", "parquet", "csv", "text")
+INPUT_FORMATS = ("jsonl", "text", "parquet", "csv")
 OUTPUT_FORMATS = ("parquet", "jsonl")
 
 
@@ -17,31 +17,20 @@ def _local(path: str) -> bool:
     return "://" not in path and not path.startswith("file:")
 
 
-def read_input(spark: Any, key: str, path: str, fmt: str, fields: list[str]) -> Any:
-    """A DataFrame of ``path`` whose columns are meant to be ``fields``.
-
-    jsonl: one JSON object per line (unparsable lines are skipped and counted);
-    parquet; csv: with a header line, every column a string; text: each line is the value
-    of the spout stream's only field.
-    """
+def read_input(spark: Any, key: str, path: str, fmt: str) -> Any:
+    """What to run a spout stream over: a ``FileInput`` for ``jsonl``, ``text`` and
+    ``parquet`` (read by the Python workers with the live spouts' rules), a DataFrame
+    for ``csv`` (Spark's CSV reader, with a header line; every column a string)."""
     if fmt not in INPUT_FORMATS:
         raise BackfillError(f"input format {fmt!r} is not one of {', '.join(INPUT_FORMATS)}")
-    if _local(path) and not glob.glob(path):
-        raise BackfillError(f"input {key!r}: {path} does not exist")
+    if fmt != "csv":
+        spec = FileInput(path, fmt)
+        list_files(key, spec.paths)  # fails now, naming the input, if there is nothing to read
+        return spec
+    if _local(path):
+        list_files(key, [path])
     try:
-        if fmt == "jsonl":
-            return (spark.read.option("mode", "PERMISSIVE")
-                    .option("columnNameOfCorruptRecord", "_corrupt_record").json(path))
-        if fmt == "parquet":
-            return spark.read.parquet(path)
-        if fmt == "csv":
-            return spark.read.option("header", True).csv(path)
-        if len(fields) != 1:
-            raise BackfillError(f"input {key!r}: text input gives one column per line, but the spout "
-                                f"stream declares {len(fields)} fields {fields}")
-        return spark.read.text(path).withColumnRenamed("value", fields[0])
-    except BackfillError:
-        raise
+        return spark.read.option("header", True).csv(path)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackfillError(f"input {key!r}: cannot read {path} as {fmt}: {first}") from None
@@ -52,17 +41,39 @@ def sink_dir(output: str, sink: str) -> str:
     return os.path.join(output, sink.replace(":", ".").replace("/", "_"))
 
 
-def write_sinks(frames: Mapping[str, Any], output: str, fmt: str = "parquet",
-                overwrite: bool = False) -> dict[str, str]:
-    """Write each sink DataFrame under ``output``; returns sink -> directory."""
+def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool = False,
+                parallel: int = 4, sinks: list[str] | None = None) -> dict[str, str]:
+    """Write each sink (or those named) of a ``BackfillResult`` under ``output``; returns
+    sink -> directory.
+
+    parquet: typed columns (``squall.contrib.columns``); jsonl: one JSON object per row,
+    values as they are (``squall.spark.sinks``). Every sink's frame is made (and its
+    types checked) before any is written; up to ``parallel`` sinks are written at once
+    (each is a Spark job mostly spent waiting, and Spark runs jobs from several threads).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from squall.spark.engine import failure
+    from squall.spark.sinks import json_frame
+
     if fmt not in OUTPUT_FORMATS:
         raise BackfillError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
-    out = {}
-    for sink, df in frames.items():
-        path = sink_dir(output, sink)
-        writer = df.write.mode("overwrite" if overwrite else "errorifexists")
-        (writer.parquet if fmt == "parquet" else writer.json)(path)
-        out[sink] = path
+    mode = "overwrite" if overwrite else "errorifexists"
+    jobs = {}
+    for sink in (result if sinks is None else sinks):
+        if fmt == "parquet":
+            jobs[sink] = result[sink].write.mode(mode).parquet
+        else:
+            jobs[sink] = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink)).write.mode(mode).text
+    out = {sink: sink_dir(output, sink) for sink in jobs}
+    python = getattr(result._spark.sparkContext, "pythonExec", "python3")
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
+        futures = {sink: pool.submit(write, out[sink]) for sink, write in jobs.items()}
+        for sink, future in futures.items():
+            try:
+                future.result()
+            except Exception as exc:
+                raise failure(exc, f"writing sink {sink!r} to {out[sink]}", python) from None
     return out
 
 
@@ -94,5 +105,7 @@ def session(master: str = "local[*]", conf: Mapping[str, str] | None = None,
     for k, v in {"spark.ui.showConsoleProgress": "false", **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    # Spark's warnings here are about what squall does on purpose (unpersisting locally
+    # checkpointed levels, say); its errors still show.
+    spark.sparkContext.setLogLevel("ERROR")
     return spark, True

@@ -139,11 +139,16 @@ ROW_FIELDS = ["id", "name", "score", "flag", "tags"]
 
 
 class Echo(BasicBolt):
+    """Emits every input's values unchanged, as ``fields``."""
+
+    def __init__(self, fields=ROW_FIELDS):
+        self.fields = list(fields)
+
     def execute(self, tup):
         self.collector.emit(list(tup.values))
 
     def declare_output_fields(self, declarer):
-        declarer.declare(ROW_FIELDS)
+        declarer.declare(self.fields)
 
 
 class Recorder(BasicBolt):
@@ -176,3 +181,88 @@ def sink_roundtrip():
 
 def topology():
     return groupings()
+
+
+# -- sink types and Parquet inputs ----------------------------------------------------------
+TYPED_FIELDS = ["i", "f", "s", "b", "raw", "arr", "map", "naive", "aware", "dec", "day", "nothing"]
+
+
+def typed_values(n: int) -> list:
+    import datetime as dt
+    import decimal
+
+    return [n, n + 0.5, f"s{n}é", n % 2 == 0, bytes([n % 256, 0]), [n, None], {"k": n},
+            dt.datetime(2020, 1, 1, 0, 0, n % 60, 123456), dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+            + dt.timedelta(seconds=n), decimal.Decimal(n) / 4, dt.date(2020, 1, 1 + n % 28), None]
+
+
+class Typed(BasicBolt):
+    """Emits a value of every column type, made from the input's n."""
+
+    def execute(self, tup):
+        self.collector.emit(typed_values(tup["n"]))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(TYPED_FIELDS)
+
+
+class Mixed(BasicBolt):
+    """Emits an int for odd n and a float for even n in one field."""
+
+    def execute(self, tup):
+        n = tup["n"]
+        self.collector.emit([tup["key"], n if n % 2 else n + 0.5])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key", "v"])
+
+
+class Slow(BasicBolt):
+    def execute(self, tup):
+        import time
+
+        time.sleep(0.0001)
+        self.collector.emit([tup["key"]])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key"])
+
+
+def typed():
+    b = TopologyBuilder()
+    b.set_spout("keys", JsonLinesSpout(KEY_FIELDS, path="unused-in-batch.jsonl"))
+    b.set_bolt("typed", Typed(), 2).shuffle("keys")
+    b.set_bolt("mixed", Mixed(), 2).shuffle("keys")
+    b.set_bolt("slow", Slow(), 2).shuffle("keys")
+    return b.build()
+
+
+PARQUET_FIELDS = ["id", "f", "s", "b", "tags", "st", "m", "ts", "naive", "d", "day"]
+
+
+class Pickles(BasicBolt):
+    """Appends every input's values, pickled, to <batchtest.pickles>/task-<id>.bin."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        os.makedirs(conf["batchtest.pickles"], exist_ok=True)
+        self.fh = open(os.path.join(conf["batchtest.pickles"], f"task-{context.this_task_id}.bin"), "ab")
+
+    def execute(self, tup):
+        import pickle
+
+        pickle.dump(list(tup.values), self.fh)
+        self.fh.flush()
+
+    def cleanup(self):
+        self.fh.close()
+
+
+def parquet_echo():
+    from squall.contrib.parquet_spout import ParquetSpout
+
+    b = TopologyBuilder()
+    b.set_spout("rows", ParquetSpout(PARQUET_FIELDS, conf_key="batchtest.parquet"), 2)
+    b.set_bolt("echo", Echo(PARQUET_FIELDS), 2).shuffle("rows")
+    b.set_bolt("pickles", Pickles()).shuffle("echo")
+    return b.build()
