@@ -25,8 +25,7 @@ FILE_NAME = "credentials.json"
 FORMAT_VERSION = 1
 MAX_FILE_BYTES = 64 * 1024
 # Keys a worker (and the user code in it) must never see.
-DAEMON_SECRET_KEYS = ("zookeeper.auth.user", "zookeeper.auth.password", "supervisor.logviewer.secret",
-                      "squall.token")
+DAEMON_SECRET_KEYS = ("zookeeper.auth.user", "zookeeper.auth.password", "squall.token")
 
 
 def without_daemon_secrets(conf: Mapping[str, Any]) -> dict[str, Any]:

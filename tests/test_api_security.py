@@ -25,12 +25,13 @@ import structlog
 import structlog.testing
 import yaml
 
-from squall.daemons.nimbus.api import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
+from squall.daemons.nimbus.guard import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
 from squall.daemons.nimbus.auth import (
     ACTIONS,
     CONTROL,
     FETCH_CODE,
     READ,
+    READ_LOGS,
     SUBMIT,
     TokenFile,
     TokenFileError,
@@ -73,9 +74,9 @@ def test_authorize_matrix():
     expected = {
         # role: actions allowed on another user's topology, on the user's own, and with no topology
         "admin": (set(ACTIONS), set(ACTIONS), set(ACTIONS)),
-        "user": ({SUBMIT}, {READ, CONTROL, FETCH_CODE, SUBMIT}, {READ, SUBMIT}),
-        "viewer": ({READ}, {READ}, {READ}),
-        "supervisor": ({FETCH_CODE}, {FETCH_CODE}, {FETCH_CODE}),
+        "user": ({SUBMIT}, {READ, READ_LOGS, CONTROL, FETCH_CODE, SUBMIT}, {READ, SUBMIT}),
+        "viewer": ({READ, READ_LOGS}, {READ, READ_LOGS}, {READ, READ_LOGS}),
+        "supervisor": ({FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}),
     }
     for role, (others, own, none) in expected.items():
         for action in ACTIONS:

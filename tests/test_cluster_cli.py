@@ -9,9 +9,11 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,11 +243,18 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             slot_ports.update(sup_conf["supervisor.slots.ports"])
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
         # The banner names nimbus's and each supervisor's /metrics; each supervisor runs one worker.
-        urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", "".join(lines))
+        # They take the client's token and CA, and refuse a caller without the token.
+        urls = re.findall(r"https://127\.0\.0\.1:\d+/metrics", "".join(lines))
         assert len(urls) == 3, "".join(lines)
+        client = yaml.safe_load(conf.read_text())
+        ctx = ssl.create_default_context(cafile=client["nimbus.tls.ca.file"])
         for url in urls[1:]:
-            with urllib.request.urlopen(url, timeout=5) as reply:
+            req = urllib.request.Request(url, headers={"Authorization": f"Bearer {client['squall.token']}"})
+            with urllib.request.urlopen(req, timeout=5, context=ctx) as reply:
                 assert "\nsquall_supervisor_workers 1.0\n" in reply.read().decode()
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(url, timeout=5, context=ctx)
+            assert err.value.code == 401
         # Secure by default: ZooKeeper closed to a client without the daemons' credential,
         # which only the daemons' (0600) configs hold, and the workers talk CURVE.
         client_conf = yaml.safe_load(conf.read_text())

@@ -5,6 +5,7 @@ supervisor host, whose endpoint carries its workers' series.
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -32,13 +33,16 @@ def test_prometheus_scrapes_executed_rate_per_component(start_cluster, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     jobs = {"squall-nimbus": [f"127.0.0.1:{cluster.common['nimbus.port']}"],
             "squall-supervisors": [f"127.0.0.1:{cluster.metrics_port(i)}" for i in range(2)]}
-    # Nimbus's /metrics is a read of its API: TLS and a bearer token, as in a secured cluster.
+    # /metrics is a read of the API on nimbus and supervisors alike: TLS and a bearer token
+    # (a viewer's), as in a secured cluster.
+    token = cluster.credentials.add_user("prometheus", "viewer")  # nimbus re-reads its token file
     token_file = tmp_path / "prometheus-token"
-    token_file.write_text(cluster.credentials.admin_token)
+    token_file.write_text(token)
     token_file.chmod(0o600)
-    nimbus_job = {"scheme": "https", "tls_config": {"ca_file": str(cluster.credentials.ca_file)},
-                  "authorization": {"type": "Bearer", "credentials_file": str(token_file)}}
-    with PrometheusServer(tmp_path / "prometheus", jobs, interval=1.0, options={"squall-nimbus": nimbus_job}) as prom:
+    secured = {"scheme": "https", "tls_config": {"ca_file": str(cluster.credentials.ca_file)},
+               "authorization": {"type": "Bearer", "credentials_file": str(token_file)}}
+    options = {"squall-nimbus": secured, "squall-supervisors": secured}
+    with PrometheusServer(tmp_path / "prometheus", jobs, interval=1.0, options=options) as prom:
         rates: dict[str, float] = {}
 
         def counting() -> bool:
@@ -68,11 +72,24 @@ def test_prometheus_scrapes_executed_rate_per_component(start_cluster, tmp_path)
             {"query": RATE, "result": prom.query(RATE)}, indent=2))
         print(f"\n{RATE}\n" + json.dumps(prom.query(RATE), indent=2))
 
-    # The same endpoint answers plain HTTP: 404 off /metrics, text format on it.
-    port = cluster.metrics_port(0)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        assert reply.headers["Content-Type"].startswith("text/plain")
-        assert b"squall_supervisor_slots_free" in reply.read()
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=5)
-    assert err.value.code == 404
+    # A supervisor's endpoint without a token, with a revoked one, or in plain HTTP: refused,
+    # and counted in its own series.
+    url = f"https://127.0.0.1:{cluster.metrics_port(0)}/metrics"
+    ctx = ssl.create_default_context(cafile=str(cluster.credentials.ca_file))
+
+    def scrape() -> str:
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as reply:
+            assert reply.headers["Content-Type"].startswith("text/plain")
+            return reply.read().decode()
+
+    assert "squall_supervisor_slots_free" in scrape()
+    for headers in ({}, {"Authorization": f"Bearer {token}x"}):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5, context=ctx)
+        assert err.value.code == 401
+    with pytest.raises(OSError):  # cheroot answers 400 or cuts the connection
+        urllib.request.urlopen(url.replace("https", "http"), timeout=5)
+    refused = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in scrape().splitlines()
+               if line.startswith("squall_supervisor_http_refused_total{")}
+    assert refused["unauthenticated"] >= 2 and refused["connection"] >= 1, refused

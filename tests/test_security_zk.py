@@ -20,12 +20,14 @@ from squall.daemons.credentials import (
     write_credentials,
 )
 from squall.daemons.insecure import insecure_settings
+from squall.daemons.nimbus.auth import token_hash
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import (
     Assignment,
     ClusterState,
     ClusterStateError,
     ErrorInfo,
+    PublishedTokens,
     TopologyInfo,
     WorkerBeat,
 )
@@ -143,6 +145,7 @@ def daemons(cluster_conf):
             state.set_topology_secrets(tid, secrets[tid])
             state.set_topology(TopologyInfo(tid, tid, "active", 1, {"c": 1}, "d", time.time()))
             state.set_assignment(Assignment(tid, {(1, 1): ("n1", 6700)}, {"n1": "127.0.0.1"}, {(1, 1): 1.0}, "d"))
+        state.set_api_tokens(PublishedTokens(True, ((token_hash("a-token-for-the-admin"), "root", "admin"),)))
         yield state, secrets
     finally:
         state.close()
@@ -186,6 +189,8 @@ def test_client_without_credentials_can_do_nothing_under_the_root(daemons, zk_se
             lambda: anon.delete(f"{zk_root}/assignments/ta"),
             lambda: anon.delete(f"{zk_root}/topologies/tb"),
             lambda: anon.set_acls(f"{zk_root}/assignments/ta", list(OPEN_ACL_UNSAFE)),
+            lambda: anon.get(f"{zk_root}/tokens"),
+            lambda: anon.set(f"{zk_root}/tokens", b'{"v": 1, "enabled": false, "tokens": []}'),
         ]
         for i, attempt in enumerate(attempts):
             with pytest.raises(NoAuthError):
@@ -229,6 +234,9 @@ def test_worker_credential_reaches_only_its_own_topology(daemons, cluster_conf, 
             lambda: worker.topology_secrets("tb"),
             lambda: worker.supervisors(),
             lambda: worker.assignments(),
+            # Turning the supervisors' endpoints open, or planting a token of its own.
+            lambda: worker.set_api_tokens(PublishedTokens(False)),
+            lambda: worker.set_api_tokens(PublishedTokens(True, ((token_hash("planted-token-xyz"), "x", "admin"),))),
         ]
         for i, attempt in enumerate(refused):
             with pytest.raises(ClusterStateError, match="not authorized"):
@@ -243,6 +251,8 @@ def test_worker_credential_reaches_only_its_own_topology(daemons, cluster_conf, 
                 raw.set_acls(f"{zk_root}/workerbeats/ta", list(OPEN_ACL_UNSAFE))
             with pytest.raises(NoAuthError):
                 raw.create(f"{zk_root}/workerbeats/tb/n9-1", b"{}")
+            with pytest.raises(NoAuthError):
+                raw.get(f"{zk_root}/tokens")
         finally:
             raw.stop()
             raw.close()

@@ -32,7 +32,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from squall.daemons.nimbus.secrets import new_topology_secrets
-from squall.daemons.state import Assignment, ClusterState
+from squall.daemons.nimbus.auth import token_hash
+from squall.daemons.state import Assignment, ClusterState, PublishedTokens
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
 
@@ -160,6 +161,9 @@ class BundleServer:
         self.thread.join(5)
 
 
+METRICS_TOKEN = "prometheus-token-0123456789"
+
+
 class Node:
     """One supervisor process (restartable) on its own local dir, and what it leaves on disk."""
 
@@ -214,8 +218,9 @@ class Node:
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Its /metrics, parsed: (sample name, sorted labels) -> value."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as reply:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                     headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        with urllib.request.urlopen(req, timeout=5) as reply:
             text = reply.read().decode()
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in text_string_to_metric_families(text) for s in family.samples}
@@ -312,6 +317,8 @@ def server() -> Iterator[BundleServer]:
 @pytest.fixture
 def zk(cluster_conf: dict[str, Any]) -> Iterator[ClusterState]:
     state = ClusterState(cluster_conf).start()
+    # What a leading nimbus publishes: the supervisor's /metrics takes this viewer's token.
+    state.set_api_tokens(PublishedTokens(True, ((token_hash(METRICS_TOKEN), "prometheus", "viewer"),)))
     try:
         yield state
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -333,20 +334,37 @@ def test_squall_logs_rotation_follow_and_logviewer_auth(cluster):
         follow.terminate()
         follow.wait(10)
 
-    # The logviewer itself: the secret is required, and only known workers' logs are served.
-    sup = next(s for s in cluster.client.cluster()["supervisors"] if s["logviewer_port"])
-    url = f"http://127.0.0.1:{sup['logviewer_port']}/logs"
-    secret = cluster.common["supervisor.logviewer.secret"]
-    for path, token, code in [(f"/{st['id']}/{sup['ports'][0]}", None, 401),
-                              (f"/{st['id']}/{sup['ports'][0]}", "wrong-" + secret, 401),
-                              ("/..%2F..%2Fsupervisor-conf.yaml/1", secret, 404),
-                              (f"/{st['id']}/1", secret, 404)]:
-        req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"} if token else {})
-        with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.urlopen(req, timeout=10)
-        assert err.value.code == code, (path, err.value.code)
-    # User code runs in the workers: their copy of the config does not carry the secret.
+    # The logviewer itself takes the API's tokens (as published by nimbus) over TLS, and
+    # serves only known workers' logs.
+    placed = square["executors"][-1]
+    sup = next(s for s in cluster.client.cluster()["supervisors"] if s["id"] == placed["node"])
+    url = f"https://127.0.0.1:{sup['logviewer_port']}/logs"
+    ctx = ssl.create_default_context(cafile=str(cluster.credentials.ca_file))
+    admin = cluster.credentials.admin_token
+    other = cluster.credentials.add_user("mallory", "user")
+    worker = f"/{st['id']}/{placed['port']}"
+    cluster.wait_for(lambda: _log_status(url + worker, other, ctx) == 403, 20, "mallory's token known and refused")
+    for path, token, code in [(worker, None, 401), (worker, "wrong-" + admin, 401), (worker, admin, 200),
+                              ("/..%2F..%2Fsupervisor-conf.yaml/1", admin, 404), (f"/{st['id']}/1", admin, 404)]:
+        assert _log_status(url + path, token, ctx) == code, (path, code)
+    # Revoked on nimbus (its token file), refused by the supervisor within seconds.
+    res = cluster.cli("token", "remove", "--file", str(cluster.credentials.tokens_file), "--user", "mallory")
+    assert res.returncode == 0, res.stderr
+    cluster.wait_for(lambda: _log_status(url + worker, other, ctx) == 401, 20, "mallory's token revoked")
+    with pytest.raises(OSError):  # plain HTTP to the TLS port: a 400 or a cut connection
+        urllib.request.urlopen(url.replace("https", "http") + worker, timeout=10)
+    # User code runs in the workers: their copy of the config carries no token.
     for i in range(cluster.n_supervisors):
-        assert secret not in (cluster.supervisor_dir(i) / "supervisor-conf.yaml").read_text()
+        conf_text = (cluster.supervisor_dir(i) / "supervisor-conf.yaml").read_text()
+        assert cluster.credentials.supervisor_token not in conf_text and admin not in conf_text
     res = cluster.cli("kill", name, "--wait", "0")
     assert res.returncode == 0, res.stderr
+
+
+def _log_status(url: str, token: str | None, ctx: ssl.SSLContext) -> int:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from squall.cli.logs import LogSlot, log_slots
+from squall.daemons.nimbus.auth import PublishedTokenSource, token_hash
+from squall.daemons.nimbus.guard import Guard
+from squall.daemons.state import PublishedTokens
 from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.log_reader import read_from, tail
 from squall.rotating_log import RotatingLogFile
-
-SECRET = "s3cret-s3cret-s3cret"
-
 
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
@@ -106,13 +106,24 @@ def test_read_from_follows_and_notices_rotation(tmp_path):
     assert read_from(tmp_path / "missing.log", 0, 1000).text == ""
 
 
-def call(app, path: str, token: str | None = SECRET, method: str = "GET", query: str = "") -> tuple[int, dict]:
+def call(app, path: str, token: str | None = "admin-token-0123456789", method: str = "GET",
+         query: str = "") -> tuple[int, dict]:
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "wsgi.input": io.BytesIO()}
     if token is not None:
         environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
     seen = {}
     body = b"".join(app(environ, lambda status, headers: seen.update(status=int(status.split()[0]))))
     return seen["status"], json.loads(body)
+
+
+# token -> (user, role); alice owns topo-1
+TOKENS = {"admin-token-0123456789": ("root", "admin"), "alice-token-0123456789": ("alice", "user"),
+          "bob-token-0123456789ab": ("bob", "user"), "viewer-token-012345678": ("vera", "viewer"),
+          "nimbus-token-012345678": ("supervisors", "supervisor")}
+
+
+def published(enabled: bool = True) -> PublishedTokens:
+    return PublishedTokens(enabled, tuple((token_hash(t), u, r) for t, (u, r) in TOKENS.items()))
 
 
 @pytest.fixture
@@ -122,19 +133,25 @@ def viewer(tmp_path):
     write_lines(log, 0, 500)
     (tmp_path / "secret.txt").write_text("not for you\n")
     known = {("topo-1", 6700): ("w1", log)}
-    return logviewer.make_app(lambda t, p: known.get((t, p)), SECRET, backups=2, max_bytes=400)
+    source = PublishedTokenSource()
+    guard = Guard(source)
+    app = logviewer.make_app(lambda t, p: known.get((t, p)), {"topo-1": "alice"}.get, guard,
+                             backups=2, max_bytes=400)
+    app.source, app.guard = source, guard
+    return app
 
 
 def test_logviewer_serves_known_workers_only_with_the_token(viewer):
+    viewer.source.update(published())
     code, body = call(viewer, "/logs/topo-1/6700", query="lines=3")
     assert code == 200 and body["text"] == "entry 497\nentry 498\nentry 499\n" and body["worker_id"] == "w1"
     code, more = call(viewer, "/logs/topo-1/6700", query=f"offset={body['next_offset']}&inode={body['inode']}")
     assert code == 200 and more["text"] == ""
     code, big = call(viewer, "/logs/topo-1/6700", query="lines=100000")
     assert code == 200 and len(big["text"]) <= 400 and big["truncated"]
-    for token in (None, "", "wrong", SECRET + "x", SECRET[:-1]):
+    for token in (None, "", "wrong", "admin-token-0123456789x", "admin-token-012345678"):
         assert call(viewer, "/logs/topo-1/6700", token=token)[0] == 401
-    assert call(viewer, "/logs/topo-1/6700", token=None)[1] == {"error": "missing or wrong bearer token"}
+    assert "Bearer" in call(viewer, "/logs/topo-1/6700", token=None)[1]["error"]
     for path in ("/logs/topo-1/6701", "/logs/topo-2/6700", "/logs/../secret.txt/1", "/logs/topo-1/../../secret.txt",
                  "/logs/topo-1", "/etc/passwd"):
         code, body = call(viewer, path)
@@ -143,13 +160,43 @@ def test_logviewer_serves_known_workers_only_with_the_token(viewer):
     assert call(viewer, "/logs/topo-1/6700", query="lines=-5")[0] == 400
     assert call(viewer, "/logs/topo-1/6700", query="offset=abc")[0] == 400
     assert call(viewer, "/logs/topo-1/6700", method="POST")[0] == 405
+    assert viewer.guard.counts()["unauthenticated"] == 6
 
 
-def test_logviewer_secret_must_be_long_enough():
-    assert logviewer.check_secret(None) is None
-    assert logviewer.check_secret(SECRET) == SECRET
-    with pytest.raises(ValueError, match="at least 16"):
-        logviewer.check_secret("short")
+def test_logviewer_roles_follow_the_published_tokens(viewer):
+    def status(token: str, topology: str = "topo-1") -> int:
+        return call(viewer, f"/logs/{topology}/6700", token=token, query="lines=1")[0]
+
+    # Nothing published yet: every caller is refused, the admin too.
+    assert {status(t) for t in TOKENS} == {401}
+    viewer.source.update(published())
+    assert {t: status(t) for t in TOKENS} == {
+        "admin-token-0123456789": 200, "alice-token-0123456789": 200, "bob-token-0123456789ab": 403,
+        "viewer-token-012345678": 200, "nimbus-token-012345678": 200}
+    # A user learns nothing of a topology it does not own, existing or not.
+    assert status("alice-token-0123456789", "topo-2") == 403
+    assert status("admin-token-0123456789", "topo-2") == 404
+    # A node deleted or malformed keeps the last table: bad data never opens the door.
+    assert viewer.source.update(None) == "kept"
+    assert status("bob-token-0123456789ab") == 403 and call(viewer, "/logs/topo-1/6700", token=None)[0] == 401
+    # Revocation: the next table without alice's token refuses her.
+    viewer.source.update(PublishedTokens(True, tuple(e for e in published().entries if e[1] != "alice")))
+    assert status("alice-token-0123456789") == 401 and status("admin-token-0123456789") == 200
+    # Nimbus with API authentication off publishes "off": the logviewer is open as well.
+    assert viewer.source.update(published(enabled=False)) == "off"
+    assert call(viewer, "/logs/topo-1/6700", token=None, query="lines=1")[0] == 200
+
+
+def test_published_tokens_are_checked_before_use():
+    good = published().to_dict()
+    assert PublishedTokens.from_dict(good) == published()
+    for bad in ({"enabled": True}, {"enabled": "yes", "tokens": []}, {"enabled": True, "tokens": [["x", "u", "r"]]},
+                {"enabled": True, "tokens": [[token_hash("t" * 20), "", "admin"]]},
+                {"enabled": True, "tokens": [[token_hash("t" * 20).upper(), "u", "admin"]]},
+                {"enabled": True, "tokens": [[token_hash("t" * 20), "u"]]},
+                {"enabled": True, "tokens": {"a": 1}}):
+        with pytest.raises(ValueError):
+            PublishedTokens.from_dict(bad)
 
 
 STATUS = {"name": "t", "components": [

@@ -63,12 +63,13 @@ def client_context(ca_file: str) -> ssl.SSLContext:
     return ctx
 
 
-def server_tls_files(conf: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(certificate, key) when nimbus serves TLS; None when neither is set. Setting only one
-    is an error: a half-configured nimbus must not fall back to clear text."""
-    cert, key = conf.get("nimbus.tls.cert.file"), conf.get("nimbus.tls.key.file")
+def server_tls_files(conf: Mapping[str, Any], daemon: str = "nimbus") -> tuple[str, str] | None:
+    """(certificate, key) when ``daemon`` (nimbus or supervisor) serves TLS; None when neither
+    ``DAEMON.tls.cert.file`` nor ``DAEMON.tls.key.file`` is set. Setting only one is an error:
+    a half-configured server must not fall back to clear text."""
+    cert, key = conf.get(f"{daemon}.tls.cert.file"), conf.get(f"{daemon}.tls.key.file")
     if not cert and not key:
         return None
     if not cert or not key:
-        raise AccessError("nimbus.tls.cert.file and nimbus.tls.key.file must be set together")
+        raise AccessError(f"{daemon}.tls.cert.file and {daemon}.tls.key.file must be set together")
     return str(cert), str(key)

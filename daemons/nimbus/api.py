@@ -28,46 +28,24 @@ their stack and answered with 500.
 from __future__ import annotations
 
 import json
-import logging
 import re
-import threading
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
 
 from squall.daemons.nimbus import web
-from squall.daemons.nimbus.auth import (
-    ANONYMOUS_ADMIN,
-    CONTROL,
-    FETCH_CODE,
-    READ,
-    SUBMIT,
-    Principal,
-    TokenFile,
-    authorize,
-)
+from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, SUBMIT, Principal, authorize
+from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal, status_line
 from squall.daemons.state import ClusterStateError
-from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
 
 log = structlog.get_logger("squall.nimbus.api")
 
 API = "/api/v1"
 MAX_JSON_BODY = 1 << 20
-REFUSAL_LOG_WINDOW_SECS = 10.0
-REFUSAL_LOGS_PER_WINDOW = 20
 
 StartResponse = Callable[..., Any]
-
-
-class ApiError(Exception):
-    """An answer other than 200: ``status`` and a message, plus extra JSON fields."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.extra = extra
 
 
 class NimbusService(Protocol):
@@ -87,26 +65,10 @@ class NimbusService(Protocol):
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
-            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
-
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
 _ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|bundle)$")
 _READ = re.compile(r"^/topologies/([^/]+)/(conf|errors)$")
 _LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
-
-
-def _status_line(code: int) -> str:
-    return f"{code} {_REASONS.get(code, 'Error')}"
-
-
-def _json_response(start_response: StartResponse, code: int, body: Any,
-                   headers: Iterable[tuple[str, str]] = ()) -> list[bytes]:
-    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-    start_response(_status_line(code), [("Content-Type", "application/json"),
-                                        ("Content-Length", str(len(data))), *headers])
-    return [data]
 
 
 def _content_length(environ: dict[str, Any]) -> int | None:
@@ -159,73 +121,6 @@ def _query_int(environ: dict[str, Any], key: str, low: int, high: int) -> int | 
     return int(values[0])
 
 
-class Guard:
-    """Authentication of API requests: the token table (None when security is off) and
-    counters of refusals by status."""
-
-    def __init__(self, tokens: TokenFile | None, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.tokens = tokens
-        self.refused = {401: 0, 403: 0, "connection": 0}
-        self._lock = threading.Lock()
-        self._window = Every(REFUSAL_LOG_WINDOW_SECS, clock)
-        self._logged = 0  # refusals logged in the current window
-        self._quiet = 0   # refusals counted but not logged in it
-
-    def log_refusal(self, **fields: Any) -> None:
-        """Log a refusal, at most REFUSAL_LOGS_PER_WINDOW per window: a flood of bad requests
-        must not become a flood of log lines (the counters keep every one)."""
-        with self._lock:
-            if self._window.due():
-                quiet, self._logged, self._quiet = self._quiet, 0, 0
-                if quiet:
-                    log.warning("requests refused without a log line", count=quiet,
-                                window_secs=REFUSAL_LOG_WINDOW_SECS)
-            if self._logged >= REFUSAL_LOGS_PER_WINDOW:
-                self._quiet += 1
-                return
-            self._logged += 1
-        log.warning("request refused", **fields)
-
-    def principal(self, environ: dict[str, Any]) -> Principal:
-        """Who sent the request; ApiError 401 without a valid bearer token."""
-        if self.tokens is None:
-            return ANONYMOUS_ADMIN
-        header = environ.get("HTTP_AUTHORIZATION") or ""
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise self.refuse(401, "authentication required: send Authorization: Bearer <token> "
-                                   "(squall.token or SQUALL_TOKEN)")
-        principal = self.tokens.table().lookup(token.strip())
-        if principal is None:
-            raise self.refuse(401, "unknown or revoked token")
-        return principal
-
-    def check(self, principal: Principal, action: str, owner: str | None, what: str) -> None:
-        """ApiError 403 unless ``principal`` may do ``action``."""
-        if not authorize(principal.role, principal.user, action, owner):
-            raise self.refuse(403, f"user {principal.user!r} (role {principal.role}) may not {action} {what}")
-
-    def refuse(self, status: int, message: str) -> ApiError:
-        with self._lock:
-            self.refused[status] += 1
-        return ApiError(status, message)
-
-    def counts(self) -> dict[str, int]:
-        with self._lock:
-            return {"unauthenticated": self.refused[401], "forbidden": self.refused[403],
-                    "connection": self.refused["connection"]}
-
-    def server_error(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
-        """cheroot's error log: a failed TLS handshake or plain HTTP on the TLS port is a
-        refused connection (counted, logged within the bound); anything else an error."""
-        if traceback or level >= logging.ERROR:
-            log.error("HTTP server error", error=msg, exc_info=traceback)
-            return
-        with self._lock:
-            self.refused["connection"] += 1
-        self.log_refusal(status="connection", error=msg)
-
-
 Handler = Callable[[], list[bytes]]
 
 
@@ -242,7 +137,7 @@ def make_app(nimbus: NimbusService, guard: Guard,
               who: Principal) -> tuple[str, str | None, Handler]:
         """(action, topology named by the request or None, what answers it); 404/405 otherwise."""
         def reply(body: Any) -> list[bytes]:
-            return _json_response(start_response, 200, body)
+            return json_response(start_response, 200, body)
 
         if path == "/topologies":
             if method == "GET":
@@ -291,7 +186,7 @@ def make_app(nimbus: NimbusService, guard: Guard,
 
             def bundle() -> list[bytes]:
                 data, digest = nimbus.bundle(name)
-                start_response(_status_line(200), [
+                start_response(status_line(200), [
                     ("Content-Type", "application/gzip"), ("Content-Length", str(len(data))),
                     ("X-Squall-Digest", digest)])
                 return [data]
@@ -333,22 +228,19 @@ def make_app(nimbus: NimbusService, guard: Guard,
             guard.check(who, action, owner, f"topology {target!r}" if target else f"{method} {API}{path}")
             return handler()
         except ApiError as exc:
-            headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
-            if exc.status == 401:
-                headers.append(("WWW-Authenticate", 'Bearer realm="squall"'))
             if exc.status in (401, 403):
-                guard.log_refusal(method=method, path=raw_path, status=exc.status, error=str(exc),
-                                  remote=environ.get("REMOTE_ADDR"))
-            elif exc.status >= 500:
+                return refusal(guard, exc, environ, start_response)
+            headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
+            if exc.status >= 500:
                 log.warning("request failed", method=method, path=raw_path, status=exc.status,
                             error=str(exc))
-            return _json_response(start_response, exc.status, {"error": str(exc), **exc.extra}, headers)
+            return json_response(start_response, exc.status, {"error": str(exc), **exc.extra}, headers)
         except ClusterStateError as exc:
             log.warning("ZooKeeper unavailable", method=method, path=raw_path, error=str(exc))
-            return _json_response(start_response, 503, {"error": f"ZooKeeper unavailable: {exc}"})
+            return json_response(start_response, 503, {"error": f"ZooKeeper unavailable: {exc}"})
         except Exception as exc:  # noqa: BLE001 - logged with its stack; the client gets a line
             log.exception("request crashed", method=method, path=raw_path)
-            return _json_response(start_response, 500,
+            return json_response(start_response, 500,
                                   {"error": f"internal error: {type(exc).__name__}: {exc}"})
 
     return app

@@ -18,7 +18,12 @@ tells nothing about which entry came close.
 - ``user``: submit; read, control and fetch the code of its own topologies (lists show
   only those); read the cluster;
 - ``viewer``: read everything (not code bundles: they carry the topology's conf);
-- ``supervisor``: fetch code bundles (supervisors and a standby nimbus's code sync).
+- ``supervisor``: fetch code bundles (supervisors and a standby nimbus's code sync), and
+  read worker logs from a supervisor's logviewer (nimbus proxies ``squall logs`` there after
+  authorizing its own caller).
+
+Supervisors check tokens against the table the leading nimbus publishes in ZooKeeper
+(``published_tokens`` / ``PublishedTokenSource``), so one token file serves the cluster.
 """
 from __future__ import annotations
 
@@ -30,18 +35,19 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import yaml
 
+from squall.daemons.state.records import PublishedTokens
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
 
 log = structlog.get_logger("squall.nimbus.auth")
 
 ROLES = ("admin", "user", "viewer", "supervisor")
-READ, SUBMIT, CONTROL, FETCH_CODE = "read", "submit", "control", "fetch-code"
-ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE)
+READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS = "read", "submit", "control", "fetch-code", "read-logs"
+ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS)
 MAX_TOKENS = 10_000
 MAX_FILE_BYTES = 4 << 20
 MIN_TOKEN_CHARS = 16
@@ -74,10 +80,14 @@ def authorize(role: str, user: str, action: str, owner: str | None) -> bool:
         return False
     if role == "admin":
         return True
+    if role == "supervisor":
+        return action in (FETCH_CODE, READ_LOGS)
+    if action == READ_LOGS:  # for everyone else a log is read like the topology itself
+        if role == "user":  # ... which a user must own (None: no such topology)
+            return bool(owner) and owner == user
+        action = READ
     if role == "viewer":
         return action == READ
-    if role == "supervisor":
-        return action == FETCH_CODE
     if role == "user":
         if action == SUBMIT:
             return True
@@ -106,6 +116,10 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def published(self) -> tuple[tuple[str, str, str], ...]:
+        """(sha256 hex, user, role) of every entry, as nimbus publishes them."""
+        return tuple((stored.hex(), p.user, p.role) for stored, p in self._entries)
+
     def lookup(self, token: str) -> Principal | None:
         presented = hashlib.sha256(token.encode("utf-8", "replace")).digest()
         found = None
@@ -131,6 +145,12 @@ class TokenTable:
         except yaml.YAMLError as exc:
             raise TokenFileError(f"token file {path} is not valid YAML or JSON: {exc}") from None
         return cls(parse_entries(doc, str(path)))
+
+
+class TokenSource(Protocol):
+    """Where a guard finds the tokens in force; None: API authentication is off."""
+
+    def table(self) -> TokenTable | None: ...
 
 
 class TokenFile:
@@ -164,6 +184,44 @@ class TokenFile:
                     except TokenFileError as exc:
                         log.error("token file changed but cannot be used; the tokens read before stay "
                                   "in force", error=str(exc))
+            return self._table
+
+
+def published_tokens(source: TokenSource | None) -> PublishedTokens:
+    """What nimbus publishes for the supervisors: the tokens in force, or "off"."""
+    table = source.table() if source is not None else None
+    if table is None:
+        return PublishedTokens(False)
+    return PublishedTokens(True, table.published())
+
+
+class PublishedTokenSource:
+    """The token table a supervisor applies: the one the leading nimbus last published.
+
+    Until one arrives no token is accepted. A node that disappears or cannot be read leaves
+    the last good table in force: bad data must never open the door."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._table: TokenTable | None = TokenTable([])
+        self.received = False
+
+    def update(self, tokens: PublishedTokens | None) -> str | None:
+        """Apply a published table. Returns what happened, for the log: "on" (a table is in
+        force), "off" (authentication turned off), "kept" (nothing usable; the last table
+        stays), or None (nothing yet)."""
+        with self._lock:
+            if tokens is None:
+                return "kept" if self.received else None
+            self.received = True
+            if not tokens.enabled:
+                self._table = None
+                return "off"
+            self._table = TokenTable([(h, Principal(user, role)) for h, user, role in tokens.entries])
+            return "on"
+
+    def table(self) -> TokenTable | None:
+        with self._lock:
             return self._table
 
 

@@ -1,5 +1,6 @@
 """Security material for a cluster, made in one call: a token file with an admin and a
-supervisor token, and a private CA with a nimbus certificate for the API's TLS.
+supervisor token, and a private CA with a nimbus certificate for the API's TLS and a
+supervisor certificate for the supervisors' /metrics and logviewer.
 
 ``squall dev-cluster``, ``squall secure-init`` (the compose setup) and the test harnesses
 use it, so that every cluster they start is secured. Certificates are made with the
@@ -42,6 +43,8 @@ class ClusterCredentials:
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
+    supervisor_cert_file: Path | None = None
+    supervisor_key_file: Path | None = None
     extra_tokens: dict[str, str] = field(default_factory=dict)  # user -> token
 
     def _tls_client(self) -> dict[str, Any]:
@@ -56,7 +59,12 @@ class ClusterCredentials:
         return conf
 
     def supervisor_conf(self) -> dict[str, Any]:
-        return {"squall.token": self.supervisor_token, **self._tls_client()}
+        """Supervisors: the token for bundle downloads, the CA, and their own certificate."""
+        conf = {"squall.token": self.supervisor_token, **self._tls_client()}
+        if self.supervisor_cert_file and self.supervisor_key_file:
+            conf.update({"supervisor.tls.cert.file": str(self.supervisor_cert_file),
+                         "supervisor.tls.key.file": str(self.supervisor_key_file)})
+        return conf
 
     def client_conf(self, token: str | None = None) -> dict[str, Any]:
         return {"squall.token": token or self.admin_token, **self._tls_client()}
@@ -77,8 +85,9 @@ class ClusterCredentials:
 
 
 def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1", "localhost"),
-           tls: bool = True) -> ClusterCredentials:
-    """Make tokens (and, with ``tls``, a CA and a nimbus certificate valid for ``hosts``) in
+           tls: bool = True, supervisor_hosts: Iterable[str] | None = None) -> ClusterCredentials:
+    """Make tokens (and, with ``tls``, a CA, a nimbus certificate valid for ``hosts`` and a
+    supervisor certificate valid for ``supervisor_hosts``, default ``hosts``) in
     ``directory``; files already there are replaced."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -89,7 +98,10 @@ def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1
     supervisor = add_token(tokens_file, "supervisors", "supervisor")
     creds = ClusterCredentials(directory, tokens_file, admin, supervisor)
     if tls:
-        creds.ca_file, creds.cert_file, creds.key_file = make_tls(directory, list(hosts))
+        hosts = list(hosts)
+        creds.ca_file, creds.cert_file, creds.key_file = make_tls(directory, hosts)
+        creds.supervisor_cert_file, creds.supervisor_key_file = make_cert(
+            directory, "supervisor", list(supervisor_hosts) if supervisor_hosts is not None else hosts)
     return creds
 
 
@@ -98,23 +110,38 @@ def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
     (``nimbus.crt``, ``nimbus.key``) naming every host in ``hosts``: (ca, cert, key)."""
     if shutil.which("openssl") is None:
         raise CredentialsError("the openssl command is needed to make TLS material (apt-get install openssl)")
-    if not hosts:
-        raise CredentialsError("a nimbus certificate needs at least one host name")
     ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
-    crt, key = directory / "nimbus.crt", directory / "nimbus.key"
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", "-new", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
+    _check_hosts(hosts, "nimbus")
+    _openssl("req", "-x509", "-new", *_EC, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
              "-subj", "/CN=squall cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    _openssl("req", "-x509", "-new", *ec, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
-             "-CA", ca_crt, "-CAkey", ca_key, "-subj", "/CN=squall nimbus",
+    for path in (ca_crt, ca_key):
+        os.chmod(path, 0o600)
+    return (ca_crt, *make_cert(directory, "nimbus", hosts))
+
+
+def make_cert(directory: Path, name: str, hosts: list[str]) -> tuple[Path, Path]:
+    """``NAME.crt`` and ``NAME.key`` in ``directory``: a server certificate naming every host
+    in ``hosts``, signed by the CA there (``ca.crt``, ``ca.key``): (cert, key)."""
+    _check_hosts(hosts, name)
+    crt, key = directory / f"{name}.crt", directory / f"{name}.key"
+    _openssl("req", "-x509", "-new", *_EC, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
+             "-CA", directory / "ca.crt", "-CAkey", directory / "ca.key", "-subj", f"/CN=squall {name}",
              "-addext", "basicConstraints=critical,CA:FALSE",
              "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
              "-addext", "extendedKeyUsage=serverAuth",
              "-addext", "subjectAltName=" + ",".join(_san(h) for h in hosts))
-    for path in (ca_crt, ca_key, crt, key):
+    for path in (crt, key):
         os.chmod(path, 0o600)
-    return ca_crt, crt, key
+    return crt, key
+
+
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _check_hosts(hosts: list[str], name: str) -> None:
+    if not hosts:
+        raise CredentialsError(f"a {name} certificate needs at least one host name")
 
 
 def _san(host: str) -> str:

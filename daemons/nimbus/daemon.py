@@ -41,6 +41,7 @@ from squall.daemons.state import (
     ClusterState,
     ClusterStateError,
     NimbusElection,
+    PublishedTokens,
     SupervisorInfo,
     TopologyInfo,
     Watch,
@@ -48,8 +49,9 @@ from squall.daemons.state import (
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
-from squall.daemons.nimbus.api import ApiError, Guard, make_app
-from squall.daemons.nimbus.auth import TokenFile, TokenFileError
+from squall.daemons.nimbus.api import make_app
+from squall.daemons.nimbus.guard import ApiError, Guard
+from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
@@ -135,6 +137,8 @@ class Nimbus:
         self._sync: CodeSync | None = None
         self._server: ApiServer | None = None
         self.guard: Guard | None = None
+        self.access = ApiAccess()
+        self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
         self.counts: Counter[str] = Counter()  # rounds, assignments, moved (for /metrics)
         self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
@@ -151,7 +155,8 @@ class Nimbus:
             raise NimbusStartError(f"cannot use local dir {self.conf['squall.local.dir']}: {exc}") from None
         try:
             tls = server_tls_files(self.conf)
-            access = ApiAccess.from_conf(self.conf)  # code sync's way to the leader
+            # code sync's way to the leader, and the token nimbus shows supervisors' logviewers
+            self.access = access = ApiAccess.from_conf(self.conf)
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
@@ -263,6 +268,7 @@ class Nimbus:
             self._beat_seen.clear()
             self._sup_seen.clear()
             self._prev_status.clear()
+            self._published = None  # a new leader publishes its own table
         log.info("nimbus is the leader", nimbus=self.identifier)
         try:
             while not lost.is_set() and not self._stopping.is_set():
@@ -316,6 +322,7 @@ class Nimbus:
             raise ClusterStateError("not connected to ZooKeeper")
         self.counts["rounds"] += 1
         self._observe_connection(now)
+        self._publish_tokens()
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
@@ -350,6 +357,20 @@ class Nimbus:
         self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
         self.rates.retain(ids)
+
+    def _publish_tokens(self) -> None:
+        """Put the API tokens in force into ZooKeeper when they changed: supervisors check
+        callers of their /metrics and logviewer against them."""
+        current = published_tokens(self.guard.tokens if self.guard is not None else None)
+        if current == self._published:
+            return
+        try:
+            self.state.set_api_tokens(current)
+        except ValueError as exc:  # too many tokens for one node: supervisors keep the last table
+            self._warn_once("", "tokens", "cannot publish the API tokens to supervisors", error=str(exc))
+            return
+        self._published = current
+        log.info("API tokens published for supervisors", enabled=current.enabled, tokens=len(current.entries))
 
     # -- observations ---------------------------------------------------------------
     def _observe_connection(self, now: float) -> None:
@@ -702,7 +723,7 @@ class Nimbus:
     def worker_log(self, name: str, node: str, port: int, lines: int | None = None,
                    offset: int | None = None, inode: int | None = None) -> dict[str, Any]:
         info = self._lookup(name)
-        return worker_logs.worker_log(self.conf, info, self.state.assignment(info.id),
+        return worker_logs.worker_log(self.access, info, self.state.assignment(info.id),
                                       self.state.supervisors(), node, port,
                                       lines=lines, offset=offset, inode=inode)
 

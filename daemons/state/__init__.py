@@ -14,6 +14,7 @@ from squall.daemons.state.records import (
     Assignment,
     ErrorInfo,
     ExecutorId,
+    PublishedTokens,
     Slot,
     SupervisorInfo,
     TopologyInfo,
@@ -24,6 +25,6 @@ from squall.daemons.state.watchers import Watch, WatchSupport
 __all__ = [
     "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
     "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
-    "ExecutorId", "NimbusElection", "SupervisorInfo", "Slot", "TopologyInfo", "Watch",
+    "ExecutorId", "NimbusElection", "PublishedTokens", "SupervisorInfo", "Slot", "TopologyInfo", "Watch",
     "WatchSupport", "WorkerBeat",
 ]

@@ -14,6 +14,7 @@ Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
     /backpressure/<topology>/<node>-<port>   {"node", "port", "tasks": [task ids]} (ephemeral)
     /credentials/<topology>                  TopologySecrets (daemons only)
+    /tokens                                  PublishedTokens: the API token hashes (daemons only)
 
 Every node is created with the ACL ``acls.node_acl`` gives for its path; the client
 authenticates as ``auth`` (the daemons' credential from the conf, or a worker's topology
@@ -61,6 +62,7 @@ from squall.daemons.state.records import (
     Backpressure,
     ErrorInfo,
     NimbusId,
+    PublishedTokens,
     Slot,
     SupervisorInfo,
     TopologyInfo,
@@ -324,6 +326,15 @@ class ClusterState:
     def topology_secrets(self, topology_id: str) -> TopologySecrets | None:
         """A topology's secrets; None when missing or malformed."""
         return self._read(self._path("credentials", topology_id), TopologySecrets.from_dict)
+
+    # -- API tokens (daemons only) ----------------------------------------------------
+    def set_api_tokens(self, tokens: PublishedTokens) -> None:
+        """Publish the API token table (the leading nimbus) for the supervisors' endpoints."""
+        self._write(self._path("tokens"), tokens.to_dict())
+
+    def watch_api_tokens(self, callback: Callable[[PublishedTokens | None], None]) -> Watch:
+        """Call ``callback(tokens)`` now and on every change (None: not published or malformed)."""
+        return self._watch_node(self._path("tokens"), PublishedTokens.from_dict, callback, "API tokens")
 
     # -- assignments ------------------------------------------------------------------
     def set_assignment(self, assignment: Assignment) -> None:

@@ -357,6 +357,39 @@ class TopologySecrets:
         return f"TopologySecrets(curve_public={self.curve_public!r})"
 
 
+MAX_PUBLISHED_TOKENS = 10_000
+
+
+@dataclass(frozen=True)
+class PublishedTokens:
+    """The API token table the leading nimbus publishes for the supervisors' HTTP endpoints:
+    ``enabled`` False means nimbus runs with API authentication off; ``entries`` are
+    (sha256 hex of a token, user, role). Hashes only: a reader learns no token."""
+
+    enabled: bool
+    entries: tuple[tuple[str, str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "tokens": [list(e) for e in self.entries]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PublishedTokens:
+        rows = as_list(field_value(d, "tokens"), "tokens")
+        if len(rows) > MAX_PUBLISHED_TOKENS:
+            raise ValueError(f"more than {MAX_PUBLISHED_TOKENS} tokens")
+        entries = []
+        for row in rows:
+            if not isinstance(row, list) or len(row) != 3 or not all(isinstance(x, str) for x in row):
+                raise ValueError("a token entry must be [sha256, user, role] strings")
+            digest, user, role = row
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError("a token entry's sha256 must be 64 lower-case hex digits")
+            if not user or len(user) > 200 or not role or len(role) > 32:
+                raise ValueError("a token entry's user or role is empty or too long")
+            entries.append((digest, user, role))
+        return cls(_bool(field_value(d, "enabled"), "enabled"), tuple(entries))
+
+
 def encode(path: str, payload: Mapping[str, Any]) -> bytes:
     """Versioned compact JSON for ``path``; ValueError when it exceeds a node's limit."""
     data = json.dumps({"v": FORMAT_VERSION, **payload}, separators=(",", ":")).encode("utf-8")

@@ -46,10 +46,9 @@ from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.nimbus.access import TOKEN_ENV, AccessError
-from squall.daemons.nimbus.server import ApiServer
-from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
+from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import (
     WorkerProc,
@@ -145,8 +144,8 @@ class Supervisor:
         self._exits_logged: set[str] = set()
         self._zk_down = False
         self.metrics = SupervisorMetrics(self.layout, clock.time)
-        self._metrics_server: Any = None
-        self._logviewer: ApiServer | None = None
+        self.endpoints: Endpoints | None = None
+        self._tokens_watch: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Supervisor:
@@ -175,12 +174,13 @@ class Supervisor:
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
+        self.log = log.bind(supervisor=self.id)
         try:
-            self._serve_metrics()
-        except OSError as exc:
+            self.endpoints = Endpoints(self.conf, self.host, self.clock, self.log)
+            self.endpoints.serve_metrics(self.metrics_series)
+        except EndpointError as exc:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
-        self.log = log.bind(supervisor=self.id)
         try:
             self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
                                       self.worker_user)
@@ -202,24 +202,23 @@ class Supervisor:
             snapshot = self.state.assignments()
         except ClusterStateError as exc:
             self.state.close()
-            self._stop_metrics()
+            self._stop_endpoints()
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         with self._snapshot_lock:
             self._snapshot = snapshot
         self._recover(snapshot)
         try:
-            self._start_logviewer()
+            self._tokens_watch = self.state.watch_api_tokens(self.endpoints.tokens_published)
+            self.endpoints.serve_logs(self._worker_log, self._owner_of)
             self._heartbeat()
             self._watch = self.state.watch_assignments(self._on_assignments)
-        except (ClusterStateError, SupervisorError) as exc:
-            if self._logviewer is not None:
-                self._logviewer.stop()
+        except (ClusterStateError, EndpointError) as exc:
             self.state.close()
-            self._stop_metrics()
+            self._stop_endpoints()
             self._release_lock()
-            if isinstance(exc, SupervisorError):
-                raise
+            if isinstance(exc, EndpointError):
+                raise SupervisorError(str(exc)) from None
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
         self.log.info("supervisor started", ports=self.ports)
         return self
@@ -256,8 +255,9 @@ class Supervisor:
         """Close ZooKeeper; workers keep running unless ``kill_workers_on_exit``. The node is
         left marked away (nimbus keeps its slots for ``supervisor.restart.grace.secs``, so a
         restart adopts the workers), or removed when the workers were stopped too."""
-        if self._watch is not None:
-            self._watch.cancel()
+        for watch in (self._watch, self._tokens_watch):
+            if watch is not None:
+                watch.cancel()
         if self.kill_workers_on_exit:
             self.kill_all_workers()
         else:
@@ -274,57 +274,30 @@ class Supervisor:
                 except ClusterStateError as exc:
                     self.log.warning("unregistering failed", error=str(exc))
             self.state.close()
-        if self._logviewer is not None:
-            self._logviewer.stop()
-        self._stop_metrics()
+        self._stop_endpoints()
         self._release_lock()
         self.log.info("supervisor stopped")
 
-    # -- /metrics ----------------------------------------------------------------------------
-    def _serve_metrics(self) -> None:
-        """Serve /metrics on supervisor.metrics.port (null: no endpoint); OSError if taken."""
-        port = self.conf.get("supervisor.metrics.port")
-        if port is None:
-            return
-        from squall.daemons.metrics.exposition import metrics_app
-
-        try:
-            server = ApiServer(metrics_app(self.metrics_series), self.host, int(port), max_body=1024,
-                               ident="squall-supervisor", threads=2)
-        except (OSError, ValueError) as exc:
-            raise OSError(f"cannot serve metrics on {self.host}:{port} (supervisor.metrics.port): {exc}") from None
-        server.start()
-        self._metrics_server = server
-        self.log.info("metrics served", url=f"http://{self.host}:{server.port}/metrics")
-
-    def _stop_metrics(self) -> None:
-        if self._metrics_server is not None:
-            self._metrics_server.stop()
-            self._metrics_server = None
+    # -- HTTP endpoints ----------------------------------------------------------------------
+    def _stop_endpoints(self) -> None:
+        if self.endpoints is not None:
+            self.endpoints.stop()
 
     def metrics_series(self) -> Any:
         """This supervisor's series and its workers' (called on the metrics server's threads)."""
         used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
-        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats)
+        refused = self.endpoints.refused() if self.endpoints is not None else {}
+        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats, refused)
 
-    def _start_logviewer(self) -> None:
-        """Serve this node's worker logs when a secret is configured (see ``logviewer``)."""
+    def _owner_of(self, topology_id: str) -> str | None:
+        """Who submitted a topology (the logviewer's threads); None when unknown."""
+        if self.state is None:
+            return None
         try:
-            secret = logviewer.check_secret(self.conf.get("supervisor.logviewer.secret"))
-        except ValueError as exc:
-            raise SupervisorError(str(exc)) from None
-        if secret is None:
-            self.log.info("logviewer off: no supervisor.logviewer.secret configured")
-            return
-        app = logviewer.make_app(self._worker_log, secret, int(self.conf["worker.log.backups"]),
-                                 int(self.conf["supervisor.logviewer.max.bytes"]))
-        port = int(self.conf["supervisor.logviewer.port"])
-        try:
-            self._logviewer = ApiServer(app, self.host, port, max_body=4096)
-        except (OSError, ValueError) as exc:
-            raise SupervisorError(f"logviewer cannot listen on {self.host}:{port}: {exc}") from None
-        self._logviewer.start()
-        self.log.info("logviewer serving worker logs", host=self.host, port=self._logviewer.port)
+            info = self.state.topology(topology_id)
+        except (ClusterStateError, ValueError):  # ValueError: not a node name
+            return None
+        return info.owner if info is not None else None
 
     def _worker_log(self, topology_id: str, port: int) -> tuple[str, Path] | None:
         """The log of our worker for (topology, port); called on the logviewer's threads."""
@@ -381,7 +354,7 @@ class Supervisor:
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
-                              logviewer_port=self._logviewer.port if self._logviewer else None)
+                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None)
 
     def release_zookeeper(self) -> None:
         """On a stop request (another thread): a session cut off from ZooKeeper is closed now,

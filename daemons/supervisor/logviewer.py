@@ -6,17 +6,18 @@ files), ``?offset=O&inode=I`` what was written after byte O of the current file 
 follow it). Replies are JSON ``{"text", "next_offset", "inode", "truncated", "worker_id"}``
 and never carry more than ``supervisor.logviewer.max.bytes`` of log.
 
-Who may read: a request must carry ``Authorization: Bearer <supervisor.logviewer.secret>``,
-a secret shared by nimbus and the supervisors through their config (compared in constant
-time). Without a configured secret the server does not run. Which files: only the current
-logs of workers this supervisor launched, found by (topology, port) in its own records, so
-no path is ever built from request text.
+Who may read: the API's token scheme (``nimbus.guard``), with the tokens the leading
+nimbus publishes. A ``supervisor`` token reads every log (nimbus proxies ``squall logs``
+with its own after authorizing the caller); a ``user`` reads the logs of its own
+topologies, ``viewer`` and ``admin`` all. Which files: only the current logs of workers
+this supervisor launched, found by (topology, port) in its own records, so no path is
+ever built from request text.
 """
 from __future__ import annotations
 
-import hmac
 import json
 import re
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,15 +25,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.auth import READ_LOGS
+from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal
 from squall.daemons.supervisor.log_reader import read_from, tail
 
-MIN_SECRET_CHARS = 16
 MAX_LINES = 100_000
 DEFAULT_LINES = 100
 _ROUTE = re.compile(r"^/logs/([^/]{1,200})/(\d{1,5})$")
 
 # (topology id, port) -> (worker id, log path), or None when no such worker runs here
 Lookup = Callable[[str, int], "tuple[str, Path] | None"]
+# topology id -> the user who submitted it (None: no such topology)
+OwnerOf = Callable[[str], "str | None"]
 
 
 class LogViewerError(RuntimeError):
@@ -41,22 +46,6 @@ class LogViewerError(RuntimeError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
-
-
-def check_secret(secret: Any) -> str | None:
-    """The configured secret, None when the logviewer is off; ValueError when too short."""
-    if secret is None:
-        return None
-    if not isinstance(secret, str) or len(secret) < MIN_SECRET_CHARS:
-        raise ValueError(f"config key 'supervisor.logviewer.secret' must be at least "
-                         f"{MIN_SECRET_CHARS} characters")
-    return secret
-
-
-def authorized(header: str, secret: str) -> bool:
-    """Does an Authorization header carry the bearer secret? (constant-time comparison)"""
-    scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode())
 
 
 def _int_param(query: dict[str, list[str]], key: str, low: int, high: int) -> int | None:
@@ -69,62 +58,59 @@ def _int_param(query: dict[str, list[str]], key: str, low: int, high: int) -> in
     return int(raw)
 
 
-def make_app(lookup: Lookup, secret: str, backups: int, max_bytes: int) -> Callable[..., list[bytes]]:
-    """The WSGI app serving worker logs found through ``lookup``."""
+def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
+             max_bytes: int) -> Callable[..., list[bytes]]:
+    """The WSGI app serving worker logs found through ``lookup`` to callers ``guard`` lets in."""
 
-    def reply(start_response: Callable[..., Any], code: int, body: dict[str, Any],
-              extra: list[tuple[str, str]] | None = None) -> list[bytes]:
-        data = json.dumps(body).encode()
-        reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-                   405: "Method Not Allowed", 500: "Internal Server Error"}
-        start_response(f"{code} {reasons.get(code, 'Error')}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
-                        *(extra or [])])
-        return [data]
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        if not authorized(environ.get("HTTP_AUTHORIZATION", ""), secret):
-            return reply(start_response, 401, {"error": "missing or wrong bearer token"},
-                         [("WWW-Authenticate", 'Bearer realm="squall-logviewer"')])
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        who = guard.principal(environ)  # 401 before anything else
         if environ.get("REQUEST_METHOD", "GET").upper() != "GET":
-            return reply(start_response, 405, {"error": "only GET is allowed"}, [("Allow", "GET")])
+            return json_response(start_response, 405, {"error": "only GET is allowed"}, [("Allow", "GET")])
         path = (environ.get("PATH_INFO") or "").encode("latin-1").decode("utf-8", "replace")
         match = _ROUTE.match(path)
         if not match:
-            return reply(start_response, 404, {"error": f"no such resource: {path[:200]}"})
+            return json_response(start_response, 404, {"error": f"no such resource: {path[:200]}"})
         topology_id, port = match.group(1), int(match.group(2))
+        guard.check(who, READ_LOGS, owner_of(topology_id), f"the logs of topology {topology_id!r}")
         try:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             lines = _int_param(query, "lines", 1, MAX_LINES)
             offset = _int_param(query, "offset", 0, 1 << 62)
             inode = _int_param(query, "inode", 0, 1 << 64)
         except ValueError as exc:
-            return reply(start_response, 400, {"error": str(exc)})
+            return json_response(start_response, 400, {"error": str(exc)})
         found = lookup(topology_id, port)
         if found is None:
-            return reply(start_response, 404, {"error": f"no worker of {topology_id} runs on port {port} here"})
+            return json_response(start_response, 404, {"error": f"no worker of {topology_id} runs on port {port} here"})
         worker_id, log_path = found
         if offset is not None:
             read = read_from(log_path, offset, max_bytes, inode)
         else:
             read = tail(log_path, backups, lines or DEFAULT_LINES, max_bytes)
-        return reply(start_response, 200, {"worker_id": worker_id, "text": read.text,
+        return json_response(start_response, 200, {"worker_id": worker_id, "text": read.text,
                                            "next_offset": read.next_offset, "inode": read.inode,
                                            "truncated": read.truncated})
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        try:
+            return serve(environ, start_response)
+        except ApiError as exc:  # the guard's 401 / 403
+            return refusal(guard, exc, environ, start_response)
 
     return app
 
 
-def fetch_log(host: str, port: int, secret: str, topology_id: str, worker_port: int, *,
+def fetch_log(host: str, port: int, access: ApiAccess, topology_id: str, worker_port: int, *,
               lines: int | None = None, offset: int | None = None, inode: int | None = None,
               timeout: float = 10.0) -> dict[str, Any]:
-    """Ask the logviewer at ``host:port`` for a worker's log; LogViewerError on failure."""
+    """Ask the logviewer at ``host:port`` for a worker's log, presenting ``access``'s token
+    (over TLS when it has a CA); LogViewerError on failure."""
     params = {k: v for k, v in (("lines", lines), ("offset", offset), ("inode", inode)) if v is not None}
-    url = (f"http://{host}:{port}/logs/{urllib.parse.quote(topology_id, safe='')}/{worker_port}"
+    url = (f"{access.scheme}://{host}:{port}/logs/{urllib.parse.quote(topology_id, safe='')}/{worker_port}"
            + (f"?{urllib.parse.urlencode(params)}" if params else ""))
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
+    req = urllib.request.Request(url, headers=access.headers())
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=access.ssl_context) as resp:
             data = resp.read()
     except urllib.error.HTTPError as exc:
         with exc:
@@ -136,6 +122,10 @@ def fetch_log(host: str, port: int, secret: str, topology_id: str, worker_port: 
         raise LogViewerError(f"logviewer at {host}:{port} answered {exc.code}: {message}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLError):
+            raise LogViewerError(f"TLS with the logviewer at {host}:{port} failed: {reason} (its certificate "
+                                 f"must chain to nimbus.tls.ca.file and name {host}; supervisor.tls.* set "
+                                 "on the supervisor)", 0) from None
         raise LogViewerError(f"cannot reach the logviewer at {host}:{port}: {reason}", 0) from None
     try:
         body = json.loads(data)

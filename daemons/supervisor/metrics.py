@@ -1,8 +1,8 @@
 """A supervisor's ``/metrics``: its slots and worker lifecycle, plus every owned worker's
 series read from the snapshot file the worker keeps next to its heartbeat.
 
-Served on ``supervisor.metrics.port`` (bound to ``supervisor.host``), so Prometheus needs
-one target per host. Files are read at scrape time: nothing is kept between scrapes.
+Served by ``endpoints`` on ``supervisor.metrics.port`` (bound to ``supervisor.host``, behind
+the API tokens), so Prometheus needs one target per host. Files are read at scrape time: nothing is kept between scrapes.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class SupervisorMetrics:
         self._warned: set[str] = set()
 
     def series(self, ports: Iterable[int], used: Iterable[int], workers: Mapping[str, WorkerProc],
-               malformed_heartbeats: int) -> Series:
+               malformed_heartbeats: int, http_refused: Mapping[str, int] | None = None) -> Series:
         ports, used = set(ports), set(used) & set(ports)
         out = Series()
         out.add("squall_supervisor_slots_used", (), len(used))
@@ -42,6 +42,8 @@ class SupervisorMetrics:
         for sig in ("SIGTERM", "SIGKILL"):
             out.add("squall_supervisor_worker_kills", (sig,), self.counts[f"kill:{sig}"])
         out.add("squall_supervisor_malformed_heartbeats", (), malformed_heartbeats)
+        for reason, count in sorted((http_refused or {}).items()):
+            out.add("squall_supervisor_http_refused", (reason,), count)
         with self._lock:
             now = self.time()
             for rec in sorted(workers.values(), key=lambda r: r.port):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -187,8 +186,6 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client = {**base, **creds.client_conf()}
         client_conf = _write_yaml(directory / "squall.yaml", client)
-        # Daemons only (not the client file): nimbus reads worker logs from the supervisors with it.
-        base["supervisor.logviewer.secret"] = secrets.token_urlsafe(24)
         base["supervisor.logviewer.port"] = 0
         daemon_base = {**base, **zookeeper_security(directory)}
         logs_dir = directory / "logs"
@@ -221,8 +218,8 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"  web UI       https://127.0.0.1:{nimbus_port}/ (CA {creds.ca_file}; token in {client_conf})\n"
             f"  security     API tokens and TLS material in {creds.directory}\n"
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
-            f"  metrics      http://127.0.0.1:{nimbus_port}/metrics and "
-            f"{', '.join(f'http://127.0.0.1:{p}/metrics' for p in metrics_ports)}\n"
+            f"  metrics      https://127.0.0.1:{nimbus_port}/metrics and "
+            f"{', '.join(f'https://127.0.0.1:{p}/metrics' for p in metrics_ports)} (same CA and token)\n"
             f"Use it with:\n"
             f"  export SQUALL_CONF={client_conf}\n"
             f"  squall submit examples/wordcount.py\n"

@@ -9,7 +9,6 @@ supervisor leaves its workers running when it stops, as Storm's does).
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -57,7 +56,7 @@ class ProcessCluster:
         self.base.mkdir(parents=True, exist_ok=True)
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
-                       "supervisor.logviewer.port": 0, "supervisor.logviewer.secret": secrets.token_urlsafe(24),
+                       "supervisor.logviewer.port": 0,
                        **FAST, **daemon_auth_conf(), **(conf or {})}
         self.credentials = create(self.base / "security")
         client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
