@@ -1,5 +1,6 @@
 """Security material for a cluster, made in one call: a token file with an admin and a
-supervisor token, and a private CA with a nimbus certificate for the API's TLS.
+supervisor token, and a private CA with a nimbus certificate for the API's TLS; and the
+daemons' ZooKeeper credential (``daemon_auth_conf``, made apart: it must outlive the rest).
 
 ``squall dev-cluster``, ``squall secure-init`` (the compose setup) and the test harnesses
 use it, so that every cluster they start is secured. Certificates are made with the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -21,6 +23,9 @@ from typing import Any
 
 from squall.daemons.nimbus.auth import add_token
 
+DAEMON_USER = "squall"  # the daemons' ZooKeeper digest user (conf/compose.yaml names it too)
+# The files ``create`` writes in its directory.
+TOKENS_FILE, CA_CERT, CA_KEY, NIMBUS_CERT, NIMBUS_KEY = "tokens.yaml", "ca.crt", "ca.key", "nimbus.crt", "nimbus.key"
 CERT_DAYS = 825
 CA_DAYS = 3650
 OPENSSL_TIMEOUT = 30.0
@@ -76,6 +81,11 @@ class ClusterCredentials:
         return token
 
 
+def daemon_auth_conf(user: str = DAEMON_USER) -> dict[str, str]:
+    """A fresh daemons' ZooKeeper credential (a long random password) as config keys."""
+    return {"zookeeper.auth.user": user, "zookeeper.auth.password": secrets.token_urlsafe(24)}
+
+
 def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1", "localhost"),
            tls: bool = True) -> ClusterCredentials:
     """Make tokens (and, with ``tls``, a CA and a nimbus certificate valid for ``hosts``) in
@@ -83,7 +93,7 @@ def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    tokens_file = directory / "tokens.yaml"
+    tokens_file = directory / TOKENS_FILE
     tokens_file.unlink(missing_ok=True)
     admin = add_token(tokens_file, "admin", "admin")
     supervisor = add_token(tokens_file, "supervisors", "supervisor")
@@ -100,8 +110,8 @@ def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
         raise CredentialsError("the openssl command is needed to make TLS material (apt-get install openssl)")
     if not hosts:
         raise CredentialsError("a nimbus certificate needs at least one host name")
-    ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
-    crt, key = directory / "nimbus.crt", directory / "nimbus.key"
+    ca_crt, ca_key = directory / CA_CERT, directory / CA_KEY
+    crt, key = directory / NIMBUS_CERT, directory / NIMBUS_KEY
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     _openssl("req", "-x509", "-new", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
              "-subj", "/CN=squall cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",

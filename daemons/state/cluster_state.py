@@ -109,12 +109,12 @@ class ClusterState:
 
     def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
-        with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` (both unset: no ACLs)."""
+        with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
+        (``ZkAuth.from_conf``; no user: no ACLs)."""
         merged = load_defaults()
         merged.update(conf)
         self.conf = merged
-        self.auth = auth if auth is not None else ZkAuth.for_daemons(
-            merged.get("zookeeper.auth.user"), merged.get("zookeeper.auth.password"))
+        self.auth = auth if auth is not None else ZkAuth.from_conf(merged)
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         root = "/" + str(merged["zookeeper.root"]).strip("/")
         self.root = root.rstrip("/") or "/"
