@@ -5,6 +5,8 @@ while their workers never see the daemons' token or ZooKeeper password."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,23 @@ def test_compose_conf_and_compose_file_agree(monkeypatch: pytest.MonkeyPatch) ->
             else:
                 assert source is None, (name, key)  # supervisors hold the CA only
     assert "ports" not in services["zookeeper"]  # ZooKeeper stays on the compose network
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
+def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: Path) -> None:
+    """docker-compose itself resolves the file: nimbus and both supervisors get the token and
+    the ZooKeeper password from secrets/supervisor.env, ZooKeeper and Prometheus get neither."""
+    shutil.copy(COMPOSE_FILE, tmp_path / COMPOSE_FILE.name)
+    result = CliRunner().invoke(main, ["secure-init", str(tmp_path / "secrets"), "--host", "nimbus"])
+    assert result.exit_code == 0, result.output
+    env = read_env_file(tmp_path / "secrets" / DAEMON_ENV_FILE)
+    assert set(env) == {TOKEN_ENV, PASSWORD_ENV}
+    resolved = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert resolved.returncode == 0, resolved.stderr
+    services = yaml.safe_load(resolved.stdout)["services"]
+    for name, service in services.items():
+        got = {k: v for k, v in service.get("environment", {}).items() if k in env}
+        assert got == (env if name in DAEMONS else {}), name
 
 
 def _compose_conf_here(secrets: Path) -> dict[str, Any]:
