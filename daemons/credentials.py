@@ -2,8 +2,9 @@
 topology's own credentials in a file only the worker's owner can read.
 
 The worker's config (``SQUALL_CONF``) is the supervisor's effective config minus
-``DAEMON_SECRET_KEYS``, its environment the supervisor's minus ``DAEMON_SECRET_ENV``. The topology's ZooKeeper password, the daemons' digest identity (a
-hash, for the ACLs of the nodes the worker creates) and the topology's CURVE key pair go to
+``DAEMON_SECRET_KEYS``, and its environment the supervisor's minus ``DAEMON_SECRET_ENV``.
+The topology's ZooKeeper password, the daemons' digest identity (a hash, for the ACLs of the
+nodes the worker creates) and the topology's CURVE key pair go to
 ``workers/<id>/credentials.json`` (mode 0600), named by ``SQUALL_WORKER_CREDENTIALS``; the
 worker reads it at start and removes it.
 """

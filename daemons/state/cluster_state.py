@@ -606,7 +606,8 @@ class ClusterState:
                 f"{getattr(fn, '__name__', repr(fn))} {_first_path(args)}".strip()
             who = self.auth.credential.user if self.auth.credential else "an unauthenticated client"
             raise ClusterStateError(f"ZooKeeper refused {what} to {who}: not authorized (check "
-                                    "zookeeper.auth.user / zookeeper.auth.password)") from None
+                                    "zookeeper.auth.user / zookeeper.auth.password or "
+                                    "$SQUALL_ZOOKEEPER_PASSWORD)") from None
         except _UNAVAILABLE as exc:
             if self._closed.is_set():
                 raise ClusterStateError("ClusterState is closed") from None

@@ -85,7 +85,7 @@ def secure_init(directory: str, hosts: tuple[str, ...], port: int, mount: str | 
         zk_password = (read_env_file(env_path) if env_path.exists() else {}).get(PASSWORD_ENV)
     except (OSError, ValueError) as exc:
         raise Failure(f"cannot read {env_path}: {exc}") from None
-    kept = zk_password is not None
+    kept = bool(zk_password)
     zk_password = zk_password or daemon_auth_conf()["zookeeper.auth.password"]
     try:
         creds = create(target, hosts=hosts)
