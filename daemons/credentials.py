@@ -2,8 +2,9 @@
 topology's own credentials in a file only the worker's owner can read.
 
 The worker's config (``SQUALL_CONF``) is the supervisor's effective config minus
-``DAEMON_SECRET_KEYS``. The topology's ZooKeeper password, the daemons' digest identity (a
-hash, for the ACLs of the nodes the worker creates) and the topology's CURVE key pair go to
+``DAEMON_SECRET_KEYS``, and its environment the supervisor's minus ``DAEMON_SECRET_ENV``.
+The topology's ZooKeeper password, the daemons' digest identity (a hash, for the ACLs of the
+nodes the worker creates) and the topology's CURVE key pair go to
 ``workers/<id>/credentials.json`` (mode 0600), named by ``SQUALL_WORKER_CREDENTIALS``; the
 worker reads it at start and removes it.
 """
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from squall.daemons.state.acls import ZkAuth
+from squall.daemons.nimbus.access import TOKEN_ENV
+from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
 from squall.daemons.state.records import TopologySecrets, as_str, check_name, field_value
 from squall.messaging import CurveKeys
 
@@ -26,11 +28,18 @@ FORMAT_VERSION = 1
 MAX_FILE_BYTES = 64 * 1024
 # Keys a worker (and the user code in it) must never see.
 DAEMON_SECRET_KEYS = ("zookeeper.auth.user", "zookeeper.auth.password", "squall.token")
+# Environment variables a worker must never inherit: the daemons' API token and ZooKeeper password.
+DAEMON_SECRET_ENV = (TOKEN_ENV, PASSWORD_ENV)
 
 
 def without_daemon_secrets(conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` without the daemons' secrets: what workers (and clients) may read."""
     return {k: v for k, v in conf.items() if k not in DAEMON_SECRET_KEYS}
+
+
+def without_daemon_secret_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the daemons' secrets: the environment a worker starts from."""
+    return {k: v for k, v in environ.items() if k not in DAEMON_SECRET_ENV}
 
 
 @dataclass(frozen=True)

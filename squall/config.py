@@ -297,7 +297,10 @@ def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> d
     for layer in layers:
         if layer:
             conf.update(validate(layer))
-    if bool(conf.get("zookeeper.auth.user")) != bool(conf.get("zookeeper.auth.password")):
-        raise ConfigError("config keys 'zookeeper.auth.user' and 'zookeeper.auth.password' must be set "
-                          "together (or both left unset: no ZooKeeper authentication)")
+    from squall.daemons.state.acls import ZkAuth  # here: that package imports this module
+
+    try:
+        ZkAuth.from_conf(conf)  # the password may come from the environment
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
     return conf

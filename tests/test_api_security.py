@@ -25,6 +25,7 @@ import structlog
 import structlog.testing
 import yaml
 
+from squall.cli.security import read_env_file
 from squall.daemons.nimbus.guard import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
 from squall.daemons.nimbus.auth import (
     ACTIONS,
@@ -377,8 +378,21 @@ def test_secure_init_and_token_commands(tmp_path):
     client = yaml.safe_load((target / "client.yaml").read_text())
     table = TokenTable.load(target / "tokens.yaml")
     assert table.lookup(client["squall.token"]).role == "admin"
-    supervisor_token = (target / "supervisor.env").read_text().strip().removeprefix("SQUALL_TOKEN=")
-    assert table.lookup(supervisor_token).role == "supervisor"
+    daemon_env = read_env_file(target / "supervisor.env")
+    assert table.lookup(daemon_env["SQUALL_TOKEN"]).role == "supervisor"
+    zk_password = daemon_env["SQUALL_ZOOKEEPER_PASSWORD"]
+    assert len(zk_password) >= 32
+    # A second run (e.g. for another host name) makes new tokens and TLS material but keeps the
+    # ZooKeeper password: the ACLs of the cluster's nodes name its hash.
+    again = runner.invoke(main, ["secure-init", str(target), "--host", "127.0.0.1", "--mount", "/etc/squall/security"])
+    assert again.exit_code == 0 and "kept the daemons' ZooKeeper password" in again.output, again.output
+    daemon_env2 = read_env_file(target / "supervisor.env")
+    assert daemon_env2["SQUALL_ZOOKEEPER_PASSWORD"] == zk_password and daemon_env2["SQUALL_TOKEN"] != daemon_env["SQUALL_TOKEN"]
+    printed = yaml.safe_load(again.output.split(":\n", 1)[1].split("kept the")[0])
+    assert printed["zookeeper.auth.user"] == "squall" and printed["nimbus.tls.ca.file"] == "/etc/squall/security/ca.crt"
+    assert not {"squall.token", "zookeeper.auth.password"} & printed.keys() and zk_password not in again.output
+    client = yaml.safe_load((target / "client.yaml").read_text())
+    table = TokenTable.load(target / "tokens.yaml")
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in target.iterdir())
     assert "BEGIN" not in (target / "tokens.yaml").read_text() and client["squall.token"] not in (
         target / "tokens.yaml").read_text()

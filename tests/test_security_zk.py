@@ -32,6 +32,7 @@ from squall.daemons.state import (
     WorkerBeat,
 )
 from squall.daemons.state.acls import (
+    PASSWORD_ENV,
     WORKER_RW,
     Credential,
     ZkAuth,
@@ -93,6 +94,15 @@ def test_zk_auth_from_conf() -> None:
     assert auth.daemon_id == DAEMON and "daemon-secret" not in repr(auth)
     worker = ZkAuth.for_worker("t1", "t1-secret", DAEMON)
     assert worker.credential.user == topology_user("t1") and worker.daemon_id == DAEMON
+    # The password from the environment (compose's env_file) when the config has none; the
+    # config wins; the variable alone turns nothing on; a user without either is refused.
+    env = {PASSWORD_ENV: "daemon-secret"}
+    assert ZkAuth.from_conf({"zookeeper.auth.user": "squall"}, env).daemon_id == DAEMON
+    assert ZkAuth.from_conf({"zookeeper.auth.user": "squall", "zookeeper.auth.password": "other"}, env).daemon_id \
+        == Credential("squall", "other").digest_id
+    assert not ZkAuth.from_conf({}, env).enabled
+    with pytest.raises(ValueError, match=PASSWORD_ENV):
+        ZkAuth.from_conf({"zookeeper.auth.user": "squall"}, {})
 
 
 def test_worker_conf_has_no_daemon_secrets_and_topology_cannot_relax_transport() -> None:
@@ -105,9 +115,12 @@ def test_worker_conf_has_no_daemon_secrets_and_topology_cannot_relax_transport()
 
 
 def test_insecure_settings_name_what_is_off() -> None:
-    assert insecure_settings({"zookeeper.auth.user": "u", "zookeeper.auth.password": "p", "zmq.curve": True}) == []
-    off = insecure_settings({"zmq.curve": False, "zmq.bind.host": "0.0.0.0"})
+    assert insecure_settings({"zookeeper.auth.user": "u", "zookeeper.auth.password": "p", "zmq.curve": True}, {}) == []
+    assert insecure_settings({"zookeeper.auth.user": "u"}, {PASSWORD_ENV: "p"}) == []
+    off = insecure_settings({"zmq.curve": False, "zmq.bind.host": "0.0.0.0"}, {})
     assert len(off) == 3 and "ZooKeeper" in off[0] and "CurveZMQ" in off[1]
+    (alone,) = insecure_settings({}, {PASSWORD_ENV: "p"})  # the variable without a user: said so
+    assert "ZooKeeper authentication is OFF" in alone and f"${PASSWORD_ENV} is set" in alone
 
 
 def test_credentials_file_is_private_and_checked(tmp_path: Path) -> None:

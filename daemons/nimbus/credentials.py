@@ -1,6 +1,7 @@
 """Security material for a cluster, made in one call: a token file with an admin and a
 supervisor token, and a private CA with a nimbus certificate for the API's TLS and a
-supervisor certificate for the supervisors' /metrics and logviewer.
+supervisor certificate for the supervisors' /metrics and logviewer; and the
+daemons' ZooKeeper credential (``daemon_auth_conf``, made apart: it must outlive the rest).
 
 ``squall dev-cluster``, ``squall secure-init`` (the compose setup) and the test harnesses
 use it, so that every cluster they start is secured. Certificates are made with the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -22,6 +24,10 @@ from typing import Any
 
 from squall.daemons.nimbus.auth import add_token
 
+DAEMON_USER = "squall"  # the daemons' ZooKeeper digest user (conf/compose.yaml names it too)
+# The files ``create`` writes in its directory.
+TOKENS_FILE, CA_CERT, CA_KEY, NIMBUS_CERT, NIMBUS_KEY = "tokens.yaml", "ca.crt", "ca.key", "nimbus.crt", "nimbus.key"
+SUPERVISOR_CERT, SUPERVISOR_KEY = "supervisor.crt", "supervisor.key"
 CERT_DAYS = 825
 CA_DAYS = 3650
 OPENSSL_TIMEOUT = 30.0
@@ -84,6 +90,11 @@ class ClusterCredentials:
         return token
 
 
+def daemon_auth_conf(user: str = DAEMON_USER) -> dict[str, str]:
+    """A fresh daemons' ZooKeeper credential (a long random password) as config keys."""
+    return {"zookeeper.auth.user": user, "zookeeper.auth.password": secrets.token_urlsafe(24)}
+
+
 def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1", "localhost"),
            tls: bool = True, supervisor_hosts: Iterable[str] | None = None) -> ClusterCredentials:
     """Make tokens (and, with ``tls``, a CA, a nimbus certificate valid for ``hosts`` and a
@@ -92,7 +103,7 @@ def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    tokens_file = directory / "tokens.yaml"
+    tokens_file = directory / TOKENS_FILE
     tokens_file.unlink(missing_ok=True)
     admin = add_token(tokens_file, "admin", "admin")
     supervisor = add_token(tokens_file, "supervisors", "supervisor")
@@ -110,7 +121,7 @@ def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
     (``nimbus.crt``, ``nimbus.key``) naming every host in ``hosts``: (ca, cert, key)."""
     if shutil.which("openssl") is None:
         raise CredentialsError("the openssl command is needed to make TLS material (apt-get install openssl)")
-    ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
+    ca_crt, ca_key = directory / CA_CERT, directory / CA_KEY
     _check_hosts(hosts, "nimbus")
     _openssl("req", "-x509", "-new", *_EC, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
              "-subj", "/CN=squall cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",
@@ -126,7 +137,7 @@ def make_cert(directory: Path, name: str, hosts: list[str]) -> tuple[Path, Path]
     _check_hosts(hosts, name)
     crt, key = directory / f"{name}.crt", directory / f"{name}.key"
     _openssl("req", "-x509", "-new", *_EC, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
-             "-CA", directory / "ca.crt", "-CAkey", directory / "ca.key", "-subj", f"/CN=squall {name}",
+             "-CA", directory / CA_CERT, "-CAkey", directory / CA_KEY, "-subj", f"/CN=squall {name}",
              "-addext", "basicConstraints=critical,CA:FALSE",
              "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
              "-addext", "extendedKeyUsage=serverAuth",

@@ -2,8 +2,9 @@
 
 Plain data and plain functions, tested without a server. Two kinds of identity exist:
 
-- the daemons' credential (``zookeeper.auth.user`` / ``zookeeper.auth.password``), shared by
-  nimbus and supervisors: full rights on every node under the root;
+- the daemons' credential (``zookeeper.auth.user`` / ``zookeeper.auth.password``, the password
+  else from ``$SQUALL_ZOOKEEPER_PASSWORD``), shared by nimbus and supervisors: full rights on
+  every node under the root;
 - one generated credential per topology (Storm's topology digest, made by nimbus at submit):
   its workers read their topology's node and assignment, and read and write their own
   topology's worker beats, errors and backpressure. Nothing else, and never another
@@ -15,8 +16,10 @@ configured (security off) nodes are created open, as before.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
 
@@ -27,6 +30,10 @@ WORKER_READABLE = ("topologies", "assignments")
 # Per-topology nodes only daemons read: the topology's secrets.
 DAEMON_ONLY_TOPOLOGY = ("credentials",)
 TOPOLOGY_SCOPED = WORKER_WRITABLE + WORKER_READABLE + DAEMON_ONLY_TOPOLOGY
+
+# The daemons' ZooKeeper password when ``zookeeper.auth.password`` is unset (compose's env_file,
+# systemd's EnvironmentFile), so it need sit in no mounted config file; never passed to workers.
+PASSWORD_ENV = "SQUALL_ZOOKEEPER_PASSWORD"
 
 # A worker creates, reads, updates and deletes its own beats, errors and backpressure;
 # ADMIN (changing ACLs) stays with the daemons.
@@ -132,6 +139,19 @@ class ZkAuth:
             raise ValueError("zookeeper.auth.user and zookeeper.auth.password must be set together")
         cred = Credential(user, password)
         return cls(cred, cred.digest_id)
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> ZkAuth:
+        """The daemons' auth from their config: ``zookeeper.auth.user`` with
+        ``zookeeper.auth.password``, else ``$SQUALL_ZOOKEEPER_PASSWORD``. The variable alone
+        (no user) turns nothing on. ValueError when only one half is there."""
+        env = os.environ if environ is None else environ
+        user = conf.get("zookeeper.auth.user")
+        password = conf.get("zookeeper.auth.password") or (env.get(PASSWORD_ENV) if user else None)
+        if bool(user) != bool(password):
+            raise ValueError(f"'zookeeper.auth.user' and 'zookeeper.auth.password' (or ${PASSWORD_ENV}) must "
+                             "be set together, or neither (no ZooKeeper authentication)")
+        return cls.for_daemons(user, password)
 
     @classmethod
     def for_worker(cls, topology_id: str, password: str, daemon_id: str | None) -> ZkAuth:

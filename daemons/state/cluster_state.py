@@ -111,12 +111,12 @@ class ClusterState:
 
     def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
-        with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` (both unset: no ACLs)."""
+        with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
+        (``ZkAuth.from_conf``; no user: no ACLs)."""
         merged = load_defaults()
         merged.update(conf)
         self.conf = merged
-        self.auth = auth if auth is not None else ZkAuth.for_daemons(
-            merged.get("zookeeper.auth.user"), merged.get("zookeeper.auth.password"))
+        self.auth = auth if auth is not None else ZkAuth.from_conf(merged)
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         root = "/" + str(merged["zookeeper.root"]).strip("/")
         self.root = root.rstrip("/") or "/"
@@ -617,7 +617,8 @@ class ClusterState:
                 f"{getattr(fn, '__name__', repr(fn))} {_first_path(args)}".strip()
             who = self.auth.credential.user if self.auth.credential else "an unauthenticated client"
             raise ClusterStateError(f"ZooKeeper refused {what} to {who}: not authorized (check "
-                                    "zookeeper.auth.user / zookeeper.auth.password)") from None
+                                    "zookeeper.auth.user / zookeeper.auth.password or "
+                                    "$SQUALL_ZOOKEEPER_PASSWORD)") from None
         except _UNAVAILABLE as exc:
             if self._closed.is_set():
                 raise ClusterStateError("ClusterState is closed") from None

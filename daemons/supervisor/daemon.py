@@ -41,11 +41,12 @@ import yaml
 
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
-from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_env, without_daemon_secrets
+from squall.daemons.credentials import write_credentials
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
-from squall.daemons.nimbus.access import TOKEN_ENV, AccessError
+from squall.daemons.nimbus.access import AccessError
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
@@ -626,8 +627,8 @@ class Supervisor:
         as_user: dict[str, Any] = {}
         try:
             wdir.mkdir(parents=True, exist_ok=True)
-            # The supervisor's own API token stays with it, environment included.
-            env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+            # The supervisor's API token and ZooKeeper password stay with it, environment included.
+            env = without_daemon_secret_env(os.environ)
             env["SQUALL_CONF"] = str(self.conf_path)
             env[CREDENTIALS_ENV] = str(write_credentials(wdir, creds))
             if self.worker_user is not None:

@@ -30,7 +30,7 @@ import yaml
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
-from squall.daemons.nimbus.credentials import CredentialsError, create
+from squall.daemons.nimbus.credentials import CredentialsError, create, daemon_auth_conf
 
 FIRST_SLOT_PORT = 6700
 READY_TIMEOUT_SECS = 60.0
@@ -83,8 +83,6 @@ def _write_yaml(path: Path, data: Mapping[str, Any]) -> Path:
 def zookeeper_security(directory: Path) -> dict[str, Any]:
     """The daemons' ZooKeeper credential (generated once, kept in ``DIR/zookeeper-auth.yaml``,
     mode 0600, so a restarted dev cluster can still read its nodes); CURVE is on by default."""
-    from squall.testing.zookeeper import daemon_auth_conf
-
     path = directory / "zookeeper-auth.yaml"
     if path.is_file():
         return dict(yaml.safe_load(path.read_text(encoding="utf-8")))

@@ -4,7 +4,10 @@
 nimbus applies a change within seconds). ``squall secure-init DIR``
 makes what a cluster of hosts or containers needs (the compose file uses it): a token file
 with an admin and a supervisor token, a CA, nimbus's certificate and key, a client config
-and an env file with the supervisor token.
+and ``supervisor.env``, the daemons' environment file: the supervisor token
+(``SQUALL_TOKEN``) and the daemons' ZooKeeper password (``SQUALL_ZOOKEEPER_PASSWORD``).
+Nimbus and supervisors need both (nimbus's code sync presents the supervisor token), so one
+file serves both.
 """
 from __future__ import annotations
 
@@ -15,8 +18,14 @@ import click
 import yaml
 
 from squall.cli.options import Failure
+from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.nimbus.auth import ROLES, TokenFileError, add_token, parse_entries, write_private
-from squall.daemons.nimbus.credentials import CredentialsError, create
+from squall.daemons.nimbus.credentials import DAEMON_USER, CredentialsError, create, daemon_auth_conf
+from squall.daemons.state.acls import PASSWORD_ENV
+
+CLIENT_FILE = "client.yaml"
+DAEMON_ENV_FILE = "supervisor.env"  # the name predates the ZooKeeper password in it
+PROMETHEUS_TOKEN_FILE = "prometheus-token"  # docker-compose.yml hands it to Prometheus
 
 
 @click.group("token")
@@ -61,33 +70,67 @@ def token_remove(path: str, user: str, prefix: str) -> None:
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--host", "hosts", multiple=True, required=True,
               help="A name or address clients use for nimbus (its certificate names each); repeatable.")
+@click.option("--supervisor-host", "supervisor_hosts", multiple=True,
+              help="A supervisor.host (the supervisors' certificate names each); repeatable; default the --host names.")
 @click.option("--port", type=click.IntRange(1, 65535), default=6627, show_default=True,
               help="nimbus.port for the client config.")
 @click.option("--mount", default=None,
               help="Where DIRECTORY is mounted for the daemons (e.g. /etc/squall/security); default DIRECTORY.")
 @click.option("--uid", type=int, default=None, help="Give the files to this user id (the containers' user).")
-def secure_init(directory: str, hosts: tuple[str, ...], port: int, mount: str | None, uid: int | None) -> None:
-    """Make tokens, a CA and nimbus's certificate in DIRECTORY, plus client.yaml (admin) and
-    supervisor.env (SQUALL_TOKEN for supervisors and nimbus)."""
+def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[str, ...], port: int,
+                mount: str | None, uid: int | None) -> None:
+    """Make tokens, a CA, nimbus's and the supervisors' certificates in DIRECTORY, plus
+    client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the daemons'
+    SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors). A ZooKeeper password already in supervisor.env is kept: ZooKeeper's ACLs
+    name its hash, and a new one would lock the daemons out of their own nodes."""
     target = Path(directory).resolve()
+    env_path = target / DAEMON_ENV_FILE
     try:
-        creds = create(target, hosts=hosts)
+        zk_password = (read_env_file(env_path) if env_path.exists() else {}).get(PASSWORD_ENV)
+    except (OSError, ValueError) as exc:
+        raise Failure(f"cannot read {env_path}: {exc}") from None
+    kept = bool(zk_password)
+    zk_password = zk_password or daemon_auth_conf()["zookeeper.auth.password"]
+    try:
+        creds = create(target, hosts=hosts, supervisor_hosts=supervisor_hosts or hosts)
+        prometheus = creds.add_user("prometheus", "viewer")
     except (CredentialsError, TokenFileError) as exc:
         raise Failure(str(exc)) from None
     client = {"nimbus.host": hosts[0], "nimbus.port": port, **creds.client_conf()}
-    write_private(target / "client.yaml", yaml.safe_dump(client, sort_keys=True))
-    write_private(target / "supervisor.env", f"SQUALL_TOKEN={creds.supervisor_token}\n")
+    write_private(target / CLIENT_FILE, yaml.safe_dump(client, sort_keys=True))
+    write_private(env_path, f"{TOKEN_ENV}={creds.supervisor_token}\n{PASSWORD_ENV}={zk_password}\n")
+    write_private(target / PROMETHEUS_TOKEN_FILE, prometheus + "\n")
     if mount:
         daemon_conf = {k: v.replace(str(target), mount) if isinstance(v, str) else v
-                       for k, v in creds.nimbus_conf().items() if k != "squall.token"}
-        click.echo("daemon settings (token from supervisor.env):\n" + yaml.safe_dump(daemon_conf, sort_keys=True))
+                       for k, v in {**creds.nimbus_conf(), **creds.supervisor_conf()}.items()
+                       if k != "squall.token"}
+        daemon_conf["zookeeper.auth.user"] = DAEMON_USER
+        click.echo(f"daemon settings ({TOKEN_ENV} and {PASSWORD_ENV} from {DAEMON_ENV_FILE}):\n"
+                   + yaml.safe_dump(daemon_conf, sort_keys=True))
     if uid is not None:
         try:
             for path in [target, *target.iterdir()]:
                 os.chown(path, uid, -1)
         except OSError as exc:
             raise Failure(f"cannot give {target} to uid {uid}: {exc}") from None
-    click.echo(f"security material in {target}; clients: SQUALL_CONF={target / 'client.yaml'}")
+    if kept:
+        click.echo(f"kept the daemons' ZooKeeper password from {env_path}")
+    click.echo(f"security material in {target}; clients: SQUALL_CONF={target / CLIENT_FILE}")
+
+
+def read_env_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``KEY=VALUE`` lines (compose's ``env_file``, systemd's ``EnvironmentFile``); blank lines
+    and ``#`` comments skipped; ValueError naming the line otherwise."""
+    out = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"line {number} is not KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 
 
 COMMANDS = [token, secure_init]

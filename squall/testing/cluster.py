@@ -3,7 +3,8 @@
 ``ProcessCluster`` runs one nimbus and N supervisors as child processes against a given
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
 them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
-``base_dir/security``); ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
+``base_dir/security``), or as docker-compose.yml does it from a ``squall secure-init``
+directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
 supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
@@ -19,12 +20,23 @@ from typing import Any
 
 import yaml
 
-from squall.daemons.nimbus.access import ApiAccess
+from squall.cli.security import CLIENT_FILE, DAEMON_ENV_FILE, read_env_file
+from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.credentials import without_daemon_secrets
-from squall.daemons.nimbus.credentials import create
-from squall.testing.zookeeper import daemon_auth_conf, free_port
+from squall.daemons.nimbus.credentials import (
+    CA_CERT,
+    NIMBUS_CERT,
+    NIMBUS_KEY,
+    SUPERVISOR_CERT,
+    SUPERVISOR_KEY,
+    TOKENS_FILE,
+    ClusterCredentials,
+    create,
+    daemon_auth_conf,
+)
+from squall.testing.zookeeper import free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
 FAST = {
@@ -48,17 +60,24 @@ FAST = {
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = ()) -> None:
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
+                 secure_init_dir: Path | None = None) -> None:
         """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
         credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
-        measure their cost); ``supervisor_prefix`` goes before the supervisors' command."""
+        measure their cost); ``supervisor_prefix`` goes before the supervisors' command.
+        With ``secure_init_dir`` (made by ``squall secure-init``) the material is that, as in
+        docker-compose.yml: the daemons get its ``supervisor.env`` as their environment and
+        no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user)."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
+        if secure_init_dir is None:
+            self.credentials, self.env, zk_auth = create(self.base / "security"), {}, daemon_auth_conf()
+        else:
+            (self.credentials, self.env), zk_auth = _from_secure_init(Path(secure_init_dir)), {}
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        "supervisor.logviewer.port": 0,
-                       **FAST, **daemon_auth_conf(), **(conf or {})}
-        self.credentials = create(self.base / "security")
+                       **FAST, **zk_auth, **(conf or {})}
         client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
         self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
@@ -76,11 +95,15 @@ class ProcessCluster:
     def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
-        env = {**os.environ, "SQUALL_CONF": str(cfg)}
+        env = {**os.environ, **self.env, "SQUALL_CONF": str(cfg)}
         proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
+
+    def _daemon(self, security: Mapping[str, Any]) -> dict[str, Any]:
+        """A daemon's security settings; the token stays out when its environment has it."""
+        return {k: v for k, v in security.items() if not (k == "squall.token" and TOKEN_ENV in self.env)}
 
     def supervisor_dir(self, i: int) -> Path:
         return self.base / f"supervisor-{i}"
@@ -94,7 +117,7 @@ class ProcessCluster:
         return self
 
     def start_nimbus(self, timeout: float = 60) -> None:
-        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, **self.credentials.nimbus_conf(),
+        self.nimbus = self._spawn("nimbus", "nimbus", {**self.common, **self._daemon(self.credentials.nimbus_conf()),
                                                        "squall.local.dir": str(self.base / "nimbus")})
         self.wait_for(self._nimbus_up, timeout, "nimbus answering")
 
@@ -109,7 +132,8 @@ class ProcessCluster:
 
     def start_supervisor(self, i: int) -> None:
         ports = [free_port() for _ in range(self.slots)]
-        conf = {**self.common, **self.credentials.supervisor_conf(), "squall.local.dir": str(self.supervisor_dir(i)),
+        conf = {**self.common, **self._daemon(self.credentials.supervisor_conf()),
+                "squall.local.dir": str(self.supervisor_dir(i)),
                 "supervisor.slots.ports": ports, "supervisor.metrics.port": free_port()}
         prev = self.base / f"supervisor-{i}.yaml"
         if prev.exists():  # a restart keeps its slots and its metrics port
@@ -189,6 +213,17 @@ class ProcessCluster:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _from_secure_init(directory: Path) -> tuple[ClusterCredentials, dict[str, str]]:
+    """The credentials ``squall secure-init`` made in ``directory`` (the admin token from its
+    client config) and the daemons' environment (its env file)."""
+    env = read_env_file(directory / DAEMON_ENV_FILE)
+    admin = yaml.safe_load((directory / CLIENT_FILE).read_text(encoding="utf-8"))["squall.token"]
+    creds = ClusterCredentials(directory, directory / TOKENS_FILE, admin, env[TOKEN_ENV], directory / CA_CERT,
+                               directory / NIMBUS_CERT, directory / NIMBUS_KEY,
+                               directory / SUPERVISOR_CERT, directory / SUPERVISOR_KEY)
+    return creds, env
 
 
 def _alive(pid: int) -> bool:

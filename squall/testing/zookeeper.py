@@ -11,7 +11,6 @@ The jars come from Debian's ``zookeeper`` package (``/usr/share/java``); set
 from __future__ import annotations
 
 import atexit
-import secrets
 import ctypes
 import os
 import shutil
@@ -30,6 +29,8 @@ from types import TracebackType
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
+
+from squall.daemons.nimbus.credentials import DAEMON_USER, daemon_auth_conf  # noqa: F401 (harness API)
 
 JAVA_DIR = Path("/usr/share/java")
 # zookeeper.jar's manifest Class-Path names its other dependencies (netty, jute, ...).
@@ -109,13 +110,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-DAEMON_USER = "squall"
-
-
-def daemon_auth_conf(user: str = DAEMON_USER) -> dict[str, str]:
-    """A fresh daemons' ZooKeeper credential as config keys (secure by default: test
-    harnesses and the dev cluster run with ACLs on)."""
-    return {"zookeeper.auth.user": user, "zookeeper.auth.password": secrets.token_urlsafe(24)}
 
 
 def authenticated_client(hosts: str, conf: dict[str, Any] | None, timeout: float = 10.0) -> KazooClient:
