@@ -24,6 +24,7 @@ from squall.daemons.nimbus.auth import add_token
 CERT_DAYS = 825
 CA_DAYS = 3650
 OPENSSL_TIMEOUT = 30.0
+_EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 
 
 class CredentialsError(RuntimeError):
@@ -98,23 +99,31 @@ def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
     (``nimbus.crt``, ``nimbus.key``) naming every host in ``hosts``: (ca, cert, key)."""
     if shutil.which("openssl") is None:
         raise CredentialsError("the openssl command is needed to make TLS material (apt-get install openssl)")
-    if not hosts:
-        raise CredentialsError("a nimbus certificate needs at least one host name")
     ca_crt, ca_key = directory / "ca.crt", directory / "ca.key"
-    crt, key = directory / "nimbus.crt", directory / "nimbus.key"
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", "-new", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
+    _openssl("req", "-x509", "-new", *_EC, "-keyout", ca_key, "-out", ca_crt, "-days", CA_DAYS,
              "-subj", "/CN=squall cluster CA", "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    _openssl("req", "-x509", "-new", *ec, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
+    for path in (ca_crt, ca_key):
+        os.chmod(path, 0o600)
+    crt, key = issue_cert(ca_crt, ca_key, directory / "nimbus", hosts)
+    return ca_crt, crt, key
+
+
+def issue_cert(ca_crt: Path, ca_key: Path, stem: Path, hosts: list[str]) -> tuple[Path, Path]:
+    """A server certificate signed by the CA, naming every host in ``hosts`` (a fresh key
+    each time, so also the way to rotate nimbus's certificate): (``stem``.crt, ``stem``.key)."""
+    if not hosts:
+        raise CredentialsError("a nimbus certificate needs at least one host name")
+    crt, key = stem.with_suffix(".crt"), stem.with_suffix(".key")
+    _openssl("req", "-x509", "-new", *_EC, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
              "-CA", ca_crt, "-CAkey", ca_key, "-subj", "/CN=squall nimbus",
              "-addext", "basicConstraints=critical,CA:FALSE",
              "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
              "-addext", "extendedKeyUsage=serverAuth",
              "-addext", "subjectAltName=" + ",".join(_san(h) for h in hosts))
-    for path in (ca_crt, ca_key, crt, key):
+    for path in (crt, key):
         os.chmod(path, 0o600)
-    return ca_crt, crt, key
+    return crt, key
 
 
 def _san(host: str) -> str:
