@@ -7,6 +7,7 @@ while a long-lived client keeps calling it.
 from __future__ import annotations
 
 import http.client
+import os
 import shutil
 import socket
 import ssl
@@ -74,7 +75,10 @@ def test_new_material_is_checked_and_a_bad_change_keeps_the_old(tmp_path):
     damaged = tmp_path / "damaged.crt"
     lines = crt.read_text().splitlines()
     damaged.write_text("\n".join([lines[0], "AAAA", lines[-1]]) + "\n")
+    fifo = tmp_path / "fifo.crt"
+    os.mkfifo(fifo)
     for pair, text in (((tmp_path / "nothing", key), "cannot read certificate file"),
+                       ((fifo, key), f"certificate file {fifo} is not a regular file"),
                        ((crt, crt), f"key file {crt} holds no complete PEM private key"),
                        ((crt, key2), f"key file {key2} does not belong to certificate file {crt}"),
                        ((damaged, key), f"certificate file {damaged} cannot be parsed"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
+import stat
 import threading
 from collections.abc import Callable, Iterable
 
@@ -69,7 +70,10 @@ def _certificates_parse(path: str) -> bool:
 def _pem_labels(path: str, what: str) -> list[str]:
     """The labels of the complete PEM blocks in ``path`` (``CERTIFICATE``, ``PRIVATE KEY``...)."""
     try:
-        if os.stat(path).st_size > MAX_PEM_BYTES:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the accepting thread
+            raise TlsMaterialError(f"{what} file {path} is not a regular file")
+        if st.st_size > MAX_PEM_BYTES:
             raise TlsMaterialError(f"{what} file {path} is larger than {MAX_PEM_BYTES} bytes")
         with open(path, "rb") as f:
             data = f.read(MAX_PEM_BYTES + 1)
