@@ -72,6 +72,9 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "squall_supervisor_malformed_heartbeats": (COUNTER, "Worker heartbeat files ignored as malformed.", ()),
     "squall_supervisor_http_refused": (COUNTER, "Requests to /metrics and the logviewer refused "
                                        "(unauthenticated, forbidden) and failed TLS connections.", ("reason",)),
+    # any daemon serving HTTPS (daemons/nimbus/server.py)
+    "squall_tls_reloads": (COUNTER, "Changed TLS certificate/key files put in force (loaded) or refused "
+                                    "(the old ones kept).", ("result",)),
     # nimbus
     "squall_nimbus_leader": (GAUGE, "1 while this nimbus is the leader.", ()),
     "squall_nimbus_topologies": (GAUGE, "Topologies on the cluster, by status.", ("status",)),

@@ -3,7 +3,8 @@ TLS context that verifies nimbus (the CLI, supervisors' downloads, a standby's c
 
 - token: ``squall.token``, else the ``SQUALL_TOKEN`` environment variable;
 - TLS: on when ``nimbus.tls.ca.file`` is set; nimbus's certificate must chain to that CA
-  and name the host the client dials (``nimbus.host``).
+  (the file may hold several, e.g. the old and the new during a rotation) and name the host
+  the client dials (``nimbus.host``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from squall.daemons.nimbus.tls_material import TlsMaterial
+from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 TOKEN_ENV = "SQUALL_TOKEN"
 
@@ -22,22 +26,37 @@ class AccessError(ValueError):
 
 @dataclass(frozen=True)
 class ApiAccess:
+    """``trust`` is the CA file's context, read again when the file changes (checked at most
+    every few seconds), so a long-lived client (a supervisor, a standby nimbus) follows a CA
+    rotation without a restart."""
+
     token: str | None = None
-    ssl_context: ssl.SSLContext | None = None
-    ca_file: str | None = None
+    trust: TlsMaterial | None = None
+
+    @property
+    def ca_file(self) -> str | None:
+        return self.trust.files[0] if self.trust is not None else None
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context to dial nimbus with (the CA file's latest usable content); None for HTTP."""
+        return self.trust.context() if self.trust is not None else None
 
     @property
     def scheme(self) -> str:
-        return "https" if self.ssl_context is not None else "http"
+        return "https" if self.trust is not None else "http"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any]) -> ApiAccess:
+    def from_conf(cls, conf: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> ApiAccess:
+        """AccessError when the CA file cannot be used now; later changes that cannot be
+        used are logged and the CA read before stays in force."""
         token = conf.get("squall.token") or os.environ.get(TOKEN_ENV) or None
         ca = conf.get("nimbus.tls.ca.file")
-        return cls(token=token, ssl_context=client_context(ca) if ca else None, ca_file=ca)
+        trust = TlsMaterial([ca], lambda: client_context(ca), "CA file (nimbus.tls.ca.file)", clock) if ca else None
+        return cls(token=token, trust=trust)
 
     def explain(self, exc: BaseException, address: str) -> str | None:
         """A clear line for a TLS failure talking to ``address``, or None if ``exc`` is not one."""

@@ -40,8 +40,9 @@ from typing import Any, Protocol
 import structlog
 import yaml
 
+from squall.daemons.file_watch import RELOAD_CHECK_SECS, FileWatch
 from squall.daemons.state.records import PublishedTokens
-from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every
+from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 log = structlog.get_logger("squall.nimbus.auth")
 
@@ -51,7 +52,6 @@ ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS)
 MAX_TOKENS = 10_000
 MAX_FILE_BYTES = 4 << 20
 MIN_TOKEN_CHARS = 16
-RELOAD_CHECK_SECS = 2.0
 
 
 class TokenFileError(ValueError):
@@ -155,35 +155,25 @@ class TokenSource(Protocol):
 
 class TokenFile:
     """A token file in force: read at start and again when it changes (checked at most every
-    ``RELOAD_CHECK_SECS``), so adding or revoking a token needs no restart. A change that
-    cannot be used is logged and the tokens read before stay in force."""
+    ``RELOAD_CHECK_SECS``, read once the change has settled), so adding or revoking a token
+    needs no restart. A change that cannot be used is logged and the tokens read before stay
+    in force."""
 
     def __init__(self, path: str | os.PathLike[str], clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = Path(path)
-        self._stamp = self._stat()
+        self._watch = FileWatch([self.path], RELOAD_CHECK_SECS, clock)
         self._table = TokenTable.load(self.path)
-        self._check = Every(RELOAD_CHECK_SECS, clock)
         self._lock = threading.Lock()
-
-    def _stat(self) -> tuple[int, int, int] | None:
-        try:
-            st = self.path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def table(self) -> TokenTable:
         with self._lock:
-            if self._check.due():
-                stamp = self._stat()
-                if stamp != self._stamp:
-                    self._stamp = stamp
-                    try:
-                        self._table = TokenTable.load(self.path)
-                        log.info("API tokens reloaded", file=str(self.path), tokens=len(self._table))
-                    except TokenFileError as exc:
-                        log.error("token file changed but cannot be used; the tokens read before stay "
-                                  "in force", error=str(exc))
+            if self._watch.changed():
+                try:
+                    self._table = TokenTable.load(self.path)
+                    log.info("API tokens reloaded", file=str(self.path), tokens=len(self._table))
+                except TokenFileError as exc:
+                    log.error("token file changed but cannot be used; the tokens read before stay "
+                              "in force", error=str(exc))
             return self._table
 
 

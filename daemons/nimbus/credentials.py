@@ -31,6 +31,7 @@ SUPERVISOR_CERT, SUPERVISOR_KEY = "supervisor.crt", "supervisor.key"
 CERT_DAYS = 825
 CA_DAYS = 3650
 OPENSSL_TIMEOUT = 30.0
+_EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 
 
 class CredentialsError(RuntimeError):
@@ -111,8 +112,9 @@ def create(directory: str | os.PathLike[str], hosts: Iterable[str] = ("127.0.0.1
     if tls:
         hosts = list(hosts)
         creds.ca_file, creds.cert_file, creds.key_file = make_tls(directory, hosts)
-        creds.supervisor_cert_file, creds.supervisor_key_file = make_cert(
-            directory, "supervisor", list(supervisor_hosts) if supervisor_hosts is not None else hosts)
+        creds.supervisor_cert_file, creds.supervisor_key_file = issue_cert(
+            creds.ca_file, directory / CA_KEY, directory / "supervisor",
+            list(supervisor_hosts) if supervisor_hosts is not None else hosts)
     return creds
 
 
@@ -128,16 +130,17 @@ def make_tls(directory: Path, hosts: list[str]) -> tuple[Path, Path, Path]:
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     for path in (ca_crt, ca_key):
         os.chmod(path, 0o600)
-    return (ca_crt, *make_cert(directory, "nimbus", hosts))
+    crt, key = issue_cert(ca_crt, ca_key, directory / "nimbus", hosts)
+    return ca_crt, crt, key
 
 
-def make_cert(directory: Path, name: str, hosts: list[str]) -> tuple[Path, Path]:
-    """``NAME.crt`` and ``NAME.key`` in ``directory``: a server certificate naming every host
-    in ``hosts``, signed by the CA there (``ca.crt``, ``ca.key``): (cert, key)."""
-    _check_hosts(hosts, name)
-    crt, key = directory / f"{name}.crt", directory / f"{name}.key"
+def issue_cert(ca_crt: Path, ca_key: Path, stem: Path, hosts: list[str]) -> tuple[Path, Path]:
+    """A server certificate signed by the CA, naming every host in ``hosts`` (a fresh key
+    each time, so also the way to rotate a certificate): (``stem``.crt, ``stem``.key)."""
+    _check_hosts(hosts, stem.name)
+    crt, key = stem.with_suffix(".crt"), stem.with_suffix(".key")
     _openssl("req", "-x509", "-new", *_EC, "-keyout", key, "-out", crt, "-days", CERT_DAYS,
-             "-CA", directory / CA_CERT, "-CAkey", directory / CA_KEY, "-subj", f"/CN=squall {name}",
+             "-CA", ca_crt, "-CAkey", ca_key, "-subj", f"/CN=squall {stem.name}",
              "-addext", "basicConstraints=critical,CA:FALSE",
              "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
              "-addext", "extendedKeyUsage=serverAuth",
@@ -145,9 +148,6 @@ def make_cert(directory: Path, name: str, hosts: list[str]) -> tuple[Path, Path]
     for path in (crt, key):
         os.chmod(path, 0o600)
     return crt, key
-
-
-_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
 
 def _check_hosts(hosts: list[str], name: str) -> None:

@@ -156,13 +156,13 @@ class Nimbus:
         try:
             tls = server_tls_files(self.conf)
             # code sync's way to the leader, and the token nimbus shows supervisors' logviewers
-            self.access = access = ApiAccess.from_conf(self.conf)
+            self.access = access = ApiAccess.from_conf(self.conf, self.clock)
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
             self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)), self.bind_host, self.port,
                                      max_body=2 * self.max_upload + (1 << 20), tls=tls,
-                                     on_error=self.guard.server_error)
+                                     on_error=self.guard.server_error, clock=self.clock)
         except (OSError, ValueError) as exc:
             raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
         if tls is None:
@@ -751,7 +751,10 @@ class Nimbus:
             rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
         except ClusterStateError:
             statuses, rows = None, None
-        return nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
+        out = nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
+        if self._server is not None:
+            out.extend(self._server.tls_series())
+        return out
 
     def bundle(self, topology_id: str) -> tuple[bytes, str]:
         data = self.store.read(topology_id)

@@ -15,7 +15,10 @@ from typing import Any
 from cheroot import wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
+from squall.daemons.metrics.families import Series
 from squall.daemons.nimbus.api import StartResponse
+from squall.daemons.nimbus.tls_material import TlsMaterial, server_context
+from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 WSGIApp = Any  # Callable[[dict, StartResponse], Iterable[bytes]]
 THREADS = 8
@@ -28,13 +31,32 @@ MAX_HEADER_BYTES = 256 * 1024     # request line and headers
 ErrorLog = Callable[..., None]    # (msg, level=20, traceback=False), cheroot's error_log
 
 
+class _ReloadingAdapter(BuiltinSSLAdapter):
+    """cheroot's adapter, taking the context in force before each handshake. cheroot calls
+    ``wrap`` on its accepting thread and ``wrap`` wraps with ``self.context``, so a new context
+    serves only the connections accepted after it; open ones keep theirs. (The SSL_SERVER_*
+    WSGI variables keep describing the first certificate; nothing here reads them.)"""
+
+    def __init__(self, material: TlsMaterial) -> None:
+        super().__init__(*material.files)
+        self.material = material
+        self.context = material.context()
+
+    def wrap(self, sock: Any) -> Any:
+        context = self.material.context()
+        if context is not self.context:
+            self.context = context
+        return super().wrap(sock)
+
+
 class ApiServer:
     """Binds on construction (OSError or ValueError when it cannot); ``start()`` serves on a
-    thread, ``stop()`` closes the sockets and ends that thread. ``tls`` is (cert, key)."""
+    thread, ``stop()`` closes the sockets and ends that thread. ``tls`` is (cert, key): read
+    again when they change (:class:`TlsMaterial`), so a new certificate needs no restart."""
 
     def __init__(self, app: WSGIApp, host: str, port: int, max_body: int,
                  tls: tuple[str, str] | None = None, on_error: ErrorLog | None = None,
-                 ident: str = "squall-nimbus", threads: int = THREADS) -> None:
+                 ident: str = "squall-nimbus", threads: int = THREADS, clock: Clock = SYSTEM_CLOCK) -> None:
         self._server = wsgi.Server((host, port), app, numthreads=threads, server_name=ident,
                                    timeout=SOCKET_TIMEOUT, shutdown_timeout=5,
                                    accepted_queue_size=ACCEPTED_QUEUE, accepted_queue_timeout=SOCKET_TIMEOUT)
@@ -43,13 +65,15 @@ class ApiServer:
         self._server.max_request_header_size = MAX_HEADER_BYTES
         if on_error is not None:  # cheroot writes failed handshakes and its own errors to stderr
             self._server.error_log = on_error
+        self._tls: TlsMaterial | None = None
         if tls is not None:
+            cert, key = tls
+            # TlsMaterialError (a ValueError) names the file and the problem.
+            self._tls = TlsMaterial(tls, lambda: server_context(cert, key), "TLS certificate and key", clock)
             try:
-                adapter = BuiltinSSLAdapter(*tls)
-            except (OSError, ssl.SSLError) as exc:
-                raise ValueError(f"cannot load nimbus.tls.cert.file/key.file {tls}: {exc}") from None
-            adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._server.ssl_adapter = adapter
+                self._server.ssl_adapter = _ReloadingAdapter(self._tls)
+            except (OSError, ssl.SSLError) as exc:  # the files changed since: a start fails as before
+                raise ValueError(f"cannot load certificate file {cert} with key file {key}: {exc}") from None
         self._server.prepare()  # binds and listens
         self.tls = tls is not None
         self._thread = threading.Thread(target=self._serve, name=f"{ident}-http", daemon=True)
@@ -59,6 +83,14 @@ class ApiServer:
             self._server.serve()
         finally:
             self._server.ready = False
+
+    def tls_series(self) -> Series:
+        """Changes of the certificate and key put in force and refused (none without TLS)."""
+        out = Series()
+        if self._tls is not None:
+            out.add("squall_tls_reloads", ("loaded",), self._tls.loaded)
+            out.add("squall_tls_reloads", ("refused",), self._tls.refused)
+        return out
 
     @property
     def port(self) -> int:

@@ -288,7 +288,10 @@ class Supervisor:
         """This supervisor's series and its workers' (called on the metrics server's threads)."""
         used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
         refused = self.endpoints.refused() if self.endpoints is not None else {}
-        return self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats, refused)
+        out = self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats, refused)
+        if self.endpoints is not None:
+            out.extend(self.endpoints.tls_series())
+        return out
 
     def _owner_of(self, topology_id: str) -> str | None:
         """Who submitted a topology (the logviewer's threads); None when unknown."""

@@ -44,7 +44,7 @@ class Endpoints:
     """The two servers, their shared guard and the token table they apply."""
 
     def __init__(self, conf: Mapping[str, Any], host: str, clock: Clock, logger: Any) -> None:
-        self.conf, self.host, self.log = conf, host, logger
+        self.conf, self.host, self.log, self.clock = conf, host, logger, clock
         self.tokens = PublishedTokenSource()
         self.guard = Guard(self.tokens, clock)
         try:
@@ -65,7 +65,8 @@ class Endpoints:
             return None
         try:
             server = ApiServer(app, self.host, int(port), max_body=4096, tls=self.tls,
-                               on_error=self.guard.server_error, ident="squall-supervisor", threads=threads)
+                               on_error=self.guard.server_error, ident="squall-supervisor", threads=threads,
+                               clock=self.clock)
         except (OSError, ValueError) as exc:
             raise EndpointError(f"cannot serve the {what} on {self.host}:{port} ({key}): {exc}") from None
         server.start()
@@ -103,6 +104,11 @@ class Endpoints:
 
     def refused(self) -> dict[str, int]:
         return self.guard.counts()
+
+    def tls_series(self) -> Series:
+        """Certificate reloads as the metrics server saw them (the one scraped often; the
+        logviewer checks the same files for itself)."""
+        return self.metrics.tls_series() if self.metrics is not None else Series()
 
     def stop(self) -> None:
         for server in (self.logviewer, self.metrics):
