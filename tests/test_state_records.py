@@ -7,8 +7,7 @@ from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, Topology
 from squall.daemons.state.election import contender_order
 from squall.daemons.state.records import (
     MAX_NODE_BYTES,
-    Backpressure,
-    backpressure_by_slot,
+    PublishedTokens,
     check_name,
     encode,
     parse_node,
@@ -25,6 +24,7 @@ RECORDS = [
     SupervisorInfo(id="sup-a", host="h", ports=[6700, 6701], started_at=1.0, used_ports=[6700], time=2.0),
     WorkerBeat("wc-1-100", "sup-a", 6700, time=5.0, executors=[(1, 2)], uptime=3.0, stats={"x": 1}),
     ErrorInfo(time=1.0, component="count", task=3, host="h", port=6700, error="boom"),
+    PublishedTokens(True, (("ab" * 32, "alice", "user"),)),
 ]
 
 
@@ -37,16 +37,19 @@ def test_records_survive_encoding(record) -> None:
     (b"", "empty node"),
     (b"[1]", "JSON object"),
     (b'{"v": 2, "id": "x"}', "format version 2"),
-    (b'{"v": 1, "node": "n", "port": 1}', "missing field 'tasks'"),
-    (b'{"v": 1, "node": "n", "port": true, "tasks": []}', "port must be an integer"),
-    (b'{"v": 1, "node": "n", "port": 1, "tasks": {}}', "tasks must be a list"),
+    (b'{"v": 1, "time": 1, "component": "c", "task": 1, "host": "h", "port": 1}', "missing field 'error'"),
+    (b'{"v": 1, "time": 1, "component": "c", "task": 1, "host": "h", "port": true, "error": ""}',
+     "port must be an integer"),
+    (b'{"v": 1, "time": 1, "component": ["c"], "task": 1, "host": "h", "port": 1, "error": ""}',
+     "component must be a string"),
     (b'{"v": 1, "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested deeper"),
     (b'{"v": 1, "x": ' + b"[" * 65 + b"]" * 65 + b"}", "nested deeper than 64"),
-    (b'{"v": 1, "node": "n", "port": 1, "tasks": [1e999]}', "task must be an integer"),
+    (b'{"v": 1, "time": 1, "component": "c", "task": 1e999, "host": "h", "port": 1, "error": ""}',
+     "task must be an integer"),
 ])
 def test_malformed_nodes_are_refused_naming_the_problem(data: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_node(data, Backpressure.from_dict)
+        parse_node(data, ErrorInfo.from_dict)
 
 
 def test_assignment_rows_are_checked() -> None:
@@ -93,11 +96,6 @@ def test_names_and_sizes_are_bounded() -> None:
             check_name(bad, "topology id")
     with pytest.raises(ValueError, match="above ZooKeeper"):
         encode("/big", {"blob": "x" * MAX_NODE_BYTES})
-
-
-def test_backpressure_is_keyed_by_slot() -> None:
-    entries = {"n-1": Backpressure("n", 1, frozenset({3})), "m-2": Backpressure("m", 2, frozenset())}
-    assert backpressure_by_slot(entries) == {("n", 1): frozenset({3}), ("m", 2): frozenset()}
 
 
 def test_contenders_are_ordered_by_lock_sequence() -> None:
