@@ -123,10 +123,16 @@ def final(rows_by_sink: dict[str, list[list]]) -> dict[str, object]:
     return out
 
 
+def text_lines(path: Path) -> list[str]:
+    """The lines of a JSON lines file: split at "\n" only. (str.splitlines would also split
+    inside JSON strings, at the U+0085 and U+2028 that JSON keeps unescaped.)"""
+    return [line for line in path.read_text(encoding="utf-8").split("\n") if line]
+
+
 def recorded(out: Path) -> dict[str, list[list]]:
     rows: dict[str, list[list]] = {}
     for f in sorted(out.glob("task-*.jsonl")):
-        for line in f.read_text(encoding="utf-8").splitlines():
+        for line in text_lines(f):
             comp, stream, values_ = json.loads(line)
             rows.setdefault(comp, []).append(values_)
     return rows
@@ -164,7 +170,7 @@ def run_spark(shape: int, events: Path, users_: Path, out: Path) -> tuple[dict, 
     for sink in messy.SINKS:
         fields = list(topo.stream_fields(sink, "default"))
         for f in sorted((out / sink).glob("part-*")):
-            for line in f.read_text(encoding="utf-8").splitlines():
+            for line in text_lines(f):
                 obj = json.loads(line)
                 assert list(obj) == fields  # declared order, every field present
                 rows.setdefault(sink, []).append([obj[k] for k in fields])
