@@ -9,7 +9,9 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
       workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
                                       worker: worker.log.1 ...), worker.out (output before the
-                                      worker's log is set up, captured by the supervisor)
+                                      worker's log is set up, captured by the supervisor);
+                                      from the supervisor at each launch: credentials.json and
+                                      assignment.json (0600, see credentials and launch_assignment)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
 from __future__ import annotations
@@ -42,6 +44,38 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_private(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically, readable by its owner only (0600 from the
+    temporary file's creation on, never wider); returns ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an older temporary file keeps its mode through O_CREAT
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+def read_private(path: Path, limit: int) -> bytes:
+    """The content of a file only its owner may read, which must be the caller (no symlink,
+    uid ours, no group or other bits) and at most ``limit`` bytes; ValueError (or OSError)
+    naming the problem."""
+    # O_NONBLOCK: a FIFO planted there must not block the open (it is refused below).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise ValueError(f"{path} must be owned by uid {os.getuid()} with mode 0600")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
 
 
 def make_private(root: Path) -> None:
@@ -120,6 +154,10 @@ class LocalLayout:
 
     def metrics_file(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "metrics.json"
+
+    def launch_assignment_file(self, worker_id: str) -> Path:
+        """The assignment the supervisor launched the worker for (see launch_assignment)."""
+        return self.worker_dir(worker_id) / "assignment.json"
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"

@@ -186,7 +186,7 @@ def test_zk_writer_throttles_errors(cluster_conf):
     conf = {**cluster_conf, "topology.max.error.report.per.interval": 3,
             "topology.error.throttle.interval.secs": 60}
     with ClusterState(conf) as state:
-        writer = ZkWriter(state, "t1", "n1", 6700, "127.0.0.1", conf)
+        writer = ZkWriter(state, "t1", 6700, "127.0.0.1", conf)
         writer.start()
         try:
             for i in range(10):
