@@ -176,8 +176,8 @@ class ClusterState:
             self._ensure_base_paths()
         else:
             self._base_paths_wanted = True
-            log.warning("ZooKeeper not reachable yet; connecting in the background", zk=self.hosts,
-                        waited_secs=self.connection_timeout)
+            log.info("ZooKeeper not reachable yet; connecting in the background", zk=self.hosts,
+                     waited_secs=self.connection_timeout)  # the caller says what it does meanwhile
         self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
         self._restorer.start()
         if client.connected:

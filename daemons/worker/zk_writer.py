@@ -42,7 +42,7 @@ class ZkWriter:
         self.errors_dropped = 0
         self.errors_written = 0
         self._outage = OutageLog()
-        self._dropped_before_outage = 0
+        self._dropped_logged = 0  # errors_dropped when the last outage's end was logged
         self._thread = threading.Thread(target=self._run, name="zk-writer", daemon=True)
 
     def start(self) -> None:
@@ -80,12 +80,15 @@ class ZkWriter:
         """Write the queued reports. While ZooKeeper is away they stay queued (up to
         ERROR_QUEUE_MAX, the rest counted as dropped); a report whose write fails is dropped
         and counted. One warning per outage, and one line with the count when it ends."""
-        if not self._state.connected:
-            self._outage_started("not connected to ZooKeeper")
-            return
         with self._lock:
-            errors = list(self._errors)
-            self._errors.clear()
+            waiting = bool(self._errors)
+            errors = list(self._errors) if waiting and self._state.connected else []
+            if errors:
+                self._errors.clear()
+        if not errors:
+            if waiting:  # they stay queued until ZooKeeper is back
+                self._outage_started("not connected to ZooKeeper")
+            return
         for i, error in enumerate(errors):
             try:
                 self._state.report_error(self._topology_id, error)
@@ -101,9 +104,10 @@ class ZkWriter:
                             task=error.task, error=str(exc))
                 continue
             lasted = self._outage.recovered(self._clock.monotonic())
-            if lasted is not None:
+            if lasted is not None:  # dropped: failed writes and reports past the full queue
                 log.info("error reports reach ZooKeeper again", outage_secs=round(lasted, 1),
-                         reports_dropped=self.errors_dropped - self._dropped_before_outage)
+                         reports_dropped=self.errors_dropped - self._dropped_logged)
+                self._dropped_logged = self.errors_dropped
 
     def _requeue(self, errors: list[ErrorInfo]) -> None:
         with self._lock:
@@ -113,6 +117,5 @@ class ZkWriter:
 
     def _outage_started(self, error: str) -> None:
         if self._outage.failed(self._clock.monotonic()):
-            self._dropped_before_outage = self.errors_dropped
             log.warning("ZooKeeper unavailable; error reports wait for it (at most "
                         f"{ERROR_QUEUE_MAX}, the rest are dropped and counted)", error=error)
