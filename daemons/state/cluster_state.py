@@ -844,15 +844,17 @@ class ClusterState:
     def _add_watcher(self, watcher: Watcher) -> None:
         with self._watchers_lock:
             self._watchers.append(watcher)
-        if self._background and not self.connected:
-            self._restore_wanted.set()  # read (and the callback called) on the next connection
-            return
         try:
-            self._retry(watcher.refresh)
-        except BaseException:
-            with self._watchers_lock:
-                self._watchers.remove(watcher)
-            raise
+            if self.connected or not self._background:
+                self._retry(watcher.refresh)
+                return
+        except BaseException as exc:
+            if not (isinstance(exc, ClusterStateError) and self._background and not self.connected):
+                with self._watchers_lock:
+                    self._watchers.remove(watcher)
+                raise
+        # Started in the background and cut off: read (and called back) on the next connection.
+        self._restore_wanted.set()
 
     def _watch_node(self, path: str, parse: Callable[[dict[str, Any]], Any],
                     callback: Callable[[Any], None], what: str) -> Watch:
