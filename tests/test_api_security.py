@@ -406,6 +406,29 @@ def test_secure_init_and_token_commands(tmp_path):
     assert table.lookup(tokens[0]) is None and table.lookup(tokens[1]).user == "alice"
     assert runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "x",
                                 "--role", "root"]).exit_code == 2
+    # The supervisors' certificate names the --supervisor-host names; Prometheus's token is a viewer's.
+    assert (target / "supervisor.crt").is_file() and (target / "supervisor.key").is_file()
+    assert table.lookup((target / "prometheus-token").read_text().strip()).role == "viewer"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+def test_secure_init_gives_the_files_to_the_containers_users(tmp_path):
+    from click.testing import CliRunner
+
+    from squall.cli import main
+
+    target = tmp_path / "sec"
+    result = CliRunner().invoke(main, ["secure-init", str(target), "--host", "nimbus", "--supervisor-host",
+                                       "supervisor-1", "--uid", "1000"])
+    assert result.exit_code == 0, result.output
+    owners = {p.name: (p.stat().st_uid, stat.S_IMODE(p.stat().st_mode)) for p in target.iterdir()}
+    assert owners.pop("prometheus-token") == (65534, 0o600)  # the Prometheus image's user
+    assert owners.pop("ca.crt") == (1000, 0o644)  # public; its key is not
+    assert set(owners.values()) == {(1000, 0o600)}, owners
+    assert target.stat().st_uid == 1000 and stat.S_IMODE(target.stat().st_mode) == 0o700
+    names = subprocess.run(["openssl", "x509", "-in", str(target / "supervisor.crt"), "-noout", "-ext",
+                            "subjectAltName"], capture_output=True, text=True, timeout=30).stdout
+    assert "DNS:supervisor-1" in names and "DNS:nimbus" not in names
 
 
 def test_token_file_changes_apply_without_a_restart(secured, tmp_path):

@@ -180,22 +180,11 @@ def test_errors_keep_the_last_n(make_state: Callable[..., ClusterState]) -> None
     assert state.errors("no-such-topology") == []
 
 
-def test_backpressure_round_trip(state: ClusterState, zk_client: KazooClient) -> None:
-    state.set_backpressure("wc-1-100", "5f0e-sup", 6700, [7, 3, 3])
-    state.set_backpressure("wc-1-100", "5f0e-sup", 6701, [9])
-    assert state.backpressure("wc-1-100") == {("5f0e-sup", 6700): frozenset({3, 7}),
-                                              ("5f0e-sup", 6701): frozenset({9})}
-    _, stat = zk_client.get(f"{state.root}/backpressure/wc-1-100/5f0e-sup-6700")
-    assert stat.ephemeralOwner == state.client.client_id[0]
-    state.set_backpressure("wc-1-100", "5f0e-sup", 6700, [])
-    assert state.backpressure("wc-1-100") == {("5f0e-sup", 6701): frozenset({9})}
-
-
 def test_bad_names_are_refused(state: ClusterState) -> None:
     with pytest.raises(ValueError, match="node name"):
         state.set_topology(topo("a/b"))
     with pytest.raises(ValueError, match="node name"):
-        state.set_backpressure("t", "..", 6700, [1])
+        state.remove_worker_beat("t", "..", 6700)
 
 
 def test_unreachable_zookeeper_is_a_clear_error(cluster_conf: dict[str, Any]) -> None:
@@ -233,7 +222,6 @@ def test_malformed_data_is_skipped_with_a_warning(state: ClusterState, zk_client
         f"{root}/supervisors/away-not-bool": b'{"v":1,"id":"s","host":"h","ports":[1],"started_at":0,'
                                              b'"used_ports":[],"away":"yes"}',
         f"{root}/workerbeats/wc-1-100/n-6700": b'{"v":1}',
-        f"{root}/backpressure/wc-1-100/n-6700": b'{"v":1,"node":"n","port":"6700","tasks":[1]}',
     }
     for path, data in garbage.items():
         zk_client.create(path, data, makepath=True)
@@ -251,7 +239,6 @@ def test_malformed_data_is_skipped_with_a_warning(state: ClusterState, zk_client
         assert state.assignment("deep") is None and state.assignment("huge-range") is None
         assert set(state.supervisors()) == {"5f0e-sup"}
         assert state.worker_beats("wc-1-100") == {}
-        assert state.backpressure("wc-1-100") == {}
         assert [e.error for e in state.errors("wc-1-100")] == ["kept"]
 
     warned = {entry["path"] for entry in logs if entry["log_level"] == "warning"}
@@ -319,21 +306,15 @@ def test_watch_assignment_of_one_topology(state: ClusterState) -> None:
     seen.wait_for(lambda v: v is not None and v.version == 4, "assigned")
 
 
-def test_watch_supervisors_and_backpressure(state: ClusterState, make_state: Callable[..., ClusterState]) -> None:
+def test_watch_supervisors(state: ClusterState, make_state: Callable[..., ClusterState]) -> None:
     other = make_state()
-    sups, bp = Recorder(), Recorder()
+    sups = Recorder()
     state.watch_supervisors(sups)
-    state.watch_backpressure("wc-1-100", bp)
     sups.wait_for(lambda v: v == {}, "no supervisors")
-    bp.wait_for(lambda v: v == {}, "no backpressure")
     other.register_supervisor(supervisor())
     sups.wait_for(lambda v: set(v) == {"5f0e-sup"}, "supervisor registered")
     other.register_supervisor(supervisor(used=[6701]))
     sups.wait_for(lambda v: v["5f0e-sup"].used_ports == [6701], "supervisor refreshed")
-    other.set_backpressure("wc-1-100", "5f0e-sup", 6700, [4])
-    bp.wait_for(lambda v: v == {("5f0e-sup", 6700): frozenset({4})}, "backpressure on")
-    other.set_backpressure("wc-1-100", "5f0e-sup", 6700, [])
-    bp.wait_for(lambda v: v == {}, "backpressure off")
     other.close()
     sups.wait_for(lambda v: v == {}, "supervisor gone with its session")
 
@@ -356,7 +337,6 @@ def test_a_raising_callback_does_not_stop_the_watch(state: ClusterState) -> None
 
 def test_supervisor_node_comes_back_after_session_expiry(state: ClusterState, zk_client: KazooClient) -> None:
     state.register_supervisor(supervisor())
-    state.set_backpressure("wc-1-100", "5f0e-sup", 6700, [5])
     old_session = state.client.client_id[0]
     expire_session(state.client)
     new_session = state.client.client_id[0]
@@ -367,8 +347,6 @@ def test_supervisor_node_comes_back_after_session_expiry(state: ClusterState, zk
         return stat is not None and stat.ephemeralOwner == new_session
 
     wait_for(lambda: owned_by_new_session(f"{state.root}/supervisors/5f0e-sup"), what="supervisor node back")
-    wait_for(lambda: owned_by_new_session(f"{state.root}/backpressure/wc-1-100/5f0e-sup-6700"),
-             what="backpressure node back")
     assert state.supervisors() == {"5f0e-sup": supervisor()}
 
 
@@ -467,23 +445,12 @@ def test_teardown_removes_everything_of_one_topology(state: ClusterState, zk_cli
         state.set_assignment(assignment(tid))
         state.worker_beat(WorkerBeat(tid, "5f0e-sup", 6700, 1.0, [(1, 2)], 1.0, {}))
         state.report_error(tid, ErrorInfo(1.0, "count", 3, "h", 6700, "boom"))
-        state.set_backpressure(tid, "5f0e-sup", 6700, [1])
 
     state.teardown_topology("doomed-1-1")
 
     root = state.root
-    for part in ("topologies", "assignments", "workerbeats", "errors", "backpressure"):
+    for part in ("topologies", "assignments", "workerbeats", "errors"):
         assert zk_client.exists(f"{root}/{part}/doomed-1-1") is None, part
         assert zk_client.exists(f"{root}/{part}/kept-2-2") is not None, part
     assert state.topology_ids() == ["kept-2-2"]
-    # The torn-down backpressure node is not re-created after a session expiry.
-    expire_session(state.client)
-    session = state.client.client_id[0]
-
-    def kept_restored() -> bool:
-        stat = zk_client.exists(f"{root}/backpressure/kept-2-2/5f0e-sup-6700")
-        return stat is not None and stat.ephemeralOwner == session
-
-    wait_for(kept_restored, what="kept topology's backpressure restored")
-    assert zk_client.exists(f"{root}/backpressure/doomed-1-1") is None
     state.teardown_topology("doomed-1-1")  # idempotent

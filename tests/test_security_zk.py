@@ -65,9 +65,8 @@ def test_node_acl_topology_reads_its_node_and_assignment_only() -> None:
         assert _perms(node_acl((part, "t1"), DAEMON, TOPO)) == {DAEMON: Permissions.ALL, TOPO: Permissions.READ}
 
 
-def test_node_acl_topology_writes_beats_errors_backpressure() -> None:
-    for parts in [("workerbeats", "t1"), ("workerbeats", "t1", "n-1"), ("errors", "t1", "split"),
-                  ("backpressure", "t1", "n-1")]:
+def test_node_acl_topology_writes_beats_and_errors() -> None:
+    for parts in [("workerbeats", "t1"), ("workerbeats", "t1", "n-1"), ("errors", "t1", "split")]:
         acl = _perms(node_acl(parts, DAEMON, TOPO))
         assert acl == {DAEMON: Permissions.ALL, TOPO: WORKER_RW}, parts
         assert not acl[TOPO] & Permissions.ADMIN  # a worker cannot change ACLs
@@ -226,15 +225,12 @@ def test_worker_credential_reaches_only_its_own_topology(daemons, cluster_conf, 
         assert worker.assignment_exists("ta")
         worker.worker_beat(WorkerBeat("ta", "n1", 6700, time.time(), [(1, 1)], 1.0, {}))
         worker.report_error("ta", ErrorInfo(time.time(), "c", 1, "127.0.0.1", 6700, "boom"))
-        worker.set_backpressure("ta", "n1", 6700, [1])
-        assert worker.backpressure("ta") == {("n1", 6700): frozenset({1})}
         assert state.worker_beats("ta") and state.errors("ta")  # and daemons read what it wrote
         before = _snapshot(zk_client, zk_root)
 
         refused = [
             lambda: worker.worker_beat(WorkerBeat("tb", "n1", 6700, time.time(), [(1, 1)], 1.0, {})),
             lambda: worker.report_error("tb", ErrorInfo(time.time(), "c", 1, "h", 1, "forged")),
-            lambda: worker.set_backpressure("tb", "n1", 6700, [1]),
             lambda: worker.set_assignment(Assignment("ta", {(1, 1): ("evil", 1)}, {"evil": "10.9.9.9"}, {}, "d")),
             lambda: worker.set_assignment(Assignment("tb", {(1, 1): ("evil", 1)}, {"evil": "10.9.9.9"}, {}, "d")),
             lambda: worker.set_topology_status("ta", "inactive"),

@@ -567,7 +567,7 @@ class Nimbus:
                 component_parallelism={c: p for c, (p, _) in system.items()},
                 code_digest=code_digest, submitted_at=self.clock.time(), conf=conf, owner=owner)
             try:
-                # Secrets first: the topology's beats/errors/backpressure nodes need them.
+                # Secrets first: the topology's beats and errors nodes need them.
                 self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
                 now = self.clock.time()

@@ -235,15 +235,17 @@ def dead_executors(
     is dead when that beat is older than ``task_timeout``, or when it never beat and was
     assigned more than ``launch_timeout`` ago. A missing start time gives no launch grace.
     """
+    # Executors each fresh beat reports, built once per slot: linear in executors + beats.
+    heard: dict[Slot, set[ExecutorId]] = {}
+    for slot, (last, reported) in beats.items():
+        if now - last <= task_timeout:
+            heard[(slot[0], slot[1])] = {tuple(e) for e in reported}  # type: ignore[misc]
     dead: set[ExecutorId] = set()
-    for ex, slot in sorted(assignment.items()):
+    for ex, slot in assignment.items():
         start = start_times.get(ex)
         if start is not None and now - start <= launch_timeout:
             continue
-        beat = beats.get((slot[0], slot[1]))
-        if beat is not None:
-            last, reported = beat
-            if ex in {tuple(e) for e in reported} and now - last <= task_timeout:
-                continue
+        if ex in heard.get((slot[0], slot[1]), ()):
+            continue
         dead.add(ex)
     return dead

@@ -7,7 +7,7 @@ Plain data and plain functions, tested without a server. Two kinds of identity e
   every node under the root;
 - one generated credential per topology (Storm's topology digest, made by nimbus at submit):
   its workers read their topology's node and assignment, and read and write their own
-  topology's worker beats, errors and backpressure. Nothing else, and never another
+  topology's worker beats and errors. Nothing else, and never another
   topology's nodes.
 
 Nodes are created with the ACL ``node_acl`` gives for their path; a client without
@@ -24,7 +24,7 @@ from typing import Any
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
 
 # Per-topology subtrees its workers write: /<part>/<topology id>[/...]
-WORKER_WRITABLE = ("workerbeats", "errors", "backpressure")
+WORKER_WRITABLE = ("workerbeats", "errors")
 # Per-topology nodes its workers read: /<part>/<topology id>
 WORKER_READABLE = ("topologies", "assignments")
 # Per-topology nodes only daemons read: the topology's secrets.
@@ -35,7 +35,7 @@ TOPOLOGY_SCOPED = WORKER_WRITABLE + WORKER_READABLE + DAEMON_ONLY_TOPOLOGY
 # systemd's EnvironmentFile), so it need sit in no mounted config file; never passed to workers.
 PASSWORD_ENV = "SQUALL_ZOOKEEPER_PASSWORD"
 
-# A worker creates, reads, updates and deletes its own beats, errors and backpressure;
+# A worker creates, reads, updates and deletes its own beats and errors;
 # ADMIN (changing ACLs) stays with the daemons.
 WORKER_RW = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE
 

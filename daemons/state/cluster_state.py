@@ -12,7 +12,6 @@ Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{
     /workerbeats/<topology>/<node>-<port>    WorkerBeat
     /errors/<topology>/<component>           {"errors": [ErrorInfo, ...]}, oldest first, bounded
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
-    /backpressure/<topology>/<node>-<port>   {"node", "port", "tasks": [task ids]} (ephemeral)
     /credentials/<topology>                  TopologySecrets (daemons only)
     /tokens                                  PublishedTokens: the API token hashes (daemons only)
 
@@ -31,7 +30,7 @@ is for timers and watches; never call it per tuple.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import structlog
@@ -59,7 +58,6 @@ from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
     Assignment,
-    Backpressure,
     ErrorInfo,
     NimbusId,
     PublishedTokens,
@@ -69,9 +67,7 @@ from squall.daemons.state.records import (
     TopologySecrets,
     WorkerBeat,
     as_dict,
-    as_int,
     as_list,
-    backpressure_by_slot,
     check_name,
     encode,
     field_value,
@@ -188,7 +184,7 @@ class ClusterState:
     def _ensure_base_paths(self) -> None:
         client = self.client
         for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
-                     "nimbus", "backpressure", "credentials"):
+                     "nimbus", "credentials"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
@@ -335,13 +331,13 @@ class ClusterState:
 
     # -- topology secrets (daemons only) ----------------------------------------------
     def set_topology_secrets(self, topology_id: str, secrets: TopologySecrets) -> None:
-        """Store a topology's secrets (daemons only), then create its beats, errors and
-        backpressure parents with ACLs that let its workers write there."""
+        """Store a topology's secrets (daemons only), then create its beats and errors parents
+        with ACLs that let its workers write there."""
         path = self._path("credentials", check_name(topology_id, "topology id"))
         self._topology_digests[topology_id] = Credential(topology_user(topology_id),
                                                          secrets.zk_password).digest_id
         self._write(path, secrets.to_dict())
-        for part in ("workerbeats", "errors", "backpressure"):
+        for part in ("workerbeats", "errors"):
             parent = self._path(part, topology_id)
             self._retry(self.client.ensure_path, parent, self._acl(parent))
 
@@ -553,39 +549,12 @@ class ClusterState:
             out.append(ident.id if ident is not None else None)
         return out
 
-    # -- backpressure -----------------------------------------------------------------
-    def set_backpressure(self, topology_id: str, node: str, port: int, tasks: Iterable[int]) -> None:
-        """Publish the tasks of one worker under backpressure (ephemeral); empty clears it.
-        Call on a change of the set, not per tuple."""
-        path = self._path("backpressure", check_name(topology_id, "topology id"), slot_name(node, port))
-        task_list = sorted({as_int(t, "task") for t in tasks})
-        if not task_list:
-            self._remove_ephemeral(path)
-            return
-        self._put_ephemeral(path, encode(path, {"node": node, "port": port, "tasks": task_list}))
-
-    def backpressure(self, topology_id: str) -> dict[Slot, frozenset[int]]:
-        """Tasks under backpressure by (node, port)."""
-        return backpressure_by_slot(self._read_children(self._path("backpressure", topology_id),
-                                               Backpressure.from_dict))
-
-    def watch_backpressure(self, topology_id: str,
-                           callback: Callable[[dict[Slot, frozenset[int]]], None]) -> Watch:
-        """Call ``callback({(node, port): tasks})`` now and whenever it changes."""
-        parent = self._path("backpressure", check_name(topology_id, "topology id"))
-        return self._watch_children(parent, Backpressure.from_dict, backpressure_by_slot, callback,
-                                    f"backpressure {topology_id}")
-
     # -- teardown ---------------------------------------------------------------------
     def teardown_topology(self, topology_id: str) -> None:
-        """Remove the assignment, worker beats, errors and backpressure; the topology node last."""
+        """Remove the assignment, worker beats and errors; the topology node last."""
         check_name(topology_id, "topology id")
-        bp_prefix = self._path("backpressure", topology_id) + "/"
-        with self._ephemeral_lock:
-            for path in [p for p in self._ephemerals if p.startswith(bp_prefix)]:
-                del self._ephemerals[path]
         self._delete(self._path("assignments", topology_id))
-        for part in ("workerbeats", "errors", "backpressure"):
+        for part in ("workerbeats", "errors"):
             self._delete(self._path(part, topology_id), recursive=True)
         self._delete(self._path("credentials", topology_id))
         self._topology_digests.pop(topology_id, None)

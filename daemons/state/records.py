@@ -304,20 +304,6 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
-class Backpressure:
-    """The tasks of one worker that are under backpressure."""
-
-    node: str
-    port: int
-    tasks: frozenset[int]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Backpressure:
-        tasks = frozenset(as_int(t, "task") for t in as_list(field_value(d, "tasks"), "tasks"))
-        return cls(node=_str(d, "node"), port=_int(d, "port"), tasks=tasks)
-
-
-@dataclass(frozen=True)
 class NimbusId:
     """The data of a nimbus contender's lock node."""
 
@@ -409,11 +395,6 @@ def check_name(value: Any, what: str) -> str:
 def slot_name(node: str, port: int) -> str:
     """The ``<node>-<port>`` node name of a worker slot."""
     return f"{check_name(node, 'node id')}-{as_int(port, 'port')}"
-
-
-def backpressure_by_slot(entries: Mapping[str, Backpressure]) -> dict[Slot, frozenset[int]]:
-    """Backpressure entries keyed by their (node, port)."""
-    return {(e.node, e.port): e.tasks for e in entries.values()}
 
 
 def check_depth(obj: Any, limit: int) -> None:

@@ -20,12 +20,13 @@ import yaml
 from squall.cli.options import Failure
 from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.nimbus.auth import ROLES, TokenFileError, add_token, parse_entries, write_private
-from squall.daemons.nimbus.credentials import DAEMON_USER, CredentialsError, create, daemon_auth_conf
+from squall.daemons.nimbus.credentials import CA_CERT, DAEMON_USER, CredentialsError, create, daemon_auth_conf
 from squall.daemons.state.acls import PASSWORD_ENV
 
 CLIENT_FILE = "client.yaml"
 DAEMON_ENV_FILE = "supervisor.env"  # the name predates the ZooKeeper password in it
 PROMETHEUS_TOKEN_FILE = "prometheus-token"  # docker-compose.yml hands it to Prometheus
+PROMETHEUS_UID = 65534  # the prom/prometheus image's user (nobody)
 
 
 @click.group("token")
@@ -111,6 +112,10 @@ def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[
         try:
             for path in [target, *target.iterdir()]:
                 os.chown(path, uid, -1)
+            # Prometheus's container runs as another user: its token is its own, and a CA
+            # certificate is public (its key stays the owner's).
+            os.chown(target / PROMETHEUS_TOKEN_FILE, PROMETHEUS_UID, -1)
+            os.chmod(target / CA_CERT, 0o644)
         except OSError as exc:
             raise Failure(f"cannot give {target} to uid {uid}: {exc}") from None
     if kept:
