@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from squall.daemons.local_state import read_private, write_private
+from squall.daemons.local_state import read_private, write_atomic
 from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
 from squall.daemons.state.records import TopologySecrets, as_str, check_name, field_value
@@ -82,7 +82,9 @@ class WorkerCredentials:
 
 def write_credentials(worker_dir: Path, creds: WorkerCredentials) -> Path:
     """Write the file a worker reads (0600 from its creation); returns its path."""
-    return write_private(Path(worker_dir) / FILE_NAME, creds.to_json())
+    path = Path(worker_dir) / FILE_NAME
+    write_atomic(path, creds.to_json())
+    return path
 
 
 def read_credentials(path: str | os.PathLike[str], topology_id: str) -> WorkerCredentials:

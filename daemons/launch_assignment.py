@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from squall.daemons.local_state import read_private, write_private
+from squall.daemons.local_state import read_private, write_atomic
 from squall.daemons.state.records import (
     MAX_NODE_BYTES,
     Assignment,
@@ -58,7 +58,8 @@ class LaunchAssignment:
 def write_launch_assignment(path: Path, launch: LaunchAssignment) -> Path:
     """Write ``launch`` for a worker about to start (0600, atomic); returns ``path``.
     ValueError when it is larger than MAX_FILE_BYTES."""
-    return write_private(path, encode(str(path), launch.to_dict()))
+    write_atomic(path, encode(str(path), launch.to_dict()))
+    return path
 
 
 def check_launch_assignment(data: bytes, topology_id: str, node: str, port: int) -> LaunchAssignment:

@@ -31,7 +31,8 @@ ExecutorId = tuple[int, int]
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` through a temporary file in the same directory, fsync (unless ``sync``
     is false: for data worth nothing after a crash), rename: readers see the old content or
-    the new, never half of it."""
+    the new, never half of it. The file is 0600 (mkstemp's: a fresh name, O_EXCL), and a
+    symlink or file planted at ``path`` is replaced, never written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -44,20 +45,6 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def write_private(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically, readable by its owner only (0600 from the
-    temporary file's creation on, never wider); returns ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # an older temporary file keeps its mode through O_CREAT
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    return path
 
 
 def read_private(path: Path, limit: int) -> bytes:
