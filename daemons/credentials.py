@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from squall.daemons.local_state import read_private, write_atomic
 from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
 from squall.daemons.state.records import TopologySecrets, as_str, check_name, field_value
@@ -82,13 +83,7 @@ class WorkerCredentials:
 def write_credentials(worker_dir: Path, creds: WorkerCredentials) -> Path:
     """Write the file a worker reads (0600 from its creation); returns its path."""
     path = Path(worker_dir) / FILE_NAME
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, creds.to_json())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomic(path, creds.to_json())
     return path
 
 
@@ -97,16 +92,7 @@ def read_credentials(path: str | os.PathLike[str], topology_id: str) -> WorkerCr
 
     The file must be the caller's own and readable by nobody else, and be for ``topology_id``."""
     path = Path(path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        info = os.fstat(fd)
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
-            raise ValueError(f"{path} must be owned by uid {os.getuid()} with mode 0600")
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_FILE_BYTES} bytes")
+    data = read_private(path, MAX_FILE_BYTES)
     try:
         creds = WorkerCredentials.from_json(data)
     except ValueError as exc:

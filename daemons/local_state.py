@@ -9,7 +9,9 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
       workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
                                       worker: worker.log.1 ...), worker.out (output before the
-                                      worker's log is set up, captured by the supervisor)
+                                      worker's log is set up, captured by the supervisor);
+                                      from the supervisor at each launch: credentials.json and
+                                      assignment.json (0600, see credentials and launch_assignment)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ ExecutorId = tuple[int, int]
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` through a temporary file in the same directory, fsync (unless ``sync``
     is false: for data worth nothing after a crash), rename: readers see the old content or
-    the new, never half of it."""
+    the new, never half of it. The file is 0600 (mkstemp's: a fresh name, O_EXCL), and a
+    symlink or file planted at ``path`` is replaced, never written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -42,6 +45,24 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_private(path: Path, limit: int) -> bytes:
+    """The content of a file only its owner may read, which must be the caller (no symlink,
+    uid ours, no group or other bits) and at most ``limit`` bytes; ValueError (or OSError)
+    naming the problem."""
+    # O_NONBLOCK: a FIFO planted there must not block the open (it is refused below).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise ValueError(f"{path} must be owned by uid {os.getuid()} with mode 0600")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
 
 
 def make_private(root: Path) -> None:
@@ -120,6 +141,10 @@ class LocalLayout:
 
     def metrics_file(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "metrics.json"
+
+    def launch_assignment_file(self, worker_id: str) -> Path:
+        """The assignment the supervisor launched the worker for (see launch_assignment)."""
+        return self.worker_dir(worker_id) / "assignment.json"
 
     def worker_log(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.log"

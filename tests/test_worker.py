@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
+from structlog.testing import capture_logs
 
 from squall.config import build_config
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
+from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState, TopologyInfo, WorkerBeat
 from squall.daemons.state.records import MAX_NODE_BYTES, encode, parse_node
@@ -40,7 +42,7 @@ from squall.daemons.worker.decisions import (
     nodes_without_host,
     task_endpoints,
 )
-from squall.daemons.worker.zk_writer import ZkWriter
+from squall.daemons.worker.zk_writer import ERROR_QUEUE_MAX, ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
@@ -186,7 +188,7 @@ def test_zk_writer_throttles_errors(cluster_conf):
     conf = {**cluster_conf, "topology.max.error.report.per.interval": 3,
             "topology.error.throttle.interval.secs": 60}
     with ClusterState(conf) as state:
-        writer = ZkWriter(state, "t1", "n1", 6700, "127.0.0.1", conf)
+        writer = ZkWriter(state, "t1", 6700, "127.0.0.1", conf)
         writer.start()
         try:
             for i in range(10):
@@ -198,6 +200,35 @@ def test_zk_writer_throttles_errors(cluster_conf):
         errors = state.errors("t1")
         assert [e.error for e in errors if e.component == "split"] == ["boom 0", "boom 1", "boom 2"]
         assert all(e.host == "127.0.0.1" and e.port == 6700 for e in errors)
+
+
+@pytest.mark.cluster
+def test_zk_writer_holds_reports_through_an_outage_and_logs_it_once(cluster_conf, zk_server):
+    relay = TcpRelay((zk_server.host, zk_server.port))
+    conf = {**cluster_conf, "zookeeper.servers": ["127.0.0.1"], "zookeeper.port": relay.port,
+            "topology.max.error.report.per.interval": 1000}
+    state = ClusterState(conf).start()
+    writer = ZkWriter(state, "t1", 6700, "127.0.0.1", conf)
+    try:
+        with capture_logs() as logs:
+            writer.start()
+            relay.cut()
+            wait_for(lambda: not state.connected, 10, "the session cut off")
+            for i in range(ERROR_QUEUE_MAX + 5):
+                writer.report_error("split", 3, f"boom {i}")
+            time.sleep(2.5)  # flush rounds while cut off: the reports wait
+            assert writer.errors_written == 0
+            relay.restore()
+            wait_for(lambda: writer.errors_written == ERROR_QUEUE_MAX, 30, "the held reports written")
+        warned = [e for e in logs if e["event"].startswith("ZooKeeper unavailable; error reports wait")]
+        back = [e for e in logs if e["event"] == "error reports reach ZooKeeper again"]
+        assert len(warned) == 1 and len(back) == 1 and back[0]["reports_dropped"] == 5
+        kept = [e.error for e in state.errors("t1", "split")]
+        assert kept[-1] == f"boom {ERROR_QUEUE_MAX - 1}" and writer.errors_dropped == 5
+    finally:
+        writer.stop()
+        state.close()
+        relay.close()
 
 
 # --- real worker processes ---------------------------------------------------------------
@@ -262,10 +293,13 @@ class WorkerHarness:
         return sorted(ex for ex, comp in self.executors.items() if comp == component)
 
     # -- processes ----------------------------------------------------------------------
-    def launch(self, port: int, worker_id: str | None = None) -> subprocess.Popen:
+    def launch(self, port: int, worker_id: str | None = None, handed: Assignment | None = None) -> subprocess.Popen:
+        """``handed``: the assignment a supervisor hands the worker (its fallback without ZooKeeper)."""
         worker_id = worker_id or uuid.uuid4().hex
         wdir = self.local / "workers" / worker_id
         wdir.mkdir(parents=True, exist_ok=True)
+        if handed is not None:
+            write_launch_assignment(wdir / "assignment.json", LaunchAssignment(handed, True))
         creds = WorkerCredentials(self.topology_id, self.secrets, self.state.auth.daemon_id)
         env = {**os.environ, "SQUALL_CONF": str(self.conf_path),
                CREDENTIALS_ENV: str(write_credentials(wdir, creds))}
@@ -428,11 +462,29 @@ def test_worker_exits_0_when_its_executors_leave_the_assignment(harness):
 
 @pytest.mark.cluster
 def test_worker_not_in_the_assignment_at_start_exits_0(harness):
-    port = free_port()
+    port, other = free_port(), free_port()
     one_worker(harness, port)
-    proc = harness.launch(free_port())  # a slot the assignment does not name
+    # Its supervisor's copy names the slot (outdated): ZooKeeper, reachable, is authoritative.
+    stale = Assignment(harness.topology_id, {ex: (harness.node, other) for ex in harness.executors})
+    proc = harness.launch(other, handed=stale)  # a slot the assignment does not name
     assert harness.wait_exit(proc) == 0
     assert "names no executors" in harness.log_of(proc)
+
+
+@pytest.mark.cluster
+def test_a_worker_without_zookeeper_and_without_a_usable_handed_assignment_exits_1(harness):
+    harness.write_supervisor_conf(**{"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": free_port(),
+                                     "zookeeper.connection.timeout.ms": 1000})
+    harness.write_bundle()
+    port = free_port()
+    elsewhere = Assignment(harness.topology_id, {ex: (harness.node, port + 1) for ex in harness.executors})
+    for handed, problem in ((None, "assignment.json does not exist"),
+                            (elsewhere, f"names no executors on {harness.node}:{port}")):
+        proc = harness.launch(port, handed=handed)
+        assert harness.wait_exit(proc) == 1
+        log = harness.log_of(proc)
+        assert "ZooKeeper is unreachable and the supervisor's assignment cannot be used" in log
+        assert problem in log
 
 
 @pytest.mark.cluster

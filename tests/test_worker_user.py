@@ -89,6 +89,9 @@ def test_workers_run_as_the_worker_user_and_cannot_read_daemon_secrets(zk_server
         pids = list(cluster.worker_pids().values())
         assert len(pids) == 1
         assert psutil.Process(pids[0]).uids().real == uid
+        # What the worker falls back on without ZooKeeper is its own, and its alone.
+        (handed,) = (cluster.supervisor_dir(0) / "workers").glob("*/assignment.json")
+        assert (handed.stat().st_uid, handed.stat().st_mode & 0o777) == (uid, 0o600)
         cluster.wait_for(lambda: sum(c["emitted"] for c in cluster.client.topology("probe")["components"]) > 0,
                          60, "tuples emitted")
         # The supervisor itself is still root and kept its files to itself.

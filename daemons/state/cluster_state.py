@@ -133,10 +133,17 @@ class ClusterState:
         self._elections: list[NimbusElection] = []
         self._restore_wanted = threading.Event()
         self._restorer: threading.Thread | None = None
+        self._background = False  # started with background=True: watches may wait for a connection
+        self._base_paths_wanted = False  # started before ZooKeeper answered: made on the first connection
 
     # -- lifecycle --------------------------------------------------------------------
-    def start(self) -> ClusterState:
-        """Connect (within ``zookeeper.connection.timeout.ms``) and create the base paths."""
+    def start(self, background: bool = False) -> ClusterState:
+        """Connect (within ``zookeeper.connection.timeout.ms``) and create the base paths.
+
+        Past the timeout ClusterStateError, unless ``background``: then the session keeps
+        connecting (``connected`` is False meanwhile), the base paths are made and watches
+        registered meanwhile are read on the first connection (a worker that must start
+        while ZooKeeper is away)."""
         if self._client is not None:
             return self
         cred = self.auth.credential
@@ -151,22 +158,37 @@ class ClusterState:
         )
         client.add_listener(self._on_state)
         try:
-            client.start(timeout=self.connection_timeout)
+            if background:  # kazoo's start() would stop the client on a timeout
+                client.start_async().wait(self.connection_timeout)
+            else:
+                client.start(timeout=self.connection_timeout)
         except KazooTimeoutError:
             client.close()
             raise ClusterStateError(
                 f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout}s") from None
         self._client = client
+        self._background = background
+        if client.connected:
+            self._ensure_base_paths()
+        else:
+            self._base_paths_wanted = True
+            log.info("ZooKeeper not reachable yet; connecting in the background", zk=self.hosts,
+                     waited_secs=self.connection_timeout)  # the caller says what it does meanwhile
+        self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
+        self._restorer.start()
+        if client.connected:
+            log.info("connected to ZooKeeper", zk=self.hosts, root=self.root,
+                     auth=self.auth.credential.user if self.auth.credential else None)
+        return self
+
+    def _ensure_base_paths(self) -> None:
+        client = self.client
         for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
                      "nimbus", "credentials"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
+        self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
-        self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
-        self._restorer.start()
-        log.info("connected to ZooKeeper", zk=self.hosts, root=self.root,
-                 auth=self.auth.credential.user if self.auth.credential else None)
-        return self
 
     def _warn_if_open(self, client: KazooClient) -> None:
         """A tree made before ACLs were on keeps its open nodes: say so, once, at start."""
@@ -768,6 +790,8 @@ class ClusterState:
                 self._closed.wait(0.5)
 
     def _restore_once(self) -> None:
+        if self._base_paths_wanted:
+            self._ensure_base_paths()
         with self._ephemeral_lock:
             for path, data in list(self._ephemerals.items()):
                 self._ensure_ephemeral_once(path, data)
@@ -790,11 +814,16 @@ class ClusterState:
         with self._watchers_lock:
             self._watchers.append(watcher)
         try:
-            self._retry(watcher.refresh)
-        except BaseException:
-            with self._watchers_lock:
-                self._watchers.remove(watcher)
-            raise
+            if self.connected or not self._background:
+                self._retry(watcher.refresh)
+                return
+        except BaseException as exc:
+            if not (isinstance(exc, ClusterStateError) and self._background and not self.connected):
+                with self._watchers_lock:
+                    self._watchers.remove(watcher)
+                raise
+        # Started in the background and cut off: read (and called back) on the next connection.
+        self._restore_wanted.set()
 
     def _watch_node(self, path: str, parse: Callable[[dict[str, Any]], Any],
                     callback: Callable[[Any], None], what: str) -> Watch:
@@ -806,7 +835,8 @@ class ClusterState:
                         transform: Callable[[dict[str, Any]], Any], callback: Callable[[Any], None],
                         what: str) -> Watch:
         handle = Watch(what)
-        self._retry(self.client.ensure_path, parent, self._acl(parent))
+        if self.connected or not self._background:
+            self._retry(self.client.ensure_path, parent, self._acl(parent))
         self._add_watcher(ChildrenWatcher(self, handle, parent, self._decoder(parse), transform,
                                            callback))
         return handle

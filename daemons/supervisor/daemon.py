@@ -41,13 +41,15 @@ import yaml
 
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
-from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_env, without_daemon_secrets
+from squall.daemons.credentials import without_daemon_secret_env, without_daemon_secrets
 from squall.daemons.credentials import write_credentials
 from squall.daemons.insecure import warn_insecure
+from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.nimbus.access import AccessError
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
 from squall.daemons.supervisor.metrics import SupervisorMetrics
@@ -147,6 +149,7 @@ class Supervisor:
         self.metrics = SupervisorMetrics(self.layout, clock.time)
         self.endpoints: Endpoints | None = None
         self._tokens_watch: Any = None
+        self.handovers = Handovers()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Supervisor:
@@ -624,8 +627,8 @@ class Supervisor:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
         wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
-        creds = self._worker_credentials(action.topology_id, fields)
-        if creds is None:
+        handover = self._handover(action.topology_id, fields)
+        if handover is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
         as_user: dict[str, Any] = {}
         try:
@@ -633,10 +636,13 @@ class Supervisor:
             # The supervisor's API token and ZooKeeper password stay with it, environment included.
             env = without_daemon_secret_env(os.environ)
             env["SQUALL_CONF"] = str(self.conf_path)
-            env[CREDENTIALS_ENV] = str(write_credentials(wdir, creds))
+            env[CREDENTIALS_ENV] = str(write_credentials(wdir, handover.credentials))
+            launch_file = self._write_launch_assignment(action, handover.active)
             if self.worker_user is not None:
                 self.worker_user.own(wdir)
                 self.worker_user.own(Path(env[CREDENTIALS_ENV]), mode=0o600)
+                if launch_file.exists():
+                    self.worker_user.own(launch_file, mode=0o600)
                 env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
             with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
                 # Own session: signals reach the worker (and its children) alone, and a
@@ -656,19 +662,37 @@ class Supervisor:
         self.log.info("worker launched", pid=child.pid, reason=action.reason,
                       executors=rec.executors, **fields)
 
-    def _worker_credentials(self, topology_id: str, fields: dict[str, Any]) -> WorkerCredentials | None:
-        """The topology's credentials for its worker, read from its daemon-only node."""
+    def _handover(self, topology_id: str, fields: dict[str, Any]) -> TopologyHandover | None:
+        """The topology's credentials and status for its worker (see handover)."""
         assert self.state is not None
+        with self._snapshot_lock:
+            self.handovers.keep_only(self._snapshot or {})
         try:
-            secrets = self.state.topology_secrets(topology_id)
-        except ClusterStateError as exc:
-            self.log.error("cannot read the topology's secrets; worker not launched", error=str(exc), **fields)
+            handover = self.handovers.get(self.state, topology_id)
+        except NoSecrets as exc:
+            self._warn_once(("secrets", topology_id), f"{exc}; worker not launched", **fields)
             return None
-        if secrets is None:
-            self._warn_once(("secrets", topology_id), "topology has no secrets in ZooKeeper (submitted "
-                            "before this version? resubmit it); worker not launched", **fields)
+        except HandoverUnavailable as exc:
+            self.log.error("worker not launched", error=str(exc), **fields)
             return None
-        return WorkerCredentials(topology_id, secrets, self.state.auth.daemon_id)
+        if handover.from_memory:
+            self.log.warning("ZooKeeper unreachable; launching with the topology's secrets and "
+                             "assignment read earlier", **fields)
+        return handover
+
+    def _write_launch_assignment(self, action: _slot.LaunchWorker, active: bool) -> Path:
+        """The assignment this launch is for (the worker's fallback while ZooKeeper is away);
+        an older file is removed when there is none to write."""
+        path = self.layout.launch_assignment_file(action.worker_id)
+        with self._snapshot_lock:
+            assignment = (self._snapshot or {}).get(action.topology_id)
+        try:
+            if assignment is not None:
+                return write_launch_assignment(path, LaunchAssignment(assignment, active))
+        except ValueError as exc:  # larger than a ZooKeeper node: the worker will need ZooKeeper
+            self.log.warning("assignment not handed to the worker", error=str(exc), worker=action.worker_id)
+        path.unlink(missing_ok=True)
+        return path
 
     def _kill(self, port: int, action: _slot.KillWorker) -> None:
         rec = self.workers.get(action.worker_id or "")

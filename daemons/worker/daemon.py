@@ -4,7 +4,10 @@ Start-up follows seed 000's mk-worker: pid file; conf and assignment; the topolo
 the extracted code bundle; bind the receive socket; one synchronous heartbeat, then the
 heartbeat timers (before executors load, so slow-loading tasks do not look dead);
 refresh-connections and refresh-active once, each with its timer (the safety net) and a
-ZooKeeper watch (the fast path); executors; the transfer thread.
+ZooKeeper watch (the fast path); executors; the transfer thread. When ZooKeeper does not
+answer within ``zookeeper.connection.timeout.ms`` at start, the worker runs on the assignment
+its supervisor launched it for (:mod:`squall.daemons.launch_assignment`) while the session
+keeps connecting; its watches and ZooKeeper beat come into force once ZooKeeper is back.
 
 Every timer is a *halting* timer: a callback that raises ends the worker with exit code 1,
 since a half-alive worker is worse than a dead one (the supervisor restarts it). ZooKeeper
@@ -31,8 +34,9 @@ import structlog
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
+from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentError, read_launch_assignment
 from squall.daemons.shutdown import StopDeadline
-from squall.daemons.state import ClusterState, ClusterStateError, WorkerBeat
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
@@ -179,13 +183,13 @@ class Worker:
         if not auth.enabled:
             self.log.warning("SECURITY OFF: ZooKeeper authentication is off on this cluster: the "
                              "worker's nodes are open to anyone reaching ZooKeeper")
-        self.state = ClusterState(self.conf, auth=auth).start()
-        assignment = self.state.assignment(self.topology_id)
-        if assignment is None:
-            if self._assignment_listed():
-                raise WorkerError(f"the assignment of {self.topology_id} is unreadable (see the "
-                                  "malformed-data warning above)")
-            raise _NotAssigned(f"there is no assignment for {self.topology_id}")
+        # Background: past the connection timeout the session keeps trying while the worker
+        # starts on the assignment its supervisor launched it for.
+        self.state = ClusterState(self.conf, auth=auth).start(background=True)
+        assignment = self._zk_assignment()
+        launch = self._launch_assignment() if assignment is None else None
+        if launch is not None:
+            assignment = launch.assignment
         self.executors = assignment.executors_on(self.supervisor_id, self.port)
         if not self.executors:
             raise _NotAssigned(f"the assignment of {self.topology_id} names no executors on "
@@ -207,6 +211,9 @@ class Worker:
         self._timer("executor-heartbeat", every, self.zk_heartbeat)
         self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.write_metrics)
         poll = float(self.conf["task.refresh.poll.secs"])
+        if launch is not None:  # ZooKeeper is away: connect and run spouts by the supervisor's copy
+            self._connect(launch.assignment)
+            self.rt.set_active(launch.active)
         self.refresh_connections()
         refresh = self._timer("refresh-connections", poll, self.refresh_connections)
         self.watches.append(self.state.watch_assignment(self.topology_id, lambda _a: refresh.trigger()))
@@ -241,6 +248,42 @@ class Worker:
             raise WorkerError(f"squall.messaging.transport is {transport!r}; a worker process "
                               "talks to other workers over zmq")
 
+    def _zk_assignment(self) -> Assignment | None:
+        """The assignment in ZooKeeper, authoritative when ZooKeeper answers (_NotAssigned
+        when there is none); None when ZooKeeper does not answer."""
+        assert self.state is not None
+        try:
+            if not self.state.connected:
+                return None
+            assignment = self.state.assignment(self.topology_id)
+            listed = assignment is not None or self._assignment_listed()
+        except ClusterStateError:
+            if self.state.connected:  # refused (not authorized): no reason to guess
+                raise
+            return None
+        if assignment is None:
+            if listed:
+                raise WorkerError(f"the assignment of {self.topology_id} is unreadable (see the "
+                                  "malformed-data warning above)")
+            raise _NotAssigned(f"there is no assignment for {self.topology_id}")
+        return assignment
+
+    def _launch_assignment(self) -> LaunchAssignment:
+        """ZooKeeper is away: the assignment the supervisor launched this worker for,
+        checked (WorkerError when unusable). The outage is logged here, once."""
+        path = self.layout.launch_assignment_file(self.worker_id)
+        try:
+            launch = read_launch_assignment(path, self.topology_id, self.supervisor_id, self.port)
+        except LaunchAssignmentError as exc:
+            raise WorkerError(f"ZooKeeper is unreachable and the supervisor's assignment cannot be "
+                              f"used: {exc}") from None
+        self._outage.failed(self.clock.monotonic())  # the timers stay quiet until it is back
+        self.log.warning("ZooKeeper unreachable at start; running on the assignment the supervisor "
+                         "launched this worker for until it is back",
+                         zk=self.state.hosts if self.state else None,
+                         assignment_version=launch.assignment.version, active=launch.active)
+        return launch
+
     def _assignment_listed(self) -> bool:
         assert self.state is not None
         return self.state.assignment_exists(self.topology_id)
@@ -255,8 +298,7 @@ class Worker:
                              "plain TCP, unauthenticated")
         self.context = make_context(self.conf, curve=curve)
         assert self.state is not None
-        self.writer = ZkWriter(self.state, self.topology_id, self.supervisor_id, self.port, self.host,
-                               self.conf, self.clock)
+        self.writer = ZkWriter(self.state, self.topology_id, self.port, self.host, self.conf, self.clock)
         self.writer.start()
         self.rt = WorkerRuntime(self.topology_id, topology, self.conf, self.executors, self.port,
                                 self.context, host=self.host, error_sink=self.writer.report_error,
@@ -366,6 +408,10 @@ class Worker:
                               f"assigned here now: {now}")
             return
         assert assignment is not None
+        self._connect(assignment)
+
+    def _connect(self, assignment: Assignment) -> None:
+        """Connections to the slots of the tasks this worker sends to, by ``assignment``."""
         endpoints = task_endpoints(assignment, self._known_tasks)
         hostless = nodes_without_host(assignment)
         if hostless:

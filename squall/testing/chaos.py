@@ -76,6 +76,7 @@ class ChaosCluster:
         self.data = self.base / "data"
         self.data.mkdir(parents=True, exist_ok=True)
         self.zk = ZooKeeperServer(tick_time=500, min_session_timeout=1000, work_dir=self.base / "zk")
+        self._zk_port: int | None = None  # kept by zookeeper_down for zookeeper_up
         self.n_supervisors, self.slots = supervisors, slots
         self.conf = {**CHAOS_CONF, **(conf or {})}
         self.cluster: ProcessCluster | None = None
@@ -215,14 +216,22 @@ class ChaosCluster:
     def stop_zookeeper(self, secs: float) -> list[tuple[float, int]]:
         """Stop ZooKeeper for ``secs`` and start it again on the same port and data dir;
         the acked count sampled meanwhile (see ``sample_acked``)."""
-        port = self.zk.port
-        self.zk.keep_data = True
-        self.zk.stop()
+        self.zookeeper_down()
         try:
             return self.sample_acked(secs)
         finally:
-            self.zk._requested_port = port  # the address clients know
-            self.zk.start(timeout=60)
+            self.zookeeper_up()
+
+    def zookeeper_down(self) -> None:
+        """Stop ZooKeeper, keeping its data and port for ``zookeeper_up``."""
+        self._zk_port = self.zk.port
+        self.zk.keep_data = True
+        self.zk.stop()
+
+    def zookeeper_up(self) -> None:
+        """Start ZooKeeper again on the port and data it had before ``zookeeper_down``."""
+        self.zk._requested_port = self._zk_port  # the address clients know
+        self.zk.start(timeout=60)
 
     def pause_zookeeper(self, secs: float) -> list[tuple[float, int]]:
         """SIGSTOP ZooKeeper for ``secs``, then SIGCONT; the acked count sampled meanwhile."""
