@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
@@ -26,6 +27,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the long chaos suite (more ids, a 60 s ZooKeeper outage; several minutes)")
     parser.addoption("--state-chaos-long", action="store_true", default=False,
                      help="run the state chaos test with more events and kills (minutes)")
+
+
+@pytest.fixture(autouse=True)
+def _structlog_config_per_test() -> Iterator[None]:
+    """Each test starts from the same logging set-up: a CLI run in-process (CliRunner)
+    configures structlog for the whole process, e.g. with a WARNING filter that would hide
+    later tests' info lines from ``capture_logs``."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 # Short ticks so that session expiry and ephemeral cleanup happen within a test's patience.
