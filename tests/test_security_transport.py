@@ -50,8 +50,9 @@ def _push(zctx: zmq.Context, port: int, keys=None, server_key: str | None = None
         sock.curve_secretkey = keys.curve_secret.encode()
         sock.curve_publickey = keys.curve_public.encode()
         sock.curve_serverkey = (server_key or keys.curve_public).encode()
+    sock.setsockopt(zmq.SNDTIMEO, 10_000)  # queued once the pipe exists; never an endless wait
     sock.connect(f"tcp://127.0.0.1:{port}")
-    sock.send(codec.encode_tasks([(UNKNOWN_TASK, b"injected")]), zmq.NOBLOCK)
+    sock.send(codec.encode_tasks([(UNKNOWN_TASK, b"injected")]))
     return sock
 
 

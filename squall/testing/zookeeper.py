@@ -15,6 +15,7 @@ import ctypes
 import os
 import shutil
 import signal
+import random
 import socket
 import struct
 import subprocess
@@ -103,9 +104,39 @@ def ensure_zookeeper_installed() -> str:
 
 # --- the server ------------------------------------------------------------------------
 
+# Ports handed out by free_port in this process: never handed out twice.
+_HANDED: set[int] = set()
+_PICK_WINDOW = 12_000  # how many ports below the kernel's ephemeral range free_port draws from
+
+
+def _ephemeral_floor() -> int:
+    """The first port of the kernel's ephemeral range (outgoing connections, binds to 0)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the caller must cope with losing a race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A TCP port that was free a moment ago, drawn below the kernel's ephemeral range, so
+    that no outgoing connection and no bind to port 0 (a logviewer, a client) can take it
+    before the caller binds it. Another process's free_port still can: callers cope with
+    losing that (rare) race."""
+    floor = _ephemeral_floor()
+    low = max(1024, floor - _PICK_WINDOW)
+    for _ in range(200 if floor - low >= 1000 else 0):
+        port = random.randint(low, floor - 1)
+        if port in _HANDED:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _HANDED.add(port)
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # no room below: any port
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
