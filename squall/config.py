@@ -5,6 +5,7 @@ well typed; any other key is user configuration and passes through untouched, as
 """
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -202,8 +203,12 @@ def validate_key(key: str, value: Any) -> None:
         raise ConfigError(f"config key {key!r} is not a string")
     spec = SCHEMA.get(key)
     if spec is None:
+        guess = suggestion(key)
         if key.startswith(OWN_PREFIXES):
-            raise ConfigError(f"unknown config key {key!r}")
+            raise ConfigError(f"unknown config key {key!r}" + (f": did you mean {guess!r}?" if guess else ""))
+        if guess is not None and _looks_own(key):
+            raise ConfigError(f"unknown config key {key!r}: did you mean {guess!r}? (a key of your own must "
+                              "not look like one of squall's: name it differently)")
         return  # user configuration
     kind, nullable = spec
     if value is None:
@@ -220,6 +225,18 @@ def validate_key(key: str, value: Any) -> None:
             low, high, low_ok = bounds
             raise ConfigError(f"config key {key!r} must be {'at least' if low_ok else 'more than'} {low} "
                               f"and at most {high}, got {number!r}")
+
+
+def suggestion(key: str) -> str | None:
+    """The known key ``key`` is most likely a misspelling of, if any."""
+    found = difflib.get_close_matches(key, SCHEMA, n=1, cutoff=0.85)
+    return found[0] if found else None
+
+
+def _looks_own(key: str) -> bool:
+    """Does ``key`` start with a misspelling of one of squall's namespaces (``topolgy.``)?"""
+    head = key.split(".", 1)[0] + "."
+    return bool(difflib.get_close_matches(head, OWN_PREFIXES, n=1, cutoff=0.8))
 
 
 def _in_range(number: float, bounds: tuple[float, float, bool]) -> bool:
@@ -254,7 +271,10 @@ def read_yaml_file(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of keys to values")
-    return validate(data)
+    try:
+        return validate(data)
+    except ConfigError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
