@@ -57,3 +57,13 @@ class FileWatch:
         if change:
             self._in_force = now  # read once per change, whether or not it can be used
         return change
+
+    def changed_now(self) -> bool:
+        """Stat the files now, unsettled: true once if they differ from what is in force. For
+        a caller that must not wait for the period, e.g. a token file just replaced by a
+        rename; a half-written file read this way is read again once it settles."""
+        now = self.stamps()
+        if now == self._in_force:
+            return False
+        self._in_force = self._previous = now
+        return True

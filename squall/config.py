@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,10 @@ from typing import Any
 import yaml
 
 from squall.conf import DEFAULTS_PATH
+
+
+# The client's API token from the environment: it wins over the user file, -c over it.
+TOKEN_ENV = "SQUALL_TOKEN"
 
 
 class ConfigError(ValueError):
@@ -296,8 +301,6 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
 
 def user_config_path() -> Path | None:
     """The user file: $SQUALL_CONF, else ./squall.yaml, else ~/.squall/squall.yaml."""
-    import os
-
     env = os.environ.get("SQUALL_CONF")
     if env:
         return Path(env)
@@ -308,12 +311,15 @@ def user_config_path() -> Path | None:
 
 
 def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> dict[str, Any]:
-    """Defaults, then the user file (if any), then each layer in order, all validated."""
+    """Defaults, then the user file (if any), then ``$SQUALL_TOKEN`` (as ``squall.token``),
+    then each layer in order (``-c`` comes last), all validated."""
     conf = load_defaults()
     if user_file:
         path = user_config_path()
         if path is not None:
             conf.update(read_yaml_file(path))
+    if os.environ.get(TOKEN_ENV):
+        conf["squall.token"] = os.environ[TOKEN_ENV]
     for layer in layers:
         if layer:
             conf.update(validate(layer))

@@ -1,7 +1,8 @@
 """How a client reaches nimbus's API, from its config: the bearer token it presents and the
 TLS context that verifies nimbus (the CLI, supervisors' downloads, a standby's code sync).
 
-- token: ``squall.token``, else the ``SQUALL_TOKEN`` environment variable;
+- token: ``squall.token``, else the ``SQUALL_TOKEN`` environment variable (``build_config``
+  puts ``$SQUALL_TOKEN`` over the user file's ``squall.token``, and ``-c`` over both);
 - TLS: on when ``nimbus.tls.ca.file`` is set; nimbus's certificate must chain to that CA
   (the file may hold several, e.g. the old and the new during a rotation) and name the host
   the client dials (``nimbus.host``).
@@ -14,10 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from squall.config import TOKEN_ENV  # noqa: F401 (the clients' token variable; imported from here)
 from squall.daemons.nimbus.tls_material import TlsMaterial
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
-
-TOKEN_ENV = "SQUALL_TOKEN"
 
 
 class AccessError(ValueError):

@@ -152,6 +152,10 @@ class TokenSource(Protocol):
 
     def table(self) -> TokenTable | None: ...
 
+    def recheck(self) -> TokenTable | None:
+        """The table again after a token was not found in it: a source that can see a newer
+        table now (a token file just changed) reads it."""
+
 
 class TokenFile:
     """A token file in force: read at start and again when it changes (checked at most every
@@ -168,13 +172,24 @@ class TokenFile:
     def table(self) -> TokenTable:
         with self._lock:
             if self._watch.changed():
-                try:
-                    self._table = TokenTable.load(self.path)
-                    log.info("API tokens reloaded", file=str(self.path), tokens=len(self._table))
-                except TokenFileError as exc:
-                    log.error("token file changed but cannot be used; the tokens read before stay "
-                              "in force", error=str(exc))
+                self._reload()
             return self._table
+
+    def recheck(self) -> TokenTable:
+        """A token was unknown: read the file at once if it changed (``squall token add``
+        replaces it by a rename), so a new token works on its first request."""
+        with self._lock:
+            if self._watch.changed_now():
+                self._reload()
+            return self._table
+
+    def _reload(self) -> None:
+        try:
+            self._table = TokenTable.load(self.path)
+            log.info("API tokens reloaded", file=str(self.path), tokens=len(self._table))
+        except TokenFileError as exc:
+            log.error("token file changed but cannot be used; the tokens read before stay "
+                      "in force", error=str(exc))
 
 
 def published_tokens(source: TokenSource | None) -> PublishedTokens:
@@ -213,6 +228,9 @@ class PublishedTokenSource:
     def table(self) -> TokenTable | None:
         with self._lock:
             return self._table
+
+    def recheck(self) -> TokenTable | None:
+        return self.table()  # updates arrive by update(); nothing to read here
 
 
 def parse_entries(doc: Any, where: str) -> list[tuple[str, Principal]]:

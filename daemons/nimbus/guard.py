@@ -96,6 +96,9 @@ class Guard:
             raise self.refuse(401, "authentication required: send Authorization: Bearer <token> "
                                    "(squall.token or SQUALL_TOKEN)")
         principal = table.lookup(token.strip())
+        if principal is None and self.tokens is not None:
+            fresh = self.tokens.recheck()
+            principal = fresh.lookup(token.strip()) if fresh is not None else None
         if principal is None:
             raise self.refuse(401, "unknown or revoked token")
         return principal

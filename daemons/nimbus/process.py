@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.nimbus.credentials import ClusterCredentials, create
@@ -102,7 +102,8 @@ class NimbusProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_private(self.conf_path, yaml.safe_dump(self.conf, sort_keys=True))  # it holds a token
         write_private(self.client_conf_path, yaml.safe_dump(self.client_conf(), sort_keys=True))
-        env = {**os.environ, "SQUALL_CONF": str(self.conf_path)}
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}  # its token is in its config
+        env["SQUALL_CONF"] = str(self.conf_path)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "squall.cli", "nimbus"], stdin=subprocess.DEVNULL,

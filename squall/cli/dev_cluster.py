@@ -27,6 +27,7 @@ from typing import Any
 import click
 import yaml
 
+from squall.config import TOKEN_ENV
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -93,6 +94,12 @@ def zookeeper_security(directory: Path) -> dict[str, Any]:
     return auth
 
 
+def _without_token(environ: Mapping[str, str]) -> dict[str, str]:
+    """The daemons take their token from the configs written here: a client token in the
+    shell's $SQUALL_TOKEN (which wins over a config file) must not reach them."""
+    return {k: v for k, v in environ.items() if k != TOKEN_ENV}
+
+
 class _Child:
     def __init__(self, name: str, argv: list[str], conf_path: Path, log_path: Path, cwd: Path) -> None:
         self.name, self.log_path = name, log_path
@@ -100,7 +107,7 @@ class _Child:
         with open(log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=cwd,
-                env={**os.environ, "SQUALL_CONF": str(conf_path)}, start_new_session=True,
+                env={**_without_token(os.environ), "SQUALL_CONF": str(conf_path)}, start_new_session=True,
                 preexec_fn=_child_setup)
 
     def alive(self) -> bool:

@@ -58,6 +58,12 @@ FAST = {
 }
 
 
+
+def _outer_env() -> dict[str, str]:
+    """This process's environment without $SQUALL_TOKEN: it would win over the token in the
+    configs the harness writes."""
+    return {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
                  conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
@@ -95,7 +101,7 @@ class ProcessCluster:
     def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
-        env = {**os.environ, **self.env, "SQUALL_CONF": str(cfg)}
+        env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
         proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=self.base, start_new_session=True)
         log.close()
@@ -147,7 +153,7 @@ class ProcessCluster:
         return int(yaml.safe_load((self.base / f"supervisor-{i}.yaml").read_text())["supervisor.metrics.port"])
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        env = {**os.environ, "SQUALL_CONF": str(self.client_conf)}
+        env = {**_outer_env(), "SQUALL_CONF": str(self.client_conf)}
         return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True, text=True,
                               env=env, timeout=timeout, cwd=self.base)
 
