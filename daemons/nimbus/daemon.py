@@ -60,9 +60,11 @@ from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     Slot,
+    available_slots,
     compute_assignment,
     dead_executors,
     slots_in_use,
+    slots_warning,
     start_times_after,
     worker_shortfall,
 )
@@ -582,8 +584,9 @@ class Nimbus:
                                  "digest": code_digest,
                                  "workers": len(assignment.slots()) if assignment else 0,
                                  "executors": sum(p for p, _ in system.values())}
-        if assignment is None:
-            reply["warning"] = "no free slots: the topology is scheduled when supervisors offer some"
+        warning = slots_warning(int(workers), reply["executors"], len(assignment.slots()) if assignment else 0)
+        if warning:
+            reply["warning"] = warning
         return reply
 
     def _undo_submit(self, topology_id: str) -> None:
@@ -663,6 +666,11 @@ class Nimbus:
                     parallelism[component] = _integer(n, f"executors of {component!r}", 1, tasks)
             if wait is None:
                 wait = self._message_timeout(info)
+            now = self.clock.time()
+            free = available_slots({sid: s.ports for sid, s in self._live_supervisors(now).items()},
+                                   {tid: a.executors for tid, a in self.state.assignments().items()},
+                                   exclude_topology=info.id)
+            warning = slots_warning(workers, sum(parallelism.values()), len(free))
             previous = info.status
             info.status = "rebalancing"
             info.num_workers = workers
@@ -680,6 +688,8 @@ class Nimbus:
                  "num_workers": workers, "wait_secs": wait}
         if assignment is not None:
             reply["workers"] = len(assignment.slots())
+        if warning:
+            reply["warning"] = warning
         return reply
 
     def _do_rebalance(self, topology_id: str) -> Assignment | None:

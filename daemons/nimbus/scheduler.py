@@ -192,6 +192,18 @@ def worker_shortfall(num_workers: int, num_executors: int, assignment: Mapping[E
     return max(0, min(num_workers, num_executors) - len(set(assignment.values())))
 
 
+def slots_warning(num_workers: int, num_executors: int, free_slots: int) -> str | None:
+    """What to tell whoever asked for ``num_workers`` workers when only ``free_slots`` slots
+    can take the topology's ``num_executors`` executors; None when they are enough."""
+    want = min(num_workers, num_executors)
+    if free_slots >= want:
+        return None
+    if free_slots == 0:
+        return "no free slots: the topology is scheduled when supervisors offer some"
+    return (f"{num_workers} workers requested but only {free_slots} free slot{'s' if free_slots != 1 else ''}: "
+            f"it runs on {free_slots} worker{'s' if free_slots != 1 else ''} until more slots are free")
+
+
 def unassigned_executors(
     executors: Iterable[ExecutorId], assignment: Mapping[ExecutorId, Slot]
 ) -> list[ExecutorId]:

@@ -19,6 +19,7 @@ import click
 
 from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.cli.status_view import duration as _duration
+from squall.cli.status_view import plural
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -125,7 +126,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
                       f"({limit}); move large data out of {Path(file).resolve().parent}")
     reply = _call(_client(conf).submit, name, bundle)
     click.echo(f"submitted topology {reply['name']} as {reply['id']} "
-               f"({reply.get('workers', 0)} workers, {reply.get('executors', 0)} executors)")
+               f"({plural(reply.get('workers', 0), 'worker')}, {plural(reply.get('executors', 0), 'executor')})")
     if reply.get("warning"):
         click.echo(f"warning: {reply['warning']}", err=True)
 
@@ -184,14 +185,19 @@ def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...
               overrides: tuple[str, ...]) -> None:
     """Spread topology NAME anew over a number of workers and/or change executor counts."""
     executors = _parse_executors(executor_pairs)
+    if num_workers is None and not executors:
+        raise click.UsageError("say what to change: -n WORKERS and/or -e COMPONENT=N (to spread a "
+                               "topology anew over as many workers as it has, give -n with that number)")
     conf = base_config(parse_overrides(overrides))
     reply = _call(_client(conf).rebalance, name, num_workers, executors, wait_secs)
     if reply["status"] == "rebalancing":
-        click.echo(f"rebalancing topology {reply['name']} to {reply['num_workers']} workers "
+        click.echo(f"rebalancing topology {reply['name']} to {plural(reply['num_workers'], 'worker')} "
                    f"in {reply['wait_secs']:g}s")
     else:
-        click.echo(f"rebalanced topology {reply['name']}: {reply.get('workers', 0)} workers, "
+        click.echo(f"rebalanced topology {reply['name']}: {plural(reply.get('workers', 0), 'worker')}, "
                    f"status {reply['status']}")
+    if reply.get("warning"):
+        click.echo(f"warning: {reply['warning']}", err=True)
 
 
 @click.command("list")

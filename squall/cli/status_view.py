@@ -14,6 +14,11 @@ COLUMNS = ("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED", "EMIT/S", 
 COUNTERS = ("emitted", "executed", "acked", "failed")
 
 
+def plural(n: int, word: str) -> str:
+    """``1 worker``, ``2 workers``, ``0 workers``."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def duration(secs: float | None) -> str:
     if secs is None:
         return "-"
@@ -64,13 +69,13 @@ def _causes(by_cause: Mapping[str, int]) -> str:
 def render(st: Mapping[str, Any]) -> str:
     """The whole status screen of one topology."""
     window = st.get("rate_window_secs")
-    lines = [f"topology {st['name']} ({st['id']}): {st['status']}, {len(st['workers'])} workers "
-             f"(requested {st['requested_workers']}), {st['executors']} executors, "
+    lines = [f"topology {st['name']} ({st['id']}): {st['status']}, {plural(len(st['workers']), 'worker')} "
+             f"(requested {st['requested_workers']}), {plural(st['executors'], 'executor')}, "
              f"uptime {duration(st['uptime'])}"]
     rows: list[Sequence[Any]] = [COLUMNS]
     errors, drops = [], []
     for comp in st["components"]:
-        rows.append([f"{comp['id']} ({comp.get('kind') or '?'})", f"{len(comp['executors'])} executors",
+        rows.append([f"{comp['id']} ({comp.get('kind') or '?'})", plural(len(comp['executors']), 'executor'),
                      "", "", *_numbers(comp)])
         for ex in comp["executors"]:
             where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"

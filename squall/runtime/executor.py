@@ -143,8 +143,8 @@ class Executor:
         routes = dict(zip(self.task_ids, self._all_routes()))
         for task in self.task_ids:
             emitted = {s: r.emitted for s, r in routes.get(task, {}).items()}
-            tasks[str(task)] = {"executed": self.task_executed[task], "emitted": emitted,
-                                **self.task_counts(task)}
+            counts = self.task_counts(task)  # acks before executed: see _run_batch
+            tasks[str(task)] = {"executed": self.task_executed[task], "emitted": emitted, **counts}
         out: dict[str, Any] = {
             "component": self.component, "executor": list(self.executor_id), "kind": self.kind,
             "tasks": tasks, "transferred": self.outbox.transferred, "errors": self.errors,
@@ -181,10 +181,10 @@ class BoltExecutor(Executor):
         return {} if entry is None else {"acked": entry[1].acked, "failed": entry[1].failed}
 
     def stats(self) -> dict[str, Any]:
-        out = super().stats()
         colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
-        out.update(acked=sum(c.acked for c in colls), failed=sum(c.failed for c in colls),
-                   busy_secs=self.busy_secs)
+        acked, failed = sum(c.acked for c in colls), sum(c.failed for c in colls)  # before executed
+        out = super().stats()
+        out.update(acked=acked, failed=failed, busy_secs=self.busy_secs)
         return out
 
     def step(self, now: float) -> float:
@@ -208,6 +208,10 @@ class BoltExecutor(Executor):
         self._run_batch(task, bolt.execute, coll, basic, tuples)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
+        # Counted as executed before execute runs, and read before acks by stats(), which
+        # another thread takes mid-batch: acked never shows above executed.
+        self.executed += len(tuples)
+        self.task_executed[task] += len(tuples)
         started = _monotonic()  # per batch, not per tuple: capacity and execute latency
         if basic:
             for tup in tuples:
@@ -228,8 +232,6 @@ class BoltExecutor(Executor):
                 except Exception as exc:
                     self.user_error(task, exc, "execute")
                     coll.fail(tup)
-        self.executed += len(tuples)
-        self.task_executed[task] += len(tuples)
         elapsed = _monotonic() - started
         self.busy_secs += elapsed
         self.execute_latency.observe_batch(elapsed, len(tuples))

@@ -58,11 +58,11 @@ FAST = {
 }
 
 
-
 def _outer_env() -> dict[str, str]:
     """This process's environment without $SQUALL_TOKEN: it would win over the token in the
     configs the harness writes."""
     return {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
