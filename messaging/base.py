@@ -175,3 +175,7 @@ class Context(ABC):
     @abstractmethod
     def term(self) -> None:
         """Close every connection made by this context."""
+
+    def ending(self) -> None:
+        """The process is ending: connections closed from now on need not wait long to
+        flush (a transport with nothing to flush ignores it)."""

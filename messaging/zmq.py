@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -43,6 +43,7 @@ _DRAIN = 256
 _BLOCKED_POLL_MS = 500
 _BLOCKED_WARN_SECS = 5.0
 _JOIN_SECS = 5.0
+TERM_LINGER_MS = 1000  # at term(): how long clients may still flush (see ZmqContext.term)
 _CONTROL_HWM = 4
 # How often a client reads its socket's connection events (for the reconnect counter).
 _EVENTS_EVERY_SECS = 1.0
@@ -180,8 +181,11 @@ class ZmqClient(Connection):
 
     def __init__(self, zctx: zmq.Context, topology_id: str, host: str, port: int,
                  hwm: int, linger_ms: int, curve: CurveKeys | None = None,
-                 max_bytes: int = codec.DEFAULT_MAX_BYTES, counters: TransportCounters | None = None) -> None:
+                 max_bytes: int = codec.DEFAULT_MAX_BYTES, counters: TransportCounters | None = None,
+                 close_linger: Callable[[], int | None] = lambda: None) -> None:
+        """``close_linger``: the linger close() uses instead of ``linger_ms`` (None: that)."""
         self._topology_id, self._host, self._port, self._hwm = topology_id, host, port, hwm
+        self._close_linger = close_linger
         self._counters = counters or TransportCounters()
         self._connected_once = False
         self._events_at = 0.0
@@ -305,10 +309,11 @@ class ZmqClient(Connection):
     def close(self) -> None:
         """Returns at once; ZeroMQ keeps flushing for up to the linger, and term() waits."""
         if not self._sock.closed:
+            linger = self._close_linger()
             self._sock.disable_monitor()
             self._monitor.close()
-            self._sock.close()
-            self._ctl.close()
+            self._sock.close(linger=linger)
+            self._ctl.close(linger=linger)
 
 
 class ZmqContext(Context):
@@ -322,6 +327,7 @@ class ZmqContext(Context):
         self._zap = ZapHandler(self._zctx, curve) if curve is not None else None
         self._hwm = 1000
         self._linger_ms = 5000
+        self._ending = False
         self._max_bytes = codec.DEFAULT_MAX_BYTES
         self._bind_host = "127.0.0.1"
         self._made: list[Connection] = []
@@ -361,9 +367,19 @@ class ZmqContext(Context):
 
     def connect(self, topology_id: str, host: str, port: int) -> ZmqClient:
         client = ZmqClient(self._zctx, topology_id, host, port, self._hwm, self._linger_ms, self._curve,
-                           self._max_bytes, self.counters)
+                           self._max_bytes, self.counters, self._close_linger)
         self._add(client)
         return client
+
+    def ending(self) -> None:
+        """The process is ending: connections closed from now on (also by the worker's own
+        shutdown, before term) flush for at most TERM_LINGER_MS. Its supervisor SIGKILLs it
+        after ``supervisor.worker.shutdown.sleep.secs``, its peers may be ending too, and
+        what does not arrive is replayed from the spouts."""
+        self._ending = True
+
+    def _close_linger(self) -> int | None:
+        return min(self._linger_ms, TERM_LINGER_MS) if self._ending else None
 
     def term(self) -> None:
         """Close every connection, then terminate ZeroMQ (waits up to the linger to flush).
@@ -375,6 +391,7 @@ class ZmqContext(Context):
                 return
             self._terminated = True
             made, self._made = self._made, []
+        self.ending()
         # Servers first: their threads close their own sockets before term() needs them.
         for conn in sorted(made, key=lambda c: not isinstance(c, ZmqServer)):
             conn.close()

@@ -274,9 +274,13 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
             anon.close()
         everything = psutil.Process(proc.pid).children(recursive=True)  # now with the workers
         proc.send_signal(signal.SIGINT)  # Ctrl-C
+        asked = time.monotonic()
         out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - asked
         assert proc.returncode == 0, out
         assert "squall dev cluster stopped" in out
+        # Every daemon stopped on its own (no SIGKILL), the whole cluster within 10 s.
+        assert "SIGKILL" not in out and took < 10, (took, out)
         gone, alive = psutil.wait_procs(everything, timeout=10)
         assert not alive, [p.pid for p in alive]
     finally:

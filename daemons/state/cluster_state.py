@@ -29,6 +29,7 @@ is for timers and watches; never call it per tuple.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -77,6 +78,10 @@ from squall.daemons.state.records import (
 from squall.daemons.state.watchers import ChildrenWatcher, NodeWatcher, Watch, Watcher
 
 log = structlog.get_logger("squall.state")
+# kazoo's own lines ("Connection dropped: ..." on every retry) repeat, in another format,
+# what this module logs once per outage: only its errors get through.
+KAZOO_LOG = logging.getLogger("squall.state.kazoo")
+KAZOO_LOG.setLevel(logging.ERROR)
 
 T = TypeVar("T")
 
@@ -155,6 +160,7 @@ class ClusterState:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
             command_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
                                      deadline=self.session_timeout),
+            logger=KAZOO_LOG,
         )
         client.add_listener(self._on_state)
         try:
@@ -165,7 +171,8 @@ class ClusterState:
         except KazooTimeoutError:
             client.close()
             raise ClusterStateError(
-                f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout}s") from None
+                f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout}s: is it "
+                "running there (zookeeper.servers, zookeeper.port)?") from None
         self._client = client
         self._background = background
         if client.connected:

@@ -470,10 +470,12 @@ class Supervisor:
                 self._kill_now(orphan)
             self._remove_worker_dir(orphan)
 
-    def _kill_now(self, rec: WorkerProc) -> None:
-        """SIGTERM, wait the shutdown sleep, SIGKILL: for start-up and exit, not the loop."""
+    def _kill_now(self, rec: WorkerProc, grace: float | None = None) -> None:
+        """SIGTERM, wait ``grace`` (default the shutdown sleep), SIGKILL: for start-up and
+        exit, not the loop."""
         signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGTERM)
-        if not self._wait_gone(rec, self.timeouts.shutdown_sleep):
+        if not self._wait_gone(rec, self.timeouts.shutdown_sleep if grace is None else grace):
+            self.log.warning("worker did not stop in time: SIGKILL", worker=rec.worker_id, pid=rec.pid)
             signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGKILL)
             self._wait_gone(rec, 5.0)
 
@@ -491,8 +493,10 @@ class Supervisor:
         """Stop every worker of this node (``--kill-workers-on-exit``)."""
         for rec in list(self.workers.values()):
             signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGTERM)
+        # One shutdown sleep for all of them, not one each: they were all told at once.
+        deadline = self.clock.monotonic() + self.timeouts.shutdown_sleep
         for rec in list(self.workers.values()):
-            self._kill_now(rec)
+            self._kill_now(rec, max(0.0, deadline - self.clock.monotonic()))
             self.log.info("worker stopped", port=rec.port, topology=rec.topology_id, worker=rec.worker_id)
             self._cleanup(_slot.CleanupWorker(rec.worker_id, "supervisor exiting"))
         self.slots = {p: _slot.SlotState(port=p) for p in self.ports}

@@ -455,6 +455,8 @@ class Worker:
         for name in ("refresh-connections", "refresh-active"):
             if name in self.timers:
                 self.timers[name].cancel(THREAD_JOIN_SECS)
+        if self.context is not None:
+            self.context.ending()  # the sockets the runtime closes below flush briefly
         if self.rt is not None:
             try:
                 self.rt.shutdown()  # stop receiving, executors, transfer thread, close sockets

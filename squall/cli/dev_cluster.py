@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +36,9 @@ from squall.daemons.nimbus.credentials import CredentialsError, create, daemon_a
 
 FIRST_SLOT_PORT = 6700
 READY_TIMEOUT_SECS = 60.0
-STOP_GRACE_SECS = 15.0  # supervisors stop their workers first (SIGTERM grace) before exiting
+# Daemons stop within this of SIGTERM (supervisors stop their workers, within their shutdown
+# sleep, 3 s); with ZooKeeper's own stop the whole cluster is gone within 10 s of Ctrl-C.
+STOP_GRACE_SECS = 7.0
 
 
 class DevClusterError(RuntimeError):
@@ -139,6 +142,26 @@ class _Child:
             self.proc.wait(10)
 
 
+def squall_command() -> str:
+    """How to run this squall from the user's shell: ``squall`` when that is what PATH finds
+    (the environment is active), else the path of this environment's command."""
+    exe = Path(sys.executable).parent / "squall"
+    found = shutil.which("squall")
+    if found is not None and Path(found).resolve() == exe.resolve():
+        return "squall"
+    relative = os.path.relpath(exe)
+    return relative if not relative.startswith("..") else str(exe)
+
+
+def example_topology() -> str:
+    """The word count example as a path from here, when this squall runs from its checkout."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "wordcount.py"
+    if not example.is_file():
+        return "YOUR_TOPOLOGY.py"
+    relative = os.path.relpath(example)
+    return relative if not relative.startswith("..") else str(example)
+
+
 def _daemon_argv(command: str, log_format: str | None) -> list[str]:
     argv = [sys.executable, "-m", "squall.cli", command]
     return argv + (["--log-format", log_format] if log_format else [])
@@ -216,6 +239,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         if stop.is_set():
             return 0
         ranges = ", ".join(f"{r[0]}-{r[-1]}" for r in port_ranges)
+        squall = squall_command()
         click.echo(
             f"squall dev cluster is up in {directory}\n"
             f"  ZooKeeper    {zk.hosts} (data in {zk.work_dir})\n"
@@ -225,10 +249,10 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"  supervisors  {supervisors} x {slots} slots (ports {ranges}), logs in {logs_dir}\n"
             f"  metrics      https://127.0.0.1:{nimbus_port}/metrics and "
             f"{', '.join(f'https://127.0.0.1:{p}/metrics' for p in metrics_ports)} (same CA and token)\n"
-            f"Use it with:\n"
+            f"Use it from another terminal with:\n"
             f"  export SQUALL_CONF={client_conf}\n"
-            f"  squall submit examples/wordcount.py\n"
-            f"  squall list; squall status wordcount; squall kill wordcount\n"
+            f"  {squall} submit {example_topology()}\n"
+            f"  {squall} list; {squall} status wordcount; {squall} kill wordcount\n"
             f"Press Ctrl-C to stop.")
         reported: set[str] = set()
         while not stop.wait(1.0):
@@ -241,7 +265,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
     finally:
         _stop_all(children)
         if zk is not None:
-            zk.stop()
+            zk.stop(timeout=3.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if children or zk is not None:
@@ -249,14 +273,10 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
 
 
 def _stop_all(children: list[_Child]) -> None:
-    """Supervisors first (they stop their workers), then nimbus; SIGKILL what lingers."""
-    sups = [c for c in children if c.name != "nimbus"]
-    for child in sups:
+    """Every daemon at once (supervisors stop their workers; nothing needs nimbus to stop),
+    SIGKILL what lingers; ZooKeeper stops after them."""
+    for child in children:
         child.terminate()
     deadline = time.monotonic() + STOP_GRACE_SECS
-    for child in sups:
-        child.wait_or_kill(deadline)
     for child in children:
-        if child.name == "nimbus":
-            child.terminate()
-            child.wait_or_kill(time.monotonic() + STOP_GRACE_SECS)
+        child.wait_or_kill(deadline)
