@@ -3,9 +3,38 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from pathlib import Path
 from typing import Any, Mapping
 
 import structlog
+
+# A user error's text (traceback or message) as logged and reported: one deep recursion must
+# not make a log line, a ZooKeeper node or a status reply of megabytes.
+MAX_ERROR_TEXT = 6000
+_OWN = str(Path(__file__).resolve().parent) + "/"
+
+
+def error_text(error: BaseException | str, limit: int = MAX_ERROR_TEXT) -> str:
+    """An error as people read it: a traceback for an exception, else the text; at most
+    ``limit`` characters, keeping the start and the end (where the exception is said)."""
+    if isinstance(error, BaseException):
+        tb = error.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN):
+            tb = tb.tb_next  # start at the user's code, not at squall's call of it
+        text = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
+    else:
+        text = str(error)
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 4, limit - limit // 4
+    return f"{text[:head]}\n... [{len(text) - head - tail} characters left out] ...\n{text[-tail:]}"
+
+
+def last_line(text: str) -> str:
+    """The line that says what went wrong: an exception's ``Type: message``."""
+    return (text.strip().splitlines() or [""])[-1]
+
 
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR}
 

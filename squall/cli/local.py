@@ -9,6 +9,7 @@ import click
 
 from squall import config as _config
 from squall import logs
+from squall.logs import last_line
 from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 
 
@@ -50,12 +51,20 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         started = time.monotonic()
         wait_for_stop(duration)
         stats = cluster.stats(name)
+        errors = cluster.errors(name)
         elapsed = time.monotonic() - started
         cluster.kill(name)
     emitted = sum(sum(s["emitted"].values()) for s in stats if s["kind"] == "spout")
     acked = sum(s.get("acked", 0) for s in stats if s["kind"] == "spout")
     failed = sum(s.get("failed", 0) for s in stats if s["kind"] == "spout")
     click.echo(f"ran {name} for {elapsed:.1f}s: spouts emitted {emitted}, acked {acked}, failed {failed}")
+    counts = {s["component"]: 0 for s in stats}
+    for s in stats:
+        counts[s["component"]] += s.get("errors", 0)
+    for component, kept in sorted(errors.items()):
+        if kept:
+            click.echo(f"errors in {component}: {counts.get(component, len(kept))} (last: "
+                       f"{last_line(kept[-1]['error'])}; tracebacks in the log above)", err=True)
 
 
 COMMANDS = [run]

@@ -9,6 +9,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from squall.logs import last_line
+
 COLUMNS = ("COMPONENT", "EXECUTOR", "HOST:PORT", "UPTIME", "EMITTED", "EMIT/S", "EXECUTED", "EXEC/S",
            "ACKED", "ACK/S", "FAILED", "FAIL/S", "DROPPED")
 COUNTERS = ("emitted", "executed", "acked", "failed")
@@ -87,7 +89,7 @@ def render(st: Mapping[str, Any]) -> str:
         err = comp.get("last_error")
         if err:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
-            first = (err["error"].strip().splitlines() or [""])[-1]
+            first = last_line(err["error"])
             errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
     for w in st["workers"]:
         if w.get("dropped_by_cause"):
@@ -99,6 +101,6 @@ def render(st: Mapping[str, Any]) -> str:
         lines.append("input dropped (counted by cause; anchored tuples are replayed):")
         lines.extend(drops)
     if errors:
-        lines.append("last errors:")
+        lines.append(f"last errors (with tracebacks: squall errors {st['name']}):")
         lines.extend(errors)
     return "\n".join(lines)

@@ -9,7 +9,6 @@ something to do again (0 = at once; new input always wakes it sooner).
 from __future__ import annotations
 
 import time
-import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import structlog
 from squall.runtime import drops
 from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
+from squall.logs import error_text, last_line
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
 from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_PER_BATCH, Histogram
@@ -97,11 +97,9 @@ class Executor:
         self.errors += 1
         if not self.throttle.allow(_monotonic()):
             return
-        if isinstance(error, BaseException):
-            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        else:
-            text = str(error)
-        self.log.error("user code raised", task=task, where=where, error=text.strip().splitlines()[-1])
+        text = error_text(error)  # bounded; throttled above
+        trace = {"exception": text} if isinstance(error, BaseException) else {}  # printed below the line
+        self.log.error("user code raised", task=task, where=where, error=last_line(text), **trace)
         self.runtime.report_error(self.component, task, text)
 
     def tick_period(self) -> float | None:
