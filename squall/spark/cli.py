@@ -127,6 +127,11 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
         plan = make_plan(topology, keys, list(sinks) or None, topo_conf, ticks, exclude)
     except BackfillError as exc:
         raise Failure(str(exc)) from None
+    if not plan.sinks:
+        raise Failure(f"nothing would be written under {output}: every stream of the running bolts is read by "
+                      "another bolt, or they declare none (a bolt that writes files itself, such as a "
+                      "ParquetSink, writes where its own configuration says); name a stream with "
+                      "--sink COMPONENT[:STREAM], or --exclude such bolts")
     from squall.spark.io import existing_outputs, read_input, session, write_sinks
 
     if not overwrite:

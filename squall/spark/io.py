@@ -74,7 +74,22 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
                 future.result()
             except Exception as exc:
                 raise failure(exc, f"writing sink {sink!r} to {out[sink]}", python) from None
+    if fmt == "jsonl":
+        for directory in out.values():
+            _name_parts(result._spark, directory, ".txt", ".jsonl")
     return out
+
+
+def _name_parts(spark: Any, directory: str, old: str, new: str) -> None:
+    """Rename Spark's ``part-*{old}`` files in ``directory`` to ``part-*{new}`` (its text
+    writer names JSON lines ``.txt``), through Hadoop's file system: any URI Spark wrote to."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if name.startswith("part-") and name.endswith(old):
+            fs.rename(status.getPath(), jvm.org.apache.hadoop.fs.Path(path, name[: -len(old)] + new))
 
 
 def existing_outputs(output: str, sinks: list[str]) -> list[str]:
