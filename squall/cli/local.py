@@ -1,9 +1,14 @@
-"""``squall run FILE --local``: a topology file in this process until a duration or a signal."""
+"""``squall run FILE --local``: a topology file in this process until a duration or a signal.
+
+A topology file may define ``local_run_report(cluster, name, conf)``: called with the
+``LocalCluster``, the topology's name and its configuration before the topology stops, it
+returns a line to print (whether the results are right, say)."""
 from __future__ import annotations
 
 import signal
 import threading
 import time
+from typing import Any
 
 import click
 
@@ -19,6 +24,21 @@ def wait_for_stop(duration: float | None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait(duration)
+
+
+REPORT_HOOK = "local_run_report"
+
+
+def _report(module: Any, cluster: Any, name: str, conf: dict[str, Any]) -> str | None:
+    """What the topology file's ``local_run_report(cluster, name, conf)`` says about the run
+    (e.g. whether its results are right), called before the topology stops; None without one."""
+    hook = getattr(module, REPORT_HOOK, None)
+    if not callable(hook):
+        return None
+    try:
+        return str(hook(cluster, name, conf))
+    except Exception as exc:  # noqa: BLE001 - the user's code; the run itself is done
+        return f"{REPORT_HOOK}() raised {type(exc).__name__}: {exc}"
 
 
 @click.command()
@@ -50,6 +70,7 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
             raise Failure(str(exc)) from None
         started = time.monotonic()
         wait_for_stop(duration)
+        verdict = _report(module, cluster, name, {**conf, **file_conf, **extra})
         stats = cluster.stats(name)
         errors = cluster.errors(name)
         elapsed = time.monotonic() - started
@@ -58,6 +79,8 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
     acked = sum(s.get("acked", 0) for s in stats if s["kind"] == "spout")
     failed = sum(s.get("failed", 0) for s in stats if s["kind"] == "spout")
     click.echo(f"ran {name} for {elapsed:.1f}s: spouts emitted {emitted}, acked {acked}, failed {failed}")
+    if verdict:
+        click.echo(verdict)
     counts = {s["component"]: 0 for s in stats}
     for s in stats:
         counts[s["component"]] += s.get("errors", 0)
