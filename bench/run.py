@@ -7,6 +7,7 @@ the executors' own counters, and prints it with the machine's state (CPUs, load)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ sys.path.insert(0, str(HERE / "topologies"))
 sys.path.insert(0, str(HERE.parent / "examples"))
 
 SCENARIOS: dict[str, tuple[str, Callable[[float, float], dict[str, Any]]]] = {}
+MISSING: dict[str, str] = {}  # scenario -> the module it needs that this Python lacks
 
 
 def scenario(name: str, doc: str):
@@ -117,9 +119,8 @@ def _register_optional() -> None:
     """Scenarios that live in their own modules (cluster, ZeroMQ ceiling, Spark)."""
     try:
         import zmq_ceiling
-    except ImportError:
-        return
-
+    except ImportError as exc:  # listed all the same; running them says what is missing
+        MISSING.update({"zmq-ceiling": exc.name or "zmq", "zmq-curve-cost": exc.name or "zmq"})
 
     @scenario("zmq-ceiling", "two plain processes passing msgpack tuple batches over ZeroMQ PUSH/PULL")
     def _zmq(duration: float, warmup: float) -> dict[str, Any]:
@@ -156,6 +157,14 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "load_avg_1m": round(load[0], 2), "python": sys.version.split()[0]}
 
 
+def squall_missing() -> str | None:
+    """Why this Python cannot run the scenarios (all need squall), or None."""
+    if importlib.util.find_spec("squall") is not None:
+        return None
+    return (f"this Python ({sys.executable}) cannot import squall, which every scenario needs: run "
+            f".venv/bin/python bench/run.py ... from the repository (scripts/quickstart.sh makes .venv)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?")
@@ -164,12 +173,20 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list", action="store_true", help="list scenarios")
     args = parser.parse_args()
+    missing = squall_missing()
     if args.list or not args.scenario:
         for name, (doc, _) in SCENARIOS.items():
-            print(f"{name:32} {doc}")
+            needs = f"[needs {MISSING[name]}] " if name in MISSING and not missing else ""
+            print(f"{name:32} {needs}{doc}")
+        if missing:
+            print(f"\nnote: {missing}")
         return 0 if args.list else 2
     if args.scenario not in SCENARIOS:
         print(f"unknown scenario {args.scenario!r}; --list shows them", file=sys.stderr)
+        return 2
+    if missing or args.scenario in MISSING:
+        print(missing or f"{args.scenario} needs the Python module {MISSING[args.scenario]!r}, which this "
+              "Python lacks: use the project's .venv/bin/python", file=sys.stderr)
         return 2
     before = machine()
     result = SCENARIOS[args.scenario][1](args.duration, args.warmup)
