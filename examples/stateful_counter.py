@@ -116,8 +116,8 @@ def verdict(name: str, events: int, keys: int) -> str:
         counts.update(committed_state(STORE, name, "count", task, record.restore_point())[1])
     want = collections.Counter(key_of(i, keys) for i in range(done))
     wrong = sum(1 for k in want.keys() | counts.keys() if counts[k] != want[k])
-    part = "" if done >= events else f" (the first {done:,}: run longer for all {events:,})"
-    return (f"counted {sum(counts.values()):,} events{part} over {len(counts)} keys; keys counted wrong: "
+    part = "" if done >= events else f" committed so far (run longer for all {events:,})"
+    return (f"counted {sum(counts.values()):,} of {done:,} events{part} over {len(counts)} keys; keys counted wrong: "
             f"{wrong}; rollbacks: {record.recoveries - 1} (checkpoint txid {record.txid})")
 
 

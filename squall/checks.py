@@ -10,6 +10,12 @@ check because the configuration comes later.
   ``topology.window.max.tuples``.
 - Checkpoints travel as tracked tuple trees: a stateful topology needs ackers and
   message timeouts.
+
+What is allowed but may stall is returned as warnings: an event-time window fires only once
+a tuple stamped past its end arrives, while its own tuples stay pending, so spouts held at
+``topology.max.spout.pending`` by one window's tuples wait for a tuple they may not send,
+until the message timeout fails them all. Whether that happens depends on the input rate,
+which only the warning can name.
 """
 from __future__ import annotations
 
@@ -32,8 +38,9 @@ def window_specs(topology: Topology) -> dict[str, Any]:
     return out
 
 
-def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> None:
-    """Raise TopologyError naming the first problem of ``topology`` under ``conf``."""
+def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
+    """Raise TopologyError naming the first problem of ``topology`` under ``conf``; return
+    warnings of what may stall (see the module's docstring)."""
     acking = acker_count(conf) > 0
     timeouts = bool(conf.get("topology.enable.message.timeouts", True))
     checkpointed = is_checkpointed(topology)
@@ -44,8 +51,9 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> None:
         raise TopologyError("a topology with stateful components needs topology.enable.message.timeouts: "
                             "a checkpoint lost with a dead worker is noticed by its timeout")
     windows = window_specs(topology)
+    warnings: list[str] = []
     if not windows:
-        return
+        return warnings
     timeout = float(conf["topology.message.timeout.secs"])
     pending = conf.get("topology.max.spout.pending")
     spout_tasks = sum(s.num_tasks for s in topology.spouts() if not s.id.startswith("__"))
@@ -78,3 +86,18 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> None:
             raise TopologyError(f"{where}: the spouts may have {in_flight} tuples pending "
                                 f"(topology.max.spout.pending {pending} x {spout_tasks} tasks), and its "
                                 f"time window may hold them all: more than {MAX_KEY} ({limit})")
+        if w.event_time:
+            warnings.append(stall_warning(where, hold, in_flight, pending, spout_tasks, timeout))
+    return warnings
+
+
+def stall_warning(where: str, hold: float, in_flight: int, pending: Any, spout_tasks: int,
+                  timeout: float) -> str:
+    """Why an event-time window may stall, with the input rate at which it does."""
+    rate = in_flight / hold
+    return (f"{where} may stall: an event-time window fires only when a tuple stamped past its end "
+            f"arrives, and holds its tuples pending until then; the spouts may have {in_flight:,} pending "
+            f"(topology.max.spout.pending {pending} x {spout_tasks} spout task{'s' if spout_tasks != 1 else ''}), so above about "
+            f"{rate:,.0f} tuples/s ({in_flight:,} in the {hold:g} s a tuple may wait) they stop, no window "
+            f"fires, and every pending tuple fails after topology.message.timeout.secs ({timeout:g} s): "
+            "raise topology.max.spout.pending to cover a window's tuples at the input rate")

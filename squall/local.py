@@ -66,7 +66,8 @@ class LocalCluster:
             if name in self._topologies:
                 raise ValueError(f"a topology named {name!r} is already running")
         full = {**self.conf, **_config.validate(dict(conf or {})), "topology.name": name}
-        check_runnable(topology, full)
+        for warning in check_runnable(topology, full):
+            log.warning(warning, topology=name)
         topology_id = f"{name}-{next(_ids)}-{int(time.time())}"
         system = system_topology(topology, full)
         execs = sorted(executors_of(system, task_ids(system)))

@@ -113,7 +113,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     else:
         topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
     try:
-        check_runnable(topology, {**conf, **topology_conf})
+        warnings = check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:
         raise Failure(str(exc)) from None
     try:
@@ -124,6 +124,8 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     if len(bundle) > limit:
         raise Failure(f"the code bundle is {len(bundle)} bytes, above nimbus.code.max.upload.bytes "
                       f"({limit}); move large data out of {Path(file).resolve().parent}")
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     reply = _call(_client(conf).submit, name, bundle)
     click.echo(f"submitted topology {reply['name']} as {reply['id']} "
                f"({plural(reply.get('workers', 0), 'worker')}, {plural(reply.get('executors', 0), 'executor')})")
