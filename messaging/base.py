@@ -1,4 +1,4 @@
-"""The transport interface of Storm's IContext/IConnection (seed 002), in Python."""
+"""The transport interface of Storm's IContext/IConnection (org.apache.storm.messaging), in Python."""
 from __future__ import annotations
 
 import time

@@ -1,6 +1,6 @@
 """The worker process around a WorkerRuntime: start-up, timers, watches, heartbeats, shutdown.
 
-Start-up follows seed 000's mk-worker: pid file; conf and assignment; the topology from
+Start-up follows Storm's mk-worker (worker.clj): pid file; conf and assignment; the topology from
 the extracted code bundle; bind the receive socket; one synchronous heartbeat, then the
 heartbeat timers (before executors load, so slow-loading tasks do not look dead);
 refresh-connections and refresh-active once, each with its timer (the safety net) and a
@@ -168,7 +168,7 @@ class Worker:
         if self.stopping:
             raise _Interrupted()
 
-    # -- start-up (seed 000's mk-worker) -------------------------------------------------
+    # -- start-up (Storm's mk-worker) -------------------------------------------------
     def start(self) -> None:
         """Bring the worker up; WorkerError (or ClusterStateError) when it cannot run."""
         self.log.info("launching worker", pid=self.pid, local_dir=str(self.layout.root))
@@ -387,7 +387,7 @@ class Worker:
             return self._stats.get("executors", [])
 
     def refresh_connections(self) -> None:
-        """Seed 000's mk-refresh-connections, plus the "still assigned?" check."""
+        """Storm's mk-refresh-connections, plus the "still assigned?" check."""
         if self.stopping:
             return
         assert self.state is not None
@@ -423,7 +423,7 @@ class Worker:
         self._last_missing = missing
 
     def refresh_active(self) -> None:
-        """Seed 000's refresh-storm-active: spouts run only while the topology is active."""
+        """Storm's refresh-storm-active: spouts run only while the topology is active."""
         if self.stopping:
             return
         assert self.state is not None
@@ -436,7 +436,7 @@ class Worker:
             self.log.info("topology status changed", active=active)
         self.rt.set_active(active)
 
-    # -- shutdown (seed 000's shutdown*) --------------------------------------------------
+    # -- shutdown (Storm's shutdown*) --------------------------------------------------
     def _shutdown(self) -> None:
         """Stop everything that was started, in order; safe after a partial start.
 

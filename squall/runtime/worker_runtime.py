@@ -2,8 +2,8 @@
 
 Local mode runs one or more of these in a process over the in-process transport; a worker
 process runs exactly one over ZeroMQ and adds heartbeats and ZooKeeper timers around it
-(squall.daemons.worker). The transfer function follows seed 000's mk-transfer-fn: a
-target task in this worker gets the batch straight on its executor's queue; any other is
+(squall.daemons.worker). The transfer function follows Storm's mk-transfer-fn (worker.clj):
+a target task in this worker gets the batch straight on its executor's queue; any other is
 serialized onto the worker transfer queue, which the transfer thread drains, grouping by
 destination worker and sending one frame per destination per drain.
 """
@@ -184,7 +184,7 @@ class WorkerRuntime:
         return out
 
     def refresh_connections(self, task_endpoints: Mapping[int, Endpoint]) -> None:
-        """Connect to workers newly assigned, close those no longer assigned (seed 000).
+        """Connect to workers newly assigned, close those no longer assigned (Storm's mk-refresh-connections).
 
         Every other worker of the topology gets a connection, not only those this worker
         sends tuples to: backpressure status goes to all of them. A new routing table is
@@ -396,7 +396,7 @@ class WorkerRuntime:
                 "transfer_queue_capacity": self.transfer_queue.capacity}
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Seed 000's shutdown*: close sockets, stop executors, drain transfer, close."""
+        """Storm's worker shutdown*: close sockets, stop executors, drain transfer, close."""
         self.log.info("shutting down worker runtime")
         if self._server is not None:
             self._server.close()
