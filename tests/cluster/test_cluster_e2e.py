@@ -8,15 +8,15 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from squall.daemons.state import ClusterState
+from support.paths import CLUSTER_TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "cluster_wordcount.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
 
 
 def load_sentences():

@@ -33,12 +33,12 @@ from squall.daemons.nimbus.credentials import (
 from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
 COMPOSE_CONF = REPO / "conf" / "compose.yaml"
 COMPOSE_FILE = REPO / "docker-compose.yml"
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "cluster_wordcount.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
 DAEMONS = ("nimbus", "supervisor-1", "supervisor-2")
 
 

@@ -6,7 +6,6 @@ import itertools
 import json
 import threading
 import time
-from pathlib import Path
 
 import msgpack
 import psutil
@@ -22,8 +21,9 @@ from squall.messaging.curve import CurveKeys
 from squall.testing.components import FixedTupleSpout
 from squall.testing.waiting import wait_for
 from squall.testing.wire import raw_sender, runtime_over_zmq
+from support.paths import CLUSTER_TOPOLOGIES
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "slow_sink.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "slow_sink.py"
 LIMIT_MB = 150
 RUN_SECS = 30
 

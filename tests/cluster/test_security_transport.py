@@ -15,10 +15,11 @@ from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import ClusterState
 from squall.messaging import codec
 from squall.testing.cluster import ProcessCluster
+from support.paths import CLUSTER_TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "cluster_wordcount.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
 UNKNOWN_TASK = 99_999  # a frame for it, if delivered, would show as dropped_unknown_task
 
 

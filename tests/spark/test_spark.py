@@ -24,12 +24,12 @@ from squall.grouping import fields_task_index  # noqa: E402
 from squall.loader import load_module, load_topology  # noqa: E402
 from squall.local import LocalCluster  # noqa: E402
 from squall.spark import BackfillError, make_plan, run  # noqa: E402
+from support.paths import REPO, SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "backfill"
-HERE = Path(__file__).resolve().parent / "spark"
+HERE = SPARK_TOPOLOGIES
 PUNCTUATION = ".,;:!?\"'()[]"
 
 

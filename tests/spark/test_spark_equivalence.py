@@ -29,10 +29,11 @@ from squall.contrib import JsonLineRules  # noqa: E402
 from squall.contrib.lines import LineReader  # noqa: E402
 from squall.loader import load_module  # noqa: E402
 from squall.local import LocalCluster  # noqa: E402
+from support.paths import SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
 
-TOPOLOGY = Path(__file__).resolve().parent / "spark" / "messy_topology.py"
+TOPOLOGY = SPARK_TOPOLOGIES / "messy_topology.py"
 messy = load_module(TOPOLOGY)
 
 # -- messy JSON lines -----------------------------------------------------------------------

@@ -20,10 +20,11 @@ from squall.spark import BackfillError, make_plan, run  # noqa: E402
 from squall.testing.components import Recorder  # noqa: E402
 from squall.testing.state import committed_component, wait_committed  # noqa: E402
 from squall.testing.waiting import wait_for  # noqa: E402
+from support.paths import SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
 
-TOPOS = load_module(Path(__file__).resolve().parent / "spark" / "state_topologies.py")
+TOPOS = load_module(SPARK_TOPOLOGIES / "state_topologies.py")
 
 
 @pytest.fixture(scope="module")

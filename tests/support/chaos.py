@@ -30,8 +30,9 @@ from squall.daemons.nimbus.client import NimbusError
 from squall.daemons.state import Assignment, ClusterState
 from squall.testing.cluster import ProcessCluster, signal_pid
 from squall.testing.zookeeper import ZooKeeperServer
+from support.paths import CHAOS_TOPOLOGY
 
-TOPOLOGY = Path(__file__).parent / "chaos_topology" / "ids.py"
+TOPOLOGY = CHAOS_TOPOLOGY / "ids.py"
 NAME = "chaos"
 
 # Short periods so faults are noticed in seconds (the ProcessCluster FAST set, plus these).

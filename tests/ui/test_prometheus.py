@@ -8,15 +8,15 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from squall.testing.prometheus import PrometheusServer
+from support.paths import CLUSTER_TOPOLOGIES
+from support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "cluster_wordcount.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
 RATE = 'sum by (component) (rate(squall_task_executed_total{topology=~"wcp-.*"}[10s]))'
 
 

@@ -1,7 +1,7 @@
 """The web UI in a real headless Chromium against a live cluster (ZooKeeper, nimbus, two
 supervisors, worker processes), and worker logs read through nimbus.
 
-The browser is driven over the DevTools protocol (``squall.testing.browser``): pages are
+The browser is driven over the DevTools protocol (``support.browser``): pages are
 loaded, read and clicked like a user would, and the numbers on them are checked against
 ``squall status --json``. Screenshots of every page are saved under ``out/web-ui/`` in the
 repository (git-ignored), or under ``$SQUALL_TEST_OUT/web-ui``.
@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 from squall.daemons.nimbus.process import NimbusProcess
 
-from squall.testing.browser import HeadlessChromium, find_chromium
+from support.browser import HeadlessChromium, find_chromium
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")]
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "observed.py"
-SHOTS = Path(os.environ.get("SQUALL_TEST_OUT") or Path(__file__).resolve().parents[1] / "out") / "web-ui"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "observed.py"
+SHOTS = Path(os.environ.get("SQUALL_TEST_OUT") or REPO / "out") / "web-ui"
 LOG_MAX_BYTES = 16384
 LOG_BACKUPS = 2
 COUNTERS = ("tasks", "emitted", "executed", "acked", "failed")

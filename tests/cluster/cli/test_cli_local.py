@@ -4,9 +4,9 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from support.paths import REPO
+
 SQUALL = [sys.executable, "-c", "import sys; from squall.cli import main; sys.exit(main())"]
 
 
@@ -15,7 +15,7 @@ def run(args, timeout=60, **kw):
 
 
 def test_run_wordcount_locally_prints_a_summary_and_exits_0():
-    out = run(SQUALL + ["run", str(ROOT / "examples/wordcount.py"), "--local", "--duration", "2",
+    out = run(SQUALL + ["run", str(REPO / "examples/wordcount.py"), "--local", "--duration", "2",
                         "-c", "topology.workers=2", "--log-format", "json"])
     assert out.returncode == 0, out.stderr
     assert "ran wordcount for" in out.stdout and "acked" in out.stdout
@@ -25,9 +25,9 @@ def test_run_wordcount_locally_prints_a_summary_and_exits_0():
 
 
 def test_usage_errors_exit_2_and_name_the_problem():
-    out = run(SQUALL + ["run", str(ROOT / "examples/wordcount.py"), "--local", "-c", "topology.workerz=2"])
+    out = run(SQUALL + ["run", str(REPO / "examples/wordcount.py"), "--local", "-c", "topology.workerz=2"])
     assert out.returncode == 2 and "unknown config key 'topology.workerz'" in out.stderr
-    out = run(SQUALL + ["run", str(ROOT / "examples/wordcount.py"), "--local", "--duration", "-1"])
+    out = run(SQUALL + ["run", str(REPO / "examples/wordcount.py"), "--local", "--duration", "-1"])
     assert out.returncode == 2
 
 
@@ -42,7 +42,7 @@ def test_bad_topology_file_exits_1_with_reason(tmp_path):
 
 
 def test_wordcount_example_as_a_script():
-    out = run([sys.executable, str(ROOT / "examples/wordcount.py"), "--duration", "3"])
+    out = run([sys.executable, str(REPO / "examples/wordcount.py"), "--duration", "3"])
     assert out.returncode == 0, out.stderr
     assert "words/s" in out.stdout and "final counts: the=" in out.stdout
     final = dict(kv.split("=") for kv in out.stdout.split("final counts: ")[1].splitlines()[0].split(", "))
@@ -53,7 +53,7 @@ def test_wordcount_example_as_a_script():
 def test_wheel_ships_every_package_and_the_defaults(tmp_path):
     # pip builds in the source tree (build/, *.egg-info): build from a copy, not the repo.
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "squall-local", "squall-dev-cluster",
         "spark-warehouse", "out", ".hypothesis"))
     out = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",

@@ -25,10 +25,11 @@ import yaml
 from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.zookeeper import free_port
+from support.paths import TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY_FILE = Path(__file__).parent / "topologies" / "words_topo.py"
+TOPOLOGY_FILE = TOPOLOGIES / "words_topo.py"
 
 
 def squall(conf_path: Path | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from squall.testing.chaos import ChaosCluster, chaos_line, longest_stall, machine_state
+from support.chaos import ChaosCluster, chaos_line, longest_stall, machine_state
 from squall.testing.cluster import FAST
 
 pytestmark = pytest.mark.cluster

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from squall.testing.chaos import ChaosCluster
+from support.chaos import ChaosCluster
 from squall.testing.cluster import FAST
 
 pytestmark = pytest.mark.cluster

@@ -10,17 +10,17 @@ import os
 import random
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from squall.state.inspect import read_record
 from squall.testing.cluster import ProcessCluster
 from squall.testing.state import committed_component, wait_committed
+from support.paths import CLUSTER_TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY = Path(__file__).parent / "cluster_topologies" / "keyed_count.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "keyed_count.py"
 
 
 def load_reference():

@@ -9,7 +9,7 @@ import pytest
 
 from squall.daemons import local_state
 from squall.daemons.state import ClusterState
-from squall.testing.chaos import NAME, ChaosCluster
+from support.chaos import NAME, ChaosCluster
 from squall.testing.cluster import FAST
 
 pytestmark = pytest.mark.cluster

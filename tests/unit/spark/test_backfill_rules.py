@@ -11,7 +11,6 @@ import datetime as dt
 import decimal
 import io
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,8 +25,9 @@ from squall.spark.plan import make_plan
 from squall.contrib.columns import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
 from squall.spark.sinks import JsonLines, SinkValueError
 from squall.spark.stages import layout, plan_stages, stage_levels
+from support.paths import SPARK_TOPOLOGIES
 
-HERE = Path(__file__).resolve().parent / "spark"
+HERE = SPARK_TOPOLOGIES
 
 
 # -- lines ----------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 rollbacks, acks after commits, stateful windows, restarts, and what is refused."""
 import collections
 import time
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from squall.state.inspect import read_record
 from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder
 from squall.testing.state import committed_component, wait_committed
 from squall.testing.waiting import wait_for
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 
-KC = load_module(Path(__file__).parent / "cluster_topologies" / "keyed_count.py")
+KC = load_module(CLUSTER_TOPOLOGIES / "keyed_count.py")
 MEMORY = {"topology.state.provider": "memory"}
 
 
@@ -166,15 +166,14 @@ def test_the_examples_run():
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, str(repo / "examples" / "stateful_counter.py"), "--events", "3000",
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "stateful_counter.py"), "--events", "3000",
                           "--fail-every", "1000"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "counted 3,000 of 3,000 events" in out.stdout and "keys counted wrong: 0" in out.stdout
     from squall.checks import check_runnable
     from squall.config import build_config
 
-    words = load_module(repo / "examples" / "rolling_top_words.py")
+    words = load_module(REPO / "examples" / "rolling_top_words.py")
     check_runnable(words.topology(), build_config(words.CONFIG, user_file=False))
 
 

@@ -51,9 +51,10 @@ from squall.daemons.supervisor.downloads import BundleError, CodeDownloads
 from squall.daemons.timers import FakeClock
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
+from support.paths import TOPOLOGIES
 
 # Submitted, never run here: any topology file will do.
-TOPOLOGY_FILE = (Path(__file__).parent / "topologies" / "numbers_topo.py").read_text(encoding="utf-8")
+TOPOLOGY_FILE = (TOPOLOGIES / "numbers_topo.py").read_text(encoding="utf-8")
 
 
 def make_bundle(folder: Path, name: str, extra_conf: dict[str, Any] | None = None) -> bytes:

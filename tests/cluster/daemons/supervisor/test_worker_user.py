@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from squall.testing.cluster import ProcessCluster
+from support.paths import WORKER_USER_TOPOLOGY
 
 pytestmark = [
     pytest.mark.cluster,
@@ -22,7 +23,7 @@ pytestmark = [
                        reason="needs root and useradd to make a system user"),
 ]
 
-PROBE = Path(__file__).parent / "worker_user_topology" / "probe.py"
+PROBE = WORKER_USER_TOPOLOGY / "probe.py"
 
 
 @pytest.fixture

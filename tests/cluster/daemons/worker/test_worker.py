@@ -48,8 +48,9 @@ from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
 from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
+from support.paths import TOPOLOGIES
 
-TOPOLOGY_SOURCE = Path(__file__).parent / "topologies" / "numbers_topo.py"
+TOPOLOGY_SOURCE = TOPOLOGIES / "numbers_topo.py"
 WAIT = 30.0
 
 

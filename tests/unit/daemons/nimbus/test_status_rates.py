@@ -16,6 +16,7 @@ from squall.cli.status_view import render
 from squall.daemons.nimbus.rates import RateHistory, window_rates
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import ClusterState, SupervisorInfo, WorkerBeat
+from support.paths import TOPOLOGIES
 
 T0 = 1_000_000.0
 
@@ -69,7 +70,7 @@ def test_table_shows_totals_and_rates():
 
 # --- against a real nimbus --------------------------------------------------------------
 
-TOPOLOGY = Path(__file__).parent / "topologies" / "words_topo.py"  # words -> count (2 executors)
+TOPOLOGY = TOPOLOGIES / "words_topo.py"  # words -> count (2 executors)
 
 
 def squall(conf_path: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
