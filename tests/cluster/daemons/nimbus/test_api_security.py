@@ -1,9 +1,9 @@
 """The nimbus API's locks, tried from outside: tokens and roles, TLS, what bundles carry,
 and what a supervisor accepts when it unpacks one.
 
-The policy (``authorize``), token files and ignore rules are plain code tested without
-sockets; the rest runs a real nimbus process against the session's ZooKeeper and expects
-every hostile request to be refused with nothing changed.
+A real nimbus process against the session's ZooKeeper: every hostile request is refused
+with nothing changed. The policy itself (``authorize``, token files, ignore rules) is tested
+without sockets in tests/unit/daemons/nimbus/test_api_policy.py.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,152 +24,14 @@ import structlog
 import structlog.testing
 import yaml
 
-from squall.cli.security import read_env_file
-from squall.daemons.nimbus.guard import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
-from squall.daemons.nimbus.auth import (
-    ACTIONS,
-    CONTROL,
-    FETCH_CODE,
-    READ,
-    READ_LOGS,
-    SUBMIT,
-    TokenFile,
-    TokenFileError,
-    TokenTable,
-    add_token,
-    authorize,
-    token_hash,
-)
 from squall.daemons.nimbus.client import NimbusClient, NimbusError, NimbusUnavailable
-from squall.daemons.nimbus.code_files import parse_ignore, skipped
-from squall.daemons.nimbus.code_store import build_bundle
 from squall.daemons.nimbus.credentials import create
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import ClusterState
 from squall.daemons.supervisor.downloads import BundleError, CodeDownloads
-from squall.daemons.timers import FakeClock
-from squall.loader import load_topology
 from squall.testing.waiting import wait_for
-from support.paths import TOPOLOGIES
+from support.bundles import make_bundle
 
-# Submitted, never run here: any topology file will do.
-TOPOLOGY_FILE = (TOPOLOGIES / "numbers_topo.py").read_text(encoding="utf-8")
-
-
-def make_bundle(folder: Path, name: str, extra_conf: dict[str, Any] | None = None) -> bytes:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"topo_{uuid.uuid4().hex[:10]}.py"  # unique: loaded into this process
-    path.write_text(TOPOLOGY_FILE, encoding="utf-8")
-    topology, conf, _ = load_topology(path)
-    return build_bundle(path, topology, {**conf, **(extra_conf or {}), "topology.name": name})
-
-
-def bundle_names(bundle: bytes) -> list[str]:
-    with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:
-        return sorted(m.name for m in tar.getmembers())
-
-
-# --- the policy, without sockets ----------------------------------------------------------
-
-def test_authorize_matrix():
-    expected = {
-        # role: actions allowed on another user's topology, on the user's own, and with no topology
-        "admin": (set(ACTIONS), set(ACTIONS), set(ACTIONS)),
-        "user": ({SUBMIT}, {READ, READ_LOGS, CONTROL, FETCH_CODE, SUBMIT}, {READ, SUBMIT}),
-        "viewer": ({READ, READ_LOGS}, {READ, READ_LOGS}, {READ, READ_LOGS}),
-        "supervisor": ({FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}),
-    }
-    for role, (others, own, none) in expected.items():
-        for action in ACTIONS:
-            assert authorize(role, "alice", action, "bob") == (action in others), (role, action)
-            assert authorize(role, "alice", action, "alice") == (action in own), (role, action)
-            assert authorize(role, "alice", action, None) == (action in none), (role, action)
-    assert not authorize("root", "alice", READ, None)
-    assert not authorize("admin", "alice", "delete-everything", None)
-    assert not authorize("user", "", CONTROL, "")  # records without an owner belong to no user
-
-
-def test_token_table_maps_tokens_and_refuses_bad_files(tmp_path):
-    path = tmp_path / "tokens.yaml"
-    alice = add_token(path, "alice", "user")
-    viewer = add_token(path, "val", "viewer")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert alice not in path.read_text() and token_hash(alice) in path.read_text()
-    table = TokenTable.load(path)
-    assert table.lookup(alice).user == "alice" and table.lookup(viewer).role == "viewer"
-    assert table.lookup(alice + "x") is None and table.lookup("") is None
-    bad = {
-        "not a mapping": "- 1\n",
-        "no list": "tokens: 3\n",
-        "unknown role": "tokens: [{user: a, role: root, sha256: " + "a" * 64 + "}]\n",
-        "clear token": "tokens: [{user: a, role: admin, sha256: hunter2}]\n",
-        "extra key": "tokens: [{user: a, role: admin, sha256: " + "a" * 64 + ", token: x}]\n",
-        "duplicate": "tokens: [{user: a, role: admin, sha256: " + "a" * 64 + "},"
-                     " {user: b, role: user, sha256: " + "A" * 64 + "}]\n",
-        "not yaml": "tokens: [\n",
-    }
-    for label, text in bad.items():
-        path.write_text(text)
-        with pytest.raises(TokenFileError) as info:
-            TokenTable.load(path)
-        assert str(path) in str(info.value), label
-    with pytest.raises(TokenFileError):
-        TokenTable.load(tmp_path / "missing.yaml")
-    with pytest.raises(TokenFileError):
-        add_token(tmp_path / "t.yaml", "a", "user", token="short")
-
-
-def test_ignore_rules():
-    patterns = parse_ignore("# comment\n\ndata/\n*.csv\n/notes.txt\nsub/secret.py\n")
-    cases = {
-        (".env", False): True, (".git", True): True, ("pkg/.hidden", False): True,
-        ("__pycache__", True): True, ("m.pyc", False): True, ("x.egg-info", True): True,
-        ("data", True): True, ("data", False): False, ("lib/data", True): True,
-        ("a.csv", False): True, ("lib/b.csv", False): True,
-        ("notes.txt", False): True, ("lib/notes.txt", False): False,
-        ("sub/secret.py", False): True, ("other/sub/secret.py", False): False,
-        ("main.py", False): False, ("lib/helpers.py", False): False,
-    }
-    for (rel, is_dir), want in cases.items():
-        assert skipped(rel, is_dir, patterns) == want, rel
-
-
-def test_bundle_leaves_out_dotfiles_vcs_and_ignored_files(tmp_path):
-    folder = tmp_path / "app"
-    (folder / ".git" / "objects").mkdir(parents=True)
-    (folder / ".git" / "config").write_text("[remote]\n")
-    (folder / ".env").write_text("DB_PASSWORD=secret\n")
-    (folder / "lib" / ".cache").mkdir(parents=True)
-    (folder / "lib" / ".cache" / "c").write_text("x")
-    (folder / "lib" / "helpers.py").write_text("X = 1\n")
-    (folder / "data").mkdir()
-    (folder / "data" / "big.bin").write_bytes(b"\0" * 100)
-    (folder / "keep.csv").write_text("a,b\n")
-    (folder / ".squallignore").write_text("data/\n*.csv\n")
-    names = bundle_names(make_bundle(folder, "app"))
-    code = [n for n in names if n.startswith("code/")]
-    assert code == ["code/lib/helpers.py", next(n for n in code if n.startswith("code/topo_"))], code
-    assert not any(".env" in n or ".git" in n or "data" in n for n in names)
-
-
-def test_refusal_log_lines_are_bounded_and_counts_are_not(tmp_path):
-    clock = FakeClock()
-    add_token(tmp_path / "tokens.yaml", "alice", "user")
-    guard = Guard(TokenFile(tmp_path / "tokens.yaml", clock), clock)
-    with structlog.testing.capture_logs() as logs:
-        for _ in range(REFUSAL_LOGS_PER_WINDOW + 30):
-            with pytest.raises(ApiError):
-                guard.principal({"HTTP_AUTHORIZATION": "Bearer nope"})
-            guard.log_refusal(status=401)
-        clock.advance(REFUSAL_LOG_WINDOW_SECS)
-        guard.log_refusal(status=401)
-    events = [e["event"] for e in logs]
-    assert events.count("request refused") == REFUSAL_LOGS_PER_WINDOW + 1
-    assert [e["count"] for e in logs if e["event"] == "requests refused without a log line"] == [30]
-    assert guard.counts() == {"unauthenticated": REFUSAL_LOGS_PER_WINDOW + 30, "forbidden": 0, "connection": 0}
-
-
-# --- a real nimbus --------------------------------------------------------------------------
 
 def snapshot(state: ClusterState, nimbus: NimbusProcess) -> Any:
     """Everything a request could change: topologies, assignments and stored code."""
@@ -364,72 +225,6 @@ def test_security_off_is_announced_and_open(cluster_conf, tmp_path):
         assert "does not speak TLS" in str(info.value)
     finally:
         assert nimbus.stop() == 0
-
-
-
-def test_secure_init_and_token_commands(tmp_path):
-    from click.testing import CliRunner
-
-    from squall.cli import main
-
-    runner = CliRunner()
-    target = tmp_path / "sec"
-    result = runner.invoke(main, ["secure-init", str(target), "--host", "127.0.0.1", "--host", "nimbus"])
-    assert result.exit_code == 0, result.output
-    client = yaml.safe_load((target / "client.yaml").read_text())
-    table = TokenTable.load(target / "tokens.yaml")
-    assert table.lookup(client["squall.token"]).role == "admin"
-    daemon_env = read_env_file(target / "supervisor.env")
-    assert table.lookup(daemon_env["SQUALL_TOKEN"]).role == "supervisor"
-    zk_password = daemon_env["SQUALL_ZOOKEEPER_PASSWORD"]
-    assert len(zk_password) >= 32
-    # A second run (e.g. for another host name) makes new tokens and TLS material but keeps the
-    # ZooKeeper password: the ACLs of the cluster's nodes name its hash.
-    again = runner.invoke(main, ["secure-init", str(target), "--host", "127.0.0.1", "--mount", "/etc/squall/security"])
-    assert again.exit_code == 0 and "kept the daemons' ZooKeeper password" in again.output, again.output
-    daemon_env2 = read_env_file(target / "supervisor.env")
-    assert daemon_env2["SQUALL_ZOOKEEPER_PASSWORD"] == zk_password and daemon_env2["SQUALL_TOKEN"] != daemon_env["SQUALL_TOKEN"]
-    printed = yaml.safe_load(again.output.split(":\n", 1)[1].split("kept the")[0])
-    assert printed["zookeeper.auth.user"] == "squall" and printed["nimbus.tls.ca.file"] == "/etc/squall/security/ca.crt"
-    assert not {"squall.token", "zookeeper.auth.password"} & printed.keys() and zk_password not in again.output
-    client = yaml.safe_load((target / "client.yaml").read_text())
-    table = TokenTable.load(target / "tokens.yaml")
-    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in target.iterdir())
-    assert "BEGIN" not in (target / "tokens.yaml").read_text() and client["squall.token"] not in (
-        target / "tokens.yaml").read_text()
-    # A rotation: add a second token for alice, remove the first by its hash prefix.
-    tokens = [runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "alice",
-                                   "--role", "user"]).output.strip() for _ in range(2)]
-    removed = runner.invoke(main, ["token", "remove", "--file", str(target / "tokens.yaml"), "--user", "alice",
-                                   "--sha256", token_hash(tokens[0])[:12]])
-    assert removed.exit_code == 0, removed.output
-    table = TokenTable.load(target / "tokens.yaml")
-    assert table.lookup(tokens[0]) is None and table.lookup(tokens[1]).user == "alice"
-    assert runner.invoke(main, ["token", "add", "--file", str(target / "tokens.yaml"), "--user", "x",
-                                "--role", "root"]).exit_code == 2
-    # The supervisors' certificate names the --supervisor-host names; Prometheus's token is a viewer's.
-    assert (target / "supervisor.crt").is_file() and (target / "supervisor.key").is_file()
-    assert table.lookup((target / "prometheus-token").read_text().strip()).role == "viewer"
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
-def test_secure_init_gives_the_files_to_the_containers_users(tmp_path):
-    from click.testing import CliRunner
-
-    from squall.cli import main
-
-    target = tmp_path / "sec"
-    result = CliRunner().invoke(main, ["secure-init", str(target), "--host", "nimbus", "--supervisor-host",
-                                       "supervisor-1", "--uid", "1000"])
-    assert result.exit_code == 0, result.output
-    owners = {p.name: (p.stat().st_uid, stat.S_IMODE(p.stat().st_mode)) for p in target.iterdir()}
-    assert owners.pop("prometheus-token") == (65534, 0o600)  # the Prometheus image's user
-    assert owners.pop("ca.crt") == (1000, 0o644)  # public; its key is not
-    assert set(owners.values()) == {(1000, 0o600)}, owners
-    assert target.stat().st_uid == 1000 and stat.S_IMODE(target.stat().st_mode) == 0o700
-    names = subprocess.run(["openssl", "x509", "-in", str(target / "supervisor.crt"), "-noout", "-ext",
-                            "subjectAltName"], capture_output=True, text=True, timeout=30).stdout
-    assert "DNS:supervisor-1" in names and "DNS:nimbus" not in names
 
 
 def test_token_file_changes_apply_without_a_restart(secured, tmp_path):
