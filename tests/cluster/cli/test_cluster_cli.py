@@ -302,3 +302,69 @@ def test_a_missing_daemon_module_does_not_break_the_cli(monkeypatch):
     assert listing.exit_code == 0 and "ghost" in listing.output and "supervisor" in listing.output
     result = runner.invoke(main, ["ghost"])
     assert result.exit_code == 1 and "`squall ghost` is not available" in result.output
+
+
+def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path):
+    nimbus = NimbusProcess({**cluster_conf, "nimbus.monitor.freq.secs": 0.3}, tmp_path / "nimbus")
+    nimbus.start(leader=True)
+    state = ClusterState(cluster_conf).start()
+    try:
+        now = time.time()
+        state.register_supervisor(SupervisorInfo("s1", "s1.example", [7001], now, [], now))
+        conf = nimbus.client_conf_path  # the CLI: admin token and CA
+        assert squall(conf, "submit", str(TOPOLOGY_FILE), "--name", "words").returncode == 0
+        tid = state.topology_ids()[0]
+        assignment = state.assignment(tid)
+        execs = assignment.executors_on("s1", 7001)
+        # Task ids: the acker (1), count (2, 3), words (4), one executor each.
+        assert sorted(execs) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+
+        def beat(t: float, n: int) -> None:
+            # What a worker writes: totals since start, read at t. Each count executor executes
+            # n, words emits n.
+            stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (4, 4) else {},
+                      "executed": n if ex in ((2, 2), (3, 3)) else 0, "acked": 0, "failed": 0} for ex in execs]
+            state.worker_beat(WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
+                                         {"executors": stats, "time": t}))
+
+        start = time.time() - 20
+        beat(start, 1000)
+        first = json.loads(squall(conf, "status", "words", "--json").stdout)
+        count = next(c for c in first["components"] if c["id"] == "count")
+        assert count["executed"] == 2000 and count["rates"] is None  # one sample: no rate yet
+        beat(start + 10, 1000 + 2500)  # 250 tuples/s over the 10 s between the two reads
+        st = json.loads(squall(conf, "status", "words", "--json").stdout)
+        count = next(c for c in st["components"] if c["id"] == "count")
+        words = next(c for c in st["components"] if c["id"] == "words")
+        assert count["rates"]["executed"] == 500.0 and words["rates"]["emitted"] == 250.0
+        assert count["executors"][0]["rates"]["executed"] == 250.0 and st["rate_window_secs"] == 60.0
+        # Only additions: every key the JSON had before is still there.
+        assert {"emitted", "executed", "acked", "failed", "executors", "last_error", "kind"} <= set(count)
+
+        human = squall(conf, "status", "words").stdout
+        row = next(line for line in human.splitlines() if line.startswith("count (bolt)"))
+        assert row.split()[-9:-1] == ["0", "0", "7,000", "500", "0", "0", "0", "0"]
+
+        # --watch redraws until Ctrl-C, then exits 0.
+        env = {**os.environ, "SQUALL_CONF": str(conf)}
+        proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "status", "words", "--watch",
+                                 "--interval", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            time.sleep(4)
+            beat(start + 20, 1000 + 5000)
+            time.sleep(2.5)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        frames = out.split("every 0.5s, Ctrl-C to stop")
+        assert len(frames) >= 4, out
+        assert "7,000" in frames[1] and "12,000" in frames[-1], out  # the later frames saw the new beat
+        assert "Traceback" not in err
+
+        usage = squall(conf, "status", "words", "--watch", "--json")
+        assert usage.returncode == 2 and "--watch" in usage.stderr
+    finally:
+        state.close()
+        assert nimbus.stop() == 0, nimbus.log_tail()
