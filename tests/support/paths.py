@@ -3,6 +3,9 @@ from pathlib import Path
 
 SUPPORT = Path(__file__).resolve().parent
 REPO = SUPPORT.parents[1]
+# The compose setup the compose tests check.
+COMPOSE_CONF = REPO / "conf" / "compose.yaml"
+COMPOSE_FILE = REPO / "docker-compose.yml"
 # Small topologies the daemon tests bundle: numbers_topo.py (a counting spout, a file sink), words_topo.py.
 TOPOLOGIES = SUPPORT / "topologies"
 # Topologies the cluster, state and UI tests run end to end.
