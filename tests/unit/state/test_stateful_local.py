@@ -1,28 +1,18 @@
 """Stateful topologies in local mode: exactly-once state updates through failures and
-rollbacks, acks after commits, stateful windows, restarts, and what is refused."""
+rollbacks, acks after commits, stateful windows, restarts, and what is refused (a Redis
+store and the examples as scripts are in tests/cluster/state/test_stateful_processes.py)."""
 import collections
-import time
 
 import pytest
 
 from squall import Bolt, Duration, LocalCluster, StatefulBolt, StatefulWindowedBolt, TopologyBuilder, TopologyError
-from squall.loader import load_module
 from squall.state.inspect import read_record
 from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder
 from squall.testing.state import committed_component, wait_committed
 from squall.testing.waiting import wait_for
-from support.paths import CLUSTER_TOPOLOGIES, REPO
+from support.keyed import KC, committed_counts, run_twice, spout_done, unique
 
-KC = load_module(CLUSTER_TOPOLOGIES / "keyed_count.py")
 MEMORY = {"topology.state.provider": "memory"}
-
-
-def unique(prefix):
-    return f"{prefix}-{time.monotonic_ns()}"
-
-
-def spout_done(conf, name, n, tasks=2):
-    return lambda txid: sum(s.get("offset", 0) >= n for s in committed_component(conf, name, "events", tasks, txid)) == tasks
 
 
 def run_keyed(name, n, keys, extra):
@@ -31,10 +21,7 @@ def run_keyed(name, n, keys, extra):
         cluster.submit(name, conf, KC.topology())
         record = wait_committed(MEMORY, name, spout_done(MEMORY, name, n), 60)
         errors = cluster.errors(name)
-    counts = collections.Counter()
-    for part in committed_component(MEMORY, name, "count", 3, record.restore_point()):
-        counts.update(part)
-    return dict(counts), record, errors
+    return committed_counts(MEMORY, name, record.restore_point()), record, errors
 
 
 def test_exactly_once_counts_through_failed_tuples_and_exceptions_on_two_workers():
@@ -115,33 +102,12 @@ def test_stateful_windows_keep_their_contents_through_rollbacks():
     assert record.recoveries >= 2
 
 
-@pytest.mark.parametrize("provider", ["embedded", "redis"])
-def test_state_survives_killing_and_resubmitting_the_topology(provider, tmp_path, request):
+def test_state_survives_killing_and_resubmitting_the_topology(tmp_path):
     name = unique("again")
-    if provider == "redis":
-        store = {"topology.state.provider": "redis",
-                 "topology.state.redis.url": request.getfixturevalue("redis_server").url}
-    else:
-        store = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}
-    conf = {**KC.CONFIG, **store, "keyed.events": 600, "keyed.keys": 7}
-    before = 0
-    for run in (1, 2):
-        with LocalCluster() as cluster:
-            cluster.submit(name, conf, KC.topology())
-            done = spout_done(store, name, 600)
-            # This run's own checkpoints: after its INIT (one per start), past the last run's.
-            record = wait_committed(store, name, lambda txid: txid > before and done(txid), 60)
-            assert read_record(store, name).recoveries == run
-            before = record.restore_point() + 2
-            wait_committed(store, name, lambda txid: txid >= before, 30)  # more checkpoints: nothing more counted
-        counts = collections.Counter()
-        for part in committed_component(store, name, "count", 3, read_record(store, name).restore_point()):
-            counts.update(part)
-        assert dict(counts) == KC.reference(600, 7)
-    if provider == "embedded":
-            assert sorted(p.name for p in (tmp_path / name).iterdir() if p.suffix == ".sqlite") == [
-            "__checkpoint.0.sqlite", "count.0.sqlite", "count.1.sqlite", "count.2.sqlite",
-            "events.0.sqlite", "events.1.sqlite"]
+    run_twice({"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}, name)
+    assert sorted(p.name for p in (tmp_path / name).iterdir() if p.suffix == ".sqlite") == [
+        "__checkpoint.0.sqlite", "count.0.sqlite", "count.1.sqlite", "count.2.sqlite",
+        "events.0.sqlite", "events.1.sqlite"]
 
 
 def test_stateful_topologies_that_cannot_work_are_refused():
@@ -160,47 +126,3 @@ def test_stateful_topologies_that_cannot_work_are_refused():
     b.set_bolt("lonely", CountOnce())
     with pytest.raises(TopologyError, match="subscribes to nothing"):
         b.build()
-
-
-def test_the_examples_run():
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, str(REPO / "examples" / "stateful_counter.py"), "--events", "3000",
-                          "--fail-every", "1000"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "counted 3,000 of 3,000 events" in out.stdout and "keys counted wrong: 0" in out.stdout
-    from squall.checks import check_runnable
-    from squall.config import build_config
-
-    words = load_module(REPO / "examples" / "rolling_top_words.py")
-    check_runnable(words.topology(), build_config(words.CONFIG, user_file=False))
-
-
-def test_a_store_that_stops_answering_costs_rollbacks_not_counts(tmp_path):
-    """Redis frozen (SIGSTOP) mid-run: checkpoints fail and roll back until it answers again."""
-    import os
-    import signal
-
-    from squall.testing.redis import RedisServer
-
-    n, keys, name = 4000, 11, unique("frozen")
-    with RedisServer(tmp_path / "redis") as redis:
-        store = {"topology.state.provider": "redis", "topology.state.redis.url": redis.url,
-                 "topology.state.redis.timeout.secs": 0.5}
-        conf = {**KC.CONFIG, **store, "keyed.events": n, "keyed.keys": keys, "keyed.rate": 500}
-        with LocalCluster() as cluster:
-            cluster.submit(name, conf, KC.topology())
-            wait_committed(store, name, lambda txid: txid >= 2, 30, "checkpoints committing")
-            os.kill(redis.proc.pid, signal.SIGSTOP)
-            try:
-                time.sleep(1.5)
-            finally:
-                os.kill(redis.proc.pid, signal.SIGCONT)
-            record = wait_committed(store, name, spout_done(store, name, n), 60)
-            errors = cluster.errors(name)
-        counts = collections.Counter()
-        for part in committed_component(store, name, "count", 3, record.restore_point()):
-            counts.update(part)
-    assert dict(counts) == KC.reference(n, keys)
-    assert "redis state" in str(errors)  # the freeze was felt (and reported), not counted
