@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,30 +44,6 @@ def test_no_backups_truncates_in_place(tmp_path):
 def test_bad_bounds_are_refused(tmp_path):
     with pytest.raises(ValueError, match="max_bytes"):
         RotatingLogFile(tmp_path / "w.log", max_bytes=0, backups=1)
-
-
-CAPTURE = """
-import os, sys
-from squall.rotating_log import RotatingLogFile
-log = RotatingLogFile(sys.argv[1], max_bytes=2000, backups=3, capture_std=True)
-for i in range(1000):
-    print(f"printed {i:04d}")
-os.write(2, b"raw stderr line\\n")
-raise SystemExit("last words")
-"""
-
-
-def test_captured_stdout_and_stderr_rotate_with_the_log(tmp_path):
-    path = tmp_path / "worker.log"
-    res = subprocess.run([sys.executable, "-c", CAPTURE, str(path)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1 and res.stdout == "" and res.stderr == ""  # nothing escaped the file
-    files = sorted(tmp_path.iterdir())
-    assert [p.name for p in files] == ["worker.log", "worker.log.1", "worker.log.2", "worker.log.3"]
-    assert all(p.stat().st_size <= 2000 + 64 for p in files)
-    text = "".join((tmp_path / n).read_text() for n in ("worker.log.3", "worker.log.2", "worker.log.1", "worker.log"))
-    printed = [line for line in text.splitlines() if line.startswith("printed")]
-    assert printed == [f"printed {i:04d}" for i in range(1000 - len(printed), 1000)]  # newest kept, in order
-    assert text.endswith("raw stderr line\nlast words\n")
 
 
 def write_lines(path: Path, start: int, count: int) -> None:
