@@ -339,6 +339,9 @@ class ZooKeeperServer:
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
             cwd=self.work_dir, preexec_fn=_die_with_parent if self.die_with_parent else None,
+            # Not in the caller's process group: Ctrl-C on a foreground `squall dev-cluster`
+            # must reach the dev cluster, which stops the daemons before their ZooKeeper.
+            start_new_session=True,
         )
 
     def _wait_ready(self, timeout: float) -> None:
