@@ -1,8 +1,14 @@
-"""squall: a Storm-style distributed stream processor in Python."""
+"""squall: a Storm-style distributed stream processor in Python.
+
+This is the package's facade: what users import. squall's own modules import from the module
+that defines a name, never from here, so the facade may gather names from every layer
+(docs/internals.md, "Layers").
+"""
 from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
+from squall.local import LocalCluster
 from squall.state import KeyValueState, StatefulBolt, StatefulSpout
 from squall.topology import Topology, TopologyBuilder, TopologyError
 from squall.tuple import Fields, Tuple
@@ -17,11 +23,3 @@ __all__ = [
     "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt",
 ]
 
-
-def __getattr__(name: str):
-    # LocalCluster pulls in the runtime; import it only when asked for.
-    if name == "LocalCluster":
-        from squall.local import LocalCluster
-
-        return LocalCluster
-    raise AttributeError(name)

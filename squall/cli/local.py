@@ -9,7 +9,10 @@ import click
 
 from squall import config as _config
 from squall import logs
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.loader import TopologyFileError, load_topology
+from squall.local import LocalCluster
+from squall.topology import TopologyError
 
 
 def wait_for_stop(duration: float | None) -> None:
@@ -30,10 +33,6 @@ def wait_for_stop(duration: float | None) -> None:
 def run(file: str, local: bool, duration: float | None, name: str | None, overrides: tuple[str, ...],
         log_format: str | None) -> None:
     """Run the topology defined in FILE in local mode."""
-    from squall.loader import TopologyFileError, load_topology
-    from squall.local import LocalCluster
-    from squall.topology import TopologyError
-
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
