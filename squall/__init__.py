@@ -8,7 +8,6 @@ from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
 from squall.grouping import CustomStreamGrouping
-from squall.local import LocalCluster
 from squall.state import KeyValueState, StatefulBolt, StatefulSpout
 from squall.topology import Topology, TopologyBuilder, TopologyError
 from squall.tuple import Fields, Tuple
@@ -23,3 +22,13 @@ __all__ = [
     "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt",
 ]
 
+
+def __getattr__(name: str):
+    # Start-up: LocalCluster pulls in the runtime, ZeroMQ and structlog, which doubles the time of
+    # `import squall` (measured about +190 ms, and +90 ms on `squall --help`, which imports this
+    # package); import it only when asked for. Not a cycle: squall.local imports no facade.
+    if name == "LocalCluster":
+        from squall.local import LocalCluster
+
+        return LocalCluster
+    raise AttributeError(name)
