@@ -117,7 +117,7 @@ def executor_tasks(executor: ExecutorId) -> range:
 
 def schedule_even(executors: Sequence[ExecutorId], slots: Sequence[Slot]) -> dict[ExecutorId, Slot]:
     """Spread executors round-robin over ``slots`` in the given order (Storm's even scheduler;
-    local mode places its executors with it, and nimbus's scheduler builds on it)."""
+    local mode places its executors with it)."""
     if not slots:
         raise ValueError("no slots to schedule onto")
     return {ex: slots[i % len(slots)] for i, ex in enumerate(sorted(executors))}
