@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from squall.config import TOKEN_ENV  # noqa: F401 (the clients' token variable; imported from here)
+from squall.config import TOKEN_ENV
 from squall.daemons.nimbus.tls_material import TlsMaterial
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 

@@ -14,8 +14,10 @@ import click
 
 from squall import config as _config
 from squall import logs
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.logs import last_line
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.loader import TopologyFileError, load_topology
+from squall.topology import TopologyError
 
 
 def wait_for_stop(duration: float | None) -> None:
@@ -51,9 +53,9 @@ def _report(module: Any, cluster: Any, name: str, conf: dict[str, Any]) -> str |
 def run(file: str, local: bool, duration: float | None, name: str | None, overrides: tuple[str, ...],
         log_format: str | None) -> None:
     """Run the topology defined in FILE in local mode."""
-    from squall.loader import TopologyFileError, load_topology
+    # Start-up: local mode pulls in the runtime and ZeroMQ, which every other command (and
+    # `squall --help`, which imports this module) would pay for; see squall/__init__.py.
     from squall.local import LocalCluster
-    from squall.topology import TopologyError
 
     extra = parse_overrides(overrides)
     conf = base_config(extra)
