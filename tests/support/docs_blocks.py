@@ -6,6 +6,8 @@ A block's info string is its language, then words (``key=value``, values may be 
 - ``sh run`` / ``python run``: run it; it must exit 0 (``exit=N``: N);
 - ``expect="TEXT"``: its output (stdout and stderr) must contain TEXT;
 - ``timeout=S``: its deadline (default 180 s);
+- ``retry=S``: run it again (a second apart) until it passes or S seconds have gone by, as a
+  reader waits a moment for workers to start and tries again;
 - ``background wait="TEXT"`` (``sh`` only): a command a reader leaves running in a terminal
   of its own (``squall dev-cluster``): started in a session of its own, the page goes on once
   its output shows TEXT; at the end of the page it gets SIGINT, as from Ctrl-C, and must end
@@ -38,7 +40,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(```+|~~~+)\s*(\S*)\s*(.*)$")
 LANGS = {"sh", "python"}
-KEYS = {"run", "expect", "timeout", "exit", "background", "wait", "stop", "file", "spark"}
+KEYS = {"run", "expect", "timeout", "exit", "background", "wait", "stop", "file", "spark", "retry"}
 DEFAULT_TIMEOUT = 180.0
 STOP_SECS = 10.0
 
@@ -175,16 +177,28 @@ class PageRun:
         if "background" in block.attrs:
             self._start(block)
             return
-        started = time.monotonic()
-        out, code = self._shell(block) if block.lang == "sh" else self._python(block)
-        self.transcript.append(f"--- {block.where} ({time.monotonic() - started:.1f}s, exit {code})\n{out}")
+        until = time.monotonic() + float(block.attrs.get("retry", 0))
+        while True:
+            started = time.monotonic()
+            out, code = self._shell(block) if block.lang == "sh" else self._python(block)
+            self.transcript.append(f"--- {block.where} ({time.monotonic() - started:.1f}s, exit {code})\n{out}")
+            self._note_family()
+            problem = self._check(block, out, code)
+            if problem is None:
+                return
+            if time.monotonic() > until:
+                raise DocsError(f"{block.where}: {problem}\n{block.code}\n--- output:\n{out[-4000:]}")
+            time.sleep(1.0)
+
+    @staticmethod
+    def _check(block: Block, out: str, code: int) -> str | None:
         want = int(block.attrs.get("exit", 0))
         if code != want:
-            raise DocsError(f"{block.where}: exited {code}, not {want}\n{block.code}\n--- output:\n{out[-4000:]}")
+            return f"exited {code}, not {want}"
         expect = block.attrs.get("expect")
         if expect and expect not in out:
-            raise DocsError(f"{block.where}: output lacks {expect!r}\n{block.code}\n--- output:\n{out[-4000:]}")
-        self._note_family()
+            return f"output lacks {expect!r}"
+        return None
 
     def _shell(self, block: Block) -> tuple[str, int]:
         state = self.workdir / f".block-{self.n}"
