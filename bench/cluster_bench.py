@@ -15,7 +15,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None = None):
+def with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None = None):
     from squall.testing.cluster import ProcessCluster
     from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 
@@ -51,7 +51,7 @@ def _throughput(file: str, duration: float, warmup: float, conf: dict[str, Any] 
         return {"tuples_per_sec": (n1 - n0) / (t1 - t0), "tuples": n1 - n0, "seconds": t1 - t0,
                 "workers": len(st["workers"]), "acked": spout.get("acked"), "failed": spout.get("failed")}
 
-    return _with_cluster(1, 2, run, conf)
+    return with_cluster(1, 2, run, conf)
 
 
 def cluster_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def cluster_submit_latency(duration: float, warmup: float) -> dict[str, Any]:
         return {"first_tuple_secs": firsts[0] - started, "all_tasks_secs": firsts[-1] - started,
                 "workers": workers, "tuples_per_sec": 0.0}
 
-    return _with_cluster(2, 2, run)
+    return with_cluster(2, 2, run)
 
 
 SCENARIOS = {

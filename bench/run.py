@@ -141,9 +141,10 @@ def _register_optional() -> None:
     try:
         import api_bench
         import cluster_bench
+        import latency
     except ImportError:
         return
-    for module in (cluster_bench, api_bench):
+    for module in (cluster_bench, latency, api_bench):
         for name, (doc, fn) in module.SCENARIOS.items():
             SCENARIOS[name] = (doc, fn)
 
