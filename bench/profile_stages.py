@@ -181,6 +181,11 @@ def render(prof: Profile, top: int, line_of: Callable[[Frame], str]) -> str:
     for stage in STAGES:
         if prof.stages[stage]:
             lines.append(f"  {stage:42} {100 * prof.stages[stage] / busy:5.1f}%")
+    executors = [c for name, c in prof.threads.items() if name.startswith("executors")]
+    total = sum(c["busy"] + c["idle"] for c in executors)
+    if total:
+        idle = 100 * sum(c["idle"] for c in executors) / total
+        lines.append(f"  {IDLE + ' (of the executor threads' + chr(39) + ' time)':42} {idle:5.1f}%")
     lines += ["", f"top {top} functions by self time (% of busy samples)"]
     for func, n in prof.functions.most_common(top):
         lines.append(f"  {100 * n / busy:5.1f}%  {func}")
