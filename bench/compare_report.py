@@ -1,7 +1,9 @@
 """The tables of bench/compare.py: every figure per round, issue 22's ratios, latency.
 
 A ratio is computed within a round (its two figures ran minutes apart, on the same
-machine state), then shown per round and as the range over the rounds.
+machine state), then shown per round and as the range over the rounds: once from the
+rates (the issue's definition) and once from the rates per CPU-second that the measured
+processes used, which a busy shared machine disturbs far less than it disturbs rates.
 """
 from __future__ import annotations
 
@@ -35,6 +37,20 @@ def _rate(result: dict[str, Any]) -> float:
     return result.get("words_per_sec", result.get("tuples_per_sec", math.nan))
 
 
+def _per_cpu(result: dict[str, Any]) -> float:
+    """Items per CPU-second of the measured processes (NaN when the run did not say)."""
+    if result.get("cpu_ns_per_tuple"):
+        return 1e9 / result["cpu_ns_per_tuple"]
+    if result.get("process_cpu"):
+        return _rate(result) / result["process_cpu"]
+    return math.nan
+
+
+def _cpu_cell(result: dict[str, Any]) -> str:
+    per = _per_cpu(result)
+    return "" if math.isnan(per) else f" cpu {_rate(result) / per:.2f}"
+
+
 def _num(v: float, digits: int = 2) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
@@ -51,6 +67,7 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
     """The text of the summary and its tables as data (ratios and latency) for the JSON copy."""
     rounds = report["rounds"]
     by_round: list[Rates] = [{} for _ in range(rounds)]
+    cpu_by_round: list[Rates] = [{} for _ in range(rounds)]
     cells: dict[str, list[str]] = {}
     latency: dict[str, dict[str, Any]] = {}
     errors: list[str] = []
@@ -64,28 +81,33 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
             if "result" in run:
                 latency[key] = run["result"]
             continue
-        value = _rate(run["result"]) if "result" in run else math.nan
+        result = run.get("result", {})
+        value = _rate(result)
         by_round[run["round"] - 1][key] = value
+        cpu_by_round[run["round"] - 1][key] = _per_cpu(result)
         cell = "failed" if math.isnan(value) else f"{value:,.0f}"
         row = cells.setdefault(key, [""] * rounds)
-        row[run["round"] - 1] = f"{cell} ({run['load_before'][0]:.1f}>{run['load_after'][0]:.1f})"
+        row[run["round"] - 1] = f"{cell} ({run['load_before'][0]:.1f}>{run['load_after'][0]:.1f}{_cpu_cell(result)})"
 
-    lines = ["figures, each round (load average before>after the run)"]
-    header = "".join(f"{'round ' + str(i + 1):>26}" for i in range(rounds))
+    lines = ["figures, each round (load average before>after the run, CPUs the measured processes used)"]
+    header = "".join(f"{'round ' + str(i + 1):>34}" for i in range(rounds))
     lines.append(f"  {'':48}{header}")
     for key, row in cells.items():
         label, unit = labels[key]
-        lines.append(f"  {label + ' (' + unit + ')':48}" + "".join(f"{c:>26}" for c in row))
+        lines.append(f"  {label + ' (' + unit + ')':48}" + "".join(f"{c:>34}" for c in row))
 
     ratio_rows = []
-    lines += ["", f"ratios (issue 22's goal table), each round and the range"]
-    lines.append(f"  {'':48}" + "".join(f"{'r' + str(i + 1):>8}" for i in range(rounds)) + f"{'range':>14}{'goal':>9}")
-    for name, goal, fn in RATIOS:
-        vals = [fn(r) for r in by_round]
-        if all(math.isnan(v) for v in vals):
-            continue
-        ratio_rows.append({"name": name, "goal": goal, "per_round": vals})
-        lines.append(f"  {name:48}" + "".join(f"{_num(v):>8}" for v in vals) + f"{_span(vals):>14}{goal:>9}")
+    for title, rates, kind in (("ratios (issue 22's goal table), each round and the range", by_round, "rate"),
+                               ("the same per CPU-second of the measured processes", cpu_by_round, "per_cpu")):
+        lines += ["", title]
+        lines.append(f"  {'':48}" + "".join(f"{'r' + str(i + 1):>8}" for i in range(rounds))
+                     + f"{'range':>14}{'goal':>9}")
+        for name, goal, fn in RATIOS:
+            vals = [fn(r) for r in rates]
+            if all(math.isnan(v) for v in vals):
+                continue
+            ratio_rows.append({"name": name, "of": kind, "goal": goal, "per_round": vals})
+            lines.append(f"  {name:48}" + "".join(f"{_num(v):>8}" for v in vals) + f"{_span(vals):>14}{goal:>9}")
     for key, where in (("latency-local", "local"), ("latency-cluster", "cluster")):
         p99 = _phase(latency.get(key), "50%").get("p99_ms", math.nan)
         if key in latency:

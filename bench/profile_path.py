@@ -2,7 +2,9 @@
 """Profile squall's per-tuple path with py-spy: ``python bench/profile_path.py [TARGET ...]``.
 
 TARGET is a local bench/run.py scenario (``local-wordcount``, ``local-const-id-null-acked``,
-...), profiled in a child process after a warm-up, or ``cluster-const-id-null-acked`` /
+...) or ``example-wordcount`` (examples/wordcount.py as it ships: two split and two count
+tasks, so fields grouping hashes), profiled in a child process after a warm-up, or
+``cluster-const-id-null-acked`` /
 ``cluster-const-id-null``: the topology in two worker processes on a real cluster, each
 worker profiled. py-spy (from bench/peers/.venv, set up when missing) samples every
 thread, idle ones too (``--idle --threads``), without ``--native``: C work (str.split,
@@ -25,7 +27,8 @@ import envs
 from profile_stages import parse, render, source_line, summarize
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_TARGETS = ["local-wordcount", "local-const-id-null-acked", "cluster-const-id-null-acked"]
+DEFAULT_TARGETS = ["local-wordcount", "example-wordcount", "local-const-id-null-acked",
+                   "cluster-const-id-null-acked"]
 CLUSTER_FILES = {"cluster-const-id-null-acked": "const_id_null_acked.py", "cluster-const-id-null": "const_id_null.py"}
 ROOTS = [envs.ROOT, HERE, HERE / "topologies", envs.ROOT / "examples", Path(sysconfig.get_paths()["stdlib"]),
          Path(sysconfig.get_paths()["purelib"])]
@@ -51,9 +54,12 @@ def finish(proc: subprocess.Popen, out: Path, seconds: float) -> Path:
 
 
 def profile_local(scenario: str, args, py_spy: Path, tmp: Path) -> list[tuple[str, Path]]:
-    child = subprocess.Popen([sys.executable, str(HERE / "run.py"), scenario, "--duration",
-                              str(args.seconds + args.warmup + 30), "--warmup", "1"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp)
+    runs_for = str(args.seconds + args.warmup + 30)
+    if scenario == "example-wordcount":
+        cmd = [sys.executable, str(envs.ROOT / "examples" / "wordcount.py"), "--duration", runs_for]
+    else:
+        cmd = [sys.executable, str(HERE / "run.py"), scenario, "--duration", runs_for, "--warmup", "1"]
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp)
     try:
         time.sleep(args.warmup)
         if child.poll() is not None:
@@ -102,7 +108,7 @@ def main() -> int:
             before = os.getloadavg()[0]
             if target in CLUSTER_FILES:
                 recorded = profile_cluster(target, args, py_spy, Path(tmp))
-            elif target.startswith("local-"):
+            elif target.startswith("local-") or target == "example-wordcount":
                 recorded = profile_local(target, args, py_spy, Path(tmp))
             else:
                 parser.error(f"unknown target {target!r}: a local-* scenario of bench/run.py or one of "
@@ -112,7 +118,7 @@ def main() -> int:
                 with open(path) as fh:
                     # A local scenario's main thread is the bench driver, asleep: not squall's time.
                     prof = summarize(parse(fh), USER_FILES, line_of,
-                                     skip_threads=["MainThread"] if target.startswith("local-") else [])
+                                     skip_threads=[] if target in CLUSTER_FILES else ["MainThread"])
                 text = (f"profile of {name}: py-spy {args.rate} Hz for {args.seconds:g} s after {args.warmup:g} s, "
                         f"--idle --threads, no --native; load {before:.2f} -> {after:.2f} on {os.cpu_count()} CPUs, "
                         f"{time.strftime('%Y-%m-%d')}\n\n" + render(prof, args.top, line_of))

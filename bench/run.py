@@ -49,7 +49,7 @@ def _measure_local(topology, conf: dict, component: str, duration: float, warmup
         stats = cluster.stats("bench")
         cluster.kill("bench")
     out: dict[str, Any] = {"tuples_per_sec": n / elapsed, "tuples": n, "seconds": elapsed,
-                           "process_cpu": round(cpu, 2)}
+                           "process_cpu": round(cpu, 3)}
     lat = [s["complete_latency_ms"] for s in stats if "complete_latency_ms" in s]
     if lat:
         out["complete_latency_ms"] = {"p50": round(lat[0]["p50"], 2), "p99": round(lat[0]["p99"], 2)}

@@ -38,8 +38,8 @@ class Window:
         now = time.monotonic()
         self.open_at, self.close_at = now + warmup, now + warmup + duration
         self.words = 0
-        self.start: tuple[float, int] | None = None
-        self.stop: tuple[float, int] | None = None
+        self.start: tuple[float, int, float] | None = None  # (time, words, process CPU time)
+        self.stop: tuple[float, int, float] | None = None
 
     def add(self, words: int) -> bool:
         """Count ``words`` just processed; False once the window has closed."""
@@ -47,9 +47,9 @@ class Window:
         now = time.monotonic()
         if self.start is None:
             if now >= self.open_at:
-                self.start = (now, self.words)
+                self.start = (now, self.words, time.process_time())
         elif now >= self.close_at:
-            self.stop = (now, self.words)
+            self.stop = (now, self.words, time.process_time())
             return False
         return True
 
@@ -57,8 +57,9 @@ class Window:
         if self.start is None or self.stop is None:
             raise SystemExit(f"{side}: the measured window never closed")
         seconds, words = self.stop[0] - self.start[0], self.stop[1] - self.start[1]
+        cpu = self.stop[2] - self.start[2]  # this process's CPU time in the window, all threads
         json.dump({"side": side, "words_per_sec": words / seconds, "words": words, "seconds": seconds,
-                   "python": sys.version.split()[0], **extra}, sys.stdout)
+                   "process_cpu": round(cpu / seconds, 3), "python": sys.version.split()[0], **extra}, sys.stdout)
         print()
 
 

@@ -43,3 +43,14 @@ def test_latency_rows_and_failed_figures_are_shown():
     assert row(text, "local        50%").split()[2:] == ["50,000", "50,000", "0.50", "1.50", "7.25", "9.00", "1"]
     assert "cluster const -> id -> null, unacked round 1: exit 1: ZooKeeperError: no java" in text
     assert "failed (1.0>1.0)" in row(text, "cluster const -> id -> null, unacked (tuples/s)")
+
+
+def test_per_cpu_ratios_divide_each_rate_by_the_cpu_its_processes_used():
+    rep = report()
+    for run in rep["runs"]:
+        if run["round"] == 1 and run["figure"] in ("wordcount-acked", "bytewax"):
+            run["result"]["process_cpu"] = 0.5 if run["figure"] == "wordcount-acked" else 1.0
+    text, tables = render(rep, [*LOCAL, *CLUSTER, *LATENCY])
+    per_cpu = {r["name"]: r["per_round"] for r in tables["ratios"] if r["of"] == "per_cpu"}
+    assert per_cpu["local word count, acked / Bytewax"][0] == 1.2  # 1.2 M/CPU-s against 1 M/CPU-s
+    assert "600,000 (1.5>1.7 cpu 0.50)" in row(text, "squall word count, acked (words/s)")
