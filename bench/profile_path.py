@@ -72,7 +72,7 @@ def profile_local(scenario: str, args, py_spy: Path, tmp: Path) -> list[tuple[st
 
 
 def profile_cluster(target: str, args, py_spy: Path, tmp: Path) -> list[tuple[str, Path]]:
-    from cluster_bench import with_cluster
+    from cluster_bench import with_cluster  # imports squall: only once main() runs in its environment
 
     def run(cluster, _tmp: Path) -> list[tuple[str, Path]]:
         res = cluster.cli("submit", str(HERE / "topologies" / CLUSTER_FILES[target]), "--name", "perf",
@@ -82,12 +82,29 @@ def profile_cluster(target: str, args, py_spy: Path, tmp: Path) -> list[tuple[st
         cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
         time.sleep(args.warmup)
         procs = []
-        for worker, pid in sorted(cluster.worker_pids().items()):
-            out = tmp / f"{target}-{worker}.txt"
-            procs.append((f"{target} worker {worker}", out, record(py_spy, pid, args.seconds, args.rate, out)))
+        for pid, role in _worker_roles(cluster, "perf").items():
+            out = tmp / f"{target}-{pid}.txt"
+            procs.append((f"{target} {role}", out, record(py_spy, pid, args.seconds, args.rate, out)))
         return [(name, finish(proc, out, args.seconds)) for name, out, proc in procs]
 
     return with_cluster(1, 2, run)
+
+
+def _worker_roles(cluster, name: str) -> dict[int, str]:
+    """pid -> "worker-<components it runs>" of the topology's workers (the port is the third
+    argument of ``worker start``)."""
+    by_port: dict[int, list[str]] = {}
+    for comp in cluster.client.topology(name)["components"]:
+        for ex in comp["executors"]:
+            by_port.setdefault(ex["port"], []).append(comp["id"])
+    import psutil  # squall's environment, which main() runs in by then (not the caller's Python)
+
+    roles = {}
+    for pid in sorted(cluster.worker_pids().values()):
+        args = psutil.Process(pid).cmdline()
+        port = int(args[args.index("start") + 3])
+        roles[pid] = "worker-" + "+".join(sorted(set(by_port.get(port, ["?"]))))
+    return roles
 
 
 def main() -> int:

@@ -2,8 +2,10 @@
 
 Input is ``py-spy record --format raw --threads --idle``: one line per distinct stack,
 ``thread (tid): name;frame;...;frame count``, a frame being ``function (file:line)``.
-A sample is idle when its innermost frame sits on a blocking call (a wait, sleep, poll or
-lock acquire: read from the source line) and busy otherwise. A busy sample belongs to
+A sample is idle when its innermost frame is a function that only waits (a condition,
+an event, a ZeroMQ poll) or sits on a blocking call (a wait, sleep, poll or lock acquire:
+read from the source line), and busy otherwise (a thread waiting for a CPU or for the GIL
+counts as busy). A busy sample belongs to
 the stage of its innermost frame that a rule below names: the runtime's own functions
 first, then the user's topology code; what no rule names is "other". The rules follow
 the runtime's modules as they are today; a frame they no longer match lands in "other",
@@ -57,13 +59,13 @@ RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
 # place): the innermost frame's source line decides, before the function rules.
 LINE_RULES: list[tuple[str, str, re.Pattern]] = [
     ("tuple creation", "runtime/collectors.py", re.compile(r"_new\(|\btup\.\w+ = |\bTuple\(|anchored_tuple\(")),
-    ("acker ledger", "runtime/collectors.py", re.compile(r"_rand\(|_pending\[|\.acks\[|ack_val|immediate_acks")),
+    ("acker ledger", "runtime/collectors.py", re.compile(r"_rand\(|_pending\[|\.acks\[|ack_val|immediate_acks|\bids\[|\.roots\b")),
     ("fields-grouping hash", "runtime/collectors.py", re.compile(r"\.choose\(")),
     ("tuple creation", "runtime/executor.py", re.compile(r"\bTuple\(")),
 ]
 STAGES = ["tuple creation", "emit and routing", "fields-grouping hash", "outbox and queues", "acker ledger",
           "executor step loops", "wire encode/decode", "receive dispatch", USER, OTHER]
-# Where a source line cannot be read: functions that only wait.
+# Functions that only wait (whatever their source line says).
 IDLE_FUNCTIONS = {"Condition.wait", "Event.wait", "Poller.poll", "Thread.join", "sleep", "select"}
 _BLOCKING = re.compile(r"\b(sleep|wait|poll|select)\(|\.acquire\(")
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)$")
@@ -117,10 +119,9 @@ def is_idle(sample: Sample, line_of: Callable[[Frame], str]) -> bool:
     if not sample.frames:
         return True
     leaf = sample.frames[-1]
-    text = line_of(leaf)
-    if text:
-        return bool(_BLOCKING.search(text))
-    return leaf.func.rsplit(".", 1)[-1] in IDLE_FUNCTIONS or leaf.func in IDLE_FUNCTIONS
+    if leaf.func in IDLE_FUNCTIONS or leaf.func.rsplit(".", 1)[-1] in IDLE_FUNCTIONS:
+        return True
+    return bool(_BLOCKING.search(line_of(leaf)))
 
 
 def stage_of(frames: Sequence[Frame], user_files: Iterable[str], line_of: Callable[[Frame], str]) -> str:
