@@ -65,3 +65,13 @@ def test_summary_splits_busy_from_idle_per_thread_and_leaves_the_driver_out():
     assert "executors-0              busy  76.2%   idle waits  23.8%" in text
     assert f"{IDLE} (of the executor threads' time)  23.8%" in text
     assert " 37.5%  BoltCollector.emit (collectors.py:317)" in text and "tup = _new(TreeTuple)" in text
+
+
+def test_a_zeromq_poll_is_a_wait_whatever_its_line_says_and_a_nonblocking_recv_is_not():
+    lines = {("zmq/sugar/poll.py", 106): "        return zmq_poll(self.sockets, timeout=timeout)",
+             ("messaging/zmq.py", 118): "                        frame = recv(_NOBLOCK)"}
+    raw = ["thread (5): zmq-recv-1;ZmqServer._run (messaging/zmq.py:111);Poller.poll (zmq/sugar/poll.py:106) 7\n",
+           "thread (5): zmq-recv-1;ZmqServer._run (messaging/zmq.py:118) 3\n"]
+    prof = summarize(parse(raw), (), lambda f: lines.get((f.file, f.line), ""))
+    assert prof.threads["zmq-recv-1"] == {"idle": 7, "busy": 3}
+    assert prof.stages == {"receive dispatch": 3}
