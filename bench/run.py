@@ -139,15 +139,37 @@ def _register_optional() -> None:
 
         return {**curve_cost(runs), "cpu_ns_per_tuple": cpu}
 
-    try:
-        import api_bench
-        import cluster_bench
-        import latency
-    except ImportError:
-        return
-    for module in (cluster_bench, latency, api_bench):
+    for module_name in ("cluster_bench", "latency", "api_bench"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:  # listed from its source; running them says what is missing
+            for name, doc in _declared(HERE / f"{module_name}.py"):
+                SCENARIOS[name] = (doc, _unavailable)
+                MISSING[name] = exc.name or module_name
+            continue
         for name, (doc, fn) in module.SCENARIOS.items():
             SCENARIOS[name] = (doc, fn)
+
+
+def _declared(path: Path) -> list[tuple[str, str]]:
+    """(name, doc) of the ``SCENARIOS = {name: (doc, fn)}`` a module declares, read from its
+    source: for listing a module this Python cannot import."""
+    import ast
+
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SCENARIOS" for t in node.targets) \
+                and isinstance(node.value, ast.Dict):
+            out = []
+            for key, value in zip(node.value.keys, node.value.values):
+                doc = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else None
+                if isinstance(key, ast.Constant) and isinstance(doc, ast.Constant):
+                    out.append((str(key.value), str(doc.value)))
+            return out
+    return []
+
+
+def _unavailable(duration: float, warmup: float) -> dict[str, Any]:
+    raise RuntimeError("this scenario's module cannot be imported here")  # main() refuses first
 
 
 _register_optional()
