@@ -282,12 +282,7 @@ class PageRun:
             left = [p for p in bg.family.values() if p.is_running()]
             if left:
                 problems.append(f"{bg.block.where}: left running after Ctrl-C: {[p.pid for p in left]}")
-            for p in left:
-                try:
-                    p.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(left, timeout=10)
+            _kill(left)
         return problems
 
     @staticmethod
@@ -298,12 +293,17 @@ class PageRun:
             procs = [*root.children(recursive=True), root]
         except psutil.NoSuchProcess:
             return
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=10)
+        _kill(procs)
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """SIGKILL each (psutil refuses a PID that now names another process) and reap them."""
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
 
 
 def run_page(page: Path, workdir: Path) -> PageRun:
