@@ -5,3 +5,6 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 ensure_venv
 "$VENV/bin/python" examples/wordcount.py --duration "${DURATION:-10}"
+here="${VENV#"$PWD"/}"  # .venv when it is the repository's own
+echo "squall is installed in $here: 'source $here/bin/activate' puts squall and python on PATH" \
+     "(or run $here/bin/squall); README.md goes on from here"
