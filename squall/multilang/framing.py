@@ -20,7 +20,6 @@ SERIALIZER_NAMES = {
     "json": JSON,
     "msgpack": MSGPACK,
     "org.apache.storm.multilang.JsonSerializer": JSON,
-    "backtype.storm.multilang.JsonSerializer": JSON,
 }
 END = b"end"
 

@@ -11,6 +11,7 @@ import structlog
 from squall.components import OutputFieldsDeclarer
 from squall.context import TopologyContext
 from squall.multilang import codedir, protocol
+from squall.multilang.framing import serializer_name
 from squall.multilang.link import ChildLink
 from squall.multilang.settings import ShellSettings
 
@@ -38,7 +39,7 @@ class ShellComponentMixin:
         self.env = dict(env or {})
         self.cwd = cwd
         self.change_cwd = True
-        self.serializer = serializer
+        self.serializer = None if serializer is None else serializer_name(serializer)
         self.config: dict[str, Any] = {}
         for key, value in (config or {}).items():
             self.add_component_config(key, value)
