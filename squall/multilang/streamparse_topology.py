@@ -146,11 +146,11 @@ def _subscribe(declarer: Any, spec: Any) -> None:
             getattr(declarer, kind)(source, stream=stream)
 
 
-def build(topology_cls: type, conf: Mapping[str, Any] | None = None,
-          serializer: str = "json") -> tuple[Topology, dict[str, Any]]:
-    """(the squall Topology, its topology config) of a streamparse Topology class.
-
-    ``conf`` (the CLI's settings) chooses the mode unless the topology's own config does."""
+def declare(builder: TopologyBuilder, topology_cls: type, conf: Mapping[str, Any] | None = None,
+            serializer: str = "json") -> dict[str, Any]:
+    """Add the components of a streamparse Topology class to ``builder``; returns its
+    topology config. ``conf`` (the command's settings) chooses the mode unless the
+    topology's own config does."""
     topo_conf = getattr(topology_cls, "config", None) or {}
     if not isinstance(topo_conf, dict):
         raise TopologyError(f"{topology_cls.__name__}.config must be a dict")
@@ -160,20 +160,25 @@ def build(topology_cls: type, conf: Mapping[str, Any] | None = None,
     mode = topo_conf.get(MODE_KEY, (conf or {}).get(MODE_KEY, "in-process"))
     if mode not in ("in-process", "multilang"):
         raise TopologyError(f"{MODE_KEY} must be in-process or multilang, got {mode!r}")
-    builder = TopologyBuilder()
     tick = topo_conf.get(TICK_KEY)
     specs = list(getattr(topology_cls, "specs", ()))
     if not specs:
         raise TopologyError(f"{topology_cls.__name__} declares no components")
     for spec in specs:
-        kind = type(spec).__name__
-        is_spout = "Spout" in kind
+        is_spout = "Spout" in type(spec).__name__
         component = _component(spec, is_spout, mode, serializer, tick)
         if is_spout:
-            declarer = builder.set_spout(spec.name, component, spec.par)
+            builder.set_spout(spec.name, component, spec.par)
         else:
-            declarer = builder.set_bolt(spec.name, component, spec.par)
-            _subscribe(declarer, spec)
+            _subscribe(builder.set_bolt(spec.name, component, spec.par), spec)
     out_conf = dict(topo_conf)
     out_conf["topology.multilang.serializer"] = serializer
+    return out_conf
+
+
+def build(topology_cls: type, conf: Mapping[str, Any] | None = None,
+          serializer: str = "json") -> tuple[Topology, dict[str, Any]]:
+    """(the squall Topology, its topology config) of a streamparse Topology class."""
+    builder = TopologyBuilder()
+    out_conf = declare(builder, topology_cls, conf, serializer)
     return builder.build(), out_conf
