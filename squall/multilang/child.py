@@ -76,6 +76,13 @@ class ChildProcess:
         self._ends: deque[int] = deque()  # where each queued message ends (in _queued terms)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._budget = LineBudget(lines_per_sec)
+        program = self.command[0]
+        if "/" in program:
+            found = os.path.exists(os.path.join(cwd or os.getcwd(), program))
+        else:
+            found = shutil.which(program, path=env.get("PATH")) is not None
+        if not found:
+            raise FileNotFoundError(f"no program {program!r} (cwd {cwd}, PATH {env.get('PATH')})")
         self.proc = subprocess.Popen(launch_command(self.command), cwd=cwd, env=dict(env),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, bufsize=0, close_fds=True,

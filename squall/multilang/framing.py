@@ -25,7 +25,12 @@ END = b"end"
 
 
 class ProtocolError(ValueError):
-    """The child broke the protocol (bad framing, bad message, wrong handshake)."""
+    """The child broke the protocol (bad framing, wrong handshake). ``messages``: the whole
+    messages that came before the break in the same bytes."""
+
+    def __init__(self, text: str, messages: list[Any] | None = None) -> None:
+        super().__init__(text)
+        self.messages = messages or []
 
 
 def serializer_name(value: Any) -> str:
@@ -67,15 +72,18 @@ class JsonFraming:
                 line = line[:-1]
             if line == END:
                 self._body, self._body_bytes = [], 0
-                out.append(self._parse(body))
+                try:
+                    out.append(self._parse(body))
+                except ProtocolError as exc:
+                    raise ProtocolError(str(exc), out) from None
                 body = self._body
                 continue
             body.append(line)
             self._body_bytes += len(line) + 1
             if self._body_bytes > self.max_bytes:
-                raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)")
+                raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
         if self._body_bytes + len(self._partial) > self.max_bytes:
-            raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)")
+            raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
         return out
 
     @staticmethod
@@ -118,7 +126,7 @@ class MsgpackFraming:
         except msgpack.OutOfData:  # pragma: no cover - the iterator stops on its own
             pass
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-            raise ProtocolError(f"not msgpack: {exc}") from None
+            raise ProtocolError(f"not msgpack: {exc}", out) from None
         return out
 
     @property

@@ -43,6 +43,7 @@ class ChildLink:
         self.restarts = 0
         self.log_budget = LineBudget(settings.lines_per_sec)
         self.bad_messages = 0
+        self.broken_after: list[protocol.ShellMsg] = []  # messages read before the link broke
         self.pid_dir = tempfile.mkdtemp(prefix=f"squall-shell-{os.getpid()}-")
         self._frames = framing(settings.serializer, settings.max_message_bytes)
         self.encode = self._frames.encode
@@ -140,22 +141,32 @@ class ChildLink:
                     break
                 budget -= len(data)
                 self.last_read = now
-                for raw in self._frames.feed(data):
-                    if self.state == STARTING:
-                        pid = protocol.parse_pid(raw)
-                        self.state = READY
-                        self.log.info("shell child ready", pid=child.pid, reported_pid=pid)
-                        continue
-                    try:
-                        out.append(protocol.parse(raw, commands))
-                    except protocol.BadMessage as exc:
-                        self.bad_message(str(exc))
+                try:
+                    raws = self._frames.feed(data)
+                except ProtocolError as exc:  # what came before the break still counts
+                    self._take(exc.messages, commands, out)
+                    raise
+                self._take(raws, commands, out)
         except ChildGone as exc:
+            self.broken_after = out
             raise LinkBroken(str(exc)) from None
         except ProtocolError as exc:
+            self.broken_after = out
             what = "wrong handshake" if self.state == STARTING else "broke the protocol"
             raise LinkBroken(f"{what}: {exc}") from None
         return out
+
+    def _take(self, raws: list, commands: frozenset[str], out: list[protocol.ShellMsg]) -> None:
+        for raw in raws:
+            if self.state == STARTING:
+                pid = protocol.parse_pid(raw)
+                self.state = READY
+                self.log.info("shell child ready", pid=self.child.pid if self.child else None, reported_pid=pid)
+                continue
+            try:
+                out.append(protocol.parse(raw, commands))
+            except protocol.BadMessage as exc:
+                self.bad_message(str(exc))
 
     def wait(self, timeout: float) -> None:
         if self.child is not None:

@@ -150,7 +150,12 @@ class ShellBolt(ShellComponentMixin, Bolt):
             link.ensure(now)
             return
         try:
-            for msg in link.receive(now, protocol.BOLT_COMMANDS):
+            try:
+                messages = link.receive(now, protocol.BOLT_COMMANDS)
+            except LinkBroken:
+                self._salvage(now)
+                raise
+            for msg in messages:
                 self._handle(msg, now)
             if link.state == READY:
                 if self.hb_sent is None and now >= self.next_hb:
@@ -169,6 +174,15 @@ class ShellBolt(ShellComponentMixin, Bolt):
             what = "handshake" if link.state == STARTING else "heartbeat"
             self._broken(now, f"did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
+
+    def _salvage(self, now: float) -> None:
+        """Apply what the child said before it broke (its acks spare those tuples a replay)."""
+        messages, self.link.broken_after = self.link.broken_after, []
+        for msg in messages:
+            try:
+                self._handle(msg, now)
+            except LinkBroken:
+                pass
 
     def _handle(self, msg: protocol.ShellMsg, now: float) -> None:
         command = msg.command

@@ -110,7 +110,12 @@ class ShellSpout(ShellComponentMixin, Spout):
         sent_next = False
         while link.state != DOWN:
             try:
-                for msg in link.receive(now, protocol.SPOUT_COMMANDS):
+                try:
+                    messages = link.receive(now, protocol.SPOUT_COMMANDS)
+                except LinkBroken:
+                    self._salvage()
+                    raise
+                for msg in messages:
                     self._handle(msg)
                 if self.outstanding is None:
                     if self.queue:
@@ -135,6 +140,15 @@ class ShellSpout(ShellComponentMixin, Spout):
                 return
             link.wait(remaining)
             now = _monotonic()
+
+    def _salvage(self) -> None:
+        """Apply what the child emitted before it broke."""
+        messages, self.link.broken_after = self.link.broken_after, []
+        for msg in messages:
+            try:
+                self._handle(msg)
+            except LinkBroken:
+                pass
 
     def _handle(self, msg: protocol.ShellMsg) -> None:
         command = msg.command

@@ -2,7 +2,7 @@
 
     hostile_child.py MODE N MARKER
 
-The first child (the MARKER file does not exist yet) creates MARKER, then behaves for N
+The first child (the MARKER file does not exist yet) writes its pid to MARKER, behaves for N
 tuples (or spout commands) and then does MODE; a restarted child (MARKER exists) behaves.
 Behaving means: a bolt emits [word, "ok"] anchored to each input and acks it, answers
 heartbeats with sync; a spout emits ids 0..N-1 (word "w<i>") and syncs. Modes: die, hang,
@@ -16,7 +16,8 @@ import time
 mode, n, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 first = not os.path.exists(marker)
 if first:
-    open(marker, "w").close()
+    with open(marker, "w") as fh:
+        fh.write(str(os.getpid()))
 else:
     mode = "ok"
 

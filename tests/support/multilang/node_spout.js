@@ -11,7 +11,11 @@ var spout = storm.spout(function(sync) {
   sync()
 }).declareOutputFields(['sid', 'sentence'])
 spout.on('prepare', function(context) { spout.limit = Number(context.config('test.sentences') || 30) })
-spout.on('fail', function(data) { todo.push(Number(data.id)) })
+// node-storm leaves the sync that ends ack, fail, activate and deactivate to the spout.
+spout.on('ack', function() { spout.collector.sync() })
+spout.on('fail', function(data) { todo.push(Number(data.id)); spout.collector.sync() })
+spout.on('activate', function() { spout.collector.sync() })
+spout.on('deactivate', function() { spout.collector.sync() })
 var builder = storm.topologybuilder()
 builder.setSpout('sentences', spout)
 storm.submit(builder.createTopology())

@@ -6,7 +6,7 @@ import pytest
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
-from squall.testing.waiting import wait_for
+from support.multilang.harness import Names, run_until
 
 M = "support.multilang.pystorm_components"
 FAST = {"squall.log.level": "WARNING", "topology.message.timeout.secs": 5}
@@ -14,20 +14,9 @@ FAST = {"squall.log.level": "WARNING", "topology.message.timeout.secs": 5}
 
 @pytest.fixture
 def names(request):
-    base = request.node.name.replace("[", "_").replace("]", "")
-    yield lambda n: f"{base}.{n}"
-    for key in list(Recorder._data):
-        if key.startswith(base):
-            Recorder.clear(key)
-
-
-def run_until(cluster, topology, conf, done, what, timeout=60):
-    cluster.submit("t", conf, topology)
-    try:
-        wait_for(done, timeout, what, lambda: str(cluster.errors("t")))
-        return cluster.errors("t")
-    finally:
-        cluster.kill("t")
+    n = Names(request.node.name)
+    yield n
+    n.clear()
 
 
 def test_bolt_auto_anchor_and_ack(names):
