@@ -27,8 +27,10 @@ import structlog
 from squall.components import Bolt, OutputFieldsDeclarer, Spout
 from squall.multilang import codedir, protocol
 from squall.multilang.child import LineBudget
+from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM
 
 _LEVELS = ("debug", "debug", "info", "warning", "error")
+_new_tuple = tuple.__new__
 
 
 def load_class(target: str, import_dir: str | None) -> type:
@@ -91,6 +93,7 @@ class _Adapter:
         import pystorm.component  # optional dependency: only topologies with pystorm components need it
 
         self._pystorm = pystorm.component
+        self._pytuple = pystorm.component.Tuple
         self.collector = collector
         self.cls = load_class(self.target, self.import_dir)
         self.conf = dict(conf)
@@ -158,54 +161,162 @@ class _Adapter:
 
 
 class PystormBolt(_Adapter, Bolt):
-    """A pystorm Bolt class (``module:Name``) run in-process."""
+    """A pystorm Bolt class (``module:Name``) run in-process.
+
+    The tuple being processed is kept aside (``state``); only tuples the component still
+    holds when ``process`` returns (a BatchingBolt's batch, an ack left for later) go into
+    ``inputs`` by id. pystorm's own emit, ack and fail, when the class keeps them, are
+    replaced by closures that do the same without building protocol messages: the hot path.
+    """
 
     def __init__(self, target: str, outputs: Mapping[str, Sequence[str]], *, direct: Sequence[str] = (),
                  import_dir: str | None = None, config: Mapping[str, Any] | None = None) -> None:
         self._setup_adapter(target, outputs, direct, import_dir, config)
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        import pystorm.bolt  # optional dependency (see the module docstring)
+
+        self._pystorm_bolt = pystorm.bolt.Bolt
         self.inputs: dict[str, Any] = {}
         self.ids = itertools.count(1)
         self.types: dict[tuple[str, str], Any] = {}
+        self.state: list[Any] = [None, None, True]  # pystorm tuple, squall tuple, done
         self._prepare_adapter(conf, context, collector)
+
+    def _take(self, x: Any) -> Any:
+        """The squall tuple for a pystorm Tuple or id the component acks or fails, once."""
+        state = self.state
+        current = state[0]
+        if current is not None and not state[2]:
+            if x is current or (x.id if isinstance(x, self._pytuple) else x) == current.id:
+                state[2] = True
+                return state[1]
+        return self.inputs.pop(x.id if isinstance(x, self._pytuple) else x, None)
+
+    def _anchors(self, anchors: Any) -> Any:
+        """squall tuples for pystorm anchors (its Tuples or their ids); one goes bare (the
+        collector's fast path)."""
+        state, inputs, pytuple = self.state, self.inputs, self._pytuple
+        current = state[0]
+        out = []
+        for a in anchors:
+            key = a.id if isinstance(a, pytuple) else a
+            if current is not None and (a is current or key == current.id):
+                out.append(state[1])
+            else:
+                t = inputs.get(key)
+                if t is not None:
+                    out.append(t)
+        return out[0] if len(out) == 1 else out or None
 
     def _make(self) -> Any:
         comp = super()._make()
         comp.read_tuple = self._read_tuple
         self.types = {}
+        base, cls = self._pystorm_bolt, type(comp)
+        self.plain_run = cls._run is base._run
+        state, collector, anchors_of, take = self.state, self.collector, self._anchors, self._take
+        c_emit, c_direct, c_ack, c_fail = collector.emit, collector.emit_direct, collector.ack, collector.fail
+        report = collector.report_error
+
+        def emit(tup: Any, stream: str | None = None, anchors: Any = None, direct_task: int | None = None,
+                 need_task_ids: bool = False) -> list[int] | None:
+            if not isinstance(tup, (list, tuple)):
+                raise TypeError(f"All Tuples must be either lists or tuples, received {type(tup)!r} instead.")
+            if anchors is None:
+                if comp.auto_anchor:
+                    cur = comp._current_tups
+                    squall = state[1] if len(cur) == 1 and cur[0] is state[0] else anchors_of(cur)
+                else:
+                    squall = None
+            else:
+                squall = anchors_of(anchors) if anchors else None
+            if direct_task is None:
+                targets = c_emit(tup, stream or "default", squall)
+                return list(targets) if need_task_ids else None
+            c_direct(direct_task, tup, stream or "default", squall)
+            return [direct_task] if need_task_ids else None
+
+        def ack(tup: Any) -> None:
+            if tup is state[0] and not state[2]:  # the tuple being processed: the common case
+                state[2] = True
+                c_ack(state[1])
+                return
+            t = take(tup)
+            if t is not None:
+                c_ack(t)
+            else:
+                report(f"pystorm bolt acked tuple id {getattr(tup, 'id', tup)!r:.40}, which it does not hold")
+
+        def fail(tup: Any) -> None:
+            t = take(tup)
+            if t is not None:
+                c_fail(t)
+            else:
+                report(f"pystorm bolt failed tuple id {getattr(tup, 'id', tup)!r:.40}, which it does not hold")
+
+        if cls.emit is base.emit:
+            comp.emit = emit
+        if cls.ack is base.ack:
+            comp.ack = ack
+        if cls.fail is base.fail:
+            comp.fail = fail
         return comp
 
     def _read_tuple(self) -> Any:
-        return self.current
+        return self.state[0]
 
     def execute(self, tup: Any) -> None:
         src = tup.source
-        key = (src.component, src.stream)
-        make = self.types.get(key)
-        if make is None:
-            val_type = self.comp._source_tuple_types[src.component].get(src.stream)
-            make = self.types[key] = tuple if val_type is None else (lambda v, t=val_type: t(*v))
+        kind = self.types.get(src)  # per Source object: one per (task, stream)
+        if kind is None:
+            val_type = self.comp._source_tuple_types[src.component].get(src.stream, tuple)
+            kind = self.types[src] = (val_type, src.stream == TICK_STREAM and src.component == SYSTEM_COMPONENT)
         tid = str(next(self.ids))
-        self.inputs[tid] = tup
-        self.current = self._pystorm.Tuple(tid, src.component, src.stream, src.task, make(tup.values))
+        # tuple.__new__ builds the namedtuples without their Python-level constructors.
+        current = _new_tuple(self._pytuple, (tid, src.component, src.stream, src.task,
+                                             _new_tuple(kind[0], tup.values)))
+        state = self.state
+        state[0], state[1], state[2] = current, tup, False
+        comp = self.comp
         try:
-            self.comp._run()
+            if self.plain_run:  # pystorm.bolt.Bolt._run, minus reading the pipe
+                comp._current_tups = [current]
+                if kind[1]:
+                    comp.process_tick(current)
+                else:
+                    comp.process(current)
+                if comp.auto_ack:
+                    comp.ack(current)
+                comp._current_tups = []
+            else:
+                comp._run()
         except Exception as exc:  # pystorm's run(): handle, then exit (here: replace)
             try:
-                self.comp._handle_run_exception(exc)
+                comp._handle_run_exception(exc)
             except Exception as inner:  # the handler itself failed: report it too
                 self.collector.report_error(inner)
+            self._hold(tid, tup)
             self._crashed(exc, "process")
+            return
+        if not state[2]:  # neither acked nor failed yet: the component holds it
+            self.inputs[tid] = tup
+        state[0] = state[1] = None
+        state[2] = True
+
+    def _hold(self, tid: str, tup: Any) -> None:
+        state = self.state
+        if not state[2]:
+            self.inputs[tid] = tup
+        state[0] = state[1] = None
+        state[2] = True
 
     def _send(self, msg: dict) -> None:
+        """The protocol path, for classes that override emit, ack or fail."""
         command = msg.get("command") if isinstance(msg, dict) else None
         if command == "emit":
-            anchors = None
             ids = msg.get("anchors")
-            if ids:
-                inputs = self.inputs
-                anchors = [inputs[a] for a in ids if a in inputs]
+            anchors = self._anchors(ids) if ids else None
             task = msg.get("task")
             stream = msg.get("stream") or "default"
             if task is None:
@@ -214,7 +325,7 @@ class PystormBolt(_Adapter, Bolt):
                 self.collector.emit_direct(task, msg["tuple"], stream, anchors)
                 self.last_targets = [task]
         elif command == "ack" or command == "fail":
-            tup = self.inputs.pop(msg.get("id"), None)
+            tup = self._take(msg.get("id"))
             if tup is not None:
                 (self.collector.ack if command == "ack" else self.collector.fail)(tup)
             else:
@@ -227,9 +338,6 @@ class PystormBolt(_Adapter, Bolt):
         held, self.inputs = self.inputs, {}
         for tup in held.values():
             self.collector.fail(tup)
-
-    def cleanup(self) -> None:
-        pass
 
 
 class PystormSpout(_Adapter, Spout):
