@@ -4,11 +4,6 @@ A topology file is a Python module that defines ``topology()`` returning a built
 Topology, and may define ``CONFIG``, a dict of topology configuration. The file is
 imported under its own module name (its stem), with its directory on ``sys.path``, so
 its classes pickle by reference and workers can import them from the submitted code.
-
-A streamparse topology file (a ``streamparse.Topology`` subclass, in a project made by
-``sparse quickstart``) works too: the project's ``src/`` goes on ``sys.path`` first, and
-the class is read by squall.multilang.streamparse_topology. Its code directory (what
-``squall submit`` ships, where shell components run) is then the project folder.
 """
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from types import ModuleType
 from typing import Any
 
 from squall import config as _config
-from squall.multilang import streamparse_topology
 from squall.topology import Topology, TopologyError
 
 
@@ -39,9 +33,6 @@ def load_module(path: str | Path) -> ModuleType:
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    project = streamparse_topology.project_root(path)
-    if project is not None and str(project / streamparse_topology.SRC_DIR) not in sys.path:
-        sys.path.insert(0, str(project / streamparse_topology.SRC_DIR))
     existing = sys.modules.get(name)
     if existing is not None and getattr(existing, "__file__", None) == str(path):
         return existing
@@ -56,34 +47,12 @@ def load_module(path: str | Path) -> ModuleType:
     return module
 
 
-def code_root(path: str | Path) -> Path:
-    """The folder a topology file's code lives in: the streamparse project, or its own."""
-    return streamparse_topology.project_root(path) or Path(path).resolve().parent
-
-
-def load_topology(path: str | Path, settings: dict[str, Any] | None = None
-                  ) -> tuple[Topology, dict[str, Any], ModuleType]:
-    """Import ``path`` and return (topology, its CONFIG, the module). ``settings`` (the
-    command's config) chooses how a streamparse topology's Python components run."""
+def load_topology(path: str | Path) -> tuple[Topology, dict[str, Any], ModuleType]:
+    """Import ``path`` and return (topology, its CONFIG, the module)."""
     module = load_module(path)
     factory = getattr(module, "topology", None)
     if not callable(factory):
-        found = [v for v in vars(module).values() if streamparse_topology.is_streamparse_topology(v)]
-        if not found:
-            raise TopologyFileError(f"{path} defines no topology() function and no streamparse Topology class")
-        own = [c for c in found if c.__module__ == module.__name__] or found
-        if len(own) > 1:
-            raise TopologyFileError(f"{path} defines several streamparse Topology classes: "
-                                    f"{sorted(c.__name__ for c in own)}")
-        project = streamparse_topology.project_root(path)
-        serializer = streamparse_topology.project_serializer(project) if project else "json"
-        try:
-            topology, conf = streamparse_topology.build(own[0], settings, serializer)
-            return topology, _config.validate(conf), module
-        except TopologyError:
-            raise
-        except (ValueError, TypeError) as exc:
-            raise TopologyFileError(f"{path}: {exc}") from exc
+        raise TopologyFileError(f"{path} defines no topology() function")
     try:
         topology = factory()
     except TopologyError:

@@ -1,4 +1,5 @@
-"""``squall run FILE --local``: a topology file in this process until a duration or a signal."""
+"""``squall run FILE --local``: a topology file (or a streamparse topology, or with ``--flux``
+a Flux YAML file) in this process until a duration or a signal."""
 from __future__ import annotations
 
 import signal
@@ -9,8 +10,9 @@ import click
 
 from squall import logs
 from squall.cli import topology_source
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.multilang.codedir import set_code_dir
+from squall.topology import TopologyError
 
 
 def wait_for_stop(duration: float | None) -> None:
@@ -33,8 +35,9 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         log_format: str | None, flux: bool, filter_file: str | None, env_filter: bool) -> None:
     """Run the topology defined in FILE in local mode (a topology file, a streamparse
     topology, or with --flux a Flux YAML file)."""
+    # Start-up: local mode pulls in the runtime and ZeroMQ, which every other command (and
+    # `squall --help`, which imports this module) would pay for; see squall/__init__.py.
     from squall.local import LocalCluster
-    from squall.topology import TopologyError
 
     extra = parse_overrides(overrides)
     conf = base_config(extra)
@@ -42,10 +45,9 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
     source = topology_source.load(file, flux, filter_file, env_filter, conf)
     set_code_dir(source.root)  # shell components run from here, as from a worker's code/
     name = name or source.name
-    topology, file_conf = source.topology, source.conf
     with LocalCluster(conf) as cluster:
         try:
-            cluster.submit(name, {**file_conf, **extra}, topology)
+            cluster.submit(name, {**source.conf, **extra}, source.topology)
         except TopologyError as exc:
             raise Failure(str(exc)) from None
         started = time.monotonic()

@@ -3,7 +3,7 @@ import pytest
 from streamparse import Bolt, Grouping, JavaBolt, Spout, Stream, TicklessBatchingBolt, Topology
 
 from squall import config
-from squall.loader import code_root, load_topology
+from squall.cli.topology_source import code_root, load
 from squall.multilang import ShellBolt, ShellSpout
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
 from squall.multilang.streamparse_topology import build, is_streamparse_topology, project_root
@@ -118,8 +118,8 @@ def test_unknown_squall_keys_still_fail():
 def test_loader_reads_a_streamparse_project(sp_project):
     path = sp_project / "topologies" / "finite_wc.py"
     assert project_root(path) == sp_project and code_root(path) == sp_project
-    topology, conf, module = load_topology(path, {"topology.streamparse.mode": "multilang"})
-    assert module.__name__ == "finite_wc" and conf["test.words"] == 600
-    assert "topology.worker.childopts" not in conf  # Storm-only, dropped with a warning
-    words = topology.components["words"].instantiate()
+    source = load(str(path), False, None, False, {"topology.streamparse.mode": "multilang"})
+    assert source.name == "finite_wc" and source.conf["test.words"] == 600 and source.root == sp_project
+    assert "topology.worker.childopts" not in source.conf  # Storm-only, dropped with a warning
+    words = source.topology.components["words"].instantiate()
     assert words.command == ["streamparse_run", "sp_components.Words"]
