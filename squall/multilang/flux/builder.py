@@ -15,6 +15,7 @@ from squall.grouping import CustomStreamGrouping
 from squall.multilang.flux.marked_yaml import FluxError
 from squall.multilang.flux.model import ComponentDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, Where
 from squall.multilang.flux.wrappers import JAVA_ROOTS, STORM_CLASSES
+from squall.multilang.shell_component import TICK_KEY
 from squall.multilang.storm_conf import split_storm_conf
 from squall.topology import Topology, TopologyBuilder, TopologyError
 
@@ -160,6 +161,9 @@ class FluxBuilder:
         if shell:  # its own config (a shell bolt's tick period is its child's)
             for key, value in comp_conf.items():
                 obj.add_component_config(key, value)
+            topology_tick = self.defn.config.get(TICK_KEY)
+            if topology_tick is not None and getattr(obj, "tick_secs", 0) is None:
+                obj.add_component_config(TICK_KEY, topology_tick)  # Storm sends every bolt the ticks
         try:
             if base is Spout:
                 declarer = builder.set_spout(c.id, obj, c.parallelism, c.num_tasks)

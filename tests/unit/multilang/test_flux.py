@@ -23,6 +23,7 @@ def test_storm_multilang_example_maps_to_shell_components(tmp_path):
         name: "shell-topology"
         config:
           topology.workers: 1
+          topology.tick.tuple.freq.secs: 7
         spouts:
           - id: "sentence-spout"
             className: "org.apache.storm.flux.wrappers.spouts.FluxShellSpout"
@@ -57,13 +58,18 @@ def test_storm_multilang_example_maps_to_shell_components(tmp_path):
               args: ["word"]
         """)
     topology, conf, name = flux.load(path)
-    assert name == "shell-topology" and conf == {"topology.workers": 1}
+    assert name == "shell-topology" and conf == {"topology.workers": 1, "topology.tick.tuple.freq.secs": 7}
     spout = topology.components["sentence-spout"].instantiate()
     bolt = topology.components["splitsentence"].instantiate()
     assert isinstance(spout, ShellSpout) and spout.command == ["node", "randomsentence.js"]
     assert isinstance(bolt, ShellBolt) and bolt.outputs == {"default": ["word"], "lengths": ["n"]}
     assert bolt.tick_secs == 5  # the child's ticks; the bolt's own tick is its poll
     assert isinstance(topology.components["log"].instantiate(), LogInfoBolt)
+    assert topology.components["sentence-spout"].instantiate().config == {}
+    # the topology's tick reaches a shell bolt without its own; its own wins
+    [flux_bolt] = [c for c in (topology.components[i].instantiate() for i in topology.components)
+                   if isinstance(c, ShellBolt)]
+    assert flux_bolt.tick_secs == 5
     assert topology.components["splitsentence"].parallelism == 2
     [sub] = topology.components["log"].inputs
     assert (sub.component, sub.stream, sub.grouping.kind, sub.grouping.fields) == \
@@ -248,3 +254,24 @@ def test_substitution_off_leaves_text():
 
 def test_properties_escapes():
     assert parse_properties("k\\ ey = v\\tw\\u0041\n! comment\n", "p") == {"k ey": "v\twA"}
+
+
+def test_topology_tick_reaches_shell_bolts_without_their_own(tmp_path):
+    path = write(tmp_path, f"""\
+        config:
+          topology.tick.tuple.freq.secs: 7
+        spouts:
+          - id: s
+            className: {C}.Words
+            constructorArgs: [["a"]]
+        bolts:
+          - id: b
+            className: org.apache.storm.flux.wrappers.bolts.FluxShellBolt
+            constructorArgs: [["python3", "b.py"], ["x"]]
+        streams:
+          - from: s
+            to: b
+            grouping: {{type: SHUFFLE}}
+        """)
+    topology, _, _ = flux.load(path)
+    assert topology.components["b"].instantiate().tick_secs == 7
