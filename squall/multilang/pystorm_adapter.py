@@ -237,23 +237,20 @@ class PystormBolt(_Adapter, Bolt):
             c_direct(direct_task, tup, stream or "default", squall)
             return [direct_task] if need_task_ids else None
 
-        def ack(tup: Any) -> None:
-            if tup is state[0] and not state[2]:  # the tuple being processed: the common case
-                state[2] = True
-                c_ack(state[1])
-                return
-            t = take(tup)
-            if t is not None:
-                c_ack(t)
-            else:
-                report(f"pystorm bolt acked tuple id {getattr(tup, 'id', tup)!r:.40}, which it does not hold")
+        def settler(done: Any, verb: str) -> Any:
+            def settle(tup: Any) -> None:
+                if tup is state[0] and not state[2]:  # the tuple being processed: the common case
+                    state[2] = True
+                    done(state[1])
+                    return
+                t = take(tup)
+                if t is not None:
+                    done(t)
+                else:
+                    report(f"pystorm bolt {verb} tuple id {getattr(tup, 'id', tup)!r:.40}, which it does not hold")
+            return settle
 
-        def fail(tup: Any) -> None:
-            t = take(tup)
-            if t is not None:
-                c_fail(t)
-            else:
-                report(f"pystorm bolt failed tuple id {getattr(tup, 'id', tup)!r:.40}, which it does not hold")
+        ack, fail = settler(c_ack, "acked"), settler(c_fail, "failed")
 
         if cls.emit is base.emit:
             comp.emit = emit

@@ -223,17 +223,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
                                           "(the emit goes on without that anchor)")
                 else:
                     anchors.append(tup)
-        direct = bool(msg.task)
-        targets: Sequence[int] = ()
-        try:
-            if direct:
-                self.collector.emit_direct(msg.task, msg.tuple, msg.stream, anchors)
-            else:
-                targets = self.collector.emit(msg.tuple, msg.stream, anchors)
-        except (ValueError, TypeError, KeyError) as exc:
-            self.link.bad_message(f"emit refused: {exc}")
-        if msg.need_task_ids and not direct:  # Storm answers only non-direct emits
-            self.link.send(self.link.encode(list(targets)))
+        self._emit_and_answer(msg, anchors)
 
     def _broken(self, now: float, reason: str) -> None:
         self.link.broken(now, reason)

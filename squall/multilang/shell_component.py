@@ -86,5 +86,20 @@ class ShellComponentMixin:
                          codedir.child_env(self.env), self.settings, conf, protocol.context_info(context),
                          self.log, report)
 
+    def _emit_and_answer(self, msg: protocol.ShellMsg, last: Any) -> None:
+        """A child's emit, with ``last`` its anchors (bolts) or message id (spouts); the
+        target task ids go back when it asked for them (Storm answers non-direct emits only)."""
+        direct = bool(msg.task)
+        targets: Sequence[int] = ()
+        try:
+            if direct:
+                self.collector.emit_direct(msg.task, msg.tuple, msg.stream, last)
+            else:
+                targets = self.collector.emit(msg.tuple, msg.stream, last)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.link.bad_message(f"emit refused: {exc}")
+        if msg.need_task_ids and not direct:
+            self.link.send(self.link.encode(list(targets)))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.command!r})"

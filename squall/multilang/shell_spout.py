@@ -163,18 +163,7 @@ class ShellSpout(ShellComponentMixin, Spout):
         # metrics: accepted; squall has no registered shell metrics yet
 
     def _emit(self, msg: protocol.ShellMsg) -> None:
-        msg_id = None if msg.id is None else (self.link.generation, msg.id)
-        direct = bool(msg.task)
-        targets: Sequence[int] = ()
-        try:
-            if direct:
-                self.collector.emit_direct(msg.task, msg.tuple, msg.stream, msg_id)
-            else:
-                targets = self.collector.emit(msg.tuple, msg.stream, msg_id)
-        except (ValueError, TypeError, KeyError) as exc:
-            self.link.bad_message(f"emit refused: {exc}")
-        if msg.need_task_ids and not direct:
-            self.link.send(self.link.encode(list(targets)))
+        self._emit_and_answer(msg, None if msg.id is None else (self.link.generation, msg.id))
 
     def _broken(self, now: float, reason: str) -> None:
         self.link.broken(now, reason)

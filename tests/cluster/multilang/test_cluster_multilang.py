@@ -11,16 +11,14 @@ import pytest
 
 pytestmark = pytest.mark.cluster
 
-FOLDER = Path(__file__).resolve().parents[2] / "cluster_topologies" / "multilang"
+FOLDER = Path(__file__).resolve().parents[2] / "support" / "cluster_topologies"
+FLUX = FOLDER / "ml_wordcount.yaml"
 
 
 def reference(n):
-    sys.path.insert(0, str(FOLDER))
-    try:
-        import ml_components
-    finally:
-        sys.path.remove(str(FOLDER))
-    return collections.Counter(w for s in ml_components.sentences(n) for w in s.split())
+    from support.cluster_topologies.cluster_wordcount import sentences
+
+    return collections.Counter(w for s in sentences(n) for w in s.split())
 
 
 def test_submit_flux_with_a_pystorm_bolt_gives_exact_counts(start_cluster, tmp_path):
@@ -28,7 +26,7 @@ def test_submit_flux_with_a_pystorm_bolt_gives_exact_counts(start_cluster, tmp_p
     out = tmp_path / "out"
     out.mkdir()
     n = 300
-    res = cluster.cli("submit", "--flux", str(FOLDER / "wordcount.yaml"), "-c", f"test.output.dir={out}",
+    res = cluster.cli("submit", "--flux", str(FLUX), "-c", f"test.output.dir={out}",
                       "-c", f"test.sentences={n}")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ml-wordcount" in res.stdout
@@ -69,7 +67,7 @@ def test_submit_refuses_a_bundle_without_the_script(tmp_path):
     folder = tmp_path / "topo"
     shutil.copytree(FOLDER, folder)
     (folder / "split_sentence.py").unlink()
-    res = subprocess.run([sys.executable, "-m", "squall.cli", "submit", "--flux", str(folder / "wordcount.yaml")],
+    res = subprocess.run([sys.executable, "-m", "squall.cli", "submit", "--flux", str(folder / FLUX.name)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert res.returncode == 1
     assert "'split' runs 'split_sentence.py', which is not in the code bundle" in res.stderr
@@ -78,7 +76,7 @@ def test_submit_refuses_a_bundle_without_the_script(tmp_path):
 def test_run_flux_locally(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    res = subprocess.run([sys.executable, "-m", "squall.cli", "run", "--flux", str(FOLDER / "wordcount.yaml"),
+    res = subprocess.run([sys.executable, "-m", "squall.cli", "run", "--flux", str(FLUX),
                           "--local", "--duration", "8", "-c", f"test.output.dir={out}", "-c", "test.sentences=50",
                           "-c", "squall.log.level=WARNING"], capture_output=True, text=True, timeout=120,
                          cwd=tmp_path)
