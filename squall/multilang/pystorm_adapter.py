@@ -130,6 +130,16 @@ class _Adapter:
     def _read_task_ids(self) -> list[int]:
         return list(self.last_targets)
 
+    def _emit_message(self, msg: dict, last: Any) -> None:
+        """An emit message (the protocol path): ``last`` is its anchors or message id."""
+        task = msg.get("task")
+        stream = msg.get("stream") or "default"
+        if task is None:
+            self.last_targets = self.collector.emit(msg["tuple"], stream, last)
+        else:
+            self.collector.emit_direct(task, msg["tuple"], stream, last)
+            self.last_targets = [task]
+
     def _common(self, msg: dict) -> None:
         """log, error, metrics and sync (the latter means nothing in-process)."""
         command = msg.get("command")
@@ -313,14 +323,7 @@ class PystormBolt(_Adapter, Bolt):
         command = msg.get("command") if isinstance(msg, dict) else None
         if command == "emit":
             ids = msg.get("anchors")
-            anchors = self._anchors(ids) if ids else None
-            task = msg.get("task")
-            stream = msg.get("stream") or "default"
-            if task is None:
-                self.last_targets = self.collector.emit(msg["tuple"], stream, anchors)
-            else:
-                self.collector.emit_direct(task, msg["tuple"], stream, anchors)
-                self.last_targets = [task]
+            self._emit_message(msg, self._anchors(ids) if ids else None)
         elif command == "ack" or command == "fail":
             tup = self._take(msg.get("id"))
             if tup is not None:
@@ -352,14 +355,7 @@ class PystormSpout(_Adapter, Spout):
         command = msg.get("command") if isinstance(msg, dict) else None
         if command == "emit":
             tup_id = msg.get("id")
-            msg_id = None if tup_id is None else (self.generation, tup_id)
-            task = msg.get("task")
-            stream = msg.get("stream") or "default"
-            if task is None:
-                self.last_targets = self.collector.emit(msg["tuple"], stream, msg_id)
-            else:
-                self.collector.emit_direct(task, msg["tuple"], stream, msg_id)
-                self.last_targets = [task]
+            self._emit_message(msg, None if tup_id is None else (self.generation, tup_id))
         else:
             self._common(msg)
 
