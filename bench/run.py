@@ -65,9 +65,9 @@ def _measure_local(topology, conf: dict, component: str, duration: float, warmup
         stats = cluster.stats("bench")
         cluster.kill("bench")
     out: dict[str, Any] = {"tuples_per_sec": n / elapsed, "tuples": n, "seconds": elapsed,
-                           "process_cpu": round(cpu, 2)}
+                           "process_cpu": round(cpu, 3)}
     if children_cpu > 0:  # child processes the topology runs (multilang shell components)
-        out["children_cpu"] = round(children_cpu, 2)
+        out["children_cpu"] = round(children_cpu, 3)
     out["tuples_per_cpu_sec"] = n / max(1e-9, (cpu + max(0.0, children_cpu)) * elapsed)
     lat = [s["complete_latency_ms"] for s in stats if "complete_latency_ms" in s]
     if lat:
@@ -175,9 +175,10 @@ def _register_optional() -> None:
     try:
         import api_bench
         import cluster_bench
+        import latency
     except ImportError:
         return
-    for module in (cluster_bench, api_bench):
+    for module in (cluster_bench, latency, api_bench):
         for name, (doc, fn) in module.SCENARIOS.items():
             SCENARIOS[name] = (doc, fn)
 
