@@ -16,4 +16,10 @@ apt_quietly() {
 command -v chromium >/dev/null || apt_quietly chromium  # the web UI tests
 command -v prometheus >/dev/null || apt_quietly prometheus  # the metrics test scrapes with it
 command -v redis-server >/dev/null || apt_quietly redis-server  # state tests (squall.state)
+# Node.js multilang tests: node-storm, a published Storm multilang adapter, from npm into
+# tests/support/node (once; no lock file is written).
+if command -v npm >/dev/null && [ ! -d tests/support/node/node_modules/node-storm ]; then
+  (cd tests/support/node && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null 2>&1) \
+    || echo "npm install in tests/support/node failed: the Node.js multilang tests will fail" >&2
+fi
 exec "$VENV/bin/pytest" "$@"

@@ -115,6 +115,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.state.redis.timeout.secs": (_FLOAT, False),
     "topology.state.snapshot": (_STR, True),
     "topology.window.max.tuples": (_INT, False),
+    "topology.multilang.serializer": ("enum:json,msgpack,org.apache.storm.multilang.JsonSerializer", False),
+    "topology.subprocess.timeout.secs": (_FLOAT, False),
+    "topology.shellbolt.max.pending": (_INT, False),
+    "topology.multilang.max.inflight": (_INT, False),
+    "topology.multilang.max.message.bytes": (_INT, False),
+    "topology.multilang.log.lines.per.sec": (_INT, False),
+    "topology.streamparse.mode": ("enum:in-process,multilang", False),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
@@ -176,6 +183,11 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "topology.state.checkpoint.timeout.secs": _SECS,
     "topology.state.redis.timeout.secs": _SECS,
     "topology.window.max.tuples": _COUNT,
+    "topology.subprocess.timeout.secs": _SECS,
+    "topology.shellbolt.max.pending": _COUNT,
+    "topology.multilang.max.inflight": _COUNT,
+    "topology.multilang.max.message.bytes": (1024, 2**31, True),
+    "topology.multilang.log.lines.per.sec": (0, 10**6, True),
 }
 
 
