@@ -257,7 +257,7 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
                      "document.getElementById('rebalance-wait').value = '0'")
     browser.click("#action-rebalance")
     browser.wait_for("!document.getElementById('confirm').hidden", "the confirmation dialog")
-    assert "over 1 workers" in browser.evaluate("document.getElementById('confirm-text').textContent")
+    assert "over 1 worker?" in browser.evaluate("document.getElementById('confirm-text').textContent")
     browser.click("#confirm-ok")
     browser.wait_for("document.getElementById('summary-workers').textContent.includes('requested 1')",
                      "the page to show one requested worker")

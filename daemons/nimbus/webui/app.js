@@ -190,9 +190,14 @@
       h("label", {for: "rebalance-wait"}, "wait"), rebalanceWait,
       h("button", {id: "action-rebalance", type: "button", onclick: () => {
         const body = {};
-        if (workersIn.value !== "") body.num_workers = Number(workersIn.value);
+        if (workersIn.value === "") {  // as `squall rebalance`: say what to change
+          showBanner("Rebalance: give the number of workers to spread the topology over.");
+          return;
+        }
+        body.num_workers = Number(workersIn.value);
         if (waitOf(rebalanceWait) !== undefined) body.wait_secs = waitOf(rebalanceWait);
-        const what = body.num_workers ? ` over ${body.num_workers} workers` : "";
+        const n = body.num_workers;
+        const what = n ? ` over ${n} worker${n === 1 ? "" : "s"}` : "";
         act(name, "rebalance", body, `Rebalance topology ${name}${what}? It is deactivated for the wait ` +
             `(${body.wait_secs !== undefined ? body.wait_secs + "s" : "its message timeout"}).`);
       }}, "Rebalance"),

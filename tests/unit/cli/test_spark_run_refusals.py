@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from squall.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "backfill"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "backfill"
 
 
 def test_a_run_without_sink_streams_is_refused(tmp_path: Path) -> None:
