@@ -133,7 +133,7 @@ def zmq_worker():
             for task, mark in zip(SINK_TASKS, marks):
                 push.send(codec.encode_tasks([(task, _payload([SPOUT_TASK, "default", [[mark]], None]))]))
             wait_for(lambda: set(marks) <= {r[3][0] for r in Recorder.get(key)}, 10,
-                     what="good tuples after hostile ones")
+                     what="good tuples after hostile ones", interval=0.001)  # once per example: poll closely
             assert not fatal
             assert rt._server.callback_errors == 0  # nothing escaped the checks...
             assert "internal_error" not in rt.drops.by_cause(every=True)  # ...or was caught blind
