@@ -21,6 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the state chaos test with more events and kills (minutes)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test carries its tier's marker (the folder it is in), so ``-m "not ui"`` works."""
     here = Path(__file__).parent
