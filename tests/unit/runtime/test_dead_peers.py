@@ -23,7 +23,7 @@ def test_executors_moved_off_a_dead_peer_resume_on_their_new_home():
     b.set_spout("src", FixedTupleSpout(key, [[i, PAD] for i in range(N)], ["i", "pad"]))
     b.set_bolt("sink", RecordingBolt(key, fields=["i"])).shuffle("src")  # not the 40 MB of padding
     # Task ids: __acker 1, sink 2, src 3.
-    conf = build_config({"topology.acker.executors": 1, "topology.message.timeout.secs": 3,
+    conf = build_config({"topology.acker.executors": 1, "topology.message.timeout.secs": 1,  # replays come sooner
                          "topology.producer.batch.size": 10,
                          "zmq.hwm": 2, "zmq.bind.host": "127.0.0.1", "zmq.linger.millis": 0,
                          "worker.pin.cpu": False}, user_file=False)
