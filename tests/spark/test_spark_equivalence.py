@@ -235,7 +235,7 @@ def run_cluster(cluster, shape: int, events: Path, users_: Path, out: Path, expe
     cluster.wait_for(lambda: acked() == expect, 90, f"every good line acked ({expect})", interval=0.3)
     assert cluster.cli("kill", name, "--wait", "0").returncode == 0
     cluster.wait_for(lambda: cluster.worker_pids() == {}, 60, "workers gone")
-    return final(recorded(out))
+    return final(recorded_by_component(out))
 
 
 @pytest.mark.cluster
