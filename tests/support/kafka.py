@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -159,8 +158,11 @@ class BrokerGate:
                 self._sel.unregister(sock)
             except (KeyError, ValueError):
                 pass
-            if reset:  # RST, not FIN: what a broker that died leaves its clients
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            try:
+                if reset:  # RST, not FIN: what a broker that died leaves its clients
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            except OSError:
+                pass
             sock.close()
 
     def _run(self) -> None:
@@ -304,7 +306,3 @@ def kcat() -> str:
     if found is None:
         raise RuntimeError("kcat is not installed (scripts/test.sh installs Debian's kcat)")
     return found
-
-
-def python() -> str:
-    return sys.executable
