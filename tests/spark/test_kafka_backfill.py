@@ -67,5 +67,6 @@ def test_backfill_from_kafka_gives_the_live_results(broker, spark, tmp_path, mon
         raise result.exception
     assert result.exit_code == 0, result.output
     assert "skipped 1 malformed" in result.output, result.output
-    rows = [json.loads(line) for f in sorted((tmp_path / "out" / "sum").glob("*.json")) for line in f.open()]
+    rows = [json.loads(line) for f in sorted((tmp_path / "out" / "sum").glob("part-*"))
+            for line in f.read_text().splitlines()]
     assert sums((r["key"], r["value"]) for r in rows) == live
