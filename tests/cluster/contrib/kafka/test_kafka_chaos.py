@@ -35,6 +35,7 @@ LONG = os.environ.get("SQUALL_KAFKA_CHAOS_LONG") == "1"
 PARTITIONS, KEYS = 4, 23
 BAD = 5            # undecodable records (not UTF-8)
 HUGE = 900_000     # bytes of the one huge record (Kafka's default limit is 1 MB)
+SECRET_ENV, SECRET = "KPIPE_TEST_SECRET", "s3cret-value-that-must-never-show"
 
 
 def inputs(n: int) -> list[tuple[bytes, bytes]]:
@@ -118,10 +119,13 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
     started = time.monotonic()
     cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2)
     violations, samples = [], 0
+    os.environ[SECRET_ENV] = SECRET  # the supervisors' environment, which their workers inherit
     try:
         cluster.start()
+        os.environ.pop(SECRET_ENV)
+        # A secret by reference: the workers resolve it (a missing one would stop the spout's open).
         submit(cluster, "kpipe", {"KPIPE_IN": t_in, "KPIPE_OUT": t_out, "KPIPE_DEAD": t_dead, "KPIPE_GROUP": group},
-               bs)
+               bs, "-c", f'kafka.secrets={{"sasl.password": "env:{SECRET_ENV}"}}')
         cluster.wait_for(lambda: len(cluster.worker_pids()) == 3, 60, "three workers")
 
         def progress() -> int:
@@ -157,8 +161,19 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
             60, "decode failures in the supervisors' /metrics")
         status = cluster.cli("status", "kpipe")
         worker_alive = set(cluster.worker_pids().values()) == before
+        shown = cluster.client.topology_conf("kpipe")  # what the web UI's configuration table shows
+        refused = cluster.cli("submit", str(TOPOLOGY), "--name", "leaky", "-c",
+                              f'kafka.client.config={{"sasl.password": "{SECRET}"}}')
     finally:
+        os.environ.pop(SECRET_ENV, None)
         cluster.stop()
+    # The secret is nowhere a reader of the topology looks: its conf, its status, any log.
+    assert shown["conf"]["kafka.secrets"] == {"sasl.password": f"env:{SECRET_ENV}"}
+    assert SECRET not in repr(shown) and SECRET not in status.stdout + status.stderr
+    assert refused.returncode != 0 and "kafka.secrets" in refused.stdout + refused.stderr
+    assert SECRET not in refused.stdout + refused.stderr
+    logs = [p for p in (tmp_path / "cluster").rglob("*.log*") if p.is_file()]
+    assert logs and not [p for p in logs if SECRET.encode() in p.read_bytes()]
     lost = [k for k in want if k not in seen]
     dups = sum(c - 1 for k, c in seen.items() if k in want)
     dead_coords = {(m.key(), m.value()) for m in dead}
