@@ -301,8 +301,24 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
 
 
-def kcat() -> str:
+def kcat() -> tuple[list[str], dict[str, str]]:
+    """(command, environment) to run Debian's kcat, a client independent of squall and of
+    confluent-kafka's Python code. Debian's librdkafka (2.0.2) cannot parse Tansu 0.6's
+    ApiVersions v3 reply (a read underflow in its tagged fields), so kcat runs on the
+    librdkafka that confluent-kafka's wheel ships (same program, a newer library)."""
     found = shutil.which("kcat")
     if found is None:
         raise RuntimeError("kcat is not installed (scripts/test.sh installs Debian's kcat)")
-    return found
+    import confluent_kafka
+
+    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    wheel_lib = next(libs.glob("librdkafka*.so*"), None)
+    env = dict(os.environ)
+    if wheel_lib is not None:
+        shim = Path(tempfile.gettempdir()) / f"squall-kcat-lib-{os.getuid()}"
+        shim.mkdir(exist_ok=True)
+        link = shim / "librdkafka.so.1"
+        if not link.exists():
+            link.symlink_to(wheel_lib)
+        env["LD_LIBRARY_PATH"] = str(shim)
+    return [found], env

@@ -286,6 +286,8 @@ class KafkaSpout(Spout):
         now = time.monotonic()
         if now >= self._next_house:
             self._housekeeping(now)
+        else:
+            self._pause_over_bound()  # per poll, not per housekeeping: a poll is up to 500 records
         try:
             msgs = self.consumer.consume(self.settings.poll_records, 0)
         except Exception as exc:  # noqa: BLE001 - a client error: counted, polled again later
@@ -327,10 +329,14 @@ class KafkaSpout(Spout):
     def _pause_over_bound(self) -> None:
         bound = self.settings.max_uncommitted
         over = {k for k, m in self.managers.items() if m is not None and m.uncommitted >= bound}
+        if over == self.paused:
+            return
         pause, resume = over - self.paused, self.paused - over
         try:
             if pause:
                 self.consumer.pause([self._tp(k) for k in pause])
+                for key in pause:  # what was fetched past the bound waits in the log, not here
+                    self._seek(key, self.managers[key].last_emitted + 1)
             if resume:
                 self.consumer.resume([self._tp(k) for k in resume])
             self.paused = over
