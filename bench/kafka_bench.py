@@ -42,7 +42,7 @@ class Ack(BasicBolt):
         pass
 
 
-def plain(bootstrap: str, topic: str, n: int, batch: bool) -> float:
+def plain(bootstrap: str, topic: str, n: int, batch: bool) -> tuple[float, float]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plain-{uuid.uuid4().hex[:8]}",
@@ -50,7 +50,7 @@ def plain(bootstrap: str, topic: str, n: int, batch: bool) -> float:
     c.assign([TopicPartition(topic, 0, -2)])
     seen = 0
     last = None
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     while seen < n:
         msgs = c.consume(500, 1.0) if batch else [m for m in (c.poll(1.0),) if m is not None]
         for m in msgs:
@@ -62,12 +62,12 @@ def plain(bootstrap: str, topic: str, n: int, batch: bool) -> float:
             if seen % 1000 == 0:
                 c.commit(offsets=[TopicPartition(topic, 0, last + 1)], asynchronous=True)
     c.commit(offsets=[TopicPartition(topic, 0, last + 1)], asynchronous=False)
-    secs = time.monotonic() - started
+    secs, cpu = time.monotonic() - started, time.process_time() - cpu
     c.close()
-    return n / secs
+    return n / secs, cpu / n * 1e6
 
 
-def squall_run(bootstrap: str, topic: str, n: int) -> float:
+def squall_run(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
     group = f"squall-{uuid.uuid4().hex[:8]}"
     b = TopologyBuilder()
     b.set_spout("kafka", KafkaSpout(topic, group_id=group, bootstrap_servers=bootstrap,
@@ -75,18 +75,18 @@ def squall_run(bootstrap: str, topic: str, n: int) -> float:
                                           "kafka.spout.offset.commit.period.ms": 1000}))
     b.set_bolt("ack", Ack()).shuffle("kafka")
     with LocalCluster() as lc:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         lc.submit("kbench", {"topology.max.spout.pending": 5000, "topology.acker.executors": 1}, b.build())
         while sum(s.get("acked", 0) for s in lc.stats("kbench") if s["component"] == "kafka") < n:
             time.sleep(0.02)
-        secs = time.monotonic() - started
+        secs, cpu = time.monotonic() - started, time.process_time() - cpu
         deadline = time.monotonic() + 30
         while committed(bootstrap, group, topic, 1).get(0, 0) < n:
             if time.monotonic() > deadline:
                 raise SystemExit("the spout did not commit the end of the topic")
             time.sleep(0.2)
         lc.kill("kbench")
-    return n / secs
+    return n / secs, cpu / n * 1e6
 
 
 def main() -> None:
@@ -109,27 +109,33 @@ def main() -> None:
         value = b"v" * 100
         produce(tansu.bootstrap, topic, ((str(i).encode(), value) for i in range(args.records)))
         rates: dict[str, list[float]] = {"poll": [], "consume": [], "squall": []}
+        cpu_us: dict[str, list[float]] = {"poll": [], "consume": [], "squall": []}
         plain(tansu.bootstrap, topic, args.records, True)  # warm the broker and the client
         for _ in range(args.rounds):
-            rates["poll"].append(plain(tansu.bootstrap, topic, args.records, False))
-            rates["squall"].append(squall_run(tansu.bootstrap, topic, args.records))
-            rates["consume"].append(plain(tansu.bootstrap, topic, args.records, True))
+            for name, run in (("poll", lambda: plain(tansu.bootstrap, topic, args.records, False)),
+                              ("squall", lambda: squall_run(tansu.bootstrap, topic, args.records)),
+                              ("consume", lambda: plain(tansu.bootstrap, topic, args.records, True))):
+                rate, us = run()
+                rates[name].append(rate)
+                cpu_us[name].append(us)
     finally:
         tansu.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
     out = {"records": args.records, "rounds": args.rounds, "records_per_sec": {k: round(v) for k, v in med.items()},
            "all": {k: [round(x) for x in v] for k, v in rates.items()},
+           "cpu_us_per_record": {k: round(statistics.median(v), 2) for k, v in cpu_us.items()},
            "squall_over_poll": round(med["squall"] / med["poll"], 3),
            "squall_over_consume": round(med["squall"] / med["consume"], 3),
            "cpu": mine, "cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    r = out["records_per_sec"]
+    r, u = out["records_per_sec"], out["cpu_us_per_record"]
     print(f"records={args.records} rounds={args.rounds} (medians; one core; load {out['loadavg']})")
-    print(f"  confluent poll loop    {r['poll']:>9,}/s")
-    print(f"  confluent consume loop {r['consume']:>9,}/s")
-    print(f"  squall KafkaSpout      {r['squall']:>9,}/s  (consume -> emit -> ack -> commit)")
+    print(f"  confluent poll loop    {r['poll']:>9,}/s  {u['poll']:6.2f} us CPU/record (this process)")
+    print(f"  confluent consume loop {r['consume']:>9,}/s  {u['consume']:6.2f} us CPU/record")
+    print(f"  squall KafkaSpout      {r['squall']:>9,}/s  {u['squall']:6.2f} us CPU/record  "
+          "(consume -> emit -> ack -> commit)")
     print(f"  ratio squall/poll {out['squall_over_poll']}  squall/consume {out['squall_over_consume']}")
 
 
