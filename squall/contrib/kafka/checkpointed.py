@@ -84,3 +84,9 @@ class CheckpointedKafkaSpout(StatefulSpout, KafkaSpout):
 
     def _commit(self, sync: bool = False, keys: list[Key] | None = None) -> None:
         """Group commits follow checkpoint commits only (pre_commit)."""
+
+    def _on_commit(self, err: Any, partitions: list[Any]) -> None:
+        """A group commit confirmed: the positions are the state's already, and a late
+        confirmation from before a rollback must not move them."""
+        if err is not None:
+            self._on_client_error(err)

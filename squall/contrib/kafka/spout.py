@@ -38,6 +38,8 @@ HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked a
 METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
 WARN_EVERY = 30.0          # broker error logs at most this often per task
 MAX_REASON = 500           # characters of an error kept in a failed-stream tuple
+SYNC_COMMIT_SECS = 3.0     # how long deactivate, close and a revoke wait for their commit
+REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long
 
 
 def label(key: Key) -> str:
@@ -130,7 +132,7 @@ class KafkaSpout(Spout):
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
         self.m_broker_errors = context.register_metric("kafka_client_errors", CountMetric(), b)
         self.m_emitted = context.register_metric("kafka_records_emitted", CountMetric(), b)
-        self._refresh(time.monotonic())
+        self._refresh(time.monotonic(), METADATA_TIMEOUT)
 
     def deactivate(self) -> None:
         self._commit(sync=True)
@@ -152,23 +154,24 @@ class KafkaSpout(Spout):
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            sent = self.committing.pop(key, None)
+            if self.committing.get(key) == tp.offset:
+                del self.committing[key]
             if err is not None or tp.error is not None:
                 continue  # committed again at the next period
             mgr = self.managers.get(key)
-            if mgr is not None and sent is not None and tp.offset == sent:
-                mgr.commit(sent)
-                self.m_committed.set(label(key), sent)
+            if mgr is not None and tp.offset > mgr.committed:  # confirmations may overtake each other
+                mgr.commit(tp.offset)
+                self.m_committed.set(label(key), tp.offset)
         if err is not None:
             self._on_client_error(err)
 
     # -- assignment ------------------------------------------------------------------------
-    def _refresh(self, now: float) -> None:
+    def _refresh(self, now: float, timeout: float = REFRESH_TIMEOUT) -> None:
         """Recompute this task's partitions from the broker's metadata; assign the new ones
         at their start offsets, drop the revoked ones (committing what they finished)."""
         self._next_refresh = now + self.settings.refresh_period
         try:
-            md = self.consumer.list_topics(timeout=METADATA_TIMEOUT)
+            md = self.consumer.list_topics(timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - the broker away: keep what we have, try later
             self._on_client_error(exc)
             return
@@ -417,18 +420,27 @@ class KafkaSpout(Spout):
         self._send_commit(offsets, sync)
 
     def _send_commit(self, offsets: list[Any], sync: bool) -> None:
+        """Commit asynchronously; ``sync`` then waits for the confirmations, at most
+        SYNC_COMMIT_SECS (a broker that is away must not hold the spout's thread)."""
         if not offsets:
             return
         try:
-            if sync:
-                done = self.consumer.commit(offsets=offsets, asynchronous=False)
-                self._on_commit(None, done or [])
-            else:
-                self.consumer.commit(offsets=offsets, asynchronous=True)
+            self.consumer.commit(offsets=offsets, asynchronous=True)
         except Exception as exc:  # noqa: BLE001 - not committed: the next period tries again
             for tp in offsets:
                 self.committing.pop((tp.topic, tp.partition), None)
             self._on_client_error(exc)
+            return
+        if not sync:
+            return
+        keys = {(tp.topic, tp.partition) for tp in offsets}
+        deadline = time.monotonic() + SYNC_COMMIT_SECS
+        while keys & self.committing.keys() and time.monotonic() < deadline:
+            try:  # serves the commit callbacks; records read meanwhile are kept for next_tuple
+                self.buf.extend(self.consumer.consume(self.settings.poll_records, 0.05))
+            except Exception as exc:  # noqa: BLE001
+                self._on_client_error(exc)
+                return
 
     def _update_lag(self) -> None:
         for key, mgr in self.managers.items():

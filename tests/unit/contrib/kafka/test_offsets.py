@@ -85,3 +85,20 @@ def test_the_commit_never_passes_an_offset_not_acked(ops):
         nxt = m.next_commit()
         assert all(o in acked for o in emitted if o < nxt)
         m.commit(nxt)
+
+
+def test_uncommitted_counts_what_a_bound_limits():
+    """The spout pauses a partition while ``uncommitted`` is at its bound: emitted offsets
+    count until a commit passes them, acked or not."""
+    m = OffsetManager(0)
+    for off in range(100):
+        m.emitted(off)
+    assert m.uncommitted == 100
+    for off in range(50):
+        m.acked(off)
+    assert m.uncommitted == 100  # acked is not committed
+    m.commit(m.next_commit())
+    assert m.uncommitted == 50 and m.committed_since == 50
+    m.failed(50)
+    m.commit(m.next_commit())
+    assert m.uncommitted == 50  # a failed record holds everything after it
