@@ -19,14 +19,12 @@ from typing import Any
 import structlog
 
 from squall.components import Bolt
-from squall.config import validate
-from squall.contrib.kafka.client import KafkaConfigError, client_config, confluent
+from squall.contrib.kafka.client import ClientErrors, KafkaConfigError, client_config, component_conf, confluent
 from squall.metrics import CountMetric
 from squall.tuple import TICK_STREAM
 
 log = structlog.get_logger("squall.contrib.kafka")
 TICK_SECS = 0.1  # how often delivery reports are served without input
-WARN_EVERY = 30.0
 
 
 class FieldMapper:
@@ -92,10 +90,7 @@ class KafkaBolt(Bolt):
             if not callable(f):
                 raise TypeError(f"KafkaBolt {what} must be a name or a callable")
         self.bootstrap_servers = bootstrap_servers
-        own = {"kafka.client.config": dict(client_config)} if client_config else {}
-        self.conf = validate({**(conf or {}), **own})
-        if any(not k.startswith("kafka.") for k in self.conf):
-            raise ValueError("KafkaBolt conf takes kafka.* keys only")
+        self.conf = component_conf(conf, client_config, "KafkaBolt")
 
     def component_config(self) -> dict[str, Any] | None:
         return {**self.conf, "topology.tick.tuple.freq.secs": TICK_SECS}
@@ -108,7 +103,7 @@ class KafkaBolt(Bolt):
         props = client_config(conf, None, self.bootstrap_servers)
         props.update({"enable.idempotence": True, "acks": "all",
                       "delivery.timeout.ms": int(conf["kafka.bolt.delivery.timeout.ms"]),
-                      "error_cb": self._on_client_error})
+                      "error_cb": lambda err: self._on_client_error(err)})
         props.setdefault("linger.ms", 5)
         try:
             self.producer = ck.Producer(props)
@@ -118,19 +113,11 @@ class KafkaBolt(Bolt):
         self.full_wait = conf["kafka.bolt.full.wait.ms"] / 1000.0
         self.in_flight = 0
         self._reports: list[tuple[Any, Any]] = []
-        self._warned_at = float("-inf")
         b = float(conf["kafka.spout.metrics.time.bucket.secs"])
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
         self.m_refused = context.register_metric("kafka_writes_refused_full", CountMetric(), b)
-        self.m_errors = context.register_metric("kafka_client_errors", CountMetric(), b)
-
-    def _on_client_error(self, err: Any) -> None:
-        self.m_errors.incr()
-        now = time.monotonic()
-        if now - self._warned_at >= WARN_EVERY:
-            self._warned_at = now
-            self.log.warning("kafka client error (retried by the client)", error=str(err))
+        self._on_client_error = ClientErrors(context, self.log, b)
 
     def execute(self, tup: Any) -> None:
         if tup.source.stream == TICK_STREAM:

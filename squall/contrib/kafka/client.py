@@ -9,14 +9,19 @@ worker, just before the client is made. Nothing in this module logs a property v
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from squall.config import SECRET_PROPERTY
+from squall.config import SECRET_PROPERTY, validate
+from squall.metrics import CountMetric
 
 MAX_SECRET_BYTES = 64 * 1024
 # Properties squall sets itself on every consumer: offsets are committed only by the spout.
 CONSUMER_FIXED = {"enable.auto.commit": False, "enable.auto.offset.store": False}
+
+
+WARN_EVERY = 30.0  # client error logs at most this often per task
 
 
 class KafkaConfigError(ValueError):
@@ -82,3 +87,30 @@ def describe(props: Mapping[str, Any], secret_names: Mapping[str, Any] | None = 
     """What may be logged of a client's properties: secrets replaced by their names' marker."""
     hidden = set(secret_names or ())
     return {k: ("<secret>" if k in hidden or SECRET_PROPERTY.search(k) else v) for k, v in props.items()}
+
+
+def component_conf(conf: Mapping[str, Any] | None, client: Mapping[str, Any] | None, who: str) -> dict[str, Any]:
+    """A Kafka component's own ``kafka.*`` settings (its ``client_config`` as
+    ``kafka.client.config``), validated like any configuration."""
+    own = {"kafka.client.config": dict(client)} if client else {}
+    out = validate({**(conf or {}), **own})
+    if any(not k.startswith("kafka.") for k in out):
+        raise ValueError(f"{who} conf takes kafka.* keys only")
+    return out
+
+
+class ClientErrors:
+    """Errors the client reports (it retries them itself: a broker away, a lost
+    connection): counted in a metric, logged at most every WARN_EVERY seconds."""
+
+    def __init__(self, context: Any, log: Any, bucket: float) -> None:
+        self.metric = context.register_metric("kafka_client_errors", CountMetric(), bucket)
+        self.log = log
+        self._warned_at = float("-inf")
+
+    def __call__(self, err: Any) -> None:
+        self.metric.incr()
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY:
+            self._warned_at = now
+            self.log.warning("kafka client error (retried by the client)", error=str(err))

@@ -23,9 +23,15 @@ from typing import Any
 import structlog
 
 from squall.components import OutputFieldsDeclarer, Spout
-from squall.config import validate
 from squall.contrib.kafka import assignment
-from squall.contrib.kafka.client import CONSUMER_FIXED, KafkaConfigError, client_config, confluent
+from squall.contrib.kafka.client import (
+    CONSUMER_FIXED,
+    ClientErrors,
+    KafkaConfigError,
+    client_config,
+    component_conf,
+    confluent,
+)
 from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.retry import RetrySchedule
 from squall.contrib.kafka.settings import SpoutSettings, commit_metadata, committed_by, start_offset
@@ -36,7 +42,6 @@ log = structlog.get_logger("squall.contrib.kafka")
 Key = tuple[str, int]  # (topic, partition)
 HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked at this often
 METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
-WARN_EVERY = 30.0          # broker error logs at most this often per task
 MAX_REASON = 500           # characters of an error kept in a failed-stream tuple
 SYNC_COMMIT_SECS = 3.0     # how long deactivate, close and a revoke wait for their commit
 REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long
@@ -73,10 +78,7 @@ class KafkaSpout(Spout):
         self.translator = checked(translator if translator is not None else RecordTranslator())
         self.failed_stream = failed_stream
         self.bootstrap_servers = bootstrap_servers
-        own = {"kafka.client.config": dict(client_config)} if client_config else {}
-        self.conf = validate({**(conf or {}), **own})
-        if any(not k.startswith("kafka.") for k in self.conf):
-            raise ValueError("KafkaSpout conf takes kafka.* keys only")
+        self.conf = component_conf(conf, client_config, "KafkaSpout")
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare(list(self.translator.fields))
@@ -105,7 +107,7 @@ class KafkaSpout(Spout):
         props.setdefault("queued.max.messages.kbytes", 16384)  # prefetch per task: 16 MB, not 64
         props.update(CONSUMER_FIXED)
         props.update({"group.id": self.group_id, "auto.offset.reset": "earliest",
-                      "error_cb": self._on_client_error, "on_commit": self._on_commit})
+                      "error_cb": lambda err: self._on_client_error(err), "on_commit": self._on_commit})
         try:
             self.consumer = ck.Consumer(props)
         except ck.KafkaException as exc:
@@ -123,14 +125,13 @@ class KafkaSpout(Spout):
         self._next_house = 0.0
         self._next_commit = time.monotonic() + s.commit_period
         self._next_refresh = 0.0
-        self._warned_at = float("-inf")
         b = s.metrics_bucket
         self.m_lag = context.register_metric("kafka_lag", MultiGaugeMetric("partition"), b)
         self.m_committed = context.register_metric("kafka_committed_offset", MultiGaugeMetric("partition"), b)
         self.m_retries = context.register_metric("kafka_retries", MultiCountMetric("partition"), b)
         self.m_decode = context.register_metric("kafka_decode_failures", MultiCountMetric("partition"), b)
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
-        self.m_broker_errors = context.register_metric("kafka_client_errors", CountMetric(), b)
+        self._on_client_error = ClientErrors(context, self.log, b)
         self.m_emitted = context.register_metric("kafka_records_emitted", CountMetric(), b)
         self._refresh(time.monotonic(), METADATA_TIMEOUT)
 
@@ -144,13 +145,6 @@ class KafkaSpout(Spout):
             self.consumer.close()
 
     # -- client callbacks (run inside consume, on this task's thread) ---------------------
-    def _on_client_error(self, err: Any) -> None:
-        self.m_broker_errors.incr()
-        now = time.monotonic()
-        if now - self._warned_at >= WARN_EVERY:
-            self._warned_at = now
-            self.log.warning("kafka client error (retried by the client)", error=str(err))
-
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
         for tp in partitions:
             key = (tp.topic, tp.partition)

@@ -21,28 +21,30 @@ CONFIG = {"topology.max.spout.pending": 300, "topology.message.timeout.secs": 20
           "kafka.spout.metrics.time.bucket.secs": 1, "kafka.spout.partition.refresh.period.ms": 2000}
 
 
-class Tag(BasicBolt):
+class Slow:
+    """A little work per tuple (kpipe.delay.secs), so that kills land mid-stream."""
+
     def prepare(self, conf, context, collector):
         self.collector = collector
         self.delay = float(conf.get("kpipe.delay.secs", 0.0005))
 
-    def execute(self, t):
+    def work(self):
         if self.delay:
             time.sleep(self.delay)
+
+
+class Tag(Slow, BasicBolt):
+    def execute(self, t):
+        self.work()
         self.collector.emit([t["key"], f"{t['partition']}:{t['offset']}:{t['value']}"])
 
     def declare_output_fields(self, d):
         d.declare(["key", "value"])
 
 
-class Count(StatefulBolt):
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.delay = float(conf.get("kpipe.delay.secs", 0.0005))
-
+class Count(Slow, StatefulBolt):
     def execute(self, t):
-        if self.delay:
-            time.sleep(self.delay)
+        self.work()
         key = t["key"]
         self.state.put(key, self.state.get(key, 0) + 1)
         self.collector.ack(t)
