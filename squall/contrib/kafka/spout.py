@@ -36,7 +36,7 @@ from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.retry import RetrySchedule
 from squall.contrib.kafka.settings import SpoutSettings, commit_metadata, committed_by, start_offset
 from squall.contrib.kafka.translator import FAILED_FIELDS, FAILED_STREAM, RecordTranslator, checked
-from squall.metrics import CountMetric, MultiCountMetric, MultiGaugeMetric
+from squall.metrics import MultiCountMetric, MultiGaugeMetric
 
 log = structlog.get_logger("squall.contrib.kafka")
 Key = tuple[str, int]  # (topic, partition)
@@ -91,6 +91,7 @@ class KafkaSpout(Spout):
     # -- open and close ----------------------------------------------------------------------
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
+        self._emit = collector.emit
         self.context = context
         self.settings = s = SpoutSettings.from_conf(conf)
         self.topology_id = context.topology_id
@@ -100,6 +101,7 @@ class KafkaSpout(Spout):
                             task=context.this_task_id)
         self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
         self._translate = self.translator.translate
+        self._raw = type(self.translator) is RecordTranslator
         self._metadata = commit_metadata(self.topology_id)
         ck = confluent()
         self._TP = ck.TopicPartition
@@ -132,7 +134,6 @@ class KafkaSpout(Spout):
         self.m_decode = context.register_metric("kafka_decode_failures", MultiCountMetric("partition"), b)
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
         self._on_client_error = ClientErrors(context, self.log, b)
-        self.m_emitted = context.register_metric("kafka_records_emitted", CountMetric(), b)
         self._refresh(time.monotonic(), METADATA_TIMEOUT)
 
     def deactivate(self) -> None:
@@ -235,36 +236,62 @@ class KafkaSpout(Spout):
                     return
                 buf = self.buf
             msg = buf.popleft()
-            if msg.error() is not None:
-                self._on_client_error(msg.error())
+            err = msg.error()
+            if err is not None:
+                self._on_client_error(err)
                 continue
-            topic, part, off = msg.topic(), msg.partition(), msg.offset()
+            off, topic, part = msg.offset(), msg.topic(), msg.partition()
             key = (topic, part)
             mgr = self.managers.get(key, False)
             if mgr is None:  # the first record of a partition started at a logical offset
                 mgr = self.managers[key] = OffsetManager(off)
             elif mgr is False:
                 continue  # revoked meanwhile
-            if off <= mgr._last_emitted and not self._again(key, mgr, off):
-                continue  # done, in flight or not due yet: a re-read after a seek
-            dead = self.dead.get(key)
-            if dead is not None and off in dead:
-                self._emit_failed(msg, key, mgr, "given up after retries")
-                return
-            try:
-                values = self._translate(msg)
-            except Exception as exc:  # noqa: BLE001 - the record is undecodable: reported, not retried
-                self._undecodable(msg, key, mgr, exc)
-                if self._has_failed_stream:
+            if off <= mgr._last_emitted:  # a re-read after a seek: a retry, or nothing to do
+                if self._emit_again(msg, key, mgr, off):
                     return
                 continue
-            if values is None:
-                mgr.done(off)
-                continue
-            mgr.emitted(off)
-            self.collector.emit(values, msg_id=(topic, part, off))
-            self.m_emitted._total += 1
+            if self._raw:  # RecordTranslator.translate, inlined: it cannot fail
+                kind, ms = msg.timestamp()
+                values = [topic, part, off, msg.key(), msg.value(), ms / 1000.0 if kind else None]
+            else:
+                try:
+                    values = self._translate(msg)
+                except Exception as exc:  # noqa: BLE001 - the record is undecodable: reported, not retried
+                    self._undecodable(msg, key, mgr, exc)
+                    if self._has_failed_stream:
+                        return
+                    continue
+                if values is None:
+                    mgr.done(off)
+                    continue
+            # OffsetManager.emitted, inlined: a record never emitted before (the hot path)
+            mgr._order.append(off)
+            mgr._last_emitted = off
+            mgr._pending.add(off)
+            self._emit(values, msg_id=(topic, part, off))
             return
+
+    def _emit_again(self, msg: Any, key: Key, mgr: OffsetManager, off: int) -> bool:
+        """A record at or below the last emitted offset: emitted again when its retry (or
+        its failed-stream tuple) is due; True if it was."""
+        if not self._again(key, mgr, off):
+            return False  # done, in flight or not due yet
+        dead = self.dead.get(key)
+        if dead is not None and off in dead:
+            self._emit_failed(msg, key, mgr, "given up after retries")
+            return True
+        try:
+            values = self._translate(msg)
+        except Exception as exc:  # noqa: BLE001 - decoded before, not now: reported as any undecodable
+            self._undecodable(msg, key, mgr, exc)
+            return self._has_failed_stream
+        if values is None:
+            mgr.done(off)
+            return False
+        mgr.emitted(off)
+        self._emit(values, msg_id=(key[0], key[1], off))
+        return True
 
     def _again(self, key: Key, mgr: OffsetManager, off: int) -> bool:
         """Whether a record at or below the last emitted offset goes out again: a retry
@@ -342,16 +369,21 @@ class KafkaSpout(Spout):
 
     # -- acks, fails, reports ------------------------------------------------------------------
     def ack(self, msg_id: Any) -> None:
-        topic, part, off = msg_id
-        key = (topic, part)
+        key = (msg_id[0], msg_id[1])
         mgr = self.managers.get(key)
-        if mgr is not None and mgr.acked(off):
-            if self.retry.failures:
+        if mgr is None:
+            return
+        off = msg_id[2]
+        pending = mgr._pending
+        if off in pending:  # OffsetManager.acked, inlined (the hot path)
+            pending.discard(off)
+            mgr._acked.add(off)
+            if self.retry.failures or self.dead:
                 self.retry.forget(key, off)
-            dead = self.dead.get(key)
-            if dead is not None and off in dead:
-                dead.discard(off)
-                self.dead_retry.forget(key, off)
+                dead = self.dead.get(key)
+                if dead is not None and off in dead:
+                    dead.discard(off)
+                    self.dead_retry.forget(key, off)
 
     def fail(self, msg_id: Any) -> None:
         topic, part, off = msg_id
