@@ -49,7 +49,7 @@ def _measure_local(topology, conf: dict, component: str, duration: float, warmup
         stats = cluster.stats("bench")
         cluster.kill("bench")
     out: dict[str, Any] = {"tuples_per_sec": n / elapsed, "tuples": n, "seconds": elapsed,
-                           "process_cpu": round(cpu, 2)}
+                           "process_cpu": round(cpu, 3)}
     lat = [s["complete_latency_ms"] for s in stats if "complete_latency_ms" in s]
     if lat:
         out["complete_latency_ms"] = {"p50": round(lat[0]["p50"], 2), "p99": round(lat[0]["p99"], 2)}
@@ -141,9 +141,10 @@ def _register_optional() -> None:
     try:
         import api_bench
         import cluster_bench
+        import latency
     except ImportError:
         return
-    for module in (cluster_bench, api_bench):
+    for module in (cluster_bench, latency, api_bench):
         for name, (doc, fn) in module.SCENARIOS.items():
             SCENARIOS[name] = (doc, fn)
 

@@ -17,11 +17,18 @@ from typing import Any
 
 import click
 
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall import config as _config
+from squall.checks import check_runnable
+from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
 from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.daemons.credentials import DAEMON_SECRET_KEYS
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.code_store import build_bundle
+from squall.loader import TopologyFileError, load_topology
+from squall.topology import TopologyError
 
 
 class LazyCommand(click.Command):
@@ -86,13 +93,6 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @OVERRIDES
 def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
     """Submit the topology defined in FILE to nimbus."""
-    from squall import config as _config
-    from squall.checks import check_runnable
-    from squall.daemons.credentials import DAEMON_SECRET_KEYS
-    from squall.daemons.nimbus.code_store import build_bundle
-    from squall.loader import TopologyFileError, load_topology
-    from squall.topology import TopologyError
-
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     try:
@@ -261,8 +261,6 @@ def _watch(draw: Any, interval: float) -> None:
 @LOG_FORMAT
 def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
     """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
-    from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
-
     try:
         code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
     except DevClusterError as exc:

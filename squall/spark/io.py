@@ -4,12 +4,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from squall.contrib.kafka.spark import SCHEME as KAFKA_SCHEME
 from squall.contrib.kafka.spark import KafkaInput
+from squall.spark.engine import failure
 from squall.spark.inputs import FileInput, list_files
 from squall.spark.plan import BackfillError
+from squall.spark.sinks import json_frame
 
 INPUT_FORMATS = ("jsonl", "text", "parquet", "csv")
 OUTPUT_FORMATS = ("parquet", "jsonl")
@@ -25,7 +28,10 @@ def read_input(spark: Any, key: str, path: str, fmt: str) -> Any:
     ``parquet`` (read by the Python workers with the live spouts' rules), a DataFrame
     for ``csv`` (Spark's CSV reader, with a header line; every column a string)."""
     if path.startswith(KAFKA_SCHEME):
-        return KafkaInput.parse(path)  # whatever --input-format says: records, not files
+        try:
+            return KafkaInput.parse(path)  # whatever --input-format says: records, not files
+        except ValueError as exc:
+            raise BackfillError(f"input {key!r}: {exc}") from None
     if fmt not in INPUT_FORMATS:
         raise BackfillError(f"input format {fmt!r} is not one of {', '.join(INPUT_FORMATS)}")
     if fmt != "csv":
@@ -56,11 +62,6 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
     types checked) before any is written; up to ``parallel`` sinks are written at once
     (each is a Spark job mostly spent waiting, and Spark runs jobs from several threads).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from squall.spark.engine import failure
-    from squall.spark.sinks import json_frame
-
     if fmt not in OUTPUT_FORMATS:
         raise BackfillError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
     mode = "overwrite" if overwrite else "errorifexists"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,9 +12,10 @@ from squall.cli import main as squall_main
 from squall.loader import load_topology
 from squall.local import LocalCluster
 from support.kafka import Tansu, committed, create_topic, produce, read_all
+from support.paths import SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
-TOPOLOGY = Path(__file__).resolve().parent / "kafka_topology.py"
+TOPOLOGY = SPARK_TOPOLOGIES / "kafka_sums.py"
 KEYS, N, PARTITIONS = 7, 3000, 3
 
 

@@ -22,11 +22,15 @@ from urllib.parse import parse_qsl
 from squall.contrib.kafka.client import KafkaConfigError, client_config, confluent
 from squall.contrib.kafka.settings import OFFSET_BEGINNING
 from squall.contrib.kafka.translator import RecordTranslator, checked
-from squall.spark.plan import BackfillError
 
 SCHEME = "kafka:"
 OPTIONS = ("topics", "group", "from", "to", "bootstrap")
 TIMEOUT = 30.0  # driver requests (metadata, watermarks, committed offsets)
+
+
+class BackfillError(ValueError):
+    """A Kafka input that cannot be read; spark-run reports it as its own BackfillError
+    (squall.spark sits above contrib: this module does not import it)."""
 Range = tuple[str, int, int, int]  # topic, partition, start (maybe logical), end (exclusive)
 
 

@@ -20,17 +20,17 @@ import signal
 import ssl
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from squall.testing.cluster import ProcessCluster
 from squall.testing.state import committed_component, wait_committed
 from support.kafka import committed, create_topic, produce, read_all
+from support.paths import CLUSTER_TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
 
-TOPOLOGY = Path(__file__).parent / "topologies" / "kafka_pipeline.py"
+TOPOLOGY = CLUSTER_TOPOLOGIES / "kafka_pipeline.py"
 LONG = os.environ.get("SQUALL_KAFKA_CHAOS_LONG") == "1"
 PARTITIONS, KEYS = 4, 23
 BAD = 5            # undecodable records (not UTF-8)

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from squall.cli import main
 from squall.cli.security import KAFKA_ENV_FILE, KAFKA_PASSWORD_FILE, read_env_file
+from support.paths import COMPOSE_FILE
 
-COMPOSE_FILE = Path(__file__).resolve().parents[4] / "docker-compose.yml"
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")

@@ -12,6 +12,7 @@ import pytest
 from squall import BasicBolt, Bolt, LocalCluster, TopologyBuilder
 from squall.contrib.kafka import KafkaBolt, KafkaSpout, StringTranslator
 from support.kafka import committed, create_topic, kcat, produce, read_all
+from support.paths import REPO
 
 pytestmark = pytest.mark.cluster
 
@@ -56,7 +57,7 @@ def test_kcat_writes_the_example_counts_and_kcat_reads_them(kafka_broker, monkey
     monkeypatch.setenv("KAFKA_WORDCOUNT_OUT", t_out)
     from squall.loader import load_topology
 
-    topology, conf, _ = load_topology("examples/kafka_wordcount.py")
+    topology, conf, _ = load_topology(str(REPO / "examples" / "kafka_wordcount.py"))
     want = collections.Counter(w for line in lines for w in line.split())
     with LocalCluster({"squall.log.level": "WARNING"}) as lc:
         lc.submit("wc", {**conf, "kafka.bootstrap.servers": bs, "kafka.spout.offset.commit.period.ms": 200},
