@@ -29,6 +29,7 @@ COUNTER, GAUGE = "counter", "gauge"
 NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
 MAX_METRICS = 64        # metrics one task may register
 MAX_KEYS = 1000         # keys one multi metric shows; more are dropped and counted
+MAX_KEY_CHARS = 200     # longest key shown (Prometheus exporters refuse longer label values)
 MAX_DATAPOINTS = 10000  # data points kept for consumers between drains
 RESERVED_LABELS = frozenset({"topology", "component", "task", "executor", "port", "stream"})
 
@@ -214,6 +215,9 @@ class MetricRegistry:
             if not _is_number(v):
                 continue
             key = str(key)
+            if not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
+                self.dropped_keys += 1  # not a usable label value: left out, not the whole snapshot
+                continue
             if key not in fresh and len(fresh) >= MAX_KEYS:
                 self.dropped_keys += 1
                 continue

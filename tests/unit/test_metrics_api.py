@@ -71,6 +71,8 @@ def test_hostile_values_and_too_many_keys_are_bounded():
     for i in range(1500):
         m.set(f"k{i}", i)
     m.set("nan", float("nan"))
+    m.set("x" * 201, 1)       # too long for a label value
+    m.set("line\nbreak", 1)  # not printable
 
     class Raises(CountMetric):
         def get_value_and_reset(self):
@@ -79,7 +81,7 @@ def test_hostile_values_and_too_many_keys_are_bounded():
     reg.register("raises", Raises(), 1)
     clock.t = 2
     snap = reg.snapshot()
-    assert len(snap["keys"]["value"]) == 1000 and reg.dropped_keys == 500 and "raises" not in snap
+    assert len(snap["keys"]["value"]) == 1000 and reg.dropped_keys == 502 and "raises" not in snap
 
 
 class Numbers(Spout):

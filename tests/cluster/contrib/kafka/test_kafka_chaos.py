@@ -34,6 +34,7 @@ TOPOLOGY = CLUSTER_TOPOLOGIES / "kafka_pipeline.py"
 LONG = os.environ.get("SQUALL_KAFKA_CHAOS_LONG") == "1"
 PARTITIONS, KEYS = 4, 23
 BAD = 5            # undecodable records (not UTF-8)
+LATE_BAD = 2       # more of them, sent at the end
 HUGE = 900_000     # bytes of the one huge record (Kafka's default limit is 1 MB)
 SECRET_ENV, SECRET = "KPIPE_TEST_SECRET", "s3cret-value-that-must-never-show"
 
@@ -153,11 +154,15 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
         total = len(want) + BAD
         cluster.wait_for(lambda: progress() >= total, 300, f"all {total} offsets committed", interval=1.0)
         check_commits()
+        # Counters start over in a relaunched worker: the metric check uses undecodable
+        # records sent now, after the last kill, which the running workers must count.
+        produce(bs, t_in, [(b"bad", b"\xff\xfe late " + str(j).encode()) for j in range(LATE_BAD)])
+        cluster.wait_for(lambda: progress() >= total + LATE_BAD, 120, "the late records committed", interval=0.5)
         seen = out_coords()
-        dead = read_all(bs, t_dead, idle=1.0)
+        dead = read_all(bs, t_dead, BAD + LATE_BAD, idle=1.0)
         token = cluster.credentials.add_user("prom", "viewer")
         metrics = cluster.wait_for(lambda: (lambda t: t if sample_value(
-            t, "squall_metric_kafka_decode_failures_total") >= BAD else None)(scrape(cluster, token)),
+            t, "squall_metric_kafka_decode_failures_total") >= LATE_BAD else None)(scrape(cluster, token)),
             60, "decode failures in the supervisors' /metrics")
         status = cluster.cli("status", "kpipe")
         worker_alive = set(cluster.worker_pids().values()) == before
@@ -178,13 +183,14 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
     dups = sum(c - 1 for k, c in seen.items() if k in want)
     dead_coords = {(m.key(), m.value()) for m in dead}
     line = (f"kafka-chaos: records={len(want) + BAD} kills={done_kills} lost={len(lost)} duplicates={dups} "
-            f"undecodable={BAD} dead_letters={len(dead)} commit_samples={samples} violations={len(violations)} "
+            f"undecodable={BAD + LATE_BAD} dead_letters={len(dead)} commit_samples={samples} violations={len(violations)} "
             f"broker_away_secs=30 seconds={time.monotonic() - started:.0f}")
     with capsys.disabled():
         print("\n" + line)
     assert not lost, (line, lost[:10])
     assert not violations, violations[:10]
-    assert len({v for _, v in dead_coords}) == BAD and all(v.startswith(b"\xff\xfe") for _, v in dead_coords)
+    assert len({v for _, v in dead_coords}) == BAD + LATE_BAD
+    assert all(v.startswith(b"\xff\xfe") for _, v in dead_coords)
     assert worker_alive, "a worker ended during the broker outage"
     assert sample_value(metrics, "squall_metric_kafka_committed_offset", component="kafka") > 0
     assert 'squall_metric_kafka_lag{' in metrics
