@@ -44,6 +44,7 @@ HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked a
 METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
 MAX_REASON = 500           # characters of an error kept in a failed-stream tuple
 SYNC_COMMIT_SECS = 3.0     # how long deactivate, close and a revoke wait for their commit
+RESEEK_SECS = 5.0          # a due retry not read back by then is sought again
 REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long
 
 
@@ -120,6 +121,7 @@ class KafkaSpout(Spout):
         self.starts: dict[Key, int] = {}       # where each assigned partition was started (logical or real)
         self.dead: dict[Key, set[int]] = {}    # offsets reported: the failed stream carries them
         self.paused: set[Key] = set()
+        self.sought: dict[Key, tuple[int, float]] = {}  # the last retry seek per partition
         self.tps: dict[Key, Any] = {}
         self.buf: deque[Any] = deque()
         self.committing: dict[Key, int] = {}   # commits sent and not yet confirmed
@@ -209,6 +211,7 @@ class KafkaSpout(Spout):
         self.starts.pop(key, None)
         self.dead.pop(key, None)
         self.paused.discard(key)
+        self.sought.pop(key, None)
         self.retry.forget_partition(key)
         self.dead_retry.forget_partition(key)
         self._drop_buffered(key)
@@ -224,8 +227,11 @@ class KafkaSpout(Spout):
         return tp
 
     def _drop_buffered(self, key: Key) -> None:
-        if self.buf:
-            self.buf = deque(m for m in self.buf if (m.topic(), m.partition()) != key)
+        buf = self.buf  # in place: the emit loop holds this deque
+        if buf:
+            kept = [m for m in buf if (m.topic(), m.partition()) != key]
+            buf.clear()
+            buf.extend(kept)
 
     # -- the emit loop -----------------------------------------------------------------------
     def next_tuple(self) -> None:
@@ -302,6 +308,8 @@ class KafkaSpout(Spout):
             if sched.is_scheduled(key, off):
                 if sched.is_ready(key, off, time.monotonic()):
                     sched.retried(key, off)
+                    if self.sought.get(key, (None,))[0] == off:
+                        del self.sought[key]  # the seek was read back: the next retry may seek
                     return True
                 return False
         return False
@@ -334,6 +342,12 @@ class KafkaSpout(Spout):
         for key, off in self.dead_retry.ready(now).items():
             due[key] = min(off, due.get(key, off))
         for key, off in due.items():
+            # One seek per retry: a re-read slower than a housekeeping turn is not cut short
+            # (a fetch purged by every new seek would never arrive); again after RESEEK_SECS.
+            prev = self.sought.get(key)
+            if prev is not None and prev[0] <= off and now - prev[1] < RESEEK_SECS:
+                continue
+            self.sought[key] = (off, now)
             self._seek(key, off)
         self._pause_over_bound()
 
