@@ -11,6 +11,9 @@ partition is sought back to it); after ``kafka.spout.retry.max.count`` failures 
 *reported*, like a record the translator cannot decode: counted, logged, reported as an
 error and, when the spout has a ``failed`` stream, emitted there; its offset is committed
 once that tuple is done (at once without the stream).
+
+This module has the assignment, the emit loop and housekeeping; ``failures`` the acks,
+fails and reports, ``commits`` the group commits and lag (mixed into KafkaSpout).
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import structlog
 
 from squall.components import OutputFieldsDeclarer, Spout
 from squall.contrib.kafka import assignment
+from squall.contrib.kafka.commits import GroupCommits
+from squall.contrib.kafka.failures import Key, RecordFailures, label
 from squall.contrib.kafka.client import (
     CONSUMER_FIXED,
     ClientErrors,
@@ -39,20 +44,13 @@ from squall.contrib.kafka.translator import FAILED_FIELDS, FAILED_STREAM, Record
 from squall.metrics import MultiCountMetric, MultiGaugeMetric
 
 log = structlog.get_logger("squall.contrib.kafka")
-Key = tuple[str, int]  # (topic, partition)
 HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked at this often
 METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
-MAX_REASON = 500           # characters of an error kept in a failed-stream tuple
-SYNC_COMMIT_SECS = 3.0     # how long deactivate, close and a revoke wait for their commit
 RESEEK_SECS = 5.0          # a due retry not read back by then is sought again
 REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long
 
 
-def label(key: Key) -> str:
-    return f"{key[0]}-{key[1]}"
-
-
-class KafkaSpout(Spout):
+class KafkaSpout(RecordFailures, GroupCommits, Spout):
     """Reads ``topics`` (or the topics matching ``pattern``) in consumer group ``group_id``.
 
     translator: a ``RecordTranslator`` (default: raw records); its ``fields`` are the
@@ -146,21 +144,6 @@ class KafkaSpout(Spout):
             self._commit(sync=True)
         finally:
             self.consumer.close()
-
-    # -- client callbacks (run inside consume, on this task's thread) ---------------------
-    def _on_commit(self, err: Any, partitions: list[Any]) -> None:
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            if self.committing.get(key) == tp.offset:
-                del self.committing[key]
-            if err is not None or tp.error is not None:
-                continue  # committed again at the next period
-            mgr = self.managers.get(key)
-            if mgr is not None and tp.offset > mgr.committed:  # confirmations may overtake each other
-                mgr.commit(tp.offset)
-                self.m_committed.set(label(key), tp.offset)
-        if err is not None:
-            self._on_client_error(err)
 
     # -- assignment ------------------------------------------------------------------------
     def _refresh(self, now: float, timeout: float = REFRESH_TIMEOUT) -> None:
@@ -278,42 +261,6 @@ class KafkaSpout(Spout):
             self._emit(values, msg_id=(topic, part, off))
             return
 
-    def _emit_again(self, msg: Any, key: Key, mgr: OffsetManager, off: int) -> bool:
-        """A record at or below the last emitted offset: emitted again when its retry (or
-        its failed-stream tuple) is due; True if it was."""
-        if not self._again(key, mgr, off):
-            return False  # done, in flight or not due yet
-        dead = self.dead.get(key)
-        if dead is not None and off in dead:
-            self._emit_failed(msg, key, mgr, "given up after retries")
-            return True
-        try:
-            values = self._translate(msg)
-        except Exception as exc:  # noqa: BLE001 - decoded before, not now: reported as any undecodable
-            self._undecodable(msg, key, mgr, exc)
-            return self._has_failed_stream
-        if values is None:
-            mgr.done(off)
-            return False
-        mgr.emitted(off)
-        self._emit(values, msg_id=(key[0], key[1], off))
-        return True
-
-    def _again(self, key: Key, mgr: OffsetManager, off: int) -> bool:
-        """Whether a record at or below the last emitted offset goes out again: a retry
-        that is due (or a reported record whose failed-stream tuple is due)."""
-        if mgr.is_done_or_pending(off):
-            return False
-        for sched in (self.retry, self.dead_retry):
-            if sched.is_scheduled(key, off):
-                if sched.is_ready(key, off, time.monotonic()):
-                    sched.retried(key, off)
-                    if self.sought.get(key, (None,))[0] == off:
-                        del self.sought[key]  # the seek was read back: the next retry may seek
-                    return True
-                return False
-        return False
-
     def _fill(self) -> bool:
         now = time.monotonic()
         if now >= self._next_house:
@@ -381,112 +328,3 @@ class KafkaSpout(Spout):
         except Exception as exc:  # noqa: BLE001 - tried again at the next housekeeping
             self._on_client_error(exc)
 
-    # -- acks, fails, reports ------------------------------------------------------------------
-    def ack(self, msg_id: Any) -> None:
-        key = (msg_id[0], msg_id[1])
-        mgr = self.managers.get(key)
-        if mgr is None:
-            return
-        off = msg_id[2]
-        pending = mgr._pending
-        if off in pending:  # OffsetManager.acked, inlined (the hot path)
-            pending.discard(off)
-            mgr._acked.add(off)
-            if self.retry.failures or self.dead:
-                self.retry.forget(key, off)
-                dead = self.dead.get(key)
-                if dead is not None and off in dead:
-                    dead.discard(off)
-                    self.dead_retry.forget(key, off)
-
-    def fail(self, msg_id: Any) -> None:
-        topic, part, off = msg_id
-        key = (topic, part)
-        mgr = self.managers.get(key)
-        if mgr is None or not mgr.failed(off):
-            return
-        now = time.monotonic()
-        dead = self.dead.get(key)
-        if dead is not None and off in dead:
-            self.dead_retry.failed(key, off, now)  # the failed-stream tuple: sent again, no limit
-            return
-        self.m_retries.incr(label(key))
-        if not self.retry.failed(key, off, now):
-            self._give_up(key, mgr, off)
-
-    def _give_up(self, key: Key, mgr: OffsetManager, off: int) -> None:
-        self.m_given_up.incr(label(key))
-        text = f"kafka record {label(key)}@{off} failed {self.settings.retry_max_count} retries: given up"
-        self.log.error("kafka record given up", partition=label(key), offset=off,
-                       retries=self.settings.retry_max_count)
-        self.collector.report_error(text)
-        if self._has_failed_stream:
-            self.dead.setdefault(key, set()).add(off)
-            self.dead_retry.schedule(key, off, time.monotonic())  # read it again, for the failed stream
-        else:
-            mgr.done(off)
-
-    def _undecodable(self, msg: Any, key: Key, mgr: OffsetManager, exc: Exception) -> None:
-        off = msg.offset()
-        self.m_decode.incr(label(key))
-        reason = f"{type(exc).__name__}: {exc}"[:MAX_REASON]
-        self.log.warning("kafka record undecodable", partition=label(key), offset=off, error=reason)
-        self.collector.report_error(f"kafka record {label(key)}@{off} undecodable: {reason}")
-        if self._has_failed_stream:
-            self.dead.setdefault(key, set()).add(off)
-            self._emit_failed(msg, key, mgr, reason)
-        else:
-            mgr.done(off)
-
-    def _emit_failed(self, msg: Any, key: Key, mgr: OffsetManager, reason: str) -> None:
-        off = msg.offset()
-        mgr.emitted(off)
-        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason], stream=FAILED_STREAM,
-                            msg_id=(key[0], key[1], off))
-
-    # -- commits and lag -------------------------------------------------------------------------
-    def _commit(self, sync: bool = False, keys: list[Key] | None = None) -> None:
-        """Commit each partition's contiguous acked offsets that moved (async: confirmed in
-        ``_on_commit``; sync on deactivate, close and revoke, with a deadline)."""
-        offsets = []
-        for key in (self.managers if keys is None else keys):
-            mgr = self.managers.get(key)
-            if mgr is None:
-                continue
-            nxt = mgr.next_commit()
-            if nxt > mgr.committed and self.committing.get(key) != nxt:
-                offsets.append(self._TP(key[0], key[1], nxt, metadata=self._metadata))
-                self.committing[key] = nxt
-        self._send_commit(offsets, sync)
-
-    def _send_commit(self, offsets: list[Any], sync: bool) -> None:
-        """Commit asynchronously; ``sync`` then waits for the confirmations, at most
-        SYNC_COMMIT_SECS (a broker that is away must not hold the spout's thread)."""
-        if not offsets:
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=True)
-        except Exception as exc:  # noqa: BLE001 - not committed: the next period tries again
-            for tp in offsets:
-                self.committing.pop((tp.topic, tp.partition), None)
-            self._on_client_error(exc)
-            return
-        if not sync:
-            return
-        keys = {(tp.topic, tp.partition) for tp in offsets}
-        deadline = time.monotonic() + SYNC_COMMIT_SECS
-        while keys & self.committing.keys() and time.monotonic() < deadline:
-            try:  # serves the commit callbacks; records read meanwhile are kept for next_tuple
-                self.buf.extend(self.consumer.consume(self.settings.poll_records, 0.05))
-            except Exception as exc:  # noqa: BLE001
-                self._on_client_error(exc)
-                return
-
-    def _update_lag(self) -> None:
-        for key, mgr in self.managers.items():
-            try:
-                low, high = self.consumer.get_watermark_offsets(self._tp(key), cached=True)
-            except Exception:  # noqa: BLE001 - unknown yet
-                continue
-            if high is not None and high >= 0 and mgr is not None:
-                self.m_lag.set(label(key), max(0, high - mgr.committed))
