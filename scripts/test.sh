@@ -3,7 +3,7 @@
 #   scripts/test.sh [pytest args]                          every tier (what CI runs)
 #   scripts/test.sh unit|cluster|spark|ui [pytest args]    one tier (tests/<tier>), installing only what it needs
 # Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
-# Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium and Prometheus come from apt
+# Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium, Prometheus and kcat come from apt
 # (Java is already on the machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +17,10 @@ esac
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
   unit)    extras="test";       debs="" ;;
-  cluster) extras="test";       debs="zookeeper redis-server" ;;
-  spark)   extras="test,spark"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
+  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat" ;;
+  spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
-  *)       extras="test,spark"; debs="zookeeper chromium prometheus redis-server" ;;
+  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat" ;;
 esac
 ensure_venv "$extras"
 
