@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ class ConfigError(ValueError):
 
 
 # The namespaces squall owns; a key under one of them must be declared below.
-OWN_PREFIXES = ("zookeeper.", "squall.", "nimbus.", "supervisor.", "worker.", "task.", "zmq.", "topology.")
+OWN_PREFIXES = ("zookeeper.", "squall.", "nimbus.", "supervisor.", "worker.", "task.", "zmq.", "topology.", "kafka.")
 
 _INT, _FLOAT, _STR, _BOOL = "int", "float", "str", "bool"
 
@@ -122,6 +123,24 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.multilang.max.message.bytes": (_INT, False),
     "topology.multilang.log.lines.per.sec": (_INT, False),
     "topology.streamparse.mode": ("enum:in-process,multilang", False),
+    "kafka.bootstrap.servers": (_STR, True),
+    "kafka.client.config": ("dict", False),
+    "kafka.secrets": ("dict", False),
+    "kafka.spout.first.poll.offset.strategy": (
+        "enum:EARLIEST,LATEST,UNCOMMITTED_EARLIEST,UNCOMMITTED_LATEST", False),
+    "kafka.spout.offset.commit.period.ms": (_INT, False),
+    "kafka.spout.max.uncommitted.offsets": (_INT, False),
+    "kafka.spout.poll.max.records": (_INT, False),
+    "kafka.spout.partition.refresh.period.ms": (_INT, False),
+    "kafka.spout.retry.initial.delay.ms": (_INT, False),
+    "kafka.spout.retry.delay.multiplier": (_FLOAT, False),
+    "kafka.spout.retry.max.delay.ms": (_INT, False),
+    "kafka.spout.retry.max.count": (_INT, True),
+    "kafka.spout.metrics.time.bucket.secs": (_FLOAT, False),
+    "kafka.bolt.max.in.flight": (_INT, False),
+    "kafka.bolt.full.wait.ms": (_INT, False),
+    "kafka.bolt.delivery.timeout.ms": (_INT, False),
+    "kafka.backfill.poll.timeout.secs": (_FLOAT, False),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
@@ -188,7 +207,38 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "topology.multilang.max.inflight": _COUNT,
     "topology.multilang.max.message.bytes": (1024, 2**31, True),
     "topology.multilang.log.lines.per.sec": (0, 10**6, True),
+    "kafka.spout.offset.commit.period.ms": (1, 86_400_000, True),
+    "kafka.spout.max.uncommitted.offsets": _COUNT,
+    "kafka.spout.poll.max.records": (1, 100_000, True),
+    "kafka.spout.partition.refresh.period.ms": (100, 86_400_000, True),
+    "kafka.spout.retry.initial.delay.ms": (0, 86_400_000, True),
+    "kafka.spout.retry.delay.multiplier": (1.0, 100.0, True),
+    "kafka.spout.retry.max.delay.ms": (0, 86_400_000, True),
+    "kafka.spout.retry.max.count": (0, 10**9, True),
+    "kafka.spout.metrics.time.bucket.secs": _SECS,
+    "kafka.bolt.max.in.flight": (1, 10**7, True),
+    "kafka.bolt.full.wait.ms": (0, 60_000, True),
+    "kafka.bolt.delivery.timeout.ms": (1, 86_400_000, True),
+    "kafka.backfill.poll.timeout.secs": _SECS,
 }
+
+# librdkafka properties that hold a secret: refused in kafka.client.config (whose values every
+# reader of the topology's configuration sees), given by reference in kafka.secrets instead.
+SECRET_PROPERTY = re.compile(r"password|secret|\.pem$|^sasl\.oauthbearer\.config$|^sasl\.kerberos\.keytab$")
+
+
+def _check_kafka(key: str, value: dict) -> None:
+    for prop, v in value.items():
+        if not isinstance(prop, str) or not prop:
+            raise ConfigError(f"config key {key!r}: property names must be non-empty strings, got {prop!r}")
+        if key == "kafka.client.config":
+            if SECRET_PROPERTY.search(prop):
+                raise ConfigError(f"config key {key!r}: {prop!r} holds a secret; give it in kafka.secrets "
+                                  "as env:NAME or file:/path (a topology's configuration is shown to its readers)")
+            if not isinstance(v, (str, int, float, bool)):
+                raise ConfigError(f"config key {key!r}: property {prop!r} must be a string, number or bool")
+        elif not isinstance(v, str) or not (v.startswith("env:") and len(v) > 4 or v.startswith("file:/")):
+            raise ConfigError(f"config key {key!r}: {prop!r} must be a reference, env:NAME or file:/absolute/path")
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -230,6 +280,8 @@ def validate_key(key: str, value: Any) -> None:
         raise ConfigError(f"config key {key!r} may not be null")
     if not _type_ok(kind, value):
         raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
+    if key in ("kafka.client.config", "kafka.secrets"):
+        _check_kafka(key, value)
     bounds = RANGES.get(key)
     for number in value if isinstance(value, list) else [value]:
         if isinstance(number, float) and not math.isfinite(number):

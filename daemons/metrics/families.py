@@ -11,6 +11,7 @@ records, never from the file.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,6 +87,10 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 MAX_LABEL = 200  # longest label value taken from a snapshot
+# Metrics components register themselves (squall.metrics): squall_metric_<name>, labelled by
+# task and by the metric's own key label. Their names are checked like the registry does.
+USER_PREFIX = "squall_metric_"
+USER_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
 
 
 class Series:
@@ -93,20 +98,40 @@ class Series:
 
     def __init__(self) -> None:
         self.samples: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
+        self.specs: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # registered metrics' families
+        self.conflicts = 0  # registered metrics' samples left out: a name with another kind or label
 
     def add(self, name: str, labels: Sequence[str], value: Any) -> None:
         if len(labels) != len(SPECS[name][2]):
             raise ValueError(f"{name} takes labels {SPECS[name][2]}, got {tuple(labels)}")
         self.samples.setdefault(name, []).append((tuple(labels), value))
 
+    def add_registered(self, name: str, kind: str, label_names: tuple[str, ...], labels: Sequence[str],
+                       value: float) -> None:
+        """A sample of a metric a component registered; the first kind and labels seen for a
+        name win (Prometheus allows one type per family), later mismatches are counted."""
+        spec = (kind, f"Metric {name[len(USER_PREFIX):]!r} registered by components.", label_names)
+        have = self.specs.setdefault(name, spec)
+        if have[0] != kind or have[2] != label_names:
+            self.conflicts += 1
+            return
+        self.samples.setdefault(name, []).append((tuple(labels), value))
+
     def extend(self, other: Series) -> None:
         for name, rows in other.samples.items():
+            spec = other.specs.get(name)
+            if spec is not None:
+                have = self.specs.setdefault(name, spec)
+                if have != spec:
+                    self.conflicts += len(rows)
+                    continue
             self.samples.setdefault(name, []).extend(rows)
+        self.conflicts += other.conflicts
 
     def families(self) -> list[Metric]:
         out: list[Metric] = []
         for name, rows in self.samples.items():
-            kind, doc, labels = SPECS[name]
+            kind, doc, labels = self.specs.get(name) or SPECS[name]
             if kind == COUNTER:
                 family: Metric = CounterMetricFamily(name, doc, labels=labels)
                 for lv, value in rows:
@@ -226,3 +251,30 @@ def _add_executor(series: Series, ex: Mapping[str, Any], topology: str) -> None:
     for key in ("execute_latency", "complete_latency"):
         if key in ex:
             series.add(f"squall_executor_{key}_seconds", labels, histogram(ex[key], f"{key} of {component}"))
+    for task, metrics in as_dict(ex.get("metrics", {}), f"metrics of {component}").items():
+        t = (topology, component, label(task, "task"))
+        for name, entry in as_dict(metrics, f"metrics of task {task}").items():
+            _add_registered(series, t, name, as_dict(entry, f"metric {name!r} of task {task}"))
+
+
+def _add_registered(series: Series, task: tuple[str, str, str], name: Any, entry: Mapping[str, Any]) -> None:
+    """One registered metric of one task (see squall.metrics.MetricRegistry.snapshot)."""
+    if not isinstance(name, str) or not USER_NAME.match(name):
+        raise ValueError(f"metric name {name!r} is not usable")
+    kind = entry.get("kind")
+    if kind not in (COUNTER, GAUGE):
+        raise ValueError(f"metric {name!r} has kind {kind!r}")
+    check = count if kind == COUNTER else number
+    full = USER_PREFIX + name
+    key_label = entry.get("label")
+    if key_label is None:
+        series.add_registered(full, kind, TASK, task, check(entry.get("value"), f"metric {name!r}"))
+        return
+    if not isinstance(key_label, str) or not USER_NAME.match(key_label) or key_label in TASK:
+        raise ValueError(f"metric {name!r} has label {key_label!r}")
+    values = as_dict(entry.get("value"), f"metric {name!r} values")
+    if len(values) > 1000:
+        raise ValueError(f"metric {name!r} has {len(values)} keys")
+    for key, value in values.items():
+        series.add_registered(full, kind, (*TASK, key_label), (*task, label(key, f"metric {name!r} key")),
+                              check(value, f"metric {name!r} {key}"))

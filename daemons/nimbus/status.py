@@ -53,6 +53,30 @@ def _dropped(entry: Any) -> dict[str, int]:
     if not isinstance(dropped, dict):
         return {}
     return {str(k): _int(v) for k, v in dropped.items() if _int(v)}
+MAX_METRIC_ROWS = 500  # registered-metric rows one executor shows in a status
+
+
+def _metrics(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Metrics the executor's tasks registered (squall.metrics), flattened to rows of task,
+    name, key (None for a plain metric) and value; only well-formed ones, at most
+    MAX_METRIC_ROWS."""
+    raw = entry.get("metrics")
+    rows: list[dict[str, Any]] = []
+    if not isinstance(raw, dict):
+        return rows
+    for task, metrics in sorted(raw.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(metrics, dict):
+            continue
+        for name, m in sorted(metrics.items(), key=lambda kv: str(kv[0])):
+            value = m.get("value") if isinstance(m, dict) else None
+            values = value if isinstance(value, dict) else {None: value}
+            for key, v in sorted(values.items(), key=lambda kv: str(kv[0])):
+                if _number(v) is not None and len(rows) < MAX_METRIC_ROWS:
+                    rows.append({"task": str(task), "name": str(name), "key": None if key is None else str(key),
+                                 "value": v})
+    return rows
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -159,6 +183,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
             "rates": _rounded(rates.get(ex)),
             "dropped_by_cause": _dropped(entry),
+            "metrics": _metrics(entry),
         }
         row["dropped"] = sum(row["dropped_by_cause"].values())
         comp = by_component.setdefault(component, {

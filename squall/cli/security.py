@@ -12,6 +12,7 @@ file serves both.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import click
@@ -26,6 +27,11 @@ from squall.daemons.state.acls import PASSWORD_ENV
 CLIENT_FILE = "client.yaml"
 DAEMON_ENV_FILE = "supervisor.env"  # the name predates the ZooKeeper password in it
 PROMETHEUS_TOKEN_FILE = "prometheus-token"  # docker-compose.yml hands it to Prometheus
+# The compose Kafka broker's SASL/PLAIN user: its password for topologies (kafka.secrets
+# sasl.password: file:...) and the broker's own settings naming it.
+KAFKA_USER = "squall"
+KAFKA_PASSWORD_FILE = "kafka-password"
+KAFKA_ENV_FILE = "kafka.env"
 PROMETHEUS_UID = 65534  # the prom/prometheus image's user (nobody)
 
 
@@ -101,6 +107,7 @@ def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[
     write_private(target / CLIENT_FILE, yaml.safe_dump(client, sort_keys=True))
     write_private(env_path, f"{TOKEN_ENV}={creds.supervisor_token}\n{PASSWORD_ENV}={zk_password}\n")
     write_private(target / PROMETHEUS_TOKEN_FILE, prometheus + "\n")
+    _kafka_material(target)
     if mount:
         daemon_conf = {k: v.replace(str(target), mount) if isinstance(v, str) else v
                        for k, v in {**creds.nimbus_conf(), **creds.supervisor_conf()}.items()
@@ -121,6 +128,21 @@ def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[
     if kept:
         click.echo(f"kept the daemons' ZooKeeper password from {env_path}")
     click.echo(f"security material in {target}; clients: SQUALL_CONF={target / CLIENT_FILE}")
+
+
+def _kafka_material(target: Path) -> None:
+    """kafka-password (kept when there is one) and kafka.env, the compose broker's SASL/PLAIN
+    settings with that password."""
+    path = target / KAFKA_PASSWORD_FILE
+    try:
+        password = path.read_text(encoding="utf-8").strip() if path.exists() else ""
+    except OSError as exc:
+        raise Failure(f"cannot read {path}: {exc.strerror}") from None
+    password = password or secrets.token_urlsafe(32)
+    write_private(path, password + "\n")
+    jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{KAFKA_USER}" '
+            f'password="{password}" user_{KAFKA_USER}="{password}";')
+    write_private(target / KAFKA_ENV_FILE, f"KAFKA_LISTENER_NAME_CLIENT_PLAIN_SASL_JAAS_CONFIG={jaas}\n")
 
 
 def read_env_file(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -69,7 +69,8 @@ def _reporter(log_format: str | None) -> tuple:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--input", "inputs", multiple=True, metavar="SPOUT[:STREAM]=PATH",
               help="Bounded input replacing a spout (stream); repeatable. PATH may be a file, "
-                   "directory or glob.")
+                   "directory or glob, or kafka:[TOPICS][?from=..&to=..&group=..] for an offset range "
+                   "of the spout's topics (default: earliest to the group's committed offsets).")
 @click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="jsonl", show_default=True,
               help="Format of every input.")
 @click.option("--output", required=True, metavar="PATH",

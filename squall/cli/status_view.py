@@ -75,7 +75,7 @@ def render(st: Mapping[str, Any]) -> str:
              f"(requested {st['requested_workers']}), {plural(st['executors'], 'executor')}, "
              f"uptime {duration(st['uptime'])}"]
     rows: list[Sequence[Any]] = [COLUMNS]
-    errors, drops = [], []
+    errors, drops, metrics = [], [], []
     for comp in st["components"]:
         rows.append([f"{comp['id']} ({comp.get('kind') or '?'})", plural(len(comp['executors']), 'executor'),
                      "", "", *_numbers(comp)])
@@ -83,6 +83,10 @@ def render(st: Mapping[str, Any]) -> str:
             where = f"{ex['host']}:{ex['port']}" if ex["port"] is not None else "unassigned"
             rows.append(["", f"[{ex['executor'][0]}-{ex['executor'][1]}]", where, duration(ex["uptime"]),
                          *_numbers(ex)])
+            for m in ex.get("metrics") or []:
+                key = f"{{{m['key']}}}" if m.get("key") is not None else ""
+                value = count(m["value"]) if isinstance(m["value"], int) else m["value"]
+                metrics.append(f"  {comp['id']} task {m['task']}: {m['name']}{key} = {value}")
             if ex.get("dropped_by_cause"):
                 drops.append(f"  {comp['id']} [{ex['executor'][0]}-{ex['executor'][1]}] on {where}: "
                              + _causes(ex["dropped_by_cause"]))
@@ -100,6 +104,9 @@ def render(st: Mapping[str, Any]) -> str:
     if drops:
         lines.append("input dropped (counted by cause; anchored tuples are replayed):")
         lines.extend(drops)
+    if metrics:
+        lines.append("metrics (registered by components):")
+        lines.extend(metrics)
     if errors:
         lines.append(f"last errors (with tracebacks: squall errors {st['name']}):")
         lines.extend(errors)

@@ -18,6 +18,7 @@ from squall.runtime import drops
 from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.logs import error_text, last_line
+from squall.metrics import MetricRegistry, task_snapshots
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
 from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_PER_BATCH, Histogram
@@ -72,12 +73,13 @@ class Executor:
         self.task_executed = dict.fromkeys(self.task_ids, 0)
         self.errors = 0
         self.busy_secs = 0.0  # time spent in user execute calls (bolts)
+        self.task_metrics = {t: MetricRegistry() for t in self.task_ids}  # context.register_metric
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
         rt = self.runtime
         return TopologyContext(rt.topology_id, rt.system, rt.task_to_component, rt.component_to_tasks,
-                               task, rt.local_tasks, rt.port, self.conf)
+                               task, rt.local_tasks, rt.port, self.conf, self.task_metrics[task])
 
     def routes(self, task: int, streams: list[str] | None = None) -> dict:
         """Routes of the component's streams (or of ``streams`` only) for ``task``."""
@@ -124,7 +126,8 @@ class Executor:
                 emitted[stream] = emitted.get(stream, 0) + r.emitted
         return {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
                 "emitted": emitted, "executed": self.executed, "errors": self.errors,
-                "queue": len(self.queue), "queue_peak": self.queue.peak}
+                "queue": len(self.queue), "queue_peak": self.queue.peak,
+                "metrics": task_snapshots(self.task_metrics)}
 
     def _all_routes(self) -> list[dict]:
         return []
@@ -147,7 +150,7 @@ class Executor:
             "component": self.component, "executor": list(self.executor_id), "kind": self.kind,
             "tasks": tasks, "transferred": self.outbox.transferred, "errors": self.errors,
             "queue": len(self.queue), "queue_capacity": self.queue.capacity,
-            "backpressure": self.task_ids[0] in rt.bp_tasks}
+            "backpressure": self.task_ids[0] in rt.bp_tasks, "metrics": task_snapshots(self.task_metrics)}
         for key in ("execute_latency", "complete_latency"):
             hist = getattr(self, key, None)
             if hist is not None:

@@ -230,6 +230,15 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
             stage_inputs[key] = StageInput(key, stream, prepare_file_input(key, value, fields,
                                                                            _spout_instance(topology, spout)))
             widths[key] = None
+        elif callable(getattr(value, "prepare_source", None)):
+            # An input read by the workers from elsewhere (a Kafka offset range): it cuts
+            # itself into at most ``max_width`` parts.
+            try:
+                source = value.prepare_source(key, fields, _spout_instance(topology, spout), full)
+            except ValueError as exc:  # the input's own error (e.g. a topic that does not exist)
+                raise BackfillError(str(exc)) from None
+            stage_inputs[key] = StageInput(key, stream, source)
+            widths[key] = source.max_width
         else:
             sel, plain = _frame_input(key, value, spout, stream, fields)
             frames[key] = sel

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from squall.contrib.kafka.spark import SCHEME as KAFKA_SCHEME
+from squall.contrib.kafka.spark import KafkaInput
 from squall.spark.engine import failure
 from squall.spark.inputs import FileInput, list_files
 from squall.spark.plan import BackfillError
@@ -21,9 +23,15 @@ def _local(path: str) -> bool:
 
 
 def read_input(spark: Any, key: str, path: str, fmt: str) -> Any:
-    """What to run a spout stream over: a ``FileInput`` for ``jsonl``, ``text`` and
+    """What to run a spout stream over: a ``KafkaInput`` for ``kafka:...`` (an offset range
+    of the spout's topics, see ``squall.contrib.kafka.spark``), a ``FileInput`` for ``jsonl``, ``text`` and
     ``parquet`` (read by the Python workers with the live spouts' rules), a DataFrame
     for ``csv`` (Spark's CSV reader, with a header line; every column a string)."""
+    if path.startswith(KAFKA_SCHEME):
+        try:
+            return KafkaInput.parse(path)  # whatever --input-format says: records, not files
+        except ValueError as exc:
+            raise BackfillError(f"input {key!r}: {exc}") from None
     if fmt not in INPUT_FORMATS:
         raise BackfillError(f"input format {fmt!r} is not one of {', '.join(INPUT_FORMATS)}")
     if fmt != "csv":

@@ -1,0 +1,126 @@
+"""What a KafkaSpout does with acks, failures and records it cannot use (part of KafkaSpout).
+
+A failed record is retried after its back-off (the spout seeks its partition back to it);
+after ``kafka.spout.retry.max.count`` failures it is given up. A given-up or undecodable
+record is reported (counted per partition, logged, reported as an error) and, when the spout
+has a ``failed`` stream, emitted there as a reliable tuple whose ack lets its offset be
+committed (a failed one is sent again with the same back-off, without a limit); without
+the stream its offset counts as done at once.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from squall.contrib.kafka.offsets import OffsetManager
+from squall.contrib.kafka.translator import FAILED_STREAM
+
+Key = tuple[str, int]  # (topic, partition)
+MAX_REASON = 500       # characters of an error kept in a failed-stream tuple
+
+
+def label(key: Key) -> str:
+    """A partition as metrics and logs name it."""
+    return f"{key[0]}-{key[1]}"
+
+
+class RecordFailures:
+    """KafkaSpout's ack, fail and reporting; uses the spout's managers, schedules and metrics."""
+
+    def _emit_again(self, msg: Any, key: Key, mgr: OffsetManager, off: int) -> bool:
+        """A record at or below the last emitted offset: emitted again when its retry (or
+        its failed-stream tuple) is due; True if it was."""
+        if not self._again(key, mgr, off):
+            return False  # done, in flight or not due yet
+        dead = self.dead.get(key)
+        if dead is not None and off in dead:
+            self._emit_failed(msg, key, mgr, "given up after retries")
+            return True
+        try:
+            values = self._translate(msg)
+        except Exception as exc:  # noqa: BLE001 - decoded before, not now: reported as any undecodable
+            self._undecodable(msg, key, mgr, exc)
+            return self._has_failed_stream
+        if values is None:
+            mgr.done(off)
+            return False
+        mgr.emitted(off)
+        self._emit(values, msg_id=(key[0], key[1], off))
+        return True
+
+    def _again(self, key: Key, mgr: OffsetManager, off: int) -> bool:
+        """Whether a record at or below the last emitted offset goes out again: a retry
+        that is due (or a reported record whose failed-stream tuple is due)."""
+        if mgr.is_done_or_pending(off):
+            return False
+        for sched in (self.retry, self.dead_retry):
+            if sched.is_scheduled(key, off):
+                if sched.is_ready(key, off, time.monotonic()):
+                    sched.retried(key, off)
+                    if self.sought.get(key, (None,))[0] == off:
+                        del self.sought[key]  # the seek was read back: the next retry may seek
+                    return True
+                return False
+        return False
+
+    def ack(self, msg_id: Any) -> None:
+        key = (msg_id[0], msg_id[1])
+        mgr = self.managers.get(key)
+        if mgr is None:
+            return
+        off = msg_id[2]
+        pending = mgr._pending
+        if off in pending:  # OffsetManager.acked, inlined (the hot path)
+            pending.discard(off)
+            mgr._acked.add(off)
+            if self.retry.failures or self.dead:
+                self.retry.forget(key, off)
+                dead = self.dead.get(key)
+                if dead is not None and off in dead:
+                    dead.discard(off)
+                    self.dead_retry.forget(key, off)
+
+    def fail(self, msg_id: Any) -> None:
+        topic, part, off = msg_id
+        key = (topic, part)
+        mgr = self.managers.get(key)
+        if mgr is None or not mgr.failed(off):
+            return
+        now = time.monotonic()
+        dead = self.dead.get(key)
+        if dead is not None and off in dead:
+            self.dead_retry.failed(key, off, now)  # the failed-stream tuple: sent again, no limit
+            return
+        self.m_retries.incr(label(key))
+        if not self.retry.failed(key, off, now):
+            self._give_up(key, mgr, off)
+
+    def _give_up(self, key: Key, mgr: OffsetManager, off: int) -> None:
+        self.m_given_up.incr(label(key))
+        text = f"kafka record {label(key)}@{off} failed {self.settings.retry_max_count} retries: given up"
+        self.log.error("kafka record given up", partition=label(key), offset=off,
+                       retries=self.settings.retry_max_count)
+        self.collector.report_error(text)
+        if self._has_failed_stream:
+            self.dead.setdefault(key, set()).add(off)
+            self.dead_retry.schedule(key, off, time.monotonic())  # read it again, for the failed stream
+        else:
+            mgr.done(off)
+
+    def _undecodable(self, msg: Any, key: Key, mgr: OffsetManager, exc: Exception) -> None:
+        off = msg.offset()
+        self.m_decode.incr(label(key))
+        reason = f"{type(exc).__name__}: {exc}"[:MAX_REASON]
+        self.log.warning("kafka record undecodable", partition=label(key), offset=off, error=reason)
+        self.collector.report_error(f"kafka record {label(key)}@{off} undecodable: {reason}")
+        if self._has_failed_stream:
+            self.dead.setdefault(key, set()).add(off)
+            self._emit_failed(msg, key, mgr, reason)
+        else:
+            mgr.done(off)
+
+    def _emit_failed(self, msg: Any, key: Key, mgr: OffsetManager, reason: str) -> None:
+        off = msg.offset()
+        mgr.emitted(off)
+        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason], stream=FAILED_STREAM,
+                            msg_id=(key[0], key[1], off))
