@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.clock import SYSTEM_CLOCK, Clock
 from squall.topology import Topology
 from squall.tuple import Fields
 
@@ -12,7 +13,7 @@ class TopologyContext:
     def __init__(self, topology_id: str, topology: Topology, task_to_component: Mapping[int, str],
                  component_to_tasks: Mapping[str, list[int]], task_id: int,
                  worker_tasks: frozenset[int], worker_port: int | None = None,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.topology_id = topology_id
         self._topology = topology
         self._task_to_component = task_to_component
@@ -21,6 +22,9 @@ class TopologyContext:
         self._worker_tasks = worker_tasks
         self.worker_port = worker_port
         self.conf = dict(conf or {})
+        # The clock the task's time-based decisions read (windows, timeouts): the worker's
+        # (squall.clock), which tests replace with a FakeClock.
+        self.clock = clock
 
     @property
     def this_task_id(self) -> int:
