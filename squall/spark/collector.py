@@ -5,14 +5,15 @@ choosers, so ``emit`` returns the target task ids and fields grouping picks the 
 task). The values then go into one box per target task: the input list of a task that
 runs in the same Spark task (a fused bolt), or a batch bound for another stage. A sink
 stream's values also go into its sink box. There are no ackers in a batch run: anchors
-are accepted and ignored, and ``ack``/``fail`` are counted.
+are accepted and ignored, and ``ack``/``fail`` are counted. It shares only the routes and
+the emit checks with streaming's collectors (``RoutedCollector``), no outbox.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from squall.runtime.collectors import BoltCollector, Outbox, Route
+from squall.runtime.collectors import Route, RoutedCollector
 from squall.tuple import Tuple
 
 
@@ -50,17 +51,25 @@ class BoxRoute(Route):
         return targets
 
 
-def _no_delivery(task: int, tuples: list) -> None:  # pragma: no cover
-    raise AssertionError("a batch collector delivers nothing itself")
+class BatchBoltCollector(RoutedCollector):
+    """Given to ``Bolt.prepare`` in a batch run (the ``OutputCollector`` protocol).
+    ``_failed`` tells the runner whether the tuple being executed was failed."""
 
-
-class BatchBoltCollector(BoltCollector):
-    """Given to ``Bolt.prepare`` in a batch run."""
+    _routes: dict[str, BoxRoute]
 
     def __init__(self, component: str, task: int, routes: dict[str, BoxRoute],
                  report: Callable[[BaseException | str], None]) -> None:
-        outbox = Outbox(_no_delivery, 1 << 62, (), component, task)
-        super().__init__(component, task, routes, outbox, report)
+        super().__init__(component, task, routes, report)
+        self._failed = False
+        self.acked = 0
+        self.failed = 0
+
+    def ack(self, tup: Tuple) -> None:
+        self.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        self.failed += 1
+        self._failed = True
 
     def emit(self, values: Sequence[Any], stream: str = "default",
              anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
