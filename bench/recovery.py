@@ -2,7 +2,7 @@
 """Recovery times on a real cluster: ``python bench/recovery.py [--runs N] [--outage S] [--json]``.
 
 Each run starts its own ZooKeeper, nimbus and two supervisors (three slots each) and the
-chaos topology (``squall/testing/chaos_topology/ids.py``: a durable spout -> relay -> store,
+chaos topology (``tests/support/chaos_topology/ids.py``: a durable spout -> relay -> store,
 acked) over three workers, then measures one fault:
 
 * ``worker-kill``: SIGKILL the worker running the most relay/store tasks; seconds until every
@@ -32,8 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from squall.testing.chaos import ChaosCluster, WorkerInfo, machine_state
 from squall.testing.cluster import FAST
+
+# The chaos harness is a test driver (tests/support/chaos.py), not part of the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.chaos import ChaosCluster, WorkerInfo, machine_state  # noqa: E402
 
 RATE = 2000.0  # ids per second offered by the spout in the kill scenarios
 UNTHROTTLED = 1e6  # the spout is then held by topology.max.spout.pending alone

@@ -3,7 +3,9 @@
 - ``records``: the record types kept in ZooKeeper, their field checks and node encoding;
 - ``watchers``: one-shot watches re-armed after every event (``Watch`` is the handle);
 - ``election``: nimbus leader election (``NimbusElection``);
-- ``cluster_state``: the ``ClusterState`` facade that daemons use.
+- ``session``: the kazoo session with deadlines, retries and the restore thread (``ZkSession``);
+- ``nodes``: paths, ACLs, decoding, ephemeral nodes and watch registration (``ZkNodes``);
+- ``cluster_state``: the ``ClusterState`` facade that daemons use, typed records on top.
 """
 from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
 from squall.daemons.state.election import ElectionSupport, NimbusElection

@@ -4,6 +4,9 @@ Storm's IStormClusterState in Python: typed reads, writes and watches of the rec
 ``records``, with the watchers of ``watchers`` and the elections of ``election`` running
 through the small interfaces this class gives them (``WatchSupport``, ``ElectionSupport``).
 
+The machinery underneath is ``session.ZkSession`` (the kazoo session, retries, the restore
+thread) and ``nodes.ZkNodes`` (paths, ACLs, decoding, ephemerals, watches).
+
 Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{"v": 1, ...}``:
 
     /topologies/<id>                         TopologyInfo: metadata and status (no code)
@@ -31,29 +34,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionLoss,
     KazooException,
-    NoAuthError,
     NodeExistsError,
     NoNodeError,
-    NotEmptyError,
-    OperationTimeoutError,
-    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
-from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
+from kazoo.retry import ForceRetryError
 
-from squall.config import load_defaults
-from squall.daemons.state.acls import Credential, ZkAuth, node_acl, parts_of, topology_of, topology_user
+from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.election import NimbusElection, contender_order
+from squall.daemons.state.nodes import ZkNodes
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
@@ -71,115 +67,26 @@ from squall.daemons.state.records import (
     check_name,
     encode,
     field_value,
-    parse_node,
     slot_name,
 )
-from squall.daemons.state.watchers import ChildrenWatcher, NodeWatcher, Watch, Watcher
+from squall.daemons.state.session import ClusterStateError
+from squall.daemons.state.watchers import Watch
+
+__all__ = ["ClusterState", "ClusterStateError"]
 
 log = structlog.get_logger("squall.state")
 
-T = TypeVar("T")
 
-# Failures that mean "ZooKeeper is not reachable right now"; they become ClusterStateError.
-_UNAVAILABLE = (RetryFailedError, ConnectionLoss, SessionExpiredError, OperationTimeoutError,
-                KazooTimeoutError)
-
-
-# Whatever a parser may raise on hostile data: the node is skipped and counted, never fatal.
-_DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError,
-                  RecursionError)
-# How long ``close`` waits for kazoo to end the session; past it the session is left to
-# expire on the server (a daemon told to stop must not wait on an unreachable ZooKeeper).
-CLOSE_TIMEOUT_SECS = 3.0
-
-
-class ClusterStateError(RuntimeError):
-    """ZooKeeper could not be reached, refused a request (NoAuth), or the state is closed;
-    the message says for what."""
-
-
-class _Refused(Exception):
-    """ZooKeeper answered NoAuth to one request (named in the message); never retried."""
-
-
-class ClusterState:
+class ClusterState(ZkNodes):
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
     def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
         with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
         (``ZkAuth.from_conf``; no user: no ACLs)."""
-        merged = load_defaults()
-        merged.update(conf)
-        self.conf = merged
-        self.auth = auth if auth is not None else ZkAuth.from_conf(merged)
+        super().__init__(conf, auth)
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
-        root = "/" + str(merged["zookeeper.root"]).strip("/")
-        self.root = root.rstrip("/") or "/"
-        port = int(merged["zookeeper.port"])
-        self.hosts = ",".join(h if ":" in h else f"{h}:{port}" for h in merged["zookeeper.servers"])
-        self.session_timeout = merged["zookeeper.session.timeout.ms"] / 1000.0
-        self.connection_timeout = merged["zookeeper.connection.timeout.ms"] / 1000.0
-        self.errors_kept = int(merged["topology.errors.kept"])
-        self.malformed_reads = 0  # count of malformed node data skipped
-        self._client: KazooClient | None = None
-        self._closed = threading.Event()
-        self._session_generation = 0  # bumped on every session loss
-        self._connections = 0  # bumped on every (re)connection
-        self._ephemerals: dict[str, bytes] = {}  # path -> data we keep alive across sessions
-        self._ephemeral_lock = threading.Lock()
-        self._watchers: list[Watcher] = []
-        self._watchers_lock = threading.Lock()
-        self._elections: list[NimbusElection] = []
-        self._restore_wanted = threading.Event()
-        self._restorer: threading.Thread | None = None
-        self._background = False  # started with background=True: watches may wait for a connection
-        self._base_paths_wanted = False  # started before ZooKeeper answered: made on the first connection
-
-    # -- lifecycle --------------------------------------------------------------------
-    def start(self, background: bool = False) -> ClusterState:
-        """Connect (within ``zookeeper.connection.timeout.ms``) and create the base paths.
-
-        Past the timeout ClusterStateError, unless ``background``: then the session keeps
-        connecting (``connected`` is False meanwhile), the base paths are made and watches
-        registered meanwhile are read on the first connection (a worker that must start
-        while ZooKeeper is away)."""
-        if self._client is not None:
-            return self
-        cred = self.auth.credential
-        client = KazooClient(
-            hosts=self.hosts, timeout=self.session_timeout,
-            auth_data=[cred.auth_data] if cred is not None else None,
-            default_acl=self._acl(self.root) if self.root != "/" else None,
-            # Reconnect forever, promptly; commands retry until the session would be gone.
-            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
-            command_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0,
-                                     deadline=self.session_timeout),
-        )
-        client.add_listener(self._on_state)
-        try:
-            if background:  # kazoo's start() would stop the client on a timeout
-                client.start_async().wait(self.connection_timeout)
-            else:
-                client.start(timeout=self.connection_timeout)
-        except KazooTimeoutError:
-            client.close()
-            raise ClusterStateError(
-                f"cannot connect to ZooKeeper at {self.hosts} within {self.connection_timeout}s") from None
-        self._client = client
-        self._background = background
-        if client.connected:
-            self._ensure_base_paths()
-        else:
-            self._base_paths_wanted = True
-            log.info("ZooKeeper not reachable yet; connecting in the background", zk=self.hosts,
-                     waited_secs=self.connection_timeout)  # the caller says what it does meanwhile
-        self._restorer = threading.Thread(target=self._restore_loop, name="zk-restore", daemon=True)
-        self._restorer.start()
-        if client.connected:
-            log.info("connected to ZooKeeper", zk=self.hosts, root=self.root,
-                     auth=self.auth.credential.user if self.auth.credential else None)
-        return self
+        self.errors_kept = int(self.conf["topology.errors.kept"])
 
     def _ensure_base_paths(self) -> None:
         client = self.client
@@ -190,83 +97,7 @@ class ClusterState:
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
 
-    def _warn_if_open(self, client: KazooClient) -> None:
-        """A tree made before ACLs were on keeps its open nodes: say so, once, at start."""
-        try:
-            acls, _ = client.get_acls(self.root)
-        except (KazooException, KazooTimeoutError):
-            return
-        if any(acl.id.scheme == "world" for acl in acls):
-            log.warning("SECURITY: the ZooKeeper tree was created without ACLs and stays open to "
-                        "anyone; migrate it (README, Security: ZooKeeper)", root=self.root)
-
-    def close(self, timeout: float | None = None) -> None:
-        """Step down from elections and close the session (its ephemeral nodes go with it),
-        waiting at most ``timeout`` (default CLOSE_TIMEOUT_SECS) for ZooKeeper."""
-        if self._closed.is_set():
-            return
-        for election in list(self._elections):
-            election.cancel()
-        self._closed.set()
-        self._restore_wanted.set()
-        if self._restorer is not None:
-            self._restorer.join(CLOSE_TIMEOUT_SECS)
-        client = self._client
-        if client is None:
-            return
-        # kazoo's stop waits for its connection thread without a bound when the server
-        # does not answer: do it on a helper thread and give up after the deadline.
-        done = threading.Event()
-
-        def stop() -> None:
-            try:
-                client.stop()
-                client.close()
-            except Exception as exc:  # noqa: BLE001 - closing is best effort
-                log.info("closing the ZooKeeper client failed", error=repr(exc))
-            finally:
-                done.set()
-
-        threading.Thread(target=stop, name="zk-close", daemon=True).start()
-        if done.wait(timeout if timeout is not None else CLOSE_TIMEOUT_SECS):
-            log.info("ZooKeeper session closed", zk=self.hosts, root=self.root)
-        else:
-            log.warning("ZooKeeper did not confirm the session close in time; leaving it to expire",
-                        zk=self.hosts, timeout_secs=timeout if timeout is not None else CLOSE_TIMEOUT_SECS)
-
-    def __enter__(self) -> ClusterState:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def client(self) -> KazooClient:
-        """The underlying kazoo client (for tools and tests)."""
-        if self._client is None:
-            raise ClusterStateError("ClusterState is not started")
-        return self._client
-
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
-    @property
-    def connected(self) -> bool:
-        return self._client is not None and self._client.connected
-
     # -- what elections use (ElectionSupport) -----------------------------------------
-    @property
-    def connections(self) -> int:
-        """How many times the client has (re)connected; a change means "just reconnected"
-        (nimbus then waits before judging liveness by what it could not hear)."""
-        return self._connections
-
-    @property
-    def session_generation(self) -> int:
-        """Bumped on every session loss."""
-        return self._session_generation
-
     def leader_lock(self, identifier: str) -> Lock:
         path = self._path("nimbus", "leader")
         return self.client.Lock(path, encode(path, {"id": identifier}).decode("utf-8"))
@@ -560,20 +391,7 @@ class ClusterState:
         self._topology_digests.pop(topology_id, None)
         self._delete(self._path("topologies", topology_id))
 
-    # -- internals: paths, reads, writes ----------------------------------------------
-    def _path(self, *parts: str) -> str:
-        for part in parts:
-            check_name(part, "path element")
-        base = "" if self.root == "/" else self.root
-        return base + "/" + "/".join(parts)
-
-    def _acl(self, path: str) -> list[Any]:
-        """The ACL a node created at ``path`` gets (see ``acls.node_acl``)."""
-        parts = parts_of(path, self.root)
-        topology = topology_of(parts)
-        digest = self._topology_digest(topology) if topology and self.auth.enabled else None
-        return node_acl(parts, self.auth.daemon_id, digest)
-
+    # -- internals ----------------------------------------------------------------------
     def _topology_digest(self, topology_id: str) -> str | None:
         """The digest identity of a topology's credential: a worker knows its own; daemons
         read (and cache) it from the topology's secrets. None when unknown."""
@@ -587,264 +405,3 @@ class ClusterState:
                 digest = Credential(topology_user(topology_id), secrets.zk_password).digest_id
                 self._topology_digests[topology_id] = digest
         return digest
-
-    def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """One ZooKeeper request, waiting at most the session timeout: kazoo's synchronous
-        calls wait forever while it reconnects, which would hang a daemon whose ZooKeeper
-        is gone instead of letting it fail."""
-        try:
-            return getattr(self.client, name + "_async")(*args, **kwargs).get(timeout=self.session_timeout)
-        except NoAuthError:
-            raise _Refused(f"{name} {args[0]}") from None
-
-    def _retry(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._closed.is_set():
-            raise ClusterStateError("ClusterState is closed")
-        client = self.client
-        try:
-            return client.retry(fn, *args, **kwargs)
-        except (NoAuthError, _Refused) as exc:
-            what = str(exc) if isinstance(exc, _Refused) else \
-                f"{getattr(fn, '__name__', repr(fn))} {_first_path(args)}".strip()
-            who = self.auth.credential.user if self.auth.credential else "an unauthenticated client"
-            raise ClusterStateError(f"ZooKeeper refused {what} to {who}: not authorized (check "
-                                    "zookeeper.auth.user / zookeeper.auth.password or "
-                                    "$SQUALL_ZOOKEEPER_PASSWORD)") from None
-        except _UNAVAILABLE as exc:
-            if self._closed.is_set():
-                raise ClusterStateError("ClusterState is closed") from None
-            name = getattr(fn, "__name__", repr(fn))
-            raise ClusterStateError(f"ZooKeeper at {self.hosts} unavailable ({name}): {exc!r}") from exc
-
-    def _malformed(self, path: str, reason: str) -> None:
-        self.malformed_reads += 1
-        log.warning("malformed ZooKeeper data skipped", path=path, reason=reason)
-
-    def _decode(self, path: str, data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T | None:
-        try:
-            return parse_node(data, parse)
-        except _DECODE_ERRORS as exc:
-            self._malformed(path, f"{type(exc).__name__}: {exc}")
-            return None
-
-    def _decoder(self, parse: Callable[[dict[str, Any]], T]) -> Callable[[str, bytes], T | None]:
-        return lambda path, data: self._decode(path, data, parse)
-
-    def _read(self, path: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
-        try:
-            data, _ = self._retry(self._op, "get", path)
-        except NoNodeError:
-            return None
-        return self._decode(path, data, parse)
-
-    def _children(self, path: str) -> list[str]:
-        try:
-            return sorted(self._retry(self._op, "get_children", path))
-        except NoNodeError:
-            return []
-
-    def _get_many(self, paths: list[str]) -> dict[str, bytes | None]:
-        """Data of many nodes with requests in flight together; None for missing nodes."""
-        def fetch() -> dict[str, bytes | None]:
-            pending = [(p, self.client.get_async(p)) for p in paths]
-            out: dict[str, bytes | None] = {}
-            for path, result in pending:
-                try:
-                    out[path] = result.get(timeout=self.session_timeout)[0]
-                except NoNodeError:
-                    out[path] = None
-            return out
-
-        return self._retry(fetch) if paths else {}
-
-    def _read_children(self, parent: str, parse: Callable[[dict[str, Any]], T]) -> dict[str, T]:
-        names = self._children(parent)
-        fetched = self._get_many([f"{parent}/{n}" for n in names])
-        out: dict[str, T] = {}
-        for name in names:
-            data = fetched[f"{parent}/{name}"]
-            if data is None:
-                continue  # deleted between listing and reading
-            value = self._decode(f"{parent}/{name}", data, parse)
-            if value is not None:
-                out[name] = value
-        return out
-
-    def _write(self, path: str, payload: Mapping[str, Any]) -> None:
-        data = encode(path, payload)
-        acl = self._acl(path)
-
-        def put() -> None:
-            try:
-                self._op("set", path, data)
-            except NoNodeError:
-                try:
-                    self._op("create", path, data, acl=acl, makepath=True)
-                except NodeExistsError:
-                    raise ForceRetryError() from None
-
-        self._retry(put)
-
-    def _delete(self, path: str, recursive: bool = False) -> None:
-        def remove() -> None:
-            try:
-                if recursive:
-                    self._delete_tree(path)
-                else:
-                    self._op("delete", path)
-            except NoNodeError:
-                pass
-            except NotEmptyError:
-                raise ForceRetryError() from None  # a child appeared meanwhile: delete again
-
-        self._retry(remove)
-
-    def _delete_tree(self, path: str) -> None:
-        # Inside a retried call: every request has the session timeout as its deadline (a
-        # child appearing meanwhile raises NotEmptyError: the caller retries).
-        try:
-            for child in self._op("get_children", path):
-                self._delete_tree(f"{path}/{child}")
-            self._op("delete", path)
-        except NoNodeError:
-            pass
-
-    # -- internals: ephemeral nodes that outlive sessions -----------------------------
-    def _put_ephemeral(self, path: str, data: bytes) -> None:
-        with self._ephemeral_lock:
-            self._ephemerals[path] = data
-            self._retry(self._ensure_ephemeral, path, data)
-
-    def _remove_ephemeral(self, path: str) -> None:
-        with self._ephemeral_lock:
-            self._ephemerals.pop(path, None)
-            self._delete(path)
-
-    def _ensure_ephemeral(self, path: str, data: bytes) -> None:
-        client = self.client
-        client_id = client.client_id
-        if client_id is None:
-            raise ConnectionLoss("not connected")
-        stat = self._op("exists", path)
-        if stat is not None and stat.ephemeralOwner != client_id[0]:
-            # Left by an earlier session of ours (a restart, an expiry not yet processed, or
-            # the persistent "away" node of a clean stop).
-            log.info("replacing a node of another session", path=path)
-            self._replace(path, data, stat.version, ephemeral=True)
-            return
-        if stat is None:
-            try:
-                self._op("create", path, data, acl=self._acl(path), ephemeral=True, makepath=True)
-            except NodeExistsError:
-                raise ForceRetryError() from None
-        else:
-            self._op("set", path, data)
-
-    def _replace(self, path: str, data: bytes, version: int, ephemeral: bool) -> None:
-        """Delete and re-create ``path`` in one transaction: watchers (nimbus) never see it
-        missing in between. ForceRetryError when the node changed meanwhile."""
-        tx = self.client.transaction()
-        tx.delete(path, version=version)
-        tx.create(path, data, acl=self._acl(path), ephemeral=ephemeral)
-        results = tx.commit_async().get(timeout=self.session_timeout)
-        if any(isinstance(r, Exception) for r in results):
-            raise ForceRetryError()
-
-    # -- internals: connection state and the restore thread ---------------------------
-    def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: set flags and events only, never block.
-        if state == KazooState.LOST:
-            self._session_generation += 1
-            for election in list(self._elections):
-                election.on_session_lost()
-        elif state == KazooState.SUSPENDED:
-            for election in list(self._elections):
-                election.on_suspended(True)
-        else:
-            self._connections += 1
-            for election in list(self._elections):
-                election.on_suspended(False)
-            self._restore_wanted.set()
-
-    def request_resync(self) -> None:
-        """Resync every watch soon, on the restore thread (``WatchSupport``)."""
-        self._restore_wanted.set()
-
-    def _restore_loop(self) -> None:
-        """Re-create our ephemeral nodes and resync watches after every (re)connection."""
-        while True:
-            self._restore_wanted.wait()
-            if self._closed.is_set():
-                return
-            if not self.connected:
-                self._closed.wait(0.1)  # the next CONNECTED sets the event again
-                continue
-            self._restore_wanted.clear()
-            try:
-                self._restore_once()
-            except (KazooException, KazooTimeoutError, ClusterStateError) as exc:
-                if self._closed.is_set():
-                    return
-                log.info("restore after reconnect failed, retrying", error=repr(exc))
-                self._restore_wanted.set()
-                self._closed.wait(0.5)
-
-    def _restore_once(self) -> None:
-        if self._base_paths_wanted:
-            self._ensure_base_paths()
-        with self._ephemeral_lock:
-            for path, data in list(self._ephemerals.items()):
-                self._ensure_ephemeral_once(path, data)
-        with self._watchers_lock:
-            self._watchers = [w for w in self._watchers if w.active]
-            watchers = list(self._watchers)
-        for watcher in watchers:
-            watcher.resync()
-
-    def _ensure_ephemeral_once(self, path: str, data: bytes) -> None:
-        for _ in range(5):
-            try:
-                self._ensure_ephemeral(path, data)
-                return
-            except ForceRetryError:
-                continue
-
-    # -- internals: watches -----------------------------------------------------------
-    def _add_watcher(self, watcher: Watcher) -> None:
-        with self._watchers_lock:
-            self._watchers.append(watcher)
-        try:
-            if self.connected or not self._background:
-                self._retry(watcher.refresh)
-                return
-        except BaseException as exc:
-            if not (isinstance(exc, ClusterStateError) and self._background and not self.connected):
-                with self._watchers_lock:
-                    self._watchers.remove(watcher)
-                raise
-        # Started in the background and cut off: read (and called back) on the next connection.
-        self._restore_wanted.set()
-
-    def _watch_node(self, path: str, parse: Callable[[dict[str, Any]], Any],
-                    callback: Callable[[Any], None], what: str) -> Watch:
-        handle = Watch(what)
-        self._add_watcher(NodeWatcher(self, handle, path, self._decoder(parse), callback))
-        return handle
-
-    def _watch_children(self, parent: str, parse: Callable[[dict[str, Any]], Any],
-                        transform: Callable[[dict[str, Any]], Any], callback: Callable[[Any], None],
-                        what: str) -> Watch:
-        handle = Watch(what)
-        if self.connected or not self._background:
-            self._retry(self.client.ensure_path, parent, self._acl(parent))
-        self._add_watcher(ChildrenWatcher(self, handle, parent, self._decoder(parse), transform,
-                                           callback))
-        return handle
-
-
-def _first_path(args: tuple[Any, ...]) -> str:
-    """The first path-like argument of a retried call, for error messages."""
-    for arg in args:
-        if isinstance(arg, str) and arg.startswith("/"):
-            return arg
-    return ""

@@ -1,0 +1,18 @@
+"""Where the tests' files are: the repository root and the topology files tests submit or load."""
+from pathlib import Path
+
+SUPPORT = Path(__file__).resolve().parent
+REPO = SUPPORT.parents[1]
+# The compose setup the compose tests check.
+COMPOSE_CONF = REPO / "conf" / "compose.yaml"
+COMPOSE_FILE = REPO / "docker-compose.yml"
+# Small topologies the daemon tests bundle: numbers_topo.py (a counting spout, a file sink), words_topo.py.
+TOPOLOGIES = SUPPORT / "topologies"
+# Topologies the cluster, state and UI tests run end to end.
+CLUSTER_TOPOLOGIES = SUPPORT / "cluster_topologies"
+# Batch topologies the backfill tests run in local mode and on Spark.
+SPARK_TOPOLOGIES = SUPPORT / "spark_topologies"
+# The chaos suite's durable-ids topology.
+CHAOS_TOPOLOGY = SUPPORT / "chaos_topology"
+# A topology directory of its own: the worker-user test bundles the whole directory.
+WORKER_USER_TOPOLOGY = SUPPORT / "worker_user_topology"
