@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from squall.grouping import Chooser
+from squall.grouping import DIRECT, Chooser, make_chooser
 from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
@@ -417,8 +417,6 @@ class BoltCollector(_Collector):
 def make_routes(component: str, task: int, streams: dict[str, Any], subscribers: Callable,
                 tasks_of: Callable[[str], list[int]], local_tasks: frozenset[int], context: Any) -> dict[str, Route]:
     """Build the Route of every declared stream of one task."""
-    from squall.grouping import DIRECT, make_chooser
-
     routes = {}
     for stream, decl in streams.items():
         source = Source(component, task, stream, decl.fields)

@@ -22,22 +22,19 @@ The wrappers are ordinary spouts and bolts to the runtime (squall.runtime.wrappi
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from squall.components import Bolt, Component, Spout
 from squall.context import TopologyContext
 from squall.model import ACK_ACK, ACK_FAIL, CHECKPOINT_STREAM
+from squall.runtime.acker import SpoutBook
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.wrapping import BoltWrapper, SpoutWrapper
 from squall.state.kv import KeyValueState
 from squall.state.protocol import COMMIT, PREPARE, Alignment, Barrier
 from squall.state.stores import StoreError, describe_load, namespace, open_store
-
-if TYPE_CHECKING:
-    from squall.runtime.acker import SpoutBook
-    from squall.state.components import Stateful
 
 log = structlog.get_logger("squall.state")
 SPOUT_MAX_HELD = 16  # a spout task's only input is barriers
@@ -73,7 +70,7 @@ class TaskCheckpoint:
 
     def __init__(self, component: Any, stateful: bool, conf: dict[str, Any], context: TopologyContext,
                  barriers: BoltCollector, report: Any) -> None:
-        self.obj: Stateful = component  # its hooks run only when it is stateful
+        self.obj: Any = component  # its Stateful hooks run only when it is stateful
         self.task = context.this_task_id
         self.barriers = barriers
         self.report = report  # the task's report_error: counted, throttled, shown by squall status
@@ -254,8 +251,7 @@ class SpoutCheckpoint(TaskCheckpoint):
         super().commit(txid)
         book = self.book
         # Most spouts leave ack alone: then only the bookkeeping runs.
-        spout: Any = self.obj
-        ack = None if type(spout).ack is Spout.ack else spout.ack
+        ack = None if type(self.obj).ack is Spout.ack else self.obj.ack
         now, lat = self.clock.monotonic(), book.latencies.append
         keep = []
         for t, entries in self.closed:
@@ -282,7 +278,7 @@ class SpoutCheckpoint(TaskCheckpoint):
         if self.state is None:
             for msg_id, _ in stale:
                 self.book.failed += 1
-                self._call(self.obj.fail, msg_id)  # type: ignore[attr-defined]
+                self._call(self.obj.fail, msg_id)
         ok = super().restore(txid)
         self.ready = self.restored and not self.rollback_wanted
         return ok
