@@ -31,7 +31,11 @@ class SteppedWorker:
                  clock: FakeClock | None = None, name: str = "stepped") -> None:
         self.clock = clock or FakeClock()
         self.name = f"{name}-{next(_ids)}"
-        self.conf = _config.build_config({**(conf or {}), "topology.name": self.name},
+        # A spout's turn ends when it has nothing more to emit or its batch is full, never
+        # because the machine was slow (the flush deadline is real time): steps are
+        # the same on a loaded machine.
+        settled = {"topology.batch.flush.interval.millis": 60_000, **(conf or {})}
+        self.conf = _config.build_config({**settled, "topology.name": self.name},
                                          {"squall.messaging.transport": "local"})
         system = system_topology(topology, self.conf)
         execs = sorted(executors_of(system, task_ids(system)))
