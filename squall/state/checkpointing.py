@@ -164,18 +164,33 @@ class BoltCheckpoint(TaskCheckpoint):
         self.run(tuples)
 
 
-class CheckpointedBolt(BoltWrapper):
+class Participant:
+    """What checkpointed spouts and bolts share: their task's checkpoint actions and
+    barrier alignment (made when the task starts), and the figures they report."""
+
+    stateful: bool
+    ckpt: TaskCheckpoint | None = None
+    aligner: Alignment | None = None
+
+    def executor_stats(self) -> dict[str, dict[str, Any]]:
+        counts = dict(self.ckpt.counts) if self.ckpt is not None else {}
+        counts["held_over_limit"] = self.aligner.over_limit if self.aligner is not None else 0
+        return {"checkpoint": counts}
+
+    def close_state(self) -> None:
+        if self.ckpt is not None:
+            self.ckpt.close()
+
+
+class CheckpointedBolt(Participant, BoltWrapper):
     """A bolt of a checkpointed topology: its input goes through its task's alignment,
     which runs the bolt, checkpoints its state and forwards barriers."""
+
+    ckpt: BoltCheckpoint | None
 
     def __init__(self, bolt: Bolt, stateful: bool) -> None:
         super().__init__(bolt)
         self.stateful = stateful
-        self.ckpt: BoltCheckpoint | None = None
-        self.aligner: Alignment | None = None
-
-    def __repr__(self) -> str:
-        return f"CheckpointedBolt({type(self.bolt).__name__})"
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.bolt.prepare(conf, context, collector)
@@ -197,13 +212,7 @@ class CheckpointedBolt(BoltWrapper):
         try:
             self.bolt.cleanup()
         finally:
-            if self.ckpt is not None:
-                self.ckpt.close()
-
-    def executor_stats(self) -> dict[str, dict[str, Any]]:
-        counts = dict(self.ckpt.counts) if self.ckpt is not None else {}
-        counts["held_over_limit"] = self.aligner.over_limit if self.aligner is not None else 0
-        return {"checkpoint": counts}
+            self.close_state()
 
 
 class SpoutCheckpoint(TaskCheckpoint):
@@ -290,19 +299,16 @@ class SpoutCheckpoint(TaskCheckpoint):
             self.report(exc)
 
 
-class CheckpointedSpout(SpoutWrapper):
+class CheckpointedSpout(Participant, SpoutWrapper):
     """A spout of a checkpointed topology: it emits only while its state is loaded and no
     rollback is wanted, aligns the barriers the checkpoint spout sends it, and acks its
     spout's tuples once a commit covers them."""
 
+    ckpt: SpoutCheckpoint | None
+
     def __init__(self, spout: Spout, stateful: bool) -> None:
         super().__init__(spout)
         self.stateful = stateful
-        self.ckpt: SpoutCheckpoint | None = None
-        self.aligner: Alignment | None = None
-
-    def __repr__(self) -> str:
-        return f"CheckpointedSpout({type(self.spout).__name__})"
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.spout.open(conf, context, collector)
@@ -342,10 +348,4 @@ class CheckpointedSpout(SpoutWrapper):
         try:
             self.spout.close()
         finally:
-            if self.ckpt is not None:
-                self.ckpt.close()
-
-    def executor_stats(self) -> dict[str, dict[str, Any]]:
-        counts = dict(self.ckpt.counts) if self.ckpt is not None else {}
-        counts["held_over_limit"] = self.aligner.over_limit if self.aligner is not None else 0
-        return {"checkpoint": counts}
+            self.close_state()

@@ -63,40 +63,10 @@ def test_executors_run_on_a_worker_link_alone():
     assert spout.active is False
 
 
-class Forgetful(Bolt):
-    """Never acks a tuple the first time it sees it: only the message timeout saves it."""
-
-    def __init__(self, key):
-        self.key = key
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def execute(self, t):
-        if t["n"] not in Recorder.get(self.key):
-            Recorder.add(self.key, t["n"])
-            return
-        self.collector.ack(t)
-
-
-def test_message_timeout_follows_the_clock():
-    name = unique("timeout")
-    b = TopologyBuilder()
-    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
-    b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
-    with SteppedWorker(b.build(), {"topology.message.timeout.secs": 1}) as w:
-        w.run(lambda: len(Recorder.get(name + ".seen")) == 20)
-        w.advance(0.9)
-        assert Recorder.get(name + ".failed") == []  # not yet: 0.9 s of the 1 s timeout
-        w.advance(0.2)
-        assert sorted(Recorder.get(name + ".failed")) == list(range(20))
-        w.run(lambda: len(Recorder.get(name + ".acked")) == 20)
-        assert sorted(Recorder.get(name + ".acked")) == list(range(20))
-        assert w.executor("nums").stats()["failed"] == 20
-
-
-class HoldUntilTold(Bolt):
-    """Holds every input until ``<key>.release`` is recorded, then acks them all."""
+class Holder(Bolt):
+    """Holds every input until ``<key>.release`` is recorded, then acks what it holds (at
+    its next input or tick); records inputs under ``<key>.seen`` and ticks under
+    ``<key>.ticks``."""
 
     def __init__(self, key):
         self.key = key
@@ -105,7 +75,10 @@ class HoldUntilTold(Bolt):
         self.collector, self.held = collector, []
 
     def execute(self, t):
-        if not t.is_tick():
+        if t.is_tick():
+            Recorder.add(self.key + ".ticks", (t.source_component, t.values[0]))
+        else:
+            Recorder.add(self.key + ".seen", t.values[0])
             self.held.append(t)
         if Recorder.get(self.key + ".release"):
             for h in self.held:
@@ -113,7 +86,24 @@ class HoldUntilTold(Bolt):
             self.held = []
 
     def component_config(self):
-        return {"topology.tick.tuple.freq.secs": 0.5}
+        return {"topology.tick.tuple.freq.secs": 0.25}
+
+
+def test_message_timeout_follows_the_clock():
+    name = unique("timeout")
+    b = TopologyBuilder()
+    b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
+    b.set_bolt("hold", Holder(name), 2).shuffle("nums")
+    with SteppedWorker(b.build(), {"topology.message.timeout.secs": 1}) as w:
+        w.run(lambda: len(Recorder.get(name + ".seen")) == 20)
+        w.advance(0.9)
+        assert Recorder.get(name + ".failed") == []  # not yet: 0.9 s of the 1 s timeout
+        w.advance(0.2)
+        assert sorted(Recorder.get(name + ".failed")) == list(range(20))
+        Recorder.add(name + ".release", True)  # the replays are acked
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 20)
+        assert sorted(Recorder.get(name + ".acked")) == list(range(20))
+        assert w.executor("nums").stats()["failed"] == 20
 
 
 def test_with_timeouts_disabled_trees_outlive_many_timeouts():
@@ -121,7 +111,7 @@ def test_with_timeouts_disabled_trees_outlive_many_timeouts():
     name = unique("no-timeouts")
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout(name, [[i] for i in range(5)], ["i"]))
-    b.set_bolt("slow", HoldUntilTold(name)).shuffle("rows")
+    b.set_bolt("slow", Holder(name)).shuffle("rows")
     conf = {"topology.acker.executors": 1, "topology.message.timeout.secs": 1,
             "topology.enable.message.timeouts": False}
     with SteppedWorker(b.build(), conf) as w:
@@ -130,31 +120,16 @@ def test_with_timeouts_disabled_trees_outlive_many_timeouts():
             w.advance(1.0)
         assert Recorder.get(name + ".failed") == [] and Recorder.get(name + ".acked") == []
         Recorder.add(name + ".release", True)
-        w.advance(0.5)  # the next tick releases them
+        w.advance(0.25)  # the next tick releases them
         w.run(lambda: len(Recorder.get(name + ".acked")) == 5)
     assert sorted(Recorder.get(name + ".acked")) == [0, 1, 2, 3, 4] and Recorder.get(name + ".failed") == []
-
-
-class TickCounter(Bolt):
-    def __init__(self, key):
-        self.key = key
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def execute(self, t):
-        if t.is_tick():
-            Recorder.add(self.key, (t.source_component, t.values[0]))
-
-    def component_config(self):
-        return {"topology.tick.tuple.freq.secs": 0.25}
 
 
 def test_tick_tuples_come_once_per_period_of_the_clock():
     name = unique("tick")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
-    b.set_bolt("ticker", TickCounter(name + ".ticks"), 2).shuffle("nums")
+    b.set_bolt("ticker", Holder(name), 2).shuffle("nums")
     with SteppedWorker(b.build()) as w:
         ticks = lambda: len(Recorder.get(name + ".ticks"))  # noqa: E731
         w.run()
