@@ -11,12 +11,18 @@ tuples per second and in tuples per CPU-second of the benchmark process (which a
 machine disturbs less: it counts the work, not the waiting for a core). Speed figures are
 compared side by side in one run, never against numbers from another day (the machine is
 shared).
+
+``--cost`` measures the executors' hot path alone instead (``bench/step_cost.py``: CPU
+nanoseconds per tuple, stepped in one thread); ``--cost --callgrind`` counts the
+instructions per tuple under valgrind, which the machine's load does not change at all
+(the difference of two runs of different lengths, so start-up cancels out).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,9 +32,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-# Runs bench/run.py of TREE with squall (and its daemons/, messaging/, conf/ packages,
-# which the installed project maps under squall.*) imported from TREE, whatever tree the
-# interpreter's environment has installed.
+# Runs SCRIPT with squall (and its daemons/, messaging/, conf/ packages, which the
+# installed project maps under squall.*) imported from TREE, whatever tree the
+# interpreter's environment has installed: python -c BOOTSTRAP TREE SCRIPT ARGS...
 BOOTSTRAP = r"""
 import runpy, sys
 from importlib.machinery import PathFinder
@@ -50,7 +56,7 @@ def _package(name, where):
     from importlib.util import spec_from_file_location
     return spec_from_file_location(name, where / "__init__.py", submodule_search_locations=[str(where)])
 sys.meta_path.insert(0, TreeFinder)
-sys.argv = [str(tree / "bench" / "run.py")] + sys.argv[2:]
+sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
@@ -62,13 +68,40 @@ def export(ref: str, into: Path) -> Path:
     return into
 
 
-def run(tree: Path, scenario: str, duration: float, warmup: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", BOOTSTRAP, str(tree), scenario, "--json",
-                          "--duration", str(duration), "--warmup", str(warmup)],
-                         capture_output=True, text=True, timeout=duration * 10 + warmup + 120)
+def run(tree: Path, script: Path, args: list[str], timeout: float, wrap: list[str] | None = None) -> tuple[dict, str]:
+    """(the script's last JSON line, its stderr)."""
+    out = subprocess.run([*(wrap or []), sys.executable, "-c", BOOTSTRAP, str(tree), str(script), *args, "--json"],
+                         capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONHASHSEED": "0"})
     if out.returncode != 0:
-        raise SystemExit(f"{scenario} from {tree} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"{script.name} {' '.join(args)} from {tree} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tuple[float, float]:
+    """bench/run.py of ``tree``: (tuples/s, tuples per CPU-second)."""
+    result, _ = run(tree, tree / "bench" / "run.py", [scenario, "--duration", str(duration), "--warmup", str(warmup)],
+                    duration * 10 + warmup + 120)
+    rate, cpu = result["tuples_per_sec"], result.get("process_cpu") or 0.0
+    return rate, rate / cpu if cpu else 0.0
+
+
+def cost(tree: Path, scenario: str, turns: int) -> float:
+    """CPU nanoseconds per tuple of the executors stepped in one thread."""
+    result, _ = run(tree, HERE / "step_cost.py", [scenario, "--turns", str(turns)], 600)
+    return float(result["cpu_ns_per_tuple"])
+
+
+def instructions(tree: Path, scenario: str, turns: int) -> float:
+    """Instructions per tuple under callgrind: two runs, ``turns`` apart."""
+    def one(n: int) -> tuple[int, int]:
+        result, err = run(tree, HERE / "step_cost.py", [scenario, "--turns", str(n)], 3600,
+                          ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        match = re.search(r"Collected : (\d+)", err)
+        if match is None:
+            raise SystemExit(f"no instruction count from valgrind:\n{err[-1000:]}")
+        return int(match.group(1)), int(result["tuples"])
+    (i1, t1), (i2, t2) = one(turns // 4), one(turns)
+    return (i2 - i1) / (t2 - t1)
 
 
 def main() -> int:
@@ -78,28 +111,36 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--cost", action="store_true", help="CPU per tuple of the executors alone (step_cost.py)")
+    parser.add_argument("--callgrind", action="store_true", help="with --cost: instructions per tuple")
+    parser.add_argument("--turns", type=int, default=2000, help="with --cost: executor turns per run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="squall-base-") as tmp:
         sides = {"base": export(args.base, Path(tmp)), "this": REPO}
-        rates: dict[tuple[str, str], list[float]] = {}
-        per_cpu: dict[tuple[str, str], list[float]] = {}
+        figures: dict[tuple[str, str, str], list[float]] = {}
         for scenario in args.scenarios:
             for r in range(args.rounds):
                 for side, tree in sides.items():
                     load = os.getloadavg()[0]
-                    result = run(tree, scenario, args.duration, args.warmup)
-                    rate, cpu = result["tuples_per_sec"], result.get("process_cpu") or 0.0
-                    rates.setdefault((scenario, side), []).append(rate)
-                    per_cpu.setdefault((scenario, side), []).append(rate / cpu if cpu else 0.0)
-                    print(f"{scenario:28} round {r + 1} {side:4} {rate:12,.0f} tuples/s "
-                          f"{rate / cpu if cpu else 0:12,.0f} tuples/CPU-s  (load {load:.2f})", flush=True)
+                    if args.callgrind:
+                        got = {"instructions/tuple": instructions(tree, scenario, args.turns)}
+                    elif args.cost:
+                        got = {"CPU ns/tuple": cost(tree, scenario, args.turns)}
+                    else:
+                        rate, per_cpu = throughput(tree, scenario, args.duration, args.warmup)
+                        got = {"tuples/s": rate, "tuples/CPU-s": per_cpu}
+                    for what, value in got.items():
+                        figures.setdefault((scenario, what, side), []).append(value)
+                    shown = "  ".join(f"{v:12,.0f} {what}" for what, v in got.items())
+                    print(f"{scenario:28} round {r + 1} {side:4} {shown}  (load {load:.2f})", flush=True)
         print()
-        for scenario in args.scenarios:
-            for what, figures in (("tuples/s", rates), ("tuples/CPU-s", per_cpu)):
-                base = statistics.median(figures[scenario, "base"])
-                this = statistics.median(figures[scenario, "this"])
-                print(f"{scenario:28} {what:13} median base {base:12,.0f}  this {this:12,.0f}  "
-                      f"change {this / base - 1:+.1%}" if base else f"{scenario}: no {what} figures")
+        for scenario, what, side in figures:
+            if side != "base":
+                continue
+            base = statistics.median(figures[scenario, what, "base"])
+            this = statistics.median(figures[scenario, what, "this"])
+            print(f"{scenario:28} {what:18} median base {base:12,.0f}  this {this:12,.0f}  "
+                  f"change {this / base - 1:+.1%}" if base else f"{scenario}: no {what} figures")
     print(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     return 0
 

@@ -1,7 +1,8 @@
 """Spouts and bolts: the classes users subclass."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from squall.tuple import Fields
 
@@ -62,6 +63,12 @@ class Component:
         wraps it (a WindowedBolt runs inside a bolt of its own). Asked once, when the
         component is declared; raises ValueError if the component cannot run."""
         return self
+
+    def check_in_topology(self, id: str, inputs: Sequence[Any], streams: dict[str, dict[str, StreamDeclaration]],
+                          config: Mapping[str, Any]) -> None:
+        """Checks that need the topology around the component, made at build time with
+        its subscriptions, every component's declared streams (this one's may be added to)
+        and its merged config; raises ValueError naming the problem."""
 
     def topology_transform(self) -> TopologyTransform | None:
         """A rewrite of the whole topology that this component needs when it is built

@@ -283,12 +283,10 @@ class TopologyBuilder:
         for id, e in self._entries.items():
             # A component that must see its inputs' streams (a windowed bolt's timestamp
             # field and late-tuple stream) checks them here and may declare streams.
-            check = getattr(e["obj"], "check_in_topology", None)
-            if check is not None:
-                try:
-                    check(id, e["inputs"], streams, e["merged_config"])
-                except ValueError as exc:
-                    raise TopologyError(f"component {id!r}: {exc}") from None
+            try:
+                e["obj"].check_in_topology(id, e["inputs"], streams, e["merged_config"])
+            except ValueError as exc:
+                raise TopologyError(f"component {id!r}: {exc}") from None
         for id, e in self._entries.items():
             for sub in e["inputs"]:
                 self._check_subscription(id, sub, streams)
