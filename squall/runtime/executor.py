@@ -135,8 +135,8 @@ class Executor:
         for routes in self._all_routes():
             for stream, r in routes.items():
                 emitted[stream] = emitted.get(stream, 0) + r.emitted
-        out = {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
-               "emitted": emitted, "executed": self.executed, "errors": self.errors,
+        out: dict[str, Any] = {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
+                               "emitted": emitted, "executed": self.executed, "errors": self.errors,
                "queue": len(self.queue), "queue_peak": self.queue.peak}
         for comp in self.reporting:
             for section, figures in comp.executor_stats().items():
@@ -181,7 +181,7 @@ class BoltExecutor(Executor):
         # task -> what takes its input: the executor's run of the bolt, or a wrapper's feed
         self.inputs: dict[int, Callable[[list], None]] = {}
         for task in self.task_ids:
-            bolt = self.spec.runnable()
+            bolt: Any = self.spec.runnable()
             coll = BoltCollector(self.component, task, self.routes(task), self.outbox, self.reporter(task))
             target = bolt.bolt if isinstance(bolt, BoltWrapper) else bolt
             basic = bool(getattr(target, "_auto_anchor", False))
@@ -195,7 +195,7 @@ class BoltExecutor(Executor):
             self.tasks[task] = (bolt, coll, basic)
             if isinstance(bolt, ExecutorStats):
                 self.reporting.append(bolt)
-        self.tick = self.tick_period()
+        self.tick = self.tick_period() or 0.0
         self.next_tick = self.clock.monotonic() + self.tick if self.tick else None
         self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
         self.execute_latency = Histogram(EXECUTE_BOUNDS)
@@ -286,7 +286,7 @@ class SpoutExecutor(Executor):
         self.latencies: deque[float] = deque(maxlen=20000)
         self.tasks: dict[int, SpoutTask] = {}
         for task in self.task_ids:
-            spout = self.spec.runnable()
+            spout: Any = self.spec.runnable()
             book = SpoutBook(self.latencies)
             coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
                                   self.reporter(task), book.pending)

@@ -31,7 +31,7 @@ def component_order(system: Topology) -> dict[str, int]:
     rank: dict[str, int] = {}
     frontier = [s.id for s in system.spouts()]
     while frontier:
-        nxt = []
+        nxt: list[str] = []
         for comp in frontier:
             if comp in rank:
                 continue

@@ -23,6 +23,9 @@ class BoxRoute(Route):
     or None when they must be asked per tuple."""
 
     __slots__ = ("boxes", "sink", "targets")
+    boxes: dict[int, list]
+    sink: list | None
+    targets: tuple[int, ...] | None
 
     @classmethod
     def of(cls, route: Route, chosen: bool) -> "BoxRoute":
@@ -37,7 +40,7 @@ class BoxRoute(Route):
 
     def put(self, values: list) -> tuple[int, ...]:
         """Route one emit's values (already checked); returns the targets."""
-        targets = self.targets
+        targets: Any = self.targets
         if targets is None:
             targets = self.choose(values)
         self.emitted += 1
@@ -75,7 +78,7 @@ class BatchBoltCollector(RoutedCollector):
              anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
         """Emit ``values``; returns the target task ids, as in streaming."""
         # BoxRoute.put, inlined: this runs once per tuple emitted.
-        route = self._routes.get(stream)
+        route: Any = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, False)
         if type(values) is not list:
@@ -97,7 +100,7 @@ class BatchBoltCollector(RoutedCollector):
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
                     anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
-        route = self._route(stream, values, True)
+        route: Any = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
         box = route.boxes.get(task)

@@ -33,7 +33,7 @@ from squall.runtime.acker import SpoutBook
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.wrapping import BoltWrapper, SpoutWrapper
 from squall.state.kv import KeyValueState
-from squall.state.protocol import COMMIT, PREPARE, Alignment, Barrier
+from squall.state.protocol import COMMIT, PREPARE, Alignment, AlignmentActions, Barrier
 from squall.state.stores import StoreError, describe_load, namespace, open_store
 
 log = structlog.get_logger("squall.state")
@@ -64,7 +64,7 @@ def channels(context: TopologyContext) -> list[int]:
     return sorted(out)
 
 
-class TaskCheckpoint:
+class TaskCheckpoint(AlignmentActions):
     """One task's checkpoint actions (see AlignmentActions); the state part is shared by
     spouts and bolts, the rest is specialised below."""
 

@@ -103,7 +103,8 @@ class WindowedBoltRunner(Bolt):
             need = int(WindowSpec.size(spec.length) + WindowSpec.size(spec.slide))
             limit = window_max(config)
             if need > limit:
-                raise ValueError(f"a count window of {spec.length.n} sliding by {spec.slide.n} holds up "
+                raise ValueError(f"a count window of {int(WindowSpec.size(spec.length))} sliding by "
+                                 f"{int(WindowSpec.size(spec.slide))} holds up "
                                  f"to {need} tuples, more than {MAX_KEY} ({limit})")
 
     # -- running ----------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class WindowedBoltRunner(Bolt):
             coll.fail(tup)
             return
         if spec.event_time:
-            ts = tup.get(spec.timestamp_field)
+            ts = tup.get(spec.timestamp_field)  # type: ignore[arg-type]  # set: event time
             if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
                 self.bad += 1
                 coll.report_error(f"tuple from {tup.source_component}/{tup.source_stream} has timestamp "
