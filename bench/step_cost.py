@@ -36,11 +36,18 @@ def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
         conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1000} if acked else \
             {"topology.acker.executors": 0}
         return const_id_null(acked), conf, "null"
+    if name == "local-stateful-count":
+        from keyed_counts import topology
+
+        conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1_000_000,
+                "topology.state.checkpoint.interval.ms": 1000, "topology.state.provider": "memory"}
+        return topology(True), conf, "count"
     if name == "local-wordcount":
         import wordcount
 
         return wordcount.topology(1, 1), dict(wordcount.CONFIG), "count"
-    raise SystemExit(f"unknown scenario {name!r}: local-const-id-null, local-const-id-null-acked, local-wordcount")
+    raise SystemExit(f"unknown scenario {name!r}: local-const-id-null, local-const-id-null-acked, "
+                     "local-wordcount, local-stateful-count")
 
 
 def _executors(rt: Any) -> list[Any]:

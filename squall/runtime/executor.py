@@ -269,14 +269,16 @@ class BoltExecutor(Executor):
 
 
 class SpoutTask:
-    """One task of a spout executor: its spout, collector and reliability bookkeeping,
-    and the wrapper's ``receive`` when a wrapping spout takes its input."""
+    """One task of a spout executor: its spout, collector and reliability bookkeeping;
+    for a wrapping spout, the wrapper (which takes the task's input) and the spout it
+    wraps (whose ``next_tuple`` the executor calls while the wrapper allows)."""
 
-    __slots__ = ("spout", "coll", "book", "pending", "receive")
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter")
 
-    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook,
-                 receive: Callable[[list, float], None] | None) -> None:
-        self.spout, self.coll, self.book, self.pending, self.receive = spout, coll, book, book.pending, receive
+    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook) -> None:
+        self.spout, self.coll, self.book, self.pending = spout, coll, book, book.pending
+        self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
+        self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
 
 
 class SpoutExecutor(Executor):
@@ -290,12 +292,10 @@ class SpoutExecutor(Executor):
             book = SpoutBook(self.latencies)
             coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
                                   self.reporter(task), book.pending)
-            receive = None
             if isinstance(spout, SpoutWrapper):
                 spout.attach(self.system_collector(task), book)
-                receive = spout.receive
             spout.open(self.conf, self.context(task), coll)
-            self.tasks[task] = SpoutTask(spout, coll, book, receive)
+            self.tasks[task] = SpoutTask(spout, coll, book)
             if isinstance(spout, ExecutorStats):
                 self.reporting.append(spout)
         self.complete_latency = Histogram(COMPLETE_BOUNDS)
@@ -375,11 +375,13 @@ class SpoutExecutor(Executor):
         deadline = _monotonic() + self.flush_interval
         emitted, capped = 0, False
         for task, t in self.tasks.items():
+            if t.wrapper is not None and not t.wrapper.may_emit():
+                continue
             coll, pending = t.coll, t.pending
             coll.now = now
             routes = coll._routes.values()
             start = before = sum(r.emitted for r in routes)
-            next_tuple = t.spout.next_tuple
+            next_tuple = t.emitter.next_tuple
             n = 0
             while n < batch:
                 # Call in chunks: per-call bookkeeping costs as much as a small emit.
@@ -409,8 +411,8 @@ class SpoutExecutor(Executor):
 
     def _acks(self, task: int, tuples: list, now: float) -> None:
         t = self.tasks[task]
-        if t.receive is not None:  # a wrapping spout takes its task's input itself
-            t.receive(tuples, now)
+        if t.wrapper is not None:  # a wrapping spout takes its task's input itself
+            t.wrapper.receive(tuples, now)
             return
         spout, book = t.spout, t.book
         lats: list[float] = []

@@ -13,7 +13,9 @@ more calls made once per task, before ``open``/``prepare``:
   each batch of its task's input through ``feed`` and decides what runs when;
 - a :class:`SpoutWrapper` is ``attach``\\ ed to that collector and to its task's
   :class:`~squall.runtime.acker.SpoutBook`; it gets everything that arrives for the task
-  (acker traffic included) through ``receive``, and owns acking its spout.
+  (acker traffic included) through ``receive``, and owns acking its spout. Once per turn
+  the executor asks ``may_emit()``, and while it holds calls the wrapped spout's
+  ``next_tuple`` itself (no extra call per tuple).
 
 Both may report figures in the executor's stats (``executor_stats``). The runtime never
 imports the features that wrap.
@@ -90,6 +92,11 @@ class SpoutWrapper(ExecutorStats, Spout):
     def receive(self, tuples: list, now: float) -> None:
         """Everything that arrived for this task since the last step, in order."""
         raise NotImplementedError
+
+    def may_emit(self) -> bool:
+        """May the wrapped spout's ``next_tuple`` run this turn? Asked once per turn; the
+        executor then calls ``spout.next_tuple`` directly."""
+        return True
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.spout.open(conf, context, collector)

@@ -316,8 +316,12 @@ class CheckpointedSpout(Participant, SpoutWrapper):
         ck = self.ckpt = SpoutCheckpoint(self, conf, context, collector.report_error, self.book)
         self.aligner = Alignment(channels(context), ck, SPOUT_MAX_HELD)
 
-    def next_tuple(self) -> None:
-        if self.ckpt.ready:  # type: ignore[union-attr]
+    def may_emit(self) -> bool:
+        """Only while the task's state is loaded and no rollback is wanted."""
+        return self.ckpt is not None and self.ckpt.ready
+
+    def next_tuple(self) -> None:  # the executor asks may_emit once a turn instead
+        if self.may_emit():
             self.spout.next_tuple()
 
     def receive(self, tuples: list, now: float) -> None:
