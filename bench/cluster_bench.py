@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 HERE = Path(__file__).resolve().parent
 
 
-def _with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None = None):
+def with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None = None):
     from squall.testing.cluster import ProcessCluster
     from squall.testing.zookeeper import ZooKeeperServer, ensure_zookeeper_installed
 
@@ -31,6 +33,11 @@ def _with_cluster(supervisors: int, slots: int, fn, conf: dict[str, Any] | None 
                 cluster.stop()
 
 
+def _cpu(processes: list[psutil.Process]) -> float:
+    """User and system CPU seconds of ``processes`` so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in processes)
+
+
 def _executed(cluster, name: str, component: str) -> int:
     st = cluster.client.topology(name)
     return sum(c["executed"] for c in st["components"] if c["id"] == component)
@@ -43,15 +50,19 @@ def _throughput(file: str, duration: float, warmup: float, conf: dict[str, Any] 
             raise RuntimeError(res.stdout + res.stderr)
         cluster.wait_for(lambda: _executed(cluster, "perf", "null") > 0, 60, "first tuples")
         time.sleep(warmup)
-        n0, t0 = _executed(cluster, "perf", "null"), time.monotonic()
+        workers = [psutil.Process(pid) for pid in cluster.worker_pids().values()]
+        n0, t0, cpu0 = _executed(cluster, "perf", "null"), time.monotonic(), _cpu(workers)
         time.sleep(duration)
-        n1, t1 = _executed(cluster, "perf", "null"), time.monotonic()
+        n1, t1, cpu1 = _executed(cluster, "perf", "null"), time.monotonic(), _cpu(workers)
         st = cluster.client.topology("perf")
         spout = next(c for c in st["components"] if c["id"] == "spout")
+        # CPU of the worker processes over the window: unlike tuples/s, it hardly depends on
+        # what else the machine runs (as in zmq-ceiling).
         return {"tuples_per_sec": (n1 - n0) / (t1 - t0), "tuples": n1 - n0, "seconds": t1 - t0,
+                "cpu_ns_per_tuple": 1e9 * (cpu1 - cpu0) / max(n1 - n0, 1),
                 "workers": len(st["workers"]), "acked": spout.get("acked"), "failed": spout.get("failed")}
 
-    return _with_cluster(1, 2, run, conf)
+    return with_cluster(1, 2, run, conf)
 
 
 def cluster_const_id_null(duration: float, warmup: float) -> dict[str, Any]:
@@ -97,7 +108,7 @@ def cluster_submit_latency(duration: float, warmup: float) -> dict[str, Any]:
         return {"first_tuple_secs": firsts[0] - started, "all_tasks_secs": firsts[-1] - started,
                 "workers": workers, "tuples_per_sec": 0.0}
 
-    return _with_cluster(2, 2, run)
+    return with_cluster(2, 2, run)
 
 
 SCENARIOS = {

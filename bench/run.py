@@ -29,6 +29,20 @@ def scenario(name: str, doc: str):
     return register
 
 
+def _children_cpu() -> float:
+    """CPU seconds used so far by this process's live children (multilang components)."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            t = child.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def _measure_local(topology, conf: dict, component: str, duration: float, warmup: float) -> dict[str, Any]:
     """Run in local mode; rate = tuples executed by ``component`` per second."""
     from squall import LocalCluster
@@ -43,13 +57,18 @@ def _measure_local(topology, conf: dict, component: str, duration: float, warmup
 
         time.sleep(warmup)
         start_n, start_t, start_cpu = executed(), time.monotonic(), time.process_time()
+        start_children = _children_cpu()
         time.sleep(duration)
         n, elapsed = executed() - start_n, time.monotonic() - start_t
         cpu = (time.process_time() - start_cpu) / elapsed
+        children_cpu = (_children_cpu() - start_children) / elapsed
         stats = cluster.stats("bench")
         cluster.kill("bench")
     out: dict[str, Any] = {"tuples_per_sec": n / elapsed, "tuples": n, "seconds": elapsed,
-                           "process_cpu": round(cpu, 2)}
+                           "process_cpu": round(cpu, 3)}
+    if children_cpu > 0:  # child processes the topology runs (multilang shell components)
+        out["children_cpu"] = round(children_cpu, 3)
+    out["tuples_per_cpu_sec"] = n / max(1e-9, (cpu + max(0.0, children_cpu)) * elapsed)
     lat = [s["complete_latency_ms"] for s in stats if "complete_latency_ms" in s]
     if lat:
         out["complete_latency_ms"] = {"p50": round(lat[0]["p50"], 2), "p99": round(lat[0]["p99"], 2)}
@@ -139,11 +158,27 @@ def _register_optional() -> None:
         return {**curve_cost(runs), "cpu_ns_per_tuple": cpu}
 
     try:
+        import multilang_bench
+    except ImportError:
+        multilang_bench = None
+    if multilang_bench is not None:
+        @scenario("multilang-pystorm", "a pystorm bolt through multilang, the same bolt in-process, and a "
+                  "native squall bolt doing the same work, alternating, three rounds each (acking on)")
+        def _multilang(duration: float, warmup: float) -> dict[str, Any]:
+            return multilang_bench.multilang_vs_in_process(_measure_local, duration, warmup, multilang_bench.ACKED)
+
+        @scenario("multilang-pystorm-unacked", "multilang-pystorm with acking off")
+        def _multilang_unacked(duration: float, warmup: float) -> dict[str, Any]:
+            return multilang_bench.multilang_vs_in_process(_measure_local, duration, warmup,
+                                                           multilang_bench.UNACKED)
+
+    try:
         import api_bench
         import cluster_bench
+        import latency
     except ImportError:
         return
-    for module in (cluster_bench, api_bench):
+    for module in (cluster_bench, latency, api_bench):
         for name, (doc, fn) in module.SCENARIOS.items():
             SCENARIOS[name] = (doc, fn)
 

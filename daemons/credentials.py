@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from squall.config import TOKEN_ENV
 from squall.daemons.local_state import read_private, write_atomic
-from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
 from squall.daemons.state.records import TopologySecrets, as_str, check_name, field_value
 from squall.messaging import CurveKeys

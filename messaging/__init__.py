@@ -11,6 +11,8 @@ from typing import Any, Mapping
 from squall.messaging.base import Connection, Context, TaskMessage
 from squall.messaging.codec import FrameError
 from squall.messaging.curve import CurveKeys
+from squall.messaging.local import LocalContext
+from squall.messaging.zmq import ZmqContext
 
 
 def make_context(conf: Mapping[str, Any], curve: CurveKeys | None = None) -> Context:
@@ -18,12 +20,8 @@ def make_context(conf: Mapping[str, Any], curve: CurveKeys | None = None) -> Con
     (zmq only) encrypts every connection and accepts only peers with the same keys."""
     kind = conf.get("squall.messaging.transport", "zmq")
     if kind == "local":
-        from squall.messaging.local import LocalContext
-
         ctx: Context = LocalContext()
     elif kind == "zmq":
-        from squall.messaging.zmq import ZmqContext
-
         ctx = ZmqContext(curve)
     else:
         raise ValueError(f"unknown transport {kind!r} in squall.messaging.transport")

@@ -1,10 +1,29 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages, Debian's ZooKeeper, Redis, Chromium and
-# Prometheus; Java is already on the machine) and run the whole suite. Idempotent; fast on the second run.
+# Install what the tests need and run them. Idempotent; fast on the second run.
+#   scripts/test.sh [pytest args]                          every tier (what CI runs)
+#   scripts/test.sh unit|cluster|spark|ui [pytest args]    one tier (tests/<tier>), installing only what it needs
+# Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
+# Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium and Prometheus come from apt
+# (Java is already on the machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-ensure_venv "test,spark"
+
+tier=""
+case "${1:-}" in
+  unit|cluster|spark|ui) tier="$1"; shift ;;
+esac
+
+# What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
+case "$tier" in
+  unit)    extras="test";       debs="" ;;
+  cluster) extras="test";       debs="zookeeper redis-server" ;;
+  spark)   extras="test,spark"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
+  ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
+  *)       extras="test,spark"; debs="zookeeper chromium prometheus redis-server" ;;
+esac
+ensure_venv "$extras"
+
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # apt_quietly PACKAGE: install a Debian package, updating the lists only when needed.
 apt_quietly() {
@@ -12,8 +31,29 @@ apt_quietly() {
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$1" >/dev/null
   }
 }
-[ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper
-command -v chromium >/dev/null || apt_quietly chromium  # the web UI tests
-command -v prometheus >/dev/null || apt_quietly prometheus  # the metrics test scrapes with it
-command -v redis-server >/dev/null || apt_quietly redis-server  # state tests (squall.state)
+for deb in $debs; do
+  case "$deb" in
+    zookeeper) [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper ;;
+    redis-server) command -v redis-server >/dev/null || apt_quietly redis-server ;;  # state tests (squall.state)
+    *) command -v "$deb" >/dev/null || apt_quietly "$deb" ;;  # the web UI tests, the metrics scrape
+  esac
+done
+
+# Node.js multilang tests (cluster tier): node-storm, a published Storm multilang adapter, from
+# npm into tests/support/node (once; no lock file is written).
+if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
+  if command -v npm >/dev/null && [ ! -d tests/support/node/node_modules/node-storm ]; then
+    (cd tests/support/node && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null 2>&1) \
+      || echo "npm install in tests/support/node failed: the Node.js multilang tests will fail" >&2
+  fi
+fi
+
+if [ -n "$tier" ]; then
+  for arg in "$@"; do
+    if [[ "$arg" == tests/* && -e "${arg%%::*}" ]]; then
+      exec "$VENV/bin/pytest" "$@"  # the arguments already name what to run
+    fi
+  done
+  exec "$VENV/bin/pytest" "tests/$tier" "$@"
+fi
 exec "$VENV/bin/pytest" "$@"

@@ -1,4 +1,9 @@
-"""squall: a Storm-style distributed stream processor in Python."""
+"""squall: a Storm-style distributed stream processor in Python.
+
+This is the package's facade: what users import. squall's own modules import from the module
+that defines a name, never from here, so the facade may gather names from every layer
+(docs/internals.md, "Layers").
+"""
 from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext
@@ -19,7 +24,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # LocalCluster pulls in the runtime; import it only when asked for.
+    # Start-up: LocalCluster pulls in the runtime, ZeroMQ and structlog, which doubles the time of
+    # `import squall` (measured about +190 ms, and +90 ms on `squall --help`, which imports this
+    # package); import it only when asked for. Not a cycle: squall.local imports no facade.
     if name == "LocalCluster":
         from squall.local import LocalCluster
 

@@ -6,6 +6,7 @@ well typed; any other key is user configuration and passes through untouched, as
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.state.redis.timeout.secs": (_FLOAT, False),
     "topology.state.snapshot": (_STR, True),
     "topology.window.max.tuples": (_INT, False),
+    "topology.multilang.serializer": ("enum:json,msgpack,org.apache.storm.multilang.JsonSerializer", False),
+    "topology.subprocess.timeout.secs": (_FLOAT, False),
+    "topology.shellbolt.max.pending": (_INT, False),
+    "topology.multilang.max.inflight": (_INT, False),
+    "topology.multilang.max.message.bytes": (_INT, False),
+    "topology.multilang.log.lines.per.sec": (_INT, False),
+    "topology.streamparse.mode": ("enum:in-process,multilang", False),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
@@ -174,6 +182,11 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "topology.state.checkpoint.timeout.secs": _SECS,
     "topology.state.redis.timeout.secs": _SECS,
     "topology.window.max.tuples": _COUNT,
+    "topology.subprocess.timeout.secs": _SECS,
+    "topology.shellbolt.max.pending": _COUNT,
+    "topology.multilang.max.inflight": _COUNT,
+    "topology.multilang.max.message.bytes": (1024, 2**31, True),
+    "topology.multilang.log.lines.per.sec": (0, 10**6, True),
 }
 
 
@@ -276,8 +289,6 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
 
 def user_config_path() -> Path | None:
     """The user file: $SQUALL_CONF, else ./squall.yaml, else ~/.squall/squall.yaml."""
-    import os
-
     env = os.environ.get("SQUALL_CONF")
     if env:
         return Path(env)
@@ -297,10 +308,34 @@ def build_config(*layers: Mapping[str, Any] | None, user_file: bool = True) -> d
     for layer in layers:
         if layer:
             conf.update(validate(layer))
-    from squall.daemons.state.acls import ZkAuth  # here: that package imports this module
-
     try:
-        ZkAuth.from_conf(conf)  # the password may come from the environment
-    except ValueError as exc:
+        zookeeper_auth(conf)  # the password may come from the environment
+    except ConfigError as exc:
         raise ConfigError(f"config: {exc}") from None
     return conf
+
+
+# The API token when ``squall.token`` is unset (clients, supervisors); never passed to workers.
+TOKEN_ENV = "SQUALL_TOKEN"
+
+# The daemons' ZooKeeper password when ``zookeeper.auth.password`` is unset (compose's env_file,
+# systemd's EnvironmentFile), so it need sit in no mounted config file; never passed to workers.
+ZOOKEEPER_PASSWORD_ENV = "SQUALL_ZOOKEEPER_PASSWORD"
+
+
+def zookeeper_auth(conf: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """The daemons' ZooKeeper digest (user, password): ``zookeeper.auth.user`` with
+    ``zookeeper.auth.password``, else ``$SQUALL_ZOOKEEPER_PASSWORD``; None when neither is
+    set (no ZooKeeper authentication; the variable alone turns nothing on). ConfigError when
+    only one half is there or the user cannot be a digest user."""
+    env = os.environ if environ is None else environ
+    user = conf.get("zookeeper.auth.user")
+    password = conf.get("zookeeper.auth.password") or (env.get(ZOOKEEPER_PASSWORD_ENV) if user else None)
+    if bool(user) != bool(password):
+        raise ConfigError(f"'zookeeper.auth.user' and 'zookeeper.auth.password' (or ${ZOOKEEPER_PASSWORD_ENV}) "
+                          "must be set together, or neither (no ZooKeeper authentication)")
+    if not user:
+        return None
+    if ":" in user:
+        raise ConfigError("a ZooKeeper digest user must be non-empty and contain no ':'")
+    return user, password

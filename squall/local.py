@@ -18,10 +18,10 @@ import structlog
 from squall import config as _config
 from squall.checks import check_runnable
 from squall.clock import SYSTEM_CLOCK, Clock
-from squall.daemons.nimbus.scheduler import schedule_even
+from squall.logs import configure_from
 from squall.messaging.local import LocalContext
 from squall.model import executors as executors_of
-from squall.model import executor_tasks, system_topology, task_ids
+from squall.model import executor_tasks, schedule_even, system_topology, task_ids
 from squall.runtime.worker_runtime import WorkerRuntime
 from squall.topology import Topology
 
@@ -49,8 +49,6 @@ class LocalCluster:
         self.clock = clock
         self.conf = _config.build_config(conf, {"squall.messaging.transport": "local"})
         if not structlog.is_configured():  # the host program did not set logging up: use ours
-            from squall.logs import configure_from
-
             configure_from(self.conf)
         self._context = LocalContext()
         self._context.prepare(self.conf)

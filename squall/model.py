@@ -6,7 +6,7 @@ contiguous range ``(start, end)`` of one component's task ids.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from squall import grouping as g
@@ -27,6 +27,7 @@ ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 ACKER_STREAMS = {ACK_ACK: Fields(["batch"]), ACK_FAIL: Fields(["batch"])}
 
 ExecutorId = tuple[int, int]
+Slot = tuple[str, int]  # (supervisor/node id, port); local mode: ("local", worker number)
 
 
 def acker_count(conf: Mapping[str, Any]) -> int:
@@ -142,3 +143,11 @@ def executors(topology: Topology | Mapping[str, tuple[int, int]], task_to_compon
 
 def executor_tasks(executor: ExecutorId) -> range:
     return range(executor[0], executor[1] + 1)
+
+
+def schedule_even(executors: Sequence[ExecutorId], slots: Sequence[Slot]) -> dict[ExecutorId, Slot]:
+    """Spread executors round-robin over ``slots`` in the given order (Storm's even scheduler;
+    local mode places its executors with it)."""
+    if not slots:
+        raise ValueError("no slots to schedule onto")
+    return {ex: slots[i % len(slots)] for i, ex in enumerate(sorted(executors))}

@@ -46,8 +46,13 @@ class NullBolt(Bolt):
 
 
 def const_id_null(acked: bool):
+    return spout_id_null(ConstSpout(acked))
+
+
+def spout_id_null(spout: Spout):
+    """``spout`` -> IdBolt -> NullBolt, each one task, local-or-shuffle."""
     b = TopologyBuilder()
-    b.set_spout("spout", ConstSpout(acked))
+    b.set_spout("spout", spout)
     b.set_bolt("id", IdBolt()).local_or_shuffle("spout")
     b.set_bolt("null", NullBolt()).local_or_shuffle("id")
     return b.build()

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from squall.config import TOKEN_ENV
 from squall.daemons.nimbus.tls_material import TlsMaterial
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
-
-TOKEN_ENV = "SQUALL_TOKEN"
 
 
 class AccessError(ValueError):

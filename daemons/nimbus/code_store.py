@@ -56,20 +56,22 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) 
 
 
 def build_bundle(topology_file: str | os.PathLike[str], topology: Topology,
-                 conf: Mapping[str, Any]) -> bytes:
+                 conf: Mapping[str, Any], root: str | os.PathLike[str] | None = None) -> bytes:
     """The bundle bytes for ``topology`` defined in ``topology_file`` with topology config ``conf``.
 
-    ``code/`` holds the files of the topology file's directory (recursively) that
-    ``code_files`` ships: no dotfiles, VCS, caches, or what ``.squallignore`` names.
+    ``code/`` holds the files of ``root`` (default: the topology file's directory; a
+    streamparse project's folder) recursively that ``code_files`` ships: no dotfiles, VCS,
+    caches, or what ``.squallignore`` names.
     """
     source = Path(topology_file).resolve()
     if not source.is_file():
         raise FileNotFoundError(f"topology file {source} does not exist")
+    folder = Path(root).resolve() if root is not None else source.parent
     raw = io.BytesIO()
     # gzip with mtime 0 (tarfile's "w:gz" stamps the current time into the header).
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for rel, path in code_files(source.parent):
+            for rel, path in code_files(folder):
                 mode = 0o755 if os.access(path, os.X_OK) else 0o644
                 _add_bytes(tar, f"{CODE_DIR}/{rel}", path.read_bytes(), mode)
             _add_bytes(tar, "topology.bin", topology.to_bytes())

@@ -454,7 +454,7 @@ class Nimbus:
         topology_id = info.id
         current = assignments.get(topology_id)
         if hold and current is not None and not scratch:
-            self._observed_beats(topology_id, now)
+            self._observed_beats(topology_id, now, current)
             return current
         components = self._executor_components(info)
         if components is not None:

@@ -8,6 +8,8 @@ import signal
 import click
 import structlog
 
+from squall import logs
+from squall.command_line import LOG_FORMAT, OVERRIDES, base_config, parse_overrides
 from squall.daemons.nimbus.daemon import Nimbus, NimbusStartError
 from squall.daemons.shutdown import StopDeadline
 
@@ -17,14 +19,10 @@ SHUTDOWN_DEADLINE_SECS = 10.0
 
 
 @click.command("nimbus")
-@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
-@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
-              help="Log as readable lines (console) or JSON lines.")
+@OVERRIDES
+@LOG_FORMAT
 def nimbus_command(overrides: tuple[str, ...], log_format: str | None) -> None:
     """Run nimbus (the HTTP API on nimbus.host:nimbus.port) in the foreground."""
-    from squall import logs
-    from squall.cli.options import base_config, parse_overrides
-
     conf = base_config(parse_overrides(overrides))
     logs.configure_from(conf, log_format, daemon="nimbus")
     os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)

@@ -12,17 +12,10 @@ lost worker does not reshuffle the healthy ones.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
-ExecutorId = tuple[int, int]
-Slot = tuple[str, int]  # (supervisor/node id, port)
-
-
-def schedule_even(executors: Sequence[ExecutorId], slots: Sequence[Slot]) -> dict[ExecutorId, Slot]:
-    """Spread executors round-robin over ``slots`` in the given order (Storm's even scheduler)."""
-    if not slots:
-        raise ValueError("no slots to schedule onto")
-    return {ex: slots[i % len(slots)] for i, ex in enumerate(sorted(executors))}
+# The even round-robin placement lives in the model (local mode uses it too).
+from squall.model import ExecutorId, Slot, schedule_even  # noqa: F401 (schedule_even: part of this API)
 
 
 # --- slots ---------------------------------------------------------------------------------

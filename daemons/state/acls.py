@@ -16,12 +16,13 @@ configured (security off) nodes are created open, as before.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
+
+from squall.config import ZOOKEEPER_PASSWORD_ENV, zookeeper_auth
 
 # Per-topology subtrees its workers write: /<part>/<topology id>[/...]
 WORKER_WRITABLE = ("workerbeats", "errors")
@@ -31,9 +32,8 @@ WORKER_READABLE = ("topologies", "assignments")
 DAEMON_ONLY_TOPOLOGY = ("credentials",)
 TOPOLOGY_SCOPED = WORKER_WRITABLE + WORKER_READABLE + DAEMON_ONLY_TOPOLOGY
 
-# The daemons' ZooKeeper password when ``zookeeper.auth.password`` is unset (compose's env_file,
-# systemd's EnvironmentFile), so it need sit in no mounted config file; never passed to workers.
-PASSWORD_ENV = "SQUALL_ZOOKEEPER_PASSWORD"
+# The daemons' ZooKeeper password when ``zookeeper.auth.password`` is unset (read by the config).
+PASSWORD_ENV = ZOOKEEPER_PASSWORD_ENV
 
 # A worker creates, reads, updates and deletes its own beats and errors;
 # ADMIN (changing ACLs) stays with the daemons.
@@ -142,16 +142,10 @@ class ZkAuth:
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> ZkAuth:
-        """The daemons' auth from their config: ``zookeeper.auth.user`` with
-        ``zookeeper.auth.password``, else ``$SQUALL_ZOOKEEPER_PASSWORD``. The variable alone
-        (no user) turns nothing on. ValueError when only one half is there."""
-        env = os.environ if environ is None else environ
-        user = conf.get("zookeeper.auth.user")
-        password = conf.get("zookeeper.auth.password") or (env.get(PASSWORD_ENV) if user else None)
-        if bool(user) != bool(password):
-            raise ValueError(f"'zookeeper.auth.user' and 'zookeeper.auth.password' (or ${PASSWORD_ENV}) must "
-                             "be set together, or neither (no ZooKeeper authentication)")
-        return cls.for_daemons(user, password)
+        """The daemons' auth from their config (``squall.config.zookeeper_auth`` reads it).
+        ValueError (a ConfigError) when only one half is there."""
+        pair = zookeeper_auth(conf, environ)
+        return cls() if pair is None else cls.for_daemons(*pair)
 
     @classmethod
     def for_worker(cls, topology_id: str, password: str, daemon_id: str | None) -> ZkAuth:

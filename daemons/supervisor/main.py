@@ -12,6 +12,7 @@ import structlog
 
 from squall import config as _config
 from squall import logs
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.local_state import valid_id
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.supervisor.daemon import Supervisor, SupervisorError
@@ -47,14 +48,9 @@ def check_conf(conf: Mapping[str, Any]) -> None:
 
 # --- command line -----------------------------------------------------------------------------
 
-class _Failure(click.ClickException):
-    exit_code = 1
-
-
 @click.command("supervisor")
-@click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE", help="Configuration override; repeatable.")
-@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
-              help="Log as readable lines (console) or JSON lines.")
+@OVERRIDES
+@LOG_FORMAT
 @click.option("--kill-workers-on-exit", is_flag=True,
               help="Stop this node's workers when the supervisor stops (default: leave them running).")
 def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_workers_on_exit: bool) -> None:
@@ -64,15 +60,11 @@ def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_
     workers. SIGTERM or SIGINT stops it; its workers keep running and are adopted by the next
     supervisor started on the same local dir.
     """
+    conf = base_config(parse_overrides(overrides))
     try:
-        extra = _config.parse_overrides(overrides)
-    except _config.ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="-c") from None
-    try:
-        conf = _config.build_config(extra)
         check_conf(conf)
     except _config.ConfigError as exc:
-        raise _Failure(str(exc)) from None
+        raise Failure(str(exc)) from None
     logs.configure_from(conf, log_format, daemon="supervisor")
     os.umask(0o077)  # local state, code and logs: readable by this user only (workers inherit it)
     supervisor = Supervisor(conf, kill_workers_on_exit=kill_workers_on_exit)
@@ -92,7 +84,7 @@ def supervisor_command(overrides: tuple[str, ...], log_format: str | None, kill_
         supervisor.start()
     except SupervisorError as exc:
         log.error("supervisor cannot start", error=str(exc))
-        raise _Failure(str(exc)) from None
+        raise Failure(str(exc)) from None
     supervisor.run()
     deadline.done()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from squall import config as _config
+from squall.multilang.codedir import set_code_dir
 from squall.topology import Topology, TopologyError
 
 
@@ -38,6 +39,7 @@ def load_bundle_topology(bundle: Path) -> Topology:
         raise WorkerError(f"code bundle at {bundle} has no code/ directory")
     if str(code) not in sys.path:
         sys.path.insert(0, str(code))
+    set_code_dir(code)  # shell components run from here (Storm runs them from the jar's resources/)
     try:
         data = (bundle / "topology.bin").read_bytes()
     except OSError as exc:

@@ -59,6 +59,7 @@ from squall.daemons.worker.decisions import (
 from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
+from squall.runtime.worker_runtime import WorkerRuntime
 from squall.topology import Topology
 
 log = structlog.get_logger("squall.worker")
@@ -289,8 +290,6 @@ class Worker:
         return self.state.assignment_exists(self.topology_id)
 
     def _make_runtime(self, topology: Topology) -> None:
-        from squall.runtime.worker_runtime import WorkerRuntime
-
         assert self.credentials is not None
         curve = self.credentials.curve_keys() if self.conf.get("zmq.curve", True) else None
         if curve is None:

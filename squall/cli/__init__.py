@@ -4,8 +4,8 @@ This module holds the command group; each command module lists its commands in
 ``COMMANDS`` and is registered below: ``squall.cli.local`` (``run --local``),
 ``squall.cli.cluster`` (the daemons, the nimbus client commands, ``dev-cluster``),
 ``squall.cli.security`` (``token``, ``secure-init``), ``squall.cli.logs`` (``logs``: worker
-logs through nimbus) and
-``squall.spark.cli`` (``spark-run``). ``squall.cli.options`` holds what they share.
+logs through nimbus) and ``squall.cli.spark`` (``spark-run``). ``squall.command_line`` holds
+what they share (the daemons' own mains use it too).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import importlib
 import click
 
 COMMAND_MODULES = ("squall.cli.local", "squall.cli.cluster", "squall.cli.security", "squall.cli.logs",
-                   "squall.spark.cli")
+                   "squall.cli.spark")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

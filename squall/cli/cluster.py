@@ -17,11 +17,18 @@ from typing import Any
 
 import click
 
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.checks import check_runnable
+from squall.cli import topology_source
+from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
 from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.daemons.credentials import DAEMON_SECRET_KEYS
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.code_files import code_files
+from squall.daemons.nimbus.code_store import build_bundle
+from squall.topology import TopologyError
 
 
 class LazyCommand(click.Command):
@@ -84,22 +91,16 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @OVERRIDES
-def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
-    """Submit the topology defined in FILE to nimbus."""
-    from squall import config as _config
-    from squall.checks import check_runnable
-    from squall.daemons.credentials import DAEMON_SECRET_KEYS
-    from squall.daemons.nimbus.code_store import build_bundle
-    from squall.loader import TopologyFileError, load_topology
-    from squall.topology import TopologyError
-
+@topology_source.flux_options
+def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, filter_file: str | None,
+           env_filter: bool) -> None:
+    """Submit the topology defined in FILE to nimbus (a topology file, a streamparse
+    topology, or with --flux a Flux YAML file)."""
     extra = parse_overrides(overrides)
     conf = base_config(extra)
-    try:
-        topology, file_conf, module = load_topology(file)
-    except (TopologyFileError, TopologyError, _config.ConfigError) as exc:
-        raise Failure(str(exc)) from None
-    name = name or module.__name__
+    source = topology_source.load(file, flux, filter_file, env_filter, conf)
+    topology, file_conf = source.topology, source.conf
+    name = name or source.name
     # -c applies to this command too (e.g. -c squall.token=...): secrets stay out of the topology.
     topology_conf = {k: v for k, v in {**file_conf, **extra}.items() if k not in DAEMON_SECRET_KEYS}
     topology_conf["topology.name"] = name
@@ -115,14 +116,15 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...]) -> None:
         check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:
         raise Failure(str(exc)) from None
+    topology_source.check_shipped(topology, (rel for rel, _ in code_files(source.root)))
     try:
-        bundle = build_bundle(file, topology, topology_conf)
+        bundle = build_bundle(file, topology, topology_conf, root=source.root)
     except (OSError, TypeError, ValueError) as exc:
         raise Failure(f"cannot build the code bundle of {file}: {exc}") from None
     limit = int(conf["nimbus.code.max.upload.bytes"])
     if len(bundle) > limit:
         raise Failure(f"the code bundle is {len(bundle)} bytes, above nimbus.code.max.upload.bytes "
-                      f"({limit}); move large data out of {Path(file).resolve().parent}")
+                      f"({limit}); move large data out of {source.root}")
     reply = _call(_client(conf).submit, name, bundle)
     click.echo(f"submitted topology {reply['name']} as {reply['id']} "
                f"({reply.get('workers', 0)} workers, {reply.get('executors', 0)} executors)")
@@ -261,8 +263,6 @@ def _watch(draw: Any, interval: float) -> None:
 @LOG_FORMAT
 def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
     """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
-    from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
-
     try:
         code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
     except DevClusterError as exc:

@@ -27,6 +27,7 @@ from typing import Any
 import click
 import yaml
 
+from squall.cli.zookeeper_server import ZooKeeperError, ZooKeeperServer, ensure_zookeeper_installed, free_port
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -160,8 +161,6 @@ def _wait_ready(client: NimbusClient, children: list[_Child], supervisors: int, 
 
 def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: str | None = None) -> int:
     """Start everything, print how to use it, run until SIGINT/SIGTERM, stop everything."""
-    from squall.testing.zookeeper import ZooKeeperError, ZooKeeperServer, ensure_zookeeper_installed, free_port
-
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()

@@ -1,4 +1,5 @@
-"""``squall run FILE --local``: a topology file in this process until a duration or a signal."""
+"""``squall run FILE --local``: a topology file (or a streamparse topology, or with ``--flux``
+a Flux YAML file) in this process until a duration or a signal."""
 from __future__ import annotations
 
 import signal
@@ -7,9 +8,11 @@ import time
 
 import click
 
-from squall import config as _config
 from squall import logs
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.cli import topology_source
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.multilang.codedir import set_code_dir
+from squall.topology import TopologyError
 
 
 def wait_for_stop(duration: float | None) -> None:
@@ -27,24 +30,24 @@ def wait_for_stop(duration: float | None) -> None:
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @OVERRIDES
 @LOG_FORMAT
+@topology_source.flux_options
 def run(file: str, local: bool, duration: float | None, name: str | None, overrides: tuple[str, ...],
-        log_format: str | None) -> None:
-    """Run the topology defined in FILE in local mode."""
-    from squall.loader import TopologyFileError, load_topology
+        log_format: str | None, flux: bool, filter_file: str | None, env_filter: bool) -> None:
+    """Run the topology defined in FILE in local mode (a topology file, a streamparse
+    topology, or with --flux a Flux YAML file)."""
+    # Start-up: local mode pulls in the runtime and ZeroMQ, which every other command (and
+    # `squall --help`, which imports this module) would pay for; see squall/__init__.py.
     from squall.local import LocalCluster
-    from squall.topology import TopologyError
 
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
-    try:
-        topology, file_conf, module = load_topology(file)
-    except (TopologyFileError, TopologyError, _config.ConfigError) as exc:
-        raise Failure(str(exc)) from None
-    name = name or module.__name__
+    source = topology_source.load(file, flux, filter_file, env_filter, conf)
+    set_code_dir(source.root)  # shell components run from here, as from a worker's code/
+    name = name or source.name
     with LocalCluster(conf) as cluster:
         try:
-            cluster.submit(name, {**file_conf, **extra}, topology)
+            cluster.submit(name, {**source.conf, **extra}, source.topology)
         except TopologyError as exc:
             raise Failure(str(exc)) from None
         started = time.monotonic()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from squall.cli.options import OVERRIDES, Failure, base_config, parse_overrides
+from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 FOLLOW_POLL_SECS = 1.0

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 import yaml
 
-from squall.cli.options import Failure
+from squall.command_line import Failure
 from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.nimbus.auth import ROLES, TokenFileError, add_token, parse_entries, write_private
 from squall.daemons.nimbus.credentials import CA_CERT, DAEMON_USER, CredentialsError, create, daemon_auth_conf

@@ -23,7 +23,9 @@ from typing import Any
 from squall.contrib.line_spout import LineRules, TextLineRules
 from squall.contrib.jsonl import JsonLineRules
 from squall.contrib.lines import TOO_LONG, LineReader
+from squall.contrib.parquet_spout import parquet_rows
 from squall.spark.plan import BackfillError
+from squall.spark.schema import plain_row
 
 FILE_FORMATS = ("jsonl", "text", "parquet")
 MALFORMED_KEPT = 5
@@ -167,8 +169,6 @@ class ParquetSource:
         return parts
 
     def read(self, ranges: list[tuple[int, list[int]]], malformed: Callable[[str], None]) -> Iterator[list]:
-        from squall.contrib.parquet_spout import parquet_rows
-
         for index, groups in ranges:
             uri, path, _ = self.files[index]
             with open_file(uri, path) as fh:
@@ -230,8 +230,6 @@ class StageInput:
             for ranges in items:
                 yield from self.source.read(ranges, malformed)
         elif self.plain:
-            from squall.spark.schema import plain_row
-
             for row in items:
                 yield plain_row(row)
         else:

@@ -4,10 +4,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from squall.spark.engine import failure
 from squall.spark.inputs import FileInput, list_files
 from squall.spark.plan import BackfillError
+from squall.spark.sinks import json_frame
 
 INPUT_FORMATS = ("jsonl", "text", "parquet", "csv")
 OUTPUT_FORMATS = ("parquet", "jsonl")
@@ -51,11 +54,6 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
     types checked) before any is written; up to ``parallel`` sinks are written at once
     (each is a Spark job mostly spent waiting, and Spark runs jobs from several threads).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from squall.spark.engine import failure
-    from squall.spark.sinks import json_frame
-
     if fmt not in OUTPUT_FORMATS:
         raise BackfillError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
     mode = "overwrite" if overwrite else "errorifexists"

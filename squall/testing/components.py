@@ -1,16 +1,26 @@
-"""Components for testing topologies in local mode (like Storm's testing utilities).
+"""Spouts and bolts for testing topologies (like Storm's testing utilities and Bytewax's
+``TestingSource``/``TestingSink``): one set, so tests do not each write their own.
 
-Results are kept in a process-wide registry by name, since each task runs its own copy of
-a component: ``Recorder.get(name)`` is how a test sees what its bolts saw.
+- Sources: ``FixedTupleSpout`` (fixed rows, reliable, replays what fails), ``PositionedRowSpout``
+  (the same with its position in checkpointed state).
+- Sinks: ``RecordingBolt`` (in this process), ``FileRecordingBolt`` (tasks in other processes:
+  workers, Spark executors), ``NullBolt`` (acks and keeps nothing).
+- Stages: ``EchoBolt`` (passes values on), ``StatefulKeyedCount`` (counts per key in state).
+
+In local mode each task runs its own copy of a component, so results are kept in a
+process-wide registry by name: ``Recorder.get(name)`` is how a test sees what its bolts saw.
 """
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from squall.components import Bolt, Spout
-from squall.state.components import StatefulSpout
+from squall.state.components import StatefulBolt, StatefulSpout
 
 
 class Recorder:
@@ -68,17 +78,95 @@ class FixedTupleSpout(Spout):
 
 class RecordingBolt(Bolt):
     """Records (task id, source component, stream, values) of every input under ``name``
-    and acks it."""
+    and acks it; with ``fields``, only those fields' values (to keep large payloads out)."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, fields: Sequence[str] | None = None) -> None:
+        self.name, self.fields = name, list(fields) if fields is not None else None
 
     def prepare(self, conf, context, collector):
         self.collector = collector
         self.task = context.this_task_id
 
     def execute(self, tuple):
-        Recorder.add(self.name, (self.task, tuple.source_component, tuple.source_stream, list(tuple.values)))
+        values = list(tuple.values) if self.fields is None else [tuple[f] for f in self.fields]
+        Recorder.add(self.name, (self.task, tuple.source_component, tuple.source_stream, values))
+        self.collector.ack(tuple)
+
+    @staticmethod
+    def values(name: str) -> list[list]:
+        """The values recorded under ``name``, in the order they arrived."""
+        return [record[3] for record in Recorder.get(name)]
+
+
+class FileRecordingBolt(Bolt):
+    """A RecordingBolt for tasks in other processes: appends [task id, source component,
+    stream, values] of every input as a JSON line to ``task-<id>.jsonl`` in the folder the
+    topology conf names under ``conf_key``, and acks it. ``recorded(folder)`` reads them."""
+
+    def __init__(self, conf_key: str) -> None:
+        self.conf_key = conf_key
+
+    def prepare(self, conf, context, collector):
+        self.collector, self.task = collector, context.this_task_id
+        folder = Path(conf[self.conf_key])
+        folder.mkdir(parents=True, exist_ok=True)
+        self.file = open(folder / f"task-{self.task}.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in cleanup)
+
+    def execute(self, tuple):
+        self.file.write(json.dumps([self.task, tuple.source_component, tuple.source_stream, list(tuple.values)]) + "\n")
+        self.file.flush()  # read by the test while the topology runs
+        self.collector.ack(tuple)
+
+    def cleanup(self):
+        self.file.close()
+
+
+def recorded(folder: str | os.PathLike) -> list[tuple[int, str, str, list]]:
+    """What FileRecordingBolts wrote to ``folder``: (task id, source component, stream,
+    values) per input, file by file. A line still being written is left out."""
+    out = []
+    for path in sorted(Path(folder).glob("task-*.jsonl")):
+        text = path.read_text(encoding="utf-8")
+        # Split at "\n" only: JSON keeps U+2028 and U+0085 unescaped, which splitlines would cut at.
+        for line in text.split("\n")[:-1]:
+            task, component, stream, values = json.loads(line)
+            out.append((task, component, stream, values))
+    return out
+
+
+class NullBolt(Bolt):
+    """Acks every input and keeps nothing: for tests that look elsewhere (the spout's acks,
+    stats) or only build a topology."""
+
+    def execute(self, tuple):
+        self.collector.ack(tuple)
+
+
+class EchoBolt(Bolt):
+    """Emits every input's values unchanged on ``fields``, anchored to it, and acks it."""
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = list(fields)
+
+    def execute(self, tuple):
+        self.collector.emit(list(tuple.values), anchors=tuple)
+        self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+
+class StatefulKeyedCount(StatefulBolt):
+    """Counts its inputs per value of ``field`` in its checkpointed state and acks them:
+    after failures and rollbacks the committed counts are exact only if state is updated
+    exactly once."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def execute(self, tuple):
+        key = tuple[self.field]
+        self.state.put(key, self.state.get(key, 0) + 1)
         self.collector.ack(tuple)
 
 

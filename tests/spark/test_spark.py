@@ -24,6 +24,7 @@ from squall.grouping import fields_task_index  # noqa: E402
 from squall.loader import load_module, load_topology  # noqa: E402
 from squall.local import LocalCluster  # noqa: E402
 from squall.spark import BackfillError, make_plan, run  # noqa: E402
+from squall.testing.components import recorded  # noqa: E402
 from support.paths import REPO, SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
@@ -156,8 +157,8 @@ def test_parquet_sink_files_read_back_in_spark_equal_what_was_emitted(spark, tmp
     assert len(files) >= 300 // 40  # rolled by row count (and by time for the tails)
     written = sorted(tuple(tuple(v) if isinstance(v, list) else v for v in r)
                      for r in spark.read.parquet(str(archive)).select(*module.ROW_FIELDS).collect())
-    emitted = sorted(tuple(tuple(v) if isinstance(v, list) else v for v in json.loads(line))
-                     for p in record.iterdir() for line in p.read_text().splitlines())
+    emitted = sorted(tuple(tuple(v) if isinstance(v, list) else v for v in values)
+                     for _, _, _, values in recorded(record))
     assert len(emitted) == 300
     assert written == emitted
     schema = {f.name: f.dataType.simpleString() for f in spark.read.parquet(str(archive)).schema.fields}

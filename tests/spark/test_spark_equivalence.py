@@ -29,6 +29,7 @@ from squall.contrib import JsonLineRules  # noqa: E402
 from squall.contrib.lines import LineReader  # noqa: E402
 from squall.loader import load_module  # noqa: E402
 from squall.local import LocalCluster  # noqa: E402
+from squall.testing.components import recorded  # noqa: E402
 from support.paths import SPARK_TOPOLOGIES
 
 pytestmark = pytest.mark.spark
@@ -130,12 +131,10 @@ def text_lines(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
-def recorded(out: Path) -> dict[str, list[list]]:
+def recorded_by_component(out: Path) -> dict[str, list[list]]:
     rows: dict[str, list[list]] = {}
-    for f in sorted(out.glob("task-*.jsonl")):
-        for line in text_lines(f):
-            comp, stream, values_ = json.loads(line)
-            rows.setdefault(comp, []).append(values_)
+    for _, comp, _, values_ in recorded(out):
+        rows.setdefault(comp, []).append(values_)
     return rows
 
 
@@ -153,7 +152,7 @@ def run_local(shape: int, events: Path, users_: Path, out: Path, expect: dict) -
                 break
             time.sleep(0.05)
         cluster.kill("messy")
-    return final(recorded(out)), {c: bad for c, (_, bad) in seen.items()}
+    return final(recorded_by_component(out)), {c: bad for c, (_, bad) in seen.items()}
 
 
 def run_spark(shape: int, events: Path, users_: Path, out: Path) -> tuple[dict, dict]:
@@ -236,7 +235,7 @@ def run_cluster(cluster, shape: int, events: Path, users_: Path, out: Path, expe
     cluster.wait_for(lambda: acked() == expect, 90, f"every good line acked ({expect})", interval=0.3)
     assert cluster.cli("kill", name, "--wait", "0").returncode == 0
     cluster.wait_for(lambda: cluster.worker_pids() == {}, 60, "workers gone")
-    return final(recorded(out))
+    return final(recorded_by_component(out))
 
 
 @pytest.mark.cluster

@@ -432,38 +432,18 @@ def _slow_bolt_backpressure(cluster, mode, hwm):
     assert peak <= bound, f"queue grew to {peak} (bound {bound})"
 
 
-class Counting(Spout):
-    def __init__(self, key):
-        self.key = key
-
-    def open(self, conf, context, collector):
-        self.collector = collector
-        self.n = 0
-
-    def next_tuple(self):
-        if self.n < 5:
-            self.n += 1
-            self.collector.emit([self.n], msg_id=self.n)
-
-    def ack(self, msg_id):
-        Recorder.add(self.key, msg_id)
-
-    def declare_output_fields(self, d):
-        d.declare(["n"])
-
-
 def test_acking_off_acks_at_once(cluster):
     name = unique("noack")
     b = TopologyBuilder()
-    b.set_spout("c", Counting(name + ".acks"))
+    b.set_spout("c", FixedTupleSpout(name, [[n] for n in range(1, 6)], ["n"]))
     b.set_bolt("h", Hoarder()).shuffle("c")
     cluster.submit(name, {"topology.acker.executors": 0}, b.build())
-    wait_for(lambda: sorted(Recorder.get(name + ".acks")) == [1, 2, 3, 4, 5], 10, what="immediate acks")
+    wait_for(lambda: sorted(Recorder.get(name + ".acked")) == [0, 1, 2, 3, 4], 10, what="immediate acks")
 
 
 def test_submit_rejects_bad_config_and_duplicate_names(cluster):
     b = TopologyBuilder()
-    b.set_spout("c", Counting("x"))
+    b.set_spout("c", FixedTupleSpout("x", [[1]], ["n"]))
     topo = b.build()
     from squall.config import ConfigError
     with pytest.raises(ConfigError, match="topology.workerz"):

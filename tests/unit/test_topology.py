@@ -6,6 +6,7 @@ import pytest
 from squall import Bolt, Spout, Topology, TopologyBuilder, TopologyError
 from squall.grouping import CustomStreamGrouping
 from squall.model import ACKER, executors, partition, system_topology, task_ids
+from squall.testing.components import EchoBolt, NullBolt
 
 
 class Words(Spout):
@@ -18,19 +19,6 @@ class Words(Spout):
         d.declare(["x"], stream="direct_out", direct=True)
 
 
-class Sink(Bolt):
-    def execute(self, t):
-        pass
-
-
-class Echo(Bolt):
-    def execute(self, t):
-        pass
-
-    def declare_output_fields(self, d):
-        d.declare(["word"])
-
-
 def builder():
     b = TopologyBuilder()
     b.set_spout("words", Words(), 2)
@@ -39,8 +27,8 @@ def builder():
 
 def test_build_gives_immutable_serializable_topology():
     b = builder()
-    b.set_bolt("echo", Echo(), 3, num_tasks=6).fields("words", ["word"]).shuffle("words", "pairs")
-    b.set_bolt("sink", Sink()).global_("echo").direct("words", "direct_out")
+    b.set_bolt("echo", EchoBolt(["word"]), 3, num_tasks=6).fields("words", ["word"]).shuffle("words", "pairs")
+    b.set_bolt("sink", NullBolt()).global_("echo").direct("words", "direct_out")
     topo = b.build()
     again = Topology.from_bytes(topo.to_bytes())
     assert list(again.components) == ["echo", "sink", "words"]
@@ -51,24 +39,26 @@ def test_build_gives_immutable_serializable_topology():
     assert list(again.stream_fields("words", "pairs")) == ["word", "n"]
     with pytest.raises(TypeError):
         again.components["new"] = echo  # read-only mapping
-    assert isinstance(echo.instantiate(), Echo) and echo.instantiate() is not echo.instantiate()
+    assert isinstance(echo.instantiate(), EchoBolt) and echo.instantiate() is not echo.instantiate()
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda b: b.set_bolt("x", Sink()).shuffle("nope"), "subscribes to unknown component 'nope'"),
-    (lambda b: b.set_bolt("x", Sink()).shuffle("words", "missing"), "stream 'missing' that component 'words' does not declare"),
-    (lambda b: b.set_bolt("x", Sink()).fields("words", ["nope"]), "fields grouping on field 'nope'"),
-    (lambda b: b.set_bolt("x", Sink()).partial_key("words", ["zz"]), "partial_key grouping on field 'zz'"),
-    (lambda b: b.set_bolt("x", Sink()).direct("words"), "not declared direct"),
-    (lambda b: b.set_bolt("x", Sink()).shuffle("words", "direct_out"), "is direct and needs a direct grouping"),
-    (lambda b: b.set_bolt("words", Sink()), "duplicate component id 'words'"),
-    (lambda b: b.set_bolt("__acker", Sink()), "reserved for system components"),
-    (lambda b: b.set_bolt("__system", Sink()), "reserved for system components"),
-    (lambda b: b.set_bolt("x", Sink(), 0), "parallelism must be an integer >= 1"),
-    (lambda b: b.set_bolt("x", Sink(), 1, num_tasks=0), "num_tasks must be an integer >= 1"),
+    (lambda b: b.set_bolt("x", NullBolt()).shuffle("nope"), "subscribes to unknown component 'nope'"),
+    (lambda b: b.set_bolt("x", NullBolt()).shuffle("words", "missing"),
+     "stream 'missing' that component 'words' does not declare"),
+    (lambda b: b.set_bolt("x", NullBolt()).fields("words", ["nope"]), "fields grouping on field 'nope'"),
+    (lambda b: b.set_bolt("x", NullBolt()).partial_key("words", ["zz"]), "partial_key grouping on field 'zz'"),
+    (lambda b: b.set_bolt("x", NullBolt()).direct("words"), "not declared direct"),
+    (lambda b: b.set_bolt("x", NullBolt()).shuffle("words", "direct_out"), "is direct and needs a direct grouping"),
+    (lambda b: b.set_bolt("words", NullBolt()), "duplicate component id 'words'"),
+    (lambda b: b.set_bolt("__acker", NullBolt()), "reserved for system components"),
+    (lambda b: b.set_bolt("__system", NullBolt()), "reserved for system components"),
+    (lambda b: b.set_bolt("x", NullBolt(), 0), "parallelism must be an integer >= 1"),
+    (lambda b: b.set_bolt("x", NullBolt(), 1, num_tasks=0), "num_tasks must be an integer >= 1"),
     (lambda b: b.set_bolt("x", Spout()), "must be a Bolt instance"),
-    (lambda b: b.set_bolt("x", Sink(), 1, num_tasks=1_000_000).shuffle("words"), "at most 1000000 are supported"),
-    (lambda b: b.set_bolt("x", Sink()).add_configuration("topology.workerz", 1), "unknown config key 'topology.workerz'"),
+    (lambda b: b.set_bolt("x", NullBolt(), 1, num_tasks=1_000_000).shuffle("words"), "at most 1000000 are supported"),
+    (lambda b: b.set_bolt("x", NullBolt()).add_configuration("topology.workerz", 1),
+     "unknown config key 'topology.workerz'"),
 ])
 def test_validation_errors_name_the_problem(make, message):
     b = builder()
@@ -87,7 +77,7 @@ def test_component_that_cannot_be_serialized_is_named():
     with pytest.raises(TopologyError, match="component 'holder' cannot be serialized"):
         b.build()
     b2 = builder()
-    bolt = Sink()
+    bolt = NullBolt()
     bolt.lock = threading.Lock()
     b2.set_bolt("locked", bolt).shuffle("words")
     with pytest.raises(TopologyError, match="component 'locked' cannot be serialized"):
@@ -111,14 +101,14 @@ def test_topology_needs_a_spout_and_string_fields():
 def test_custom_grouping_must_subclass_the_base():
     b = builder()
     with pytest.raises(TopologyError, match="CustomStreamGrouping"):
-        b.set_bolt("x", Sink()).custom("words", object())
-    b.set_bolt("y", Sink()).custom("words", CustomStreamGrouping())
+        b.set_bolt("x", NullBolt()).custom("words", object())
+    b.set_bolt("y", NullBolt()).custom("words", CustomStreamGrouping())
     assert b.build().components["y"].inputs[0].grouping.kind == "custom"
 
 
 def test_task_ids_are_topology_wide_and_executors_contiguous():
     b = builder()
-    b.set_bolt("echo", Echo(), 3, num_tasks=7).shuffle("words")
+    b.set_bolt("echo", EchoBolt(["word"]), 3, num_tasks=7).shuffle("words")
     topo = system_topology(b.build(), {"topology.workers": 2, "topology.acker.executors": None})
     tasks = task_ids(topo)
     # components in id order: __acker (2 tasks), echo (7), words (2)

@@ -1,13 +1,13 @@
-"""Topologies for tests/test_spark.py. Loaded as a topology module (squall.loader), so Spark
+"""Topologies for tests/spark/test_spark.py. Loaded as a topology module (squall.loader), so Spark
 workers get this file only through squall.spark's code shipping."""
 from __future__ import annotations
 
-import json
 import os
 
 from squall import BasicBolt, Bolt, CustomStreamGrouping, TopologyBuilder
 from squall.contrib import JsonLinesSpout, ParquetSink
 from squall.spark.plan import TICK_KEY
+from squall.testing.components import EchoBolt, FileRecordingBolt
 
 KEY_FIELDS = ["key", "n"]
 
@@ -138,44 +138,13 @@ def cycle():
 ROW_FIELDS = ["id", "name", "score", "flag", "tags"]
 
 
-class Echo(BasicBolt):
-    """Emits every input's values unchanged, as ``fields``."""
-
-    def __init__(self, fields=ROW_FIELDS):
-        self.fields = list(fields)
-
-    def execute(self, tup):
-        self.collector.emit(list(tup.values))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(self.fields)
-
-
-class Recorder(BasicBolt):
-    """Appends every input as a JSON line to <dir>/task-<id>.jsonl (its own record of
-    what the topology emitted)."""
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        folder = conf["sinktest.record"]
-        os.makedirs(folder, exist_ok=True)
-        self.fh = open(os.path.join(folder, f"task-{context.this_task_id}.jsonl"), "a", encoding="utf-8")
-
-    def execute(self, tup):
-        self.fh.write(json.dumps(tup.values) + "\n")
-        self.fh.flush()
-
-    def cleanup(self):
-        self.fh.close()
-
-
 def sink_roundtrip():
     b = TopologyBuilder()
     b.set_spout("rows", JsonLinesSpout(ROW_FIELDS, conf_key="sinktest.input"))
-    b.set_bolt("tee", Echo(), 2).shuffle("rows")
+    b.set_bolt("tee", EchoBolt(ROW_FIELDS), 2).shuffle("rows")
     b.set_bolt("archive", ParquetSink(None, ROW_FIELDS, conf_key="sinktest.archive", rows_per_file=40,
                                       roll_secs=1), 2).shuffle("tee")
-    b.set_bolt("record", Recorder()).shuffle("tee")
+    b.set_bolt("record", FileRecordingBolt("sinktest.record")).shuffle("tee")  # what the topology emitted
     return b.build()
 
 
@@ -263,6 +232,6 @@ def parquet_echo():
 
     b = TopologyBuilder()
     b.set_spout("rows", ParquetSpout(PARQUET_FIELDS, conf_key="batchtest.parquet"), 2)
-    b.set_bolt("echo", Echo(PARQUET_FIELDS), 2).shuffle("rows")
+    b.set_bolt("echo", EchoBolt(PARQUET_FIELDS), 2).shuffle("rows")
     b.set_bolt("pickles", Pickles()).shuffle("echo")
     return b.build()

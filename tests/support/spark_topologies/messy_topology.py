@@ -20,6 +20,7 @@ import os
 
 from squall import BasicBolt, TopologyBuilder
 from squall.contrib import JsonLinesSpout
+from squall.testing.components import EchoBolt, FileRecordingBolt
 
 EVENT_FIELDS = ["user", "item", "cents", "tags", "meta"]
 USER_FIELDS = ["user", "country"]
@@ -61,14 +62,6 @@ class Clean(BasicBolt):
     def declare_output_fields(self, declarer):
         declarer.declare(["user", "item", "cents"])
         declarer.declare(["reason", "user", "cents"], stream="rejects")
-
-
-class Echo(BasicBolt):
-    def execute(self, t):
-        self.collector.emit(list(t.values))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(EVENT_FIELDS)
 
 
 class RunningCount(BasicBolt):
@@ -162,30 +155,13 @@ class Bucket(BasicBolt):
         declarer.declare(["item", "index"])
 
 
-class Record(BasicBolt):
-    """Live runs only: appends [component, stream, values] per input to a file per task."""
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        os.makedirs(conf["messy.out"], exist_ok=True)
-        self.fh = open(os.path.join(conf["messy.out"], f"task-{context.this_task_id}.jsonl"), "a",
-                       encoding="utf-8")
-
-    def execute(self, t):
-        self.fh.write(json.dumps([t.source_component, t.source_stream, t.values], ensure_ascii=True) + "\n")
-        self.fh.flush()
-
-    def cleanup(self):
-        self.fh.close()
-
-
 def build(shape: dict):
     b = TopologyBuilder()
     b.set_spout("events", JsonLinesSpout(EVENT_FIELDS, conf_key="messy.events", max_line_bytes=MAX_LINE_BYTES),
                 shape["events"])
     b.set_spout("users", JsonLinesSpout(USER_FIELDS, conf_key="messy.users", max_line_bytes=MAX_LINE_BYTES))
     b.set_bolt("clean", Clean(), shape["clean"]).shuffle("events")
-    b.set_bolt("echo", Echo(), shape["echo"]).local_or_shuffle("events")
+    b.set_bolt("echo", EchoBolt(EVENT_FIELDS), shape["echo"]).local_or_shuffle("events")
     b.set_bolt("types", RunningCount("cents", ["cents", "n"]), shape["types"]).fields("events", ["cents"])
     b.set_bolt("join", Join(), shape["join"]).fields("clean", ["user"]).fields("users", ["user"])
     b.set_bolt("per_country", RunningCount("country", ["country", "n", "cents"], "cents"),
@@ -196,7 +172,7 @@ def build(shape: dict):
     b.set_bolt("census", Census(), shape["census"]).all("users")
     b.set_bolt("router", Router(), shape["router"]).shuffle("clean")
     b.set_bolt("bucket", Bucket(), shape["bucket"]).direct("router", "routed")
-    rec = b.set_bolt("record", Record(), 2)
+    rec = b.set_bolt("record", FileRecordingBolt("messy.out"), 2)  # live runs only
     for sink in SINKS:
         rec.shuffle(sink)
     return b.build()

@@ -1,19 +1,21 @@
-"""Test topology for worker processes: a reliable spout of numbers -> a file-appending sink.
+"""Test topology for worker processes: a reliable spout of numbers -> a recording sink.
 
 Copied into a test's ``code/`` directory and pickled from there, the way a submitted
 bundle is. Behaviour comes from the topology conf (conf.json):
 - ``test.out_dir``: where files go; ``test.count``: numbers 0..count-1 are emitted once
   each (failed ones are replayed); ``test.rate``: at most this many emits per second;
 - ``test.fail_open``: the spout's ``open`` raises (a worker whose executor cannot start).
-Files: ``sink-<task>.txt`` (one number a line, per received tuple), ``acked-<task>.txt``
-(numbers whose tuple tree completed) and ``events-<task>.txt`` (activate/deactivate).
+Files: ``task-<task>.jsonl`` (the sink's record of every received tuple, read with
+``squall.testing.components.recorded``), ``acked-<task>.txt`` (numbers whose tuple tree
+completed) and ``events-<task>.txt`` (activate/deactivate).
 """
 from __future__ import annotations
 
 import os
 import time
 
-from squall import Bolt, Spout, TopologyBuilder
+from squall import Spout, TopologyBuilder
+from squall.testing.components import FileRecordingBolt
 
 
 def _append(path: str, line: str) -> None:
@@ -63,18 +65,8 @@ class NumberSpout(Spout):
         declarer.declare(["n"])
 
 
-class FileSink(Bolt):
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.path = os.path.join(conf["test.out_dir"], f"sink-{context.this_task_id}.txt")
-
-    def execute(self, tuple):
-        _append(self.path, str(tuple.values[0]))
-        self.collector.ack(tuple)
-
-
 def topology():
     builder = TopologyBuilder()
     builder.set_spout("numbers", NumberSpout(), 1)
-    builder.set_bolt("sink", FileSink(), 2).shuffle("numbers")
+    builder.set_bolt("sink", FileRecordingBolt("test.out_dir"), 2).shuffle("numbers")
     return builder.build()

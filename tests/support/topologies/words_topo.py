@@ -1,5 +1,6 @@
 """Words -> count (two executors, fields grouping): a small topology the CLI tests submit."""
-from squall import Bolt, Spout, TopologyBuilder
+from squall import Spout, TopologyBuilder
+from squall.testing.components import NullBolt
 
 
 class Words(Spout):
@@ -13,13 +14,8 @@ class Words(Spout):
         declarer.declare(["word"])
 
 
-class Count(Bolt):
-    def execute(self, tuple):
-        pass
-
-
 def topology():
     builder = TopologyBuilder()
     builder.set_spout("words", Words())
-    builder.set_bolt("count", Count(), 2).fields("words", ["word"])
+    builder.set_bolt("count", NullBolt(), 2).fields("words", ["word"])
     return builder.build()

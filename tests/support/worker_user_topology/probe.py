@@ -1,6 +1,7 @@
 """A topology that reports, as an error, whether its user code can read given files
 (``test.probe.paths``): run under ``supervisor.worker.user`` it must not read the daemons'."""
-from squall import Bolt, Spout, TopologyBuilder
+from squall import Spout, TopologyBuilder
+from squall.testing.components import NullBolt
 
 
 class Probe(Spout):
@@ -24,13 +25,8 @@ class Probe(Spout):
         declarer.declare(["n"])
 
 
-class Sink(Bolt):
-    def execute(self, tuple):
-        pass
-
-
 def topology():
     builder = TopologyBuilder()
     builder.set_spout("probe", Probe(), 1)
-    builder.set_bolt("sink", Sink(), 1).shuffle("probe")
+    builder.set_bolt("sink", NullBolt(), 1).shuffle("probe")
     return builder.build()

@@ -2,7 +2,6 @@
 plain and foreign-key peers while the topology's own peers get through."""
 from __future__ import annotations
 
-import socket
 
 import pytest
 import zmq
@@ -12,6 +11,7 @@ from squall.config import build_config
 from squall.messaging import CurveKeys, codec, make_context
 from squall.messaging.curve import curve_available, should_log, zap_verdict
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port
 
 TOPO = "topo-1"
 KEYS = CurveKeys.generate()
@@ -44,17 +44,11 @@ def test_should_log_is_bounded() -> None:
     assert [n for n in range(1, 100) if should_log(n)] == [1, 2, 4, 8, 16, 32, 64]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server():
     conf = build_config({"zmq.bind.host": "127.0.0.1", "zmq.linger.millis": 500}, user_file=False)
     ctx = make_context(conf, curve=KEYS)
-    srv = ctx.bind(TOPO, _free_port())
+    srv = ctx.bind(TOPO, free_port())
     got: list[tuple[int, bytes]] = []
     srv.register_recv(lambda batch: got.extend((t, bytes(p)) for t, p in batch))
     try:

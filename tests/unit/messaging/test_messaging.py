@@ -5,7 +5,6 @@ tests/cluster/messaging/test_zmq_second_process.py). Waits poll against deadline
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -16,15 +15,10 @@ import zmq
 from squall.config import build_config
 from squall.messaging import codec, make_context
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import free_port  # below the ephemeral range: no self-connect on reconnect
 
 TOPO = "topo-1"
 TIMEOUT = 10.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def conf_for(transport: str, **extra) -> dict:

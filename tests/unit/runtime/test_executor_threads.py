@@ -2,29 +2,21 @@
 import threading
 import time
 
-from squall import Bolt, TopologyBuilder
+from squall import TopologyBuilder
 from squall.model import ACKER, system_topology
 from squall.runtime.executor_thread import component_order, thread_groups
 from squall.runtime.queues import BatchQueue, Doorbell
-from squall.testing.components import FixedTupleSpout
-
-
-class Pass(Bolt):
-    def execute(self, t):
-        pass
-
-    def declare_output_fields(self, d):
-        d.declare(["n"])
+from squall.testing.components import EchoBolt, FixedTupleSpout
 
 
 def _diamond():
     b = TopologyBuilder()
     b.set_spout("src", FixedTupleSpout("order", [[1]], ["n"]))
-    b.set_bolt("sink", Pass()).shuffle("left").shuffle("right")  # declared before its inputs
-    b.set_bolt("left", Pass()).shuffle("src")
-    b.set_bolt("right", Pass()).shuffle("src")
-    b.set_bolt("alone", Pass()).shuffle("alone2")
-    b.set_bolt("alone2", Pass()).shuffle("alone")
+    b.set_bolt("sink", EchoBolt(["n"])).shuffle("left").shuffle("right")  # declared before its inputs
+    b.set_bolt("left", EchoBolt(["n"])).shuffle("src")
+    b.set_bolt("right", EchoBolt(["n"])).shuffle("src")
+    b.set_bolt("alone", EchoBolt(["n"])).shuffle("alone2")
+    b.set_bolt("alone2", EchoBolt(["n"])).shuffle("alone")
     return system_topology(b.build(), {"topology.acker.executors": 1, "topology.workers": 1})
 
 

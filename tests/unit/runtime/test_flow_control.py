@@ -5,6 +5,7 @@ import time
 
 from squall import Bolt, Spout, TopologyBuilder
 from squall.config import build_config
+from squall.runtime import flow
 from squall.runtime.flow import STALE_SECS, RemoteBackpressure
 from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
 from squall.testing.waiting import wait_for
@@ -38,12 +39,16 @@ class Slow(Bolt):
         time.sleep(0.001)
 
 
-def test_a_slow_bolt_in_one_worker_pauses_the_spout_in_another_over_the_transport():
+def test_a_slow_bolt_in_one_worker_pauses_the_spout_in_another_over_the_transport(monkeypatch):
+    # Reports are renewed every RESEND_SECS (1 s): 2 s still expires only a silent peer's,
+    # and the test waits 2 s for the dead peer's report to go stale instead of 5.
+    monkeypatch.setattr(flow, "STALE_SECS", 2.0)
     b = TopologyBuilder()
     b.set_spout("flood", Flood())
     b.set_bolt("slow", Slow()).shuffle("flood")
     # Task ids: flood 1, slow 2 (no ackers).
-    conf = build_config({"topology.acker.executors": 0, "topology.executor.receive.buffer.size": 2000,
+    cap = 200  # small: shutting the bolt's worker down drains its queue at 1 ms a tuple
+    conf = build_config({"topology.acker.executors": 0, "topology.executor.receive.buffer.size": cap,
                          "zmq.bind.host": "127.0.0.1", "worker.pin.cpu": False, "zmq.linger.millis": 0},
                         user_file=False)
     topo = b.build()
@@ -56,6 +61,6 @@ def test_a_slow_bolt_in_one_worker_pauses_the_spout_in_another_over_the_transpor
             conn = a.connections[("127.0.0.1", port_b)]
             wait_for(lambda: conn.get_load([2]).get(2, 0) > 0.5, 10, what="the bolt's load reported")
             # Over its bound by at most one batch from the wire (see test_memory_bound).
-            assert b_rt.queues[2].peak <= RECEIVE_HARD_LIMIT * 2000 + conf["topology.producer.batch.size"]
+            assert b_rt.queues[2].peak <= RECEIVE_HARD_LIMIT * cap + conf["topology.producer.batch.size"]
         # The bolt's worker is gone while under backpressure: its report goes stale.
-        wait_for(lambda: a.remote_bp == set(), STALE_SECS + 5, what="a dead peer's backpressure expiring")
+        wait_for(lambda: a.remote_bp == set(), flow.STALE_SECS + 5, what="a dead peer's backpressure expiring")

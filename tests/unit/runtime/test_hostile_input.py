@@ -7,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from squall import BasicBolt, LocalCluster, Spout, TopologyBuilder
+from squall import LocalCluster, Spout, TopologyBuilder
 from squall.config import build_config
 from squall.messaging import codec
 from squall.model import ACK_ACK, ACK_FAIL, system_topology, task_ids
 from squall.runtime.admission import Admission
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, NullBolt, Recorder, RecordingBolt
 from squall.testing.waiting import wait_for
 from squall.testing.wire import raw_sender, runtime_over_zmq
 
@@ -133,7 +133,7 @@ def zmq_worker():
             for task, mark in zip(SINK_TASKS, marks):
                 push.send(codec.encode_tasks([(task, _payload([SPOUT_TASK, "default", [[mark]], None]))]))
             wait_for(lambda: set(marks) <= {r[3][0] for r in Recorder.get(key)}, 10,
-                     what="good tuples after hostile ones")
+                     what="good tuples after hostile ones", interval=0.001)  # once per example: poll closely
             assert not fatal
             assert rt._server.callback_errors == 0  # nothing escaped the checks...
             assert "internal_error" not in rt.drops.by_cause(every=True)  # ...or was caught blind
@@ -249,14 +249,6 @@ class BoomSpout(Spout):
         d.declare(["v"])
 
 
-class Passing(BasicBolt):
-    def execute(self, t):
-        pass
-
-    def declare_output_fields(self, d):
-        pass
-
-
 def test_callbacks_that_raise_never_end_an_executor():
     key = f"boom-{next(_names)}"
     path = f"{__name__}.Boom"
@@ -264,7 +256,7 @@ def test_callbacks_that_raise_never_end_an_executor():
             "topology.serializers": {path: f"{__name__}.BoomSerializer"}}
     b = TopologyBuilder()
     b.set_spout("boom", BoomSpout(key))
-    b.set_bolt("pass", Passing(), 2).shuffle("boom")
+    b.set_bolt("pass", NullBolt(), 2).shuffle("boom")
     with LocalCluster({"squall.log.level": "ERROR"}) as cluster:
         cluster.submit(key, conf, b.build())
         # Every number is acked (its ack raising each time); Booms that must cross workers

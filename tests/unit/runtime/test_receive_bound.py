@@ -27,7 +27,7 @@ class Counting(Bolt):
 
 
 def test_a_peer_ignoring_backpressure_cannot_grow_the_receive_queue():
-    cap, batches, per_batch = 1000, 40, 500
+    cap, batches, per_batch = 1000, 16, 500  # 8,000 tuples: over three times the bound below
     b = TopologyBuilder()
     b.set_spout("src", FixedTupleSpout("unused", [], ["n"]))
     b.set_bolt("slow", Counting()).shuffle("src")

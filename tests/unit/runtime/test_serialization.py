@@ -3,10 +3,10 @@ are rejected whole."""
 import msgpack
 import pytest
 
-from squall import Bolt, LocalCluster, Spout, TopologyBuilder
+from squall import LocalCluster, TopologyBuilder
 from squall.model import task_ids
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.testing.components import Recorder
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from squall.testing.waiting import wait_for
 from squall.tuple import Fields, Source, Tuple, anchored_tuple
 
@@ -35,42 +35,16 @@ def path(cls):
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-class PointSpout(Spout):
-    def __init__(self, key, value_type):
-        self.key, self.value_type = key, value_type
-
-    def open(self, conf, context, collector):
-        self.collector, self.i = collector, 0
-
-    def next_tuple(self):
-        if self.i < 20:
-            self.i += 1
-            value = Point(self.i, -self.i) if self.value_type == "point" else Unregistered()
-            self.collector.emit([value], msg_id=self.i)
-
-    def ack(self, msg_id):
-        Recorder.add(self.key + ".acked", msg_id)
-
-    def declare_output_fields(self, d):
-        d.declare(["p"])
-
-
-class PointSink(Bolt):
-    def __init__(self, key):
-        self.key = key
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def execute(self, t):
-        Recorder.add(self.key, t["p"])
-        self.collector.ack(t)
+def points_spout(key, value_type):
+    """20 reliable tuples of one field: Points, or values of a type no serializer knows."""
+    rows = [[Point(i, -i) if value_type == "point" else Unregistered()] for i in range(1, 21)]
+    return FixedTupleSpout(key, rows, ["p"])
 
 
 def _topology(key, value_type):
     b = TopologyBuilder()
-    b.set_spout("points", PointSpout(key, value_type))
-    b.set_bolt("sink", PointSink(key), 2).shuffle("points")
+    b.set_spout("points", points_spout(key, value_type))
+    b.set_bolt("sink", RecordingBolt(key), 2).shuffle("points")
     return b.build()
 
 
@@ -79,7 +53,7 @@ def test_registered_user_type_crosses_workers():
     with LocalCluster() as cluster:
         cluster.submit("points", conf, _topology("pts", "point"))
         wait_for(lambda: len(Recorder.get("pts.acked")) == 20, 20, what="all acked")
-    got = Recorder.get("pts")
+    got = [p for (p,) in RecordingBolt.values("pts")]
     assert sorted((p.x, p.y) for p in got) == [(i, -i) for i in range(1, 21)]
     assert all(isinstance(p, Point) for p in got)
 
@@ -99,7 +73,7 @@ def _serializer():
     from squall.topology import TopologyBuilder as TB
 
     b = TB()
-    b.set_spout("points", PointSpout("x", "point"))
+    b.set_spout("points", points_spout("x", "point"))
     topo = b.build()
     return TupleSerializer({}, task_ids(topo), topo.stream_fields), topo
 

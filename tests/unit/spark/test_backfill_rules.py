@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squall import BasicBolt, TopologyBuilder
+from squall import TopologyBuilder
 from squall.contrib import JsonLineRules, JsonLinesSpout, MalformedLine, TextLineRules
 from squall.contrib.lines import TOO_LONG, LineReader
 from squall.loader import load_module
@@ -25,6 +25,7 @@ from squall.spark.plan import make_plan
 from squall.contrib.columns import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
 from squall.spark.sinks import JsonLines, SinkValueError
 from squall.spark.stages import layout, plan_stages, stage_levels
+from squall.testing.components import EchoBolt
 from support.paths import SPARK_TOPOLOGIES
 
 HERE = SPARK_TOPOLOGIES
@@ -113,23 +114,15 @@ def test_the_live_spout_hands_its_rules_to_the_backfill():
 
 
 # -- stages -----------------------------------------------------------------------------------
-class Pass(BasicBolt):
-    def execute(self, t):
-        self.collector.emit(list(t.values))
-
-    def declare_output_fields(self, d):
-        d.declare(["k"])
-
-
 def chain(split_tasks: int, more_tasks: int):
     b = TopologyBuilder()
     b.set_spout("in", JsonLinesSpout(["k"], path="x"))
-    b.set_bolt("split", Pass(), split_tasks).shuffle("in")
-    b.set_bolt("more", Pass(), more_tasks).local_or_shuffle("split")
-    b.set_bolt("count", Pass(), 3).fields("more", ["k"])
-    b.set_bolt("after", Pass(), 4).shuffle("count")
-    b.set_bolt("narrow", Pass(), 2).shuffle("count")
-    b.set_bolt("join", Pass(), 2).shuffle("in").shuffle("count")
+    b.set_bolt("split", EchoBolt(["k"]), split_tasks).shuffle("in")
+    b.set_bolt("more", EchoBolt(["k"]), more_tasks).local_or_shuffle("split")
+    b.set_bolt("count", EchoBolt(["k"]), 3).fields("more", ["k"])
+    b.set_bolt("after", EchoBolt(["k"]), 4).shuffle("count")
+    b.set_bolt("narrow", EchoBolt(["k"]), 2).shuffle("count")
+    b.set_bolt("join", EchoBolt(["k"]), 2).shuffle("in").shuffle("count")
     return b.build()
 
 

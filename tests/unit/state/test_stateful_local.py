@@ -5,9 +5,9 @@ import collections
 
 import pytest
 
-from squall import Bolt, Duration, LocalCluster, StatefulBolt, StatefulWindowedBolt, TopologyBuilder, TopologyError
+from squall import Bolt, Duration, LocalCluster, StatefulWindowedBolt, TopologyBuilder, TopologyError
 from squall.state.inspect import read_record
-from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder
+from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder, StatefulKeyedCount
 from squall.testing.state import committed_component, wait_committed
 from squall.testing.waiting import wait_for
 from support.keyed import KC, committed_counts, run_twice, spout_done, unique
@@ -33,18 +33,12 @@ def test_exactly_once_counts_through_failed_tuples_and_exceptions_on_two_workers
     assert "injected failure" in str(errors.get("count"))
 
 
-class CountOnce(StatefulBolt):
-    def execute(self, t):
-        self.state.put(t["w"], self.state.get(t["w"], 0) + 1)
-        self.collector.ack(t)
-
-
 def test_plain_spouts_are_acked_only_after_a_commit_covers_their_tuples():
     name = unique("plain")
     rows = [[f"w{i % 5}"] for i in range(500)]
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout(name, rows, ["w"]))
-    b.set_bolt("count", CountOnce()).fields("rows", ["w"])
+    b.set_bolt("count", StatefulKeyedCount("w")).fields("rows", ["w"])
     with LocalCluster() as cluster:
         cluster.submit(name, {"topology.state.checkpoint.interval.ms": 200, "topology.max.spout.pending": 1000},
                        b.build())
@@ -118,11 +112,11 @@ def test_stateful_topologies_that_cannot_work_are_refused():
     b.set_spout("s", FixedTupleSpout("x", [[1]], ["w"]))
     b.set_bolt("a", KC.Relay()).shuffle("s").shuffle("b")
     b.set_bolt("b", KC.Relay()).shuffle("a")
-    b.set_bolt("c", CountOnce()).shuffle("b")
+    b.set_bolt("c", StatefulKeyedCount("w")).shuffle("b")
     with pytest.raises(TopologyError, match="cycle"):
         b.build()
     b = TopologyBuilder()
     b.set_spout("s", FixedTupleSpout("x", [[1]], ["w"]))
-    b.set_bolt("lonely", CountOnce())
+    b.set_bolt("lonely", StatefulKeyedCount("w"))
     with pytest.raises(TopologyError, match="subscribes to nothing"):
         b.build()

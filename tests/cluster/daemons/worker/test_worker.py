@@ -28,6 +28,7 @@ from squall.daemons.worker.zk_writer import ERROR_QUEUE_MAX, ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
+from squall.testing.components import recorded
 from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
 from support.paths import TOPOLOGIES
@@ -193,6 +194,10 @@ class WorkerHarness:
         self.state.close()
 
     # -- the sink's and spout's files ----------------------------------------------------
+    def sunk(self) -> list[int]:
+        """The numbers the sink received, one per tuple."""
+        return [values[0] for _, _, _, values in recorded(self.out)]
+
     def numbers(self, prefix: str) -> list[int]:
         out: list[int] = []
         for path in sorted(self.out.glob(f"{prefix}-*.txt")):
@@ -236,7 +241,7 @@ def test_reliable_tuples_complete_across_two_worker_processes(harness):
     wait_for(lambda: len(harness.numbers("acked")) >= 300, 60, "all 300 tuple trees to complete", logs)
     time.sleep(0.5)  # anything extra (a duplicate) would show up now
     assert sorted(harness.numbers("acked")) == list(range(300))
-    assert sorted(harness.numbers("sink")) == list(range(300))
+    assert sorted(harness.sunk()) == list(range(300))
     assert a.poll() is None and b.poll() is None
     # Both wrote ZooKeeper beats naming their own executors.
     assert sorted(harness.beat(port_a).executors) == sorted(harness.of("numbers") + ackers[:1])
@@ -280,19 +285,19 @@ def test_deactivate_stops_the_spout_and_activate_resumes_it(harness):
     one_worker(harness, port, **{"test.count": 10**9, "test.rate": 200})
     proc = harness.launch(port)
     logs = lambda: harness.log_of(proc)[-3000:]  # noqa: E731
-    wait_for(lambda: len(harness.numbers("sink")) >= 20, WAIT, "tuples flowing", logs)
+    wait_for(lambda: len(harness.sunk()) >= 20, WAIT, "tuples flowing", logs)
     assert harness.events() == ["activate"]
 
     assert harness.state.set_topology_status(harness.topology_id, "inactive")
     wait_for(lambda: harness.events()[-1:] == ["deactivate"], 10, "the spout's deactivate", logs)
     # In-flight tuples may still land; then nothing more is emitted.
-    settled = wait_for(lambda: _stable(lambda: len(harness.numbers("sink")), 0.5), 10, "the sink to settle")
+    settled = wait_for(lambda: _stable(lambda: len(harness.sunk()), 0.5), 10, "the sink to settle")
     time.sleep(1.5)
-    assert len(harness.numbers("sink")) == settled
+    assert len(harness.sunk()) == settled
 
     assert harness.state.set_topology_status(harness.topology_id, "active")
     wait_for(lambda: harness.events()[-1:] == ["activate"], 10, "the spout's activate", logs)
-    wait_for(lambda: len(harness.numbers("sink")) >= settled + 20, 10, "tuples flowing again", logs)
+    wait_for(lambda: len(harness.sunk()) >= settled + 20, 10, "tuples flowing again", logs)
     assert proc.poll() is None
 
 

@@ -1,5 +1,6 @@
-"""What every command module shares: the ``-c``/``--log-format`` options, configuration
-loading with CLI-shaped errors, and the failure type (exit code 1)."""
+"""What every command line shares (the ``squall`` CLI's commands and the daemons' mains): the
+``-c``/``--log-format`` options, configuration loading with CLI-shaped errors, and the failure
+type (exit code 1). It sits below the daemons so that their mains need nothing from the CLI."""
 from __future__ import annotations
 
 from typing import Any

@@ -5,12 +5,22 @@ only when the command runs, so ``squall`` works without the ``spark`` extra.
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 
 import click
+import structlog
 
-from squall.cli.options import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
-from squall.spark.io import INPUT_FORMATS, OUTPUT_FORMATS
+from squall import config as _config
+from squall import logs
+from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.loader import TopologyFileError, load_topology
+from squall.spark import progress as _progress
+from squall.spark.engine import run
+from squall.spark.io import INPUT_FORMATS, OUTPUT_FORMATS, existing_outputs, read_input, session, write_sinks
+from squall.spark.plan import BackfillError, make_plan
+from squall.topology import TopologyError
 
 
 def _pairs(values: tuple[str, ...], option: str, left: str) -> list[tuple[str, str]]:
@@ -50,15 +60,9 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
 
 def _reporter(log_format: str | None) -> tuple:
     """(report, seconds between reports): a line on a terminal, else a log line every 5 s."""
-    import sys
-
-    import structlog
-
-    from squall.spark import progress
-
     if sys.stderr.isatty() and log_format != "json":
-        return progress.terminal_reporter(sys.stderr), 1.0
-    return progress.log_reporter(structlog.get_logger("squall.spark")), 5.0
+        return _progress.terminal_reporter(sys.stderr), 1.0
+    return _progress.log_reporter(structlog.get_logger("squall.spark")), 5.0
 
 
 @click.command("spark-run")
@@ -99,12 +103,6 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
     partitioning), and the sink streams are written under --output. Exits 1 when a
     tuple failed.
     """
-    from squall import config as _config
-    from squall import logs
-    from squall.loader import TopologyFileError, load_topology
-    from squall.spark.plan import BackfillError, make_plan
-    from squall.topology import TopologyError
-
     started = time.monotonic()
     extra = parse_overrides(overrides)
     if state_from:
@@ -127,22 +125,16 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
         plan = make_plan(topology, keys, list(sinks) or None, topo_conf, ticks, exclude)
     except BackfillError as exc:
         raise Failure(str(exc)) from None
-    from squall.spark.io import existing_outputs, read_input, session, write_sinks
-
     if not overwrite:
         there = existing_outputs(output, list(plan.sinks))
         if there:
             raise Failure(f"output {there[0]} exists; pass --overwrite to replace it")
-    import importlib.util
-
     if importlib.util.find_spec("pyspark") is None:
         raise Failure("spark-run needs pyspark: pip install 'squall[spark]'")
 
     spark, created = session(master, spark_pairs, f"squall-{name}")
     spark_secs = time.monotonic() - started
     try:
-        from squall.spark.engine import run
-
         frames = {key: read_input(spark, key, path, input_format) for key, path in input_pairs}
         report, every = _reporter(log_format or conf.get("squall.log.format")) if progress else (None, 1.0)
         result = run(topology, spark, frames, list(sinks) or None, topo_conf, ticks, exclude, name,

@@ -1,0 +1,93 @@
+"""Complete latency under load, Storm-loadgen style, in local mode and on a real cluster.
+
+``bench/topologies/scheduled_load.py`` (spout -> id -> null, acked) first runs as fast as
+acks allow to measure the maximum rate, then offers 25%, 50% and 75% of it on a schedule;
+complete latency runs from each tuple's scheduled emit time to its ack at the spout, so a
+backlog shows (see ``bench/topologies/loadgen.py``). The whole plan runs in one topology:
+the driver submits it and waits for the results the spout writes.
+
+- local-latency: local mode, one process.
+- cluster-latency: a real ZooKeeper, nimbus and one supervisor; two worker processes.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster_bench import with_cluster
+
+HERE = Path(__file__).resolve().parent
+TOPOLOGY = HERE / "topologies" / "scheduled_load.py"
+FRACTIONS = (0.25, 0.5, 0.75)
+DRAIN = 10.0  # longest wait for the measured tuples after the last window
+
+
+def _plan_conf(output: Path, duration: float, warmup: float) -> dict[str, Any]:
+    return {"bench.load.output.file": str(output), "bench.load.fractions": ",".join(map(str, FRACTIONS)),
+            "bench.load.warmup.secs": warmup, "bench.load.duration.secs": duration,
+            "bench.load.drain.secs": DRAIN}
+
+
+def _wait_result(path: Path, duration: float, warmup: float, slack: float) -> dict[str, Any]:
+    """The spout's results; ``slack`` covers start-up (submit, workers)."""
+    deadline = time.monotonic() + (len(FRACTIONS) + 1) * (warmup + duration) + DRAIN + slack
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the load plan wrote no results to {path} in time")
+        time.sleep(0.2)
+    result = json.loads(path.read_text())
+    if "error" in result:
+        raise RuntimeError(f"load plan failed: {result['error']}")
+    return result
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """run.py's shape: a one-line summary, the max rate as tuples_per_sec, the phases."""
+    parts = [f"max {result['max_rate']:,.0f} tuples/s"]
+    for p in result["phases"][1:]:
+        text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', float('nan')):.2f} ms " \
+               f"p99 {p.get('p99_ms', float('nan')):.2f} ms"
+        if p["missing"] or p["failed"]:
+            text += f" ({p['missing']} missing, {p['failed']} failed)"
+        parts.append(text)
+    return {"tuples_per_sec": result["max_rate"], "summary": "; ".join(parts), **result}
+
+
+def local_latency(duration: float, warmup: float) -> dict[str, Any]:
+    import scheduled_load
+
+    from squall import LocalCluster
+    from squall.logs import configure
+
+    configure("console", "WARNING")
+    with tempfile.TemporaryDirectory(prefix="squall-latency-") as tmp, LocalCluster() as cluster:
+        out = Path(tmp) / "latency.json"
+        cluster.submit("latency", {**scheduled_load.CONFIG, **_plan_conf(out, duration, warmup)},
+                       scheduled_load.topology())
+        result = _wait_result(out, duration, warmup, slack=30)
+        cluster.kill("latency")
+    return summary(result)
+
+
+def cluster_latency(duration: float, warmup: float) -> dict[str, Any]:
+    def run(cluster, tmp: Path) -> dict[str, Any]:
+        out = tmp / "latency.json"
+        overrides = [arg for k, v in _plan_conf(out, duration, warmup).items() for arg in ("-c", f"{k}={v}")]
+        res = cluster.cli("submit", str(TOPOLOGY), "--name", "latency", "-c", "topology.workers=2", *overrides)
+        if res.returncode != 0:
+            raise RuntimeError(res.stdout + res.stderr)
+        result = _wait_result(out, duration, warmup, slack=90)
+        result["workers"] = len(cluster.client.topology("latency")["workers"])
+        return summary(result)
+
+    return with_cluster(1, 2, run)
+
+
+SCENARIOS = {
+    "local-latency": ("complete latency p50/p99 at 25/50/75% of the measured max rate, local mode",
+                      local_latency),
+    "cluster-latency": ("the same on a real cluster: 2 worker processes, real ZooKeeper", cluster_latency),
+}

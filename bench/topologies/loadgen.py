@@ -1,0 +1,159 @@
+"""A Storm-loadgen-style load plan as plain code: phases, a schedule, latencies.
+
+The first phase ("max") emits as fast as acks allow and measures the acked rate; each
+later phase offers a fraction of that rate on a schedule: tuple k of a phase is due at
+``start + k / rate``. A tuple's message id carries its scheduled time, so its complete
+latency runs from when it should have been emitted to its ack at the spout: when the
+topology falls behind, the backlog shows in the latency instead of slowing the offer.
+Every phase warms up, then measures the tuples scheduled inside its window; after the
+last phase the plan keeps its rate while the measured tuples drain.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MsgId = tuple[int, int, float]  # (phase index, sequence in the phase, scheduled time)
+
+
+class LatencyHistogram:
+    """Latencies in buckets 1% wide (relative) from 1 µs up, so a quantile is within 1%."""
+
+    LOW = 1e-6
+    STEP = math.log(1.01)
+    BUCKETS = int(math.log(1e3 / LOW) / STEP) + 2  # up to 1000 s; longer lands in the last
+
+    def __init__(self) -> None:
+        self.counts = [0] * self.BUCKETS
+        self.n = 0
+        self.max = 0.0
+
+    def add(self, seconds: float) -> None:
+        i = 0 if seconds <= self.LOW else min(self.BUCKETS - 1, int(math.log(seconds / self.LOW) / self.STEP) + 1)
+        self.counts[i] += 1
+        self.n += 1
+        if seconds > self.max:
+            self.max = seconds
+
+    def quantile(self, q: float) -> float:
+        """The upper bound of the bucket holding the ``q`` quantile (never above the max)."""
+        if not self.n:
+            return math.nan
+        rank, seen = max(1, math.ceil(q * self.n)), 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= rank:
+                return min(self.LOW * math.exp(i * self.STEP), self.max)
+        return self.max
+
+
+class Phase:
+    def __init__(self, name: str, fraction: float | None, warmup: float, duration: float) -> None:
+        self.name, self.fraction = name, fraction
+        self.warmup, self.duration = warmup, duration
+        self.start = 0.0
+        self.rate: float | None = None  # tuples/s offered; None: as fast as acks allow
+        self.emitted = 0
+        self.scheduled = 0  # emitted tuples whose scheduled time is inside the window
+        self.completed = 0  # of those, acked
+        self.failed = 0
+        self.acks_in_window = 0  # acks that arrived inside the window, whatever their schedule
+        self.latency = LatencyHistogram()
+
+    def begin(self, start: float) -> None:
+        self.start = start
+        self.window_start = start + self.warmup
+        self.end = self.window_start + self.duration
+
+    def measured(self, t: float) -> bool:
+        return self.window_start <= t < self.end
+
+    def result(self) -> dict[str, Any]:
+        lat = self.latency
+        out = {"phase": self.name, "offered_per_sec": self.rate,
+               "acked_per_sec": self.acks_in_window / self.duration,
+               "scheduled": self.scheduled, "completed": self.completed, "failed": self.failed,
+               "missing": self.scheduled - self.completed - self.failed}
+        if lat.n:
+            out.update({f"p{int(q * 100)}_ms": 1000 * lat.quantile(q) for q in (0.5, 0.9, 0.99)})
+            out["max_ms"] = 1000 * lat.max
+        return out
+
+
+class LoadPlan:
+    def __init__(self, fractions: list[float], warmup: float, duration: float, drain: float) -> None:
+        if not fractions or any(not 0 < f <= 1 for f in fractions):
+            raise ValueError(f"load fractions must be in (0, 1], got {fractions}")
+        self.phases = [Phase("max", None, warmup, duration)]
+        self.phases += [Phase(f"{f:.0%}", f, warmup, duration) for f in fractions]
+        self.drain = drain
+        self.index = -1  # not started
+        self.max_rate = 0.0
+        self.error: str | None = None
+
+    @property
+    def end(self) -> float:
+        """When the last phase's window closes (inf before the plan starts)."""
+        return self.phases[-1].end if self.index >= len(self.phases) - 1 else math.inf
+
+    def due(self, now: float) -> MsgId | None:
+        """The message id of a tuple to emit now, or None when the next one is not due yet."""
+        p = self._phase(now)
+        if p.rate is None:
+            scheduled = now
+        else:
+            scheduled = p.start + p.emitted / p.rate
+            if scheduled > now:
+                return None
+        seq = p.emitted
+        p.emitted = seq + 1
+        if p.measured(scheduled):
+            p.scheduled += 1
+        return (self.index, seq, scheduled)
+
+    def _phase(self, now: float) -> Phase:
+        if self.index < 0:
+            self.index = 0
+            self.phases[0].begin(now)
+        p = self.phases[self.index]
+        while now >= p.end and self.index + 1 < len(self.phases) and self.error is None:
+            if self.index == 0:
+                self.max_rate = p.acks_in_window / p.duration
+                if not self.max_rate:
+                    self.error = "no tuple was acked in the max-rate window"
+                    break
+            nxt = self.phases[self.index + 1]
+            nxt.rate = nxt.fraction * self.max_rate
+            nxt.begin(p.end)
+            self.index += 1
+            p = nxt
+        return p
+
+    def acked(self, msg_id: MsgId, now: float) -> None:
+        p = self.phases[msg_id[0]]
+        if p.measured(now):
+            p.acks_in_window += 1
+        if p.measured(msg_id[2]):
+            p.completed += 1
+            p.latency.add(now - msg_id[2])
+
+    def failed(self, msg_id: MsgId) -> None:
+        p = self.phases[msg_id[0]]
+        if p.measured(msg_id[2]):
+            p.failed += 1
+
+    def finished(self, now: float) -> bool:
+        """Every phase measured and its tuples resolved (or the drain time is up)."""
+        if self.error is not None:
+            return True
+        if now < self.end:
+            return False
+        if now >= self.end + self.drain:
+            return True
+        return all(p.completed + p.failed >= p.scheduled for p in self.phases)
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"max_rate": self.max_rate, "phases": [p.result() for p in self.phases]}
+        if self.error:
+            out["error"] = self.error
+        return out

@@ -1,0 +1,138 @@
+"""How multilang messages travel over a child's pipes: Storm's JSON framing and pystorm's
+msgpack framing. Plain code, no I/O: an encoder turns a message into bytes, a decoder is fed
+the bytes as they arrive and hands back whole messages.
+
+JSON (Storm's protocol): each message is JSON text followed by a line holding ``end``; the
+text may span lines. msgpack (pystorm's ``MsgpackSerializer``): messages follow each other
+with no delimiter. Both decoders refuse to hold more than ``max_bytes`` of one message, so a
+child that writes an endless or enormous message is caught at that bound.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+
+JSON, MSGPACK = "json", "msgpack"
+# Names a Storm or streamparse topology may give topology.multilang.serializer.
+SERIALIZER_NAMES = {
+    "json": JSON,
+    "msgpack": MSGPACK,
+    "org.apache.storm.multilang.JsonSerializer": JSON,
+}
+END = b"end"
+
+
+class ProtocolError(ValueError):
+    """The child broke the protocol (bad framing, wrong handshake). ``messages``: the whole
+    messages that came before the break in the same bytes."""
+
+    def __init__(self, text: str, messages: list[Any] | None = None) -> None:
+        super().__init__(text)
+        self.messages = messages or []
+
+
+def serializer_name(value: Any) -> str:
+    """``json`` or ``msgpack`` for a topology.multilang.serializer value; ValueError naming it."""
+    name = SERIALIZER_NAMES.get(value) if isinstance(value, str) else None
+    if name is None:
+        raise ValueError(f"topology.multilang.serializer {value!r} is not one of "
+                         f"{sorted(SERIALIZER_NAMES)}")
+    return name
+
+
+class JsonFraming:
+    """Storm's framing: ``<json>\\nend\\n``."""
+
+    name = JSON
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._partial = b""          # an unterminated line
+        self._body: list[bytes] = []  # complete lines of the message being read
+        self._body_bytes = 0
+
+    @staticmethod
+    def encode(message: Any) -> bytes:
+        """Raises TypeError/ValueError when ``message`` holds what JSON cannot carry."""
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8") + b"\nend\n"
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The messages completed by ``data`` (ProtocolError on a bad or oversized one)."""
+        out: list[Any] = []
+        if not data:
+            return out
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        body = self._body
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if line == END:
+                self._body, self._body_bytes = [], 0
+                try:
+                    out.append(self._parse(body))
+                except ProtocolError as exc:
+                    raise ProtocolError(str(exc), out) from None
+                body = self._body
+                continue
+            body.append(line)
+            self._body_bytes += len(line) + 1
+            if self._body_bytes > self.max_bytes:
+                raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+        if self._body_bytes + len(self._partial) > self.max_bytes:
+            raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+        return out
+
+    @staticmethod
+    def _parse(lines: list[bytes]) -> Any:
+        text = b"\n".join(lines)
+        try:
+            return json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"not JSON: {exc}; got {text[:200]!r}") from None
+
+    @property
+    def buffered(self) -> int:
+        return self._body_bytes + len(self._partial)
+
+
+class MsgpackFraming:
+    """pystorm's msgpack framing: back-to-back msgpack objects."""
+
+    name = MSGPACK
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max_bytes)
+
+    @staticmethod
+    def encode(message: Any) -> bytes:
+        return msgpack.packb(message, use_bin_type=True)
+
+    def feed(self, data: bytes) -> list[Any]:
+        out: list[Any] = []
+        if not data:
+            return out
+        try:
+            self._unpacker.feed(data)
+        except msgpack.BufferFull:
+            raise ProtocolError(f"a message longer than {self.max_bytes} bytes") from None
+        try:
+            for message in self._unpacker:
+                out.append(message)
+        except msgpack.OutOfData:  # pragma: no cover - the iterator stops on its own
+            pass
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            raise ProtocolError(f"not msgpack: {exc}", out) from None
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return 0  # the unpacker bounds itself (max_buffer_size)
+
+
+def framing(name: str, max_bytes: int) -> JsonFraming | MsgpackFraming:
+    return JsonFraming(max_bytes) if name == JSON else MsgpackFraming(max_bytes)

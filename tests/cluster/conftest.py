@@ -1,0 +1,9 @@
+"""The cluster tier: a real ZooKeeper and Redis shared by the run, daemons as processes."""
+from support.servers import (  # noqa: F401 (fixtures of this tier)
+    cluster_conf,
+    redis_server,
+    start_cluster,
+    zk_client,
+    zk_root,
+    zk_server,
+)

@@ -1,0 +1,129 @@
+"""Real multilang clients written outside squall, unmodified, through Storm's protocol in
+child processes: pystorm bolts and spouts (JSON and msgpack, started by streamparse_run as
+Storm starts them) and Node.js components written with node-storm (npm)."""
+import shutil
+
+import pytest
+
+from squall import Bolt, LocalCluster, TopologyBuilder
+from squall.multilang import ShellBolt, ShellSpout
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from support.multilang.harness import SUPPORT, error_text, run_until
+
+FAST = {"squall.log.level": "WARNING", "topology.message.timeout.secs": 10,
+        "topology.subprocess.timeout.secs": 10}
+NODE_MODULES = SUPPORT.parent / "node" / "node_modules"
+
+
+def pystorm(name, serializer):
+    """Storm's command for a streamparse/pystorm component (the script is one argument)."""
+    return ["streamparse_run", f"-s {serializer} pystorm_components.{name}"]
+
+
+@pytest.mark.parametrize("serializer", ["json", "msgpack"])
+def test_pystorm_bolt_exact_results(code_dir, names, serializer):
+    words = [[f"word-{i}-ünï"] for i in range(400)]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), words, ["word"]))
+    b.set_bolt("up", ShellBolt(pystorm("Upper", serializer), ["upper", "n"], serializer=serializer), 2).shuffle("s")
+    b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("up")
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), {}, lambda: len(names.get("s.acked")) == 400, "every word acked")
+    assert errors == {}
+    assert sorted(v for *_, v in names.get("rec")) == sorted([w.upper(), len(w)] for [w] in words)
+    assert sorted(names.get("s.acked")) == list(range(400)) and names.get("s.failed") == []
+
+
+def test_streams_task_ids_fields_and_explicit_fail(code_dir, names):
+    sentences = [["a b c"], ["dd ee"], ["f"]]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), sentences, ["sentence"]))
+    b.set_bolt("split", ShellBolt(pystorm("Splitter", "json"), {"words": ["word"], "lengths": ["n"]})).shuffle("s")
+    b.set_bolt("fails", ShellBolt(pystorm("Fails", "json"), ["word"])).shuffle("split", stream="words")
+    b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("fails")
+    b.set_bolt("len", RecordingBolt(names("len"))).shuffle("split", stream="lengths")
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), {}, lambda: len(names.get("s.acked")) == 3, "all sentences acked")
+    assert errors == {}
+    assert sorted(v[0] for *_, v in names.get("rec")) == ["a", "b", "c", "dd", "ee", "f"]
+    assert sorted(v[0] for *_, v in names.get("len")) == [1, 2, 3]
+
+
+class OnceBoom(FixedTupleSpout):
+    """Replays what fails, except the row "boom"."""
+
+    def fail(self, msg_id):
+        Recorder.add(self.name + ".failed", msg_id)
+        if self.rows[msg_id] != ["boom"]:
+            self.todo.append(msg_id)
+
+
+def test_raising_pystorm_bolt_is_reported_restarted_and_replayed(code_dir, names):
+    rows = [["a"], ["b"], ["boom"], ["c"]]
+    b = TopologyBuilder()
+    b.set_spout("s", OnceBoom(names("s"), rows, ["word"]))
+    b.set_bolt("r", ShellBolt(pystorm("Raises", "json"), ["word", "seen"])).shuffle("s")
+    b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("r")
+    with LocalCluster({**FAST, "topology.max.spout.pending": 1}) as c:
+        errors = run_until(c, b.build(), {}, lambda: sorted(names.get("s.acked")) == [0, 1, 3], "a, b, c acked")
+    text = error_text(errors, "r")
+    assert "ValueError: boom!" in text  # pystorm's error command, with the traceback
+    assert "exit code 1" in text  # then pystorm exits, and the child is restarted
+    assert 2 in names.get("s.failed")
+    assert sorted(v[0] for *_, v in names.get("rec")) == ["a", "b", "c"]
+
+
+class Sink(Bolt):
+    def __init__(self, name):
+        self.name = name
+
+    def execute(self, tup):
+        Recorder.add(self.name, list(tup.values))
+        self.collector.ack(tup)
+
+
+def test_pystorm_reliable_spout_and_activation(code_dir, names):
+    b = TopologyBuilder()
+    b.set_spout("w", ShellSpout(pystorm("FiniteWords", "msgpack"), ["word"], serializer="msgpack"))
+    b.set_bolt("sink", Sink(names("sink"))).shuffle("w")
+    with LocalCluster(FAST) as c:
+        c.submit("t", {"test.words": 150}, b.build())
+        from squall.testing.waiting import wait_for
+
+        wait_for(lambda: len(names.get("sink")) == 150, 60, "150 words", lambda: str(c.errors("t")))
+        wait_for(lambda: next(s for s in c.stats("t") if s["component"] == "w")["acked"] == 150, 30,
+                 "the child's tuples acked")
+        c.deactivate("t")
+        c.activate("t")
+        assert c.errors("t") == {}
+        c.kill("t")
+    words = [w for [w] in names.get("sink")]
+    assert len(words) == 150 and set(words) == {"dog", "cat", "zebra", "elephant", "ant", "bee"}
+
+
+def node_env():
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not on this machine")
+    assert (NODE_MODULES / "node-storm").is_dir(), \
+        "node-storm is missing: scripts/test.sh installs it into tests/support/node"
+    return {"NODE_PATH": str(NODE_MODULES)}
+
+
+def test_node_storm_spout_and_bolt(code_dir, names):
+    env = node_env()
+    b = TopologyBuilder()
+    b.set_spout("sentences", ShellSpout(["node", "node_spout.js"], ["sid", "sentence"], env=env))
+    b.set_bolt("split", ShellBolt(["node", "node_split.js"], ["word"], env=env), 2).shuffle("sentences")
+    b.set_bolt("sink", Sink(names("sink"))).shuffle("split")
+    with LocalCluster(FAST) as c:
+        c.submit("t", {"test.sentences": 30}, b.build())
+        from squall.testing.waiting import wait_for
+
+        wait_for(lambda: next(s for s in c.stats("t") if s["component"] == "sentences")["acked"] == 30, 60,
+                 "30 sentences acked", lambda: str(c.errors("t")))
+        errors = c.errors("t")
+        c.kill("t")
+    assert errors == {}
+    texts = ["the cow jumped over the moon", "an apple a day", "snow white and the seven dwarfs"]
+    expected = sorted(w for i in range(30) for w in texts[i % 3].split())
+    assert sorted(w for [w] in names.get("sink")) == expected

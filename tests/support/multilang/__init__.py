@@ -1,0 +1,1 @@
+"""Components, child scripts and topology files of the multilang tests."""

@@ -1,0 +1,56 @@
+"""compare.py's tables: ratios within each round, their range, latency and failures."""
+from compare import CLUSTER, LATENCY, LOCAL
+from compare_report import render
+
+RATES = {"wordcount-acked": (600e3, 700e3), "wordcount-unacked": (1e6, 1.1e6), "bytewax": (1e6, 1e6),
+         "plain-loop": (4e6, 4e6), "const-id-null": (1e6, 0.8e6), "const-id-null-acked": (0.4e6, 0.4e6)}
+
+
+def report(extra_runs=()):
+    runs = [{"figure": key, "round": r + 1, "load_before": [1.5, 1, 1], "load_after": [1.7, 1, 1],
+             "result": {"words_per_sec" if key in ("bytewax", "plain-loop") else "tuples_per_sec": v}}
+            for key, values in RATES.items() for r, v in enumerate(values)]
+    return {"rounds": 2, "runs": runs + list(extra_runs), "load_start": [1, 1, 1], "load_end": [2, 2, 2],
+            "nproc": 2}
+
+
+def row(text, name):
+    return next(line for line in text.splitlines() if line.strip().startswith(name))
+
+
+def test_ratios_are_taken_within_each_round_and_ranged():
+    text, tables = render(report(), [*LOCAL, *CLUSTER, *LATENCY])
+    assert row(text, "local word count, acked / Bytewax").split()[-4:] == ["0.70", "0.60-0.70", ">=", "1.2"]
+    assert row(text, "acked / unacked, local const -> id -> null").split()[-5:-3] == ["0.40", "0.50"]
+    assert row(text, "local const -> id -> null, M tuples/s").split()[-3] == "0.80-1.00"
+    ratios = {r["name"]: r for r in tables["ratios"]}
+    assert ratios["plain Python loop / Bytewax"]["per_round"] == [4.0, 4.0]
+    assert "cluster acked / unacked" not in ratios  # no cluster figures were run
+    assert "600,000 (1.5>1.7)" in row(text, "squall word count, acked (words/s)")
+
+
+def test_latency_rows_and_failed_figures_are_shown():
+    phases = [{"phase": "max", "offered_per_sec": None, "acked_per_sec": 1e5, "scheduled": 1, "completed": 1,
+               "failed": 0, "missing": 0, "p50_ms": 1.0, "p90_ms": 2.0, "p99_ms": 3.0, "max_ms": 4.0},
+              {"phase": "50%", "offered_per_sec": 5e4, "acked_per_sec": 5e4, "scheduled": 9, "completed": 8,
+               "failed": 0, "missing": 1, "p50_ms": 0.5, "p90_ms": 1.5, "p99_ms": 7.25, "max_ms": 9.0}]
+    extra = [{"figure": "latency-local", "round": None, "load_before": [1, 1, 1], "load_after": [1, 1, 1],
+              "result": {"max_rate": 1e5, "phases": phases}},
+             {"figure": "cluster", "round": 1, "load_before": [1, 1, 1], "load_after": [1, 1, 1],
+              "error": "exit 1: ZooKeeperError: no java"}]
+    text, tables = render(report(extra), [*LOCAL, *CLUSTER, *LATENCY])
+    assert row(text, "p99 complete latency at 50% of max, local (ms)").split()[-3:] == ["7.25", "<=", "10"]
+    assert row(text, "local        50%").split()[2:] == ["50,000", "50,000", "0.50", "1.50", "7.25", "9.00", "1"]
+    assert "cluster const -> id -> null, unacked round 1: exit 1: ZooKeeperError: no java" in text
+    assert "failed (1.0>1.0)" in row(text, "cluster const -> id -> null, unacked (tuples/s)")
+
+
+def test_per_cpu_ratios_divide_each_rate_by_the_cpu_its_processes_used():
+    rep = report()
+    for run in rep["runs"]:
+        if run["round"] == 1 and run["figure"] in ("wordcount-acked", "bytewax"):
+            run["result"]["process_cpu"] = 0.5 if run["figure"] == "wordcount-acked" else 1.0
+    text, tables = render(rep, [*LOCAL, *CLUSTER, *LATENCY])
+    per_cpu = {r["name"]: r["per_round"] for r in tables["ratios"] if r["of"] == "per_cpu"}
+    assert per_cpu["local word count, acked / Bytewax"][0] == 1.2  # 1.2 M/CPU-s against 1 M/CPU-s
+    assert "600,000 (1.5>1.7 cpu 0.50)" in row(text, "squall word count, acked (words/s)")
