@@ -1,8 +1,9 @@
 """Time for the daemons: one clock, halting timers, deadline queues and a loop waker.
 
 Every daemon reads time through a :class:`Clock` (``SYSTEM_CLOCK`` in production) so that
-its decisions about time can be tested with a :class:`FakeClock` and no sleeping. Nothing
-else under ``daemons/`` calls ``time.time()`` or ``time.monotonic()``.
+its decisions about time can be tested with a :class:`FakeClock` and no sleeping. The clock
+lives in :mod:`squall.clock` (the runtime and windows read the same one) and is re-exported
+here. Nothing else under ``daemons/`` calls ``time.time()`` or ``time.monotonic()``.
 
 * :class:`HaltingTimer` runs a callback periodically on its own thread; a callback that
   raises halts its owner (Storm's ``mk-halting-timer``): a half-alive daemon is worse
@@ -21,52 +22,15 @@ import select
 import threading
 import time as _time
 from collections.abc import Callable, Hashable
-from typing import Protocol
 
 import structlog
 
+from squall.clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "DeadlineQueue", "Every", "FakeClock", "HaltingTimer", "SystemClock",
+           "Waker", "sleep"]
+
 log = structlog.get_logger("squall.timers")
-
-
-class Clock(Protocol):
-    """Wall time (for records other hosts or processes read) and monotonic time (for
-    deadlines and durations within one process)."""
-
-    def time(self) -> float: ...
-
-    def monotonic(self) -> float: ...
-
-
-class SystemClock:
-    """The real clocks."""
-
-    def time(self) -> float:
-        return _time.time()
-
-    def monotonic(self) -> float:
-        return _time.monotonic()
-
-
-SYSTEM_CLOCK: Clock = SystemClock()
-
-
-class FakeClock:
-    """A clock that moves only when told to (tests): ``advance(secs)``."""
-
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self._now = float(start)
-        self._lock = threading.Lock()
-
-    def time(self) -> float:
-        return self._now
-
-    def monotonic(self) -> float:
-        return self._now
-
-    def advance(self, secs: float) -> float:
-        with self._lock:
-            self._now += secs
-            return self._now
 
 
 def sleep(secs: float) -> None:

@@ -1,13 +1,15 @@
 """Spouts and bolts: the classes users subclass."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from squall.tuple import Fields
 
 if TYPE_CHECKING:
     from squall.collector import OutputCollector, SpoutOutputCollector
     from squall.context import TopologyContext
+    from squall.topology import TopologyTransform
     from squall.tuple import Tuple
 
 DEFAULT_STREAM = "default"
@@ -53,6 +55,25 @@ class Component:
 
     def component_config(self) -> dict[str, Any] | None:
         """Config for this component only (e.g. topology.tick.tuple.freq.secs)."""
+        return None
+
+    # -- hooks for features (windows, state): the builder asks, nothing else is special ----
+    def runner(self) -> Component:
+        """What the topology runs in this component's place: itself, or a component that
+        wraps it (a WindowedBolt runs inside a bolt of its own). Asked once, when the
+        component is declared; raises ValueError if the component cannot run."""
+        return self
+
+    def check_in_topology(self, id: str, inputs: Sequence[Any], streams: dict[str, dict[str, StreamDeclaration]],
+                          config: Mapping[str, Any]) -> None:
+        """Checks that need the topology around the component, made at build time with
+        its subscriptions, every component's declared streams (this one's may be added to)
+        and its merged config; raises ValueError naming the problem."""
+
+    def topology_transform(self) -> TopologyTransform | None:
+        """A rewrite of the whole topology that this component needs when it is built
+        (a stateful component: the checkpoint spout, and its components wrapped to take
+        part in checkpoints), or None."""
         return None
 
 

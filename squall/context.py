@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.clock import SYSTEM_CLOCK, Clock
 from squall.metrics import IMetric, MetricRegistry
 from squall.topology import Topology
 from squall.tuple import Fields
@@ -13,7 +14,8 @@ class TopologyContext:
     def __init__(self, topology_id: str, topology: Topology, task_to_component: Mapping[int, str],
                  component_to_tasks: Mapping[str, list[int]], task_id: int,
                  worker_tasks: frozenset[int], worker_port: int | None = None,
-                 conf: Mapping[str, Any] | None = None, metrics: MetricRegistry | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK,
+                 metrics: MetricRegistry | None = None) -> None:
         self.topology_id = topology_id
         self._topology = topology
         self._task_to_component = task_to_component
@@ -22,6 +24,9 @@ class TopologyContext:
         self._worker_tasks = worker_tasks
         self.worker_port = worker_port
         self.conf = dict(conf or {})
+        # The clock the task's time-based decisions read (windows, timeouts): the worker's
+        # (squall.clock), which tests replace with a FakeClock.
+        self.clock = clock
         # The runtime passes the task's registry, which its stats read; elsewhere (a
         # backfill, a test) a private one keeps register_metric working.
         self.metrics = metrics if metrics is not None else MetricRegistry()

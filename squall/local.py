@@ -17,6 +17,7 @@ import structlog
 
 from squall import config as _config
 from squall.checks import check_runnable
+from squall.clock import SYSTEM_CLOCK, Clock
 from squall.logs import configure_from
 from squall.messaging.local import LocalContext
 from squall.model import executors as executors_of
@@ -39,9 +40,13 @@ class LocalTopology:
 
 
 class LocalCluster:
-    """Run topologies in this process. Use as a context manager so everything stops."""
+    """Run topologies in this process. Use as a context manager so everything stops.
 
-    def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
+    ``clock``: what topologies read time from (timeouts, ticks, windows, checkpoint
+    intervals); a ``squall.clock.FakeClock`` lets a test move time on without sleeping."""
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.conf = _config.build_config(conf, {"squall.messaging.transport": "local"})
         if not structlog.is_configured():  # the host program did not set logging up: use ours
             configure_from(self.conf)
@@ -84,7 +89,7 @@ class LocalCluster:
                 {"time": time.time(), "task": task, "error": text})
 
         workers = [WorkerRuntime(topology_id, topology, full, by_port[p], p, self._context, host="local",
-                                 error_sink=error_sink) for p in ports if by_port[p]]
+                                 error_sink=error_sink, clock=self.clock) for p in ports if by_port[p]]
         running.workers = workers
         for w in workers:
             w.bind()

@@ -1,4 +1,5 @@
-"""Storm's task and executor model, and the system topology (the acker) added to a user's.
+"""Storm's task and executor model, and the system topology added to a user's: the acker
+and, for a checkpointed topology, the checkpoint barrier edges.
 
 Tasks get topology-wide ids from 1, component by component in id order; an executor is a
 contiguous range ``(start, end)`` of one component's task ids.
@@ -11,11 +12,13 @@ from typing import Any
 from squall import grouping as g
 from squall.components import StreamDeclaration
 from squall.grouping import Grouping
-from squall.topology import BOLT, ComponentSpec, Subscription, Topology
+from squall.topology import BOLT, SPOUT, ComponentSpec, Subscription, Topology
 from squall.tuple import Fields
 
 ACKER = "__acker"
 CHECKPOINT = "__checkpoint"  # the checkpoint spout of a stateful topology (squall.state)
+CHECKPOINT_STREAM = "__checkpoint"   # the barrier stream every component of such a topology declares
+CHECKPOINT_FIELDS = Fields(["txid", "action", "epoch"])
 ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 # Acker traffic is batched: one system tuple per flush and destination carries
 #   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
@@ -32,15 +35,42 @@ def acker_count(conf: Mapping[str, Any]) -> int:
     return int(conf.get("topology.workers", 1)) if n is None else int(n)
 
 
-def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The user's topology plus ``__acker`` (unless acking is off) and, when it is stateful,
-    its checkpoint barrier edges (squall.state.wiring). The acker is an
-    ordinary component with tasks and executors; its subscriptions are declared only for
-    the record, since ack traffic is routed to the acker a root id picks (squall.runtime.acker) directly."""
-    if CHECKPOINT in topology.components:
-        from squall.state.wiring import wire  # the barrier edges of a stateful topology
+def is_checkpointed(topology: Topology) -> bool:
+    """Does ``topology`` have the checkpoint spout (a stateful component asked for it)?"""
+    return CHECKPOINT in topology.components
 
-        topology = Topology(wire(topology))
+
+def checkpoint_edges(topology: Topology, conf: Mapping[str, Any]) -> dict[str, ComponentSpec]:
+    """The components of a checkpointed topology with its barrier edges (Storm's
+    ``$checkpoint`` stream): every spout subscribes to the checkpoint spout, every bolt to
+    each component it reads from, all with an all grouping, and every component declares
+    the stream. The checkpoint spout's tuples time out after
+    ``topology.state.checkpoint.timeout.secs`` when that is set."""
+    every = Grouping(g.ALL)
+    decl = StreamDeclaration(CHECKPOINT_FIELDS, False)
+    out: dict[str, ComponentSpec] = {}
+    for c in topology.components.values():
+        if c.id == CHECKPOINT:
+            timeout = conf.get("topology.state.checkpoint.timeout.secs")
+            out[c.id] = c.replace(config={**c.config, "topology.message.timeout.secs": timeout}) if timeout else c
+            continue
+        if c.kind == SPOUT:
+            extra = [Subscription(CHECKPOINT, CHECKPOINT_STREAM, every)]
+        else:
+            ups = sorted({s.component for s in c.inputs})
+            extra = [Subscription(u, CHECKPOINT_STREAM, every) for u in ups]
+        out[c.id] = c.replace(inputs=[*c.inputs, *extra], streams={**c.streams, CHECKPOINT_STREAM: decl})
+    return out
+
+
+def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
+    """The user's topology plus ``__acker`` (unless acking is off) and, when it is
+    checkpointed, its barrier edges (``checkpoint_edges``). The acker is an ordinary
+    component with tasks and executors; its subscriptions are declared only for the
+    record, since ack traffic is routed to the acker a root id picks
+    (squall.runtime.acker) directly."""
+    if is_checkpointed(topology):
+        topology = Topology(checkpoint_edges(topology, conf))
     n = acker_count(conf)
     if n == 0:
         return topology

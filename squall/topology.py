@@ -1,10 +1,17 @@
-"""TopologyBuilder and the immutable, serializable Topology it builds."""
+"""TopologyBuilder and the immutable, serializable Topology it builds.
+
+Features that change how components run (windows, checkpointed state) hook in through
+the components they provide, never through this module importing them:
+``Component.runner`` gives what runs in a component's place, and
+``Component.topology_transform`` rewrites the built topology (adding system components,
+naming a run-time wrapper in a ``ComponentSpec``).
+"""
 from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from squall import config as _config
 from squall import grouping as g
@@ -37,34 +44,67 @@ class Subscription:
         return f"{self.component}/{self.stream} {self.grouping!r}"
 
 
+class Wrapping(Protocol):
+    """Wraps a component for a running topology (``ComponentSpec.wrapper``, pickled)."""
+
+    def wrap(self, component: Component) -> Component: ...
+
+
 class ComponentSpec:
     """One declared spout or bolt. The user object is kept pickled: every task unpickles
-    its own copy, and later changes to the builder's object do not leak in."""
+    its own copy, and later changes to the builder's object do not leak in. ``wrapper``,
+    if set, is a pickled ``Wrapping`` that a feature's topology transform named: what a
+    running topology's tasks run around the component (``runnable``)."""
 
-    __slots__ = ("id", "kind", "blob", "parallelism", "num_tasks", "config", "inputs", "streams")
+    __slots__ = ("id", "kind", "blob", "parallelism", "num_tasks", "config", "inputs", "streams", "wrapper")
 
     def __init__(self, id: str, kind: str, blob: bytes, parallelism: int, num_tasks: int,
                  config: Mapping[str, Any], inputs: Sequence[Subscription],
-                 streams: Mapping[str, StreamDeclaration]) -> None:
+                 streams: Mapping[str, StreamDeclaration], wrapper: bytes | None = None) -> None:
         self.id, self.kind, self.blob = id, kind, blob
         self.parallelism, self.num_tasks = parallelism, num_tasks
         self.config = MappingProxyType(dict(config))
         self.inputs = tuple(inputs)
         self.streams = MappingProxyType(dict(streams))
+        self.wrapper = wrapper
 
     def instantiate(self) -> Component:
-        """A fresh instance of the user's component for one task."""
+        """A fresh instance of the component as declared (batch runs and submit-time
+        checks use it)."""
         return pickle.loads(self.blob)
+
+    def runnable(self) -> Component:
+        """A fresh instance for one task of a running topology: the component, inside the
+        wrapper its topology names for it, if any."""
+        obj = pickle.loads(self.blob)
+        if self.wrapper is None:
+            return obj
+        wrapping: Wrapping = pickle.loads(self.wrapper)
+        return wrapping.wrap(obj)
+
+    def replace(self, **changes: Any) -> ComponentSpec:
+        """A copy with some fields changed (``inputs=``, ``streams=``, ``wrapper=``...)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return ComponentSpec(**fields)
 
     def __getstate__(self):
         return (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
-                dict(self.config), self.inputs, dict(self.streams))
+                dict(self.config), self.inputs, dict(self.streams), self.wrapper)
 
     def __setstate__(self, state):
         (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
-         config, self.inputs, streams) = state
+         config, self.inputs, streams, self.wrapper) = state
         self.config = MappingProxyType(config)
         self.streams = MappingProxyType(streams)
+
+
+class TopologyTransform(Protocol):
+    """A feature's rewrite of a topology being built (``Component.topology_transform``):
+    takes the specs and the ids of the components that asked for it, returns the new
+    specs; raises TopologyError for a topology it cannot serve."""
+
+    def __call__(self, specs: dict[str, ComponentSpec], requested_by: list[str]) -> dict[str, ComponentSpec]: ...
 
 
 class Topology:
@@ -191,6 +231,11 @@ class TopologyBuilder:
             raise TopologyError(f"component {id!r}: {what} must be an integer >= 1, got {n!r}")
 
     def _add(self, id: str, obj: Any, kind: str, parallelism: int, num_tasks: int | None) -> None:
+        if isinstance(obj, Component):
+            try:
+                obj = obj.runner()  # e.g. a windowed bolt's runner
+            except ValueError as exc:
+                raise TopologyError(f"component {id!r}: {exc}") from None
         if not isinstance(id, str) or not id:
             raise TopologyError(f"component id must be a non-empty string, got {id!r}")
         if id.startswith("__"):
@@ -211,11 +256,9 @@ class TopologyBuilder:
         self._add(id, spout, SPOUT, parallelism, num_tasks)
         return SpoutDeclarer(self, id)
 
-    def set_bolt(self, id: str, bolt: Bolt, parallelism: int = 1, num_tasks: int | None = None) -> BoltDeclarer:
+    def set_bolt(self, id: str, bolt: Component, parallelism: int = 1, num_tasks: int | None = None) -> BoltDeclarer:
         """A bolt, or a windowed bolt (squall.windowing), which runs inside a bolt of its own."""
-        from squall.windowing.runner import as_bolt  # windowing builds on this module
-
-        self._add(id, as_bolt(bolt), BOLT, parallelism, num_tasks)
+        self._add(id, bolt, BOLT, parallelism, num_tasks)
         return BoltDeclarer(self, id)
 
     def build(self) -> Topology:
@@ -240,12 +283,10 @@ class TopologyBuilder:
         for id, e in self._entries.items():
             # A component that must see its inputs' streams (a windowed bolt's timestamp
             # field and late-tuple stream) checks them here and may declare streams.
-            check = getattr(e["obj"], "check_in_topology", None)
-            if check is not None:
-                try:
-                    check(id, e["inputs"], streams, e["merged_config"])
-                except ValueError as exc:
-                    raise TopologyError(f"component {id!r}: {exc}") from None
+            try:
+                e["obj"].check_in_topology(id, e["inputs"], streams, e["merged_config"])
+            except ValueError as exc:
+                raise TopologyError(f"component {id!r}: {exc}") from None
         for id, e in self._entries.items():
             for sub in e["inputs"]:
                 self._check_subscription(id, sub, streams)
@@ -261,9 +302,15 @@ class TopologyBuilder:
             n_tasks = e["num_tasks"] or e["parallelism"]
             specs[id] = ComponentSpec(id, e["kind"], blob, min(e["parallelism"], n_tasks), n_tasks,
                                       e["merged_config"], e["inputs"], streams[id])
-        from squall.state.wiring import with_checkpoints  # squall.state builds on this module
-
-        return Topology(with_checkpoints(specs, {id: e["obj"] for id, e in self._entries.items()}))
+        # Features' rewrites (checkpoints), each once, for the components that asked for it.
+        transforms: dict[TopologyTransform, list[str]] = {}
+        for id, e in self._entries.items():
+            transform = e["obj"].topology_transform()
+            if transform is not None:
+                transforms.setdefault(transform, []).append(id)
+        for transform, ids in transforms.items():
+            specs = transform(specs, ids)
+        return Topology(specs)
 
     def _check_subscription(self, id: str, sub: Subscription, streams: dict) -> None:
         if sub.component not in self._entries:

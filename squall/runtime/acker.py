@@ -105,15 +105,19 @@ class AckerLedger:
 
 class PendingTuples:
     """A spout task's tuples in flight: root id -> (message id, start time). The spout's
-    collector and executor use ``entries`` directly on the hot path."""
+    collector and executor use ``entries`` directly on the hot path. ``held`` counts
+    tuples whose trees are complete but that a wrapping spout keeps back (checkpointing
+    acks them once a commit covers them): they count toward ``topology.max.spout.pending``
+    while ``entries`` stays as small, and as fast, as without them."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "held")
 
     def __init__(self) -> None:
         self.entries: dict[int, tuple[Hashable, float]] = {}
+        self.held = 0
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) + self.held
 
     def add(self, root: int, msg_id: Any, now: float) -> None:
         self.entries[root] = (msg_id, now)
@@ -131,3 +135,24 @@ class PendingTuples:
                 break
             dead.append(root)
         return [self.entries.pop(root)[0] for root in dead]
+
+
+class SpoutBook:
+    """One spout task's reliability bookkeeping: its pending tuples, how many were acked
+    and failed, and where complete latencies are sampled (shared by the executor's tasks).
+    The executor keeps it; a wrapping spout (squall.runtime.wrapping) takes it over."""
+
+    __slots__ = ("pending", "acked", "failed", "latencies")
+
+    def __init__(self, latencies: Any) -> None:
+        self.pending = PendingTuples()
+        self.acked = 0
+        self.failed = 0
+        self.latencies = latencies  # a bounded deque of seconds
+
+    def count_acked(self, n: int, latencies: Any = ()) -> None:
+        self.acked += n
+        self.latencies.extend(latencies)
+
+    def count_failed(self, n: int) -> None:
+        self.failed += n

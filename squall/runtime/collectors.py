@@ -145,17 +145,16 @@ class Route:
             self.choose = choose_all
 
 
-class _Collector:
-    def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
+class RoutedCollector:
+    """What every collector shares, wherever its tuples go: one task's routes, the checks
+    of an emit against them, and error reports (a batch run's collector builds on it too,
+    squall.spark.collector)."""
+
+    def __init__(self, component: str, task: int, routes: dict[str, Any],
                  report: Callable[[BaseException | str], None]) -> None:
         self._component, self._task = component, task
-        self._routes, self._outbox = routes, outbox
-        self._bufs, self._batch = outbox.bufs, outbox.batch
-        self._acking = bool(outbox.ackers)
+        self._routes = routes
         self._report = report
-        for route in routes.values():
-            if route.target:
-                route.buf = outbox.buffer(route.target)
 
     def _route(self, stream: str, values: Any, direct: bool) -> Route:
         """The slow path of emit: find the route, or raise an error naming the problem."""
@@ -183,6 +182,24 @@ class _Collector:
                             f"to task {task}, which does not subscribe to it with a direct grouping")
         return (task,)
 
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error against this component (shown by ``squall status``)."""
+        self._report(error)
+
+
+class _Collector(RoutedCollector):
+    """A streaming collector: tuples go into its executor's Outbox."""
+
+    def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
+                 report: Callable[[BaseException | str], None]) -> None:
+        super().__init__(component, task, routes, report)
+        self._outbox = outbox
+        self._bufs, self._batch = outbox.bufs, outbox.batch
+        self._acking = bool(outbox.ackers)
+        for route in routes.values():
+            if route.target:
+                route.buf = outbox.buffer(route.target)
+
     def _put(self, task: int, tup: Tuple) -> None:
         b = self._bufs.get(task)
         if b is None:
@@ -190,10 +207,6 @@ class _Collector:
         b.append(tup)
         if len(b) >= self._batch:
             self._outbox.full(task)
-
-    def report_error(self, error: BaseException | str) -> None:
-        """Record an error against this component (shown by ``squall status``)."""
-        self._report(error)
 
 
 class SpoutCollector(_Collector):

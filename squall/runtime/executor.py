@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import structlog
 
-from squall.runtime import drops
-from squall.runtime.acker import AckerLedger, PendingTuples
 from squall.context import TopologyContext
 from squall.logs import error_text, last_line
 from squall.metrics import MetricRegistry, task_snapshots
 from squall.model import ACK_ACK, ACK_FAIL, executor_tasks
+from squall.runtime import drops
+from squall.runtime.acker import AckerLedger, SpoutBook
 from squall.runtime.collectors import BoltCollector, Outbox, SpoutCollector, make_routes
 from squall.runtime.histogram import COMPLETE_BOUNDS, EXECUTE_BOUNDS, SAMPLE_PER_BATCH, Histogram
+from squall.runtime.link import WorkerLink
+from squall.runtime.wrapping import BoltWrapper, ExecutorStats, SpoutWrapper
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
-if TYPE_CHECKING:
-    from squall.runtime.worker_runtime import WorkerRuntime
-
 _TICK_FIELDS = Fields(["rate_secs"])
+# Measurements (busy time, execute latency, the flush deadline of a spout's turn) read the
+# real clock; decisions about time (ticks, timeouts) read the worker's clock (link.clock).
 _monotonic = time.monotonic
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
 
@@ -50,23 +53,26 @@ class ErrorThrottle:
 
 
 class Executor:
-    """What spout, bolt and acker executors share: tasks, outbox, errors, stats."""
+    """What spout, bolt and acker executors share: tasks, outbox, errors, stats. An
+    executor sees its worker only through ``link`` (squall.runtime.link)."""
 
     kind = "?"
 
-    def __init__(self, runtime: "WorkerRuntime", executor_id: tuple[int, int], component: str) -> None:
-        self.runtime = runtime
+    def __init__(self, link: WorkerLink, executor_id: tuple[int, int], component: str) -> None:
+        self.link = link
+        self.clock = link.clock
         self.executor_id = executor_id
         self.component = component
         self.task_ids = list(executor_tasks(executor_id))
-        self.queue = runtime.queues[self.task_ids[0]]
-        conf = runtime.conf
-        spec = runtime.system.components[component]
-        self.conf = {**conf, **spec.config}
+        self.queue = link.queue(self.task_ids[0])
+        topo = self.topology = link.topology
+        conf = topo.conf
+        self.spec = topo.system.components[component]
+        self.conf = {**conf, **self.spec.config}
         self.log = structlog.get_logger("squall.runtime").bind(
-            topology=runtime.topology_id, component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
-        self.outbox = Outbox(runtime.deliver, int(conf["topology.producer.batch.size"]),
-                             runtime.acker_tasks, component, self.task_ids[0])
+            topology=topo.topology_id, component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
+        self.outbox = Outbox(link.deliver, int(conf["topology.producer.batch.size"]),
+                             topo.acker_tasks, component, self.task_ids[0])
         self.throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
@@ -74,20 +80,25 @@ class Executor:
         self.errors = 0
         self.busy_secs = 0.0  # time spent in user execute calls (bolts)
         self.task_metrics = {t: MetricRegistry() for t in self.task_ids}  # context.register_metric
+        self.reporting: list[ExecutorStats] = []  # components with figures of their own
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
-        rt = self.runtime
-        return TopologyContext(rt.topology_id, rt.system, rt.task_to_component, rt.component_to_tasks,
-                               task, rt.local_tasks, rt.port, self.conf, self.task_metrics[task])
+        return self.topology.context(task, self.conf, self.clock, self.task_metrics[task])
 
     def routes(self, task: int, streams: list[str] | None = None) -> dict:
         """Routes of the component's streams (or of ``streams`` only) for ``task``."""
-        rt = self.runtime
-        spec = rt.system.components[self.component]
-        decls = {s: d for s, d in spec.streams.items() if streams is None or s in streams}
-        return make_routes(self.component, task, decls, rt.system.subscribers,
-                           rt.component_to_tasks.__getitem__, rt.local_tasks, self.context(task))
+        topo = self.topology
+        decls = {s: d for s, d in self.spec.streams.items() if streams is None or s in streams}
+        return make_routes(self.component, task, decls, topo.system.subscribers,
+                           topo.component_to_tasks.__getitem__, topo.local_tasks, self.context(task))
+
+    def system_collector(self, task: int) -> BoltCollector:
+        """A collector for the component's system streams (ids starting ``__``, which the
+        system topology declares), given to wrapping components: its emits anchor to the
+        inputs it acks, and it is not counted among the component's own."""
+        system = [s for s in self.spec.streams if s.startswith("__")]
+        return BoltCollector(self.component, task, self.routes(task, system), self.outbox, self.reporter(task))
 
     def reporter(self, task: int):
         def report(error: BaseException | str) -> None:
@@ -97,12 +108,12 @@ class Executor:
     def user_error(self, task: int, error: BaseException | str, where: str) -> None:
         """Log and report an error from user code; never lets it end the executor."""
         self.errors += 1
-        if not self.throttle.allow(_monotonic()):
+        if not self.throttle.allow(self.clock.monotonic()):
             return
         text = error_text(error)  # bounded; throttled above
         trace = {"exception": text} if isinstance(error, BaseException) else {}  # printed below the line
         self.log.error("user code raised", task=task, where=where, error=last_line(text), **trace)
-        self.runtime.report_error(self.component, task, text)
+        self.link.report_error(self.component, task, text)
 
     def tick_period(self) -> float | None:
         freq = self.conf.get("topology.tick.tuple.freq.secs")
@@ -124,10 +135,16 @@ class Executor:
         for routes in self._all_routes():
             for stream, r in routes.items():
                 emitted[stream] = emitted.get(stream, 0) + r.emitted
-        return {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
-                "emitted": emitted, "executed": self.executed, "errors": self.errors,
-                "queue": len(self.queue), "queue_peak": self.queue.peak,
-                "metrics": task_snapshots(self.task_metrics)}
+        out: dict[str, Any] = {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
+                               "emitted": emitted, "executed": self.executed, "errors": self.errors,
+                               "queue": len(self.queue), "queue_peak": self.queue.peak,
+                               "metrics": task_snapshots(self.task_metrics)}
+        for comp in self.reporting:
+            for section, figures in comp.executor_stats().items():
+                have = out.setdefault(section, {})
+                for k, v in figures.items():
+                    have[k] = have.get(k, 0) + v if isinstance(v, int) and isinstance(have.get(k, 0), int) else v
+        return out
 
     def _all_routes(self) -> list[dict]:
         return []
@@ -139,7 +156,6 @@ class Executor:
     def metrics(self) -> dict[str, Any]:
         """Everything the metrics endpoint shows of this executor: per-task counters, then
         executor-wide ones. Read from another thread while the executor runs: only copies."""
-        rt = self.runtime
         tasks = {}
         routes = dict(zip(self.task_ids, self._all_routes()))
         for task in self.task_ids:
@@ -150,7 +166,7 @@ class Executor:
             "component": self.component, "executor": list(self.executor_id), "kind": self.kind,
             "tasks": tasks, "transferred": self.outbox.transferred, "errors": self.errors,
             "queue": len(self.queue), "queue_capacity": self.queue.capacity,
-            "backpressure": self.task_ids[0] in rt.bp_tasks, "metrics": task_snapshots(self.task_metrics)}
+            "backpressure": self.task_ids[0] in self.link.bp_tasks, "metrics": task_snapshots(self.task_metrics)}
         for key in ("execute_latency", "complete_latency"):
             hist = getattr(self, key, None)
             if hist is not None:
@@ -162,15 +178,26 @@ class BoltExecutor(Executor):
     kind = "bolt"
 
     def setup(self) -> None:
-        spec = self.runtime.system.components[self.component]
         self.tasks: dict[int, tuple[Any, BoltCollector, bool]] = {}
+        # task -> what takes its input: the executor's run of the bolt, or a wrapper's feed
+        self.inputs: dict[int, Callable[[list], None]] = {}
         for task in self.task_ids:
-            bolt = spec.instantiate()
+            bolt: Any = self.spec.runnable()
             coll = BoltCollector(self.component, task, self.routes(task), self.outbox, self.reporter(task))
+            target = bolt.bolt if isinstance(bolt, BoltWrapper) else bolt
+            basic = bool(getattr(target, "_auto_anchor", False))
+            run = partial(self._run_batch, task, target.execute, coll, basic)
+            if isinstance(bolt, BoltWrapper):
+                bolt.attach(run, self.system_collector(task))
+                self.inputs[task] = bolt.feed
+            else:
+                self.inputs[task] = run
             bolt.prepare(self.conf, self.context(task), coll)
-            self.tasks[task] = (bolt, coll, bool(getattr(bolt, "_auto_anchor", False)))
-        self.tick = self.tick_period()
-        self.next_tick = _monotonic() + self.tick if self.tick else None
+            self.tasks[task] = (bolt, coll, basic)
+            if isinstance(bolt, ExecutorStats):
+                self.reporting.append(bolt)
+        self.tick = self.tick_period() or 0.0
+        self.next_tick = self.clock.monotonic() + self.tick if self.tick else None
         self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)
         self.execute_latency = Histogram(EXECUTE_BOUNDS)
 
@@ -189,24 +216,19 @@ class BoltExecutor(Executor):
         return out
 
     def step(self, now: float) -> float:
-        run_input = self.run_input
+        inputs = self.inputs
         for task, tuples in self.queue.get_all():
-            run_input(task, tuples)
+            inputs[task](tuples)
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
             self.next_tick = next_tick = max(next_tick + self.tick, now)
             for task in self.tasks:
-                run_input(task, [Tuple([self.tick], self.tick_src)])
+                inputs[task]([Tuple([self.tick], self.tick_src)])
         self.outbox.flush()
-        rt = self.runtime
-        if rt.bp_tasks:
-            rt.check_relief(self)
+        link = self.link
+        if link.bp_tasks:
+            link.relieve(self.task_ids, self.queue)
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
-
-    def run_input(self, task: int, tuples: list) -> None:
-        """Run a batch of input of one task (checkpointed executors align barriers here)."""
-        bolt, coll, basic = self.tasks[task]
-        self._run_batch(task, bolt.execute, coll, basic, tuples)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
         # Counted as executed before execute runs, and read before acks by stats(), which
@@ -249,23 +271,36 @@ class BoltExecutor(Executor):
                 self.user_error(task, exc, "cleanup")
 
 
+class SpoutTask:
+    """One task of a spout executor: its spout, collector and reliability bookkeeping;
+    for a wrapping spout, the wrapper (which takes the task's input) and the spout it
+    wraps (whose ``next_tuple`` the executor calls while the wrapper allows)."""
+
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter")
+
+    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook) -> None:
+        self.spout, self.coll, self.book, self.pending = spout, coll, book, book.pending
+        self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
+        self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
+
+
 class SpoutExecutor(Executor):
     kind = "spout"
 
     def setup(self) -> None:
-        spec = self.runtime.system.components[self.component]
-        self.tasks: dict[int, tuple[Any, SpoutCollector, PendingTuples]] = {}
-        for task in self.task_ids:
-            spout = spec.instantiate()
-            pending = PendingTuples()
-            coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
-                                  self.reporter(task), pending)
-            spout.open(self.conf, self.context(task), coll)
-            self.tasks[task] = (spout, coll, pending)
-        self.acked = self.failed = 0
-        self.task_acked = dict.fromkeys(self.task_ids, 0)
-        self.task_failed = dict.fromkeys(self.task_ids, 0)
         self.latencies: deque[float] = deque(maxlen=20000)
+        self.tasks: dict[int, SpoutTask] = {}
+        for task in self.task_ids:
+            spout: Any = self.spec.runnable()
+            book = SpoutBook(self.latencies)
+            coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
+                                  self.reporter(task), book.pending)
+            if isinstance(spout, SpoutWrapper):
+                spout.attach(self.system_collector(task), book)
+            spout.open(self.conf, self.context(task), coll)
+            self.tasks[task] = SpoutTask(spout, coll, book)
+            if isinstance(spout, ExecutorStats):
+                self.reporting.append(spout)
         self.complete_latency = Histogram(COMPLETE_BOUNDS)
         self.active = False
         conf = self.conf
@@ -274,45 +309,53 @@ class SpoutExecutor(Executor):
         self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
         self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
         self.timeout = float(conf["topology.message.timeout.secs"])
-        self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.runtime.acker_tasks)
-        self.next_expiry = _monotonic() + 0.1
+        self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
+        self.next_expiry = self.clock.monotonic() + 0.1
+
+    @property
+    def acked(self) -> int:
+        return sum(t.book.acked for t in getattr(self, "tasks", {}).values())
+
+    @property
+    def failed(self) -> int:
+        return sum(t.book.failed for t in getattr(self, "tasks", {}).values())
 
     def _all_routes(self) -> list[dict]:
-        return [c._routes for _, c, _ in getattr(self, "tasks", {}).values()]
+        return [t.coll._routes for t in getattr(self, "tasks", {}).values()]
 
     def task_counts(self, task: int) -> dict[str, int]:
-        acked, failed = getattr(self, "task_acked", {}), getattr(self, "task_failed", {})
-        return {"acked": acked.get(task, 0), "failed": failed.get(task, 0)}
+        t = getattr(self, "tasks", {}).get(task)
+        return {"acked": 0 if t is None else t.book.acked, "failed": 0 if t is None else t.book.failed}
 
     def _set_active(self, active: bool) -> None:
         self.active = active
-        for task, (spout, _, _) in self.tasks.items():
+        for task, t in self.tasks.items():
             try:
-                spout.activate() if active else spout.deactivate()
+                t.spout.activate() if active else t.spout.deactivate()
             except Exception as exc:
                 self.user_error(task, exc, "activate" if active else "deactivate")
 
     def step(self, now: float) -> float:
-        rt, tasks = self.runtime, self.tasks
+        link, tasks = self.link, self.tasks
         for task, tuples in self.queue.get_all():
             self._acks(task, tuples, now)
-        if rt.active != self.active:
-            self._set_active(rt.active)
+        if link.active != self.active:
+            self._set_active(link.active)
         wait = IDLE
         if self.active:
-            if rt.overloaded():
+            if link.overloaded():
                 wait = self.idle_wait  # backpressure: hold emits until the queues drain
             else:
                 emitted, capped = self._emit(now)
                 wait = 0.0 if emitted else IDLE if capped else self.idle_wait
         self.outbox.flush()
-        for task, (spout, coll, pending) in tasks.items():
+        for task, t in tasks.items():
+            coll = t.coll
             if coll.immediate_acks:
                 done, coll.immediate_acks = coll.immediate_acks, []
-                self.acked += len(done)
-                self.task_acked[task] += len(done)
+                t.book.acked += len(done)
                 for msg_id in done:
-                    self._call(task, spout.ack, msg_id)
+                    self._call(task, t.spout.ack, msg_id)
         if self.timeouts_on:
             if now >= self.next_expiry:
                 self.next_expiry = now + 0.1
@@ -322,26 +365,26 @@ class SpoutExecutor(Executor):
 
     def _expire(self, now: float) -> None:
         """Fail the tuples pending longer than the message timeout."""
-        for task, (spout, coll, pending) in self.tasks.items():
-            for msg_id in pending.expire(now, self.timeout):
-                self.failed += 1
-                self.task_failed[task] += 1
-                self._call(task, spout.fail, msg_id)
-
-    def _emitting(self):
-        """(task, (spout, collector, pending)) of the tasks whose next_tuple may run now."""
-        return self.tasks.items()
+        for task, t in self.tasks.items():
+            expired = t.pending.expire(now, self.timeout)
+            if expired:
+                t.book.failed += len(expired)
+                for msg_id in expired:
+                    self._call(task, t.spout.fail, msg_id)
 
     def _emit(self, now: float) -> tuple[int, bool]:
         """Call next_tuple in chunks; (tuples emitted, whether max pending stopped it)."""
         max_pending, batch = self.max_pending, self.batch
-        deadline = now + self.flush_interval
+        deadline = _monotonic() + self.flush_interval
         emitted, capped = 0, False
-        for task, (spout, coll, pending) in self._emitting():
+        for task, t in self.tasks.items():
+            if t.wrapper is not None and not t.wrapper.may_emit():
+                continue
+            coll, pending = t.coll, t.pending
             coll.now = now
             routes = coll._routes.values()
             start = before = sum(r.emitted for r in routes)
-            next_tuple = spout.next_tuple
+            next_tuple = t.emitter.next_tuple
             n = 0
             while n < batch:
                 # Call in chunks: per-call bookkeeping costs as much as a small emit.
@@ -370,10 +413,14 @@ class SpoutExecutor(Executor):
             self.user_error(task, exc, fn.__name__)
 
     def _acks(self, task: int, tuples: list, now: float) -> None:
-        spout, coll, pending = self.tasks[task]
+        t = self.tasks[task]
+        if t.wrapper is not None:  # a wrapping spout takes its task's input itself
+            t.wrapper.receive(tuples, now)
+            return
+        spout, book = t.spout, t.book
         lats: list[float] = []
         lat = lats.append
-        pop = pending.entries.pop
+        pop = t.pending.entries.pop
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
@@ -388,33 +435,31 @@ class SpoutExecutor(Executor):
                             ack(entry[0])
                         except Exception as exc:
                             self.user_error(task, exc, "ack")
-                self.acked += acked
-                self.task_acked[task] += acked
+                book.acked += acked
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
                     entry = pop(root, None)
                     if entry is not None:
-                        self.failed += 1
-                        self.task_failed[task] += 1
+                        book.failed += 1
                         self._call(task, spout.fail, entry[0])
         if lats:
             self.latencies.extend(lats)
             self.complete_latency.observe_many(lats[:SAMPLE_PER_BATCH])  # a bounded sample per batch
 
     def teardown(self) -> None:
-        for task, (spout, _, _) in getattr(self, "tasks", {}).items():
+        for task, t in getattr(self, "tasks", {}).items():
             try:
                 if self.active:
-                    spout.deactivate()
-                spout.close()
+                    t.spout.deactivate()
+                t.spout.close()
             except Exception as exc:
                 self.user_error(task, exc, "close")
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         lat = sorted(getattr(self, "latencies", ()))
-        out.update(acked=getattr(self, "acked", 0), failed=getattr(self, "failed", 0),
-                   pending=sum(len(p) for _, _, p in getattr(self, "tasks", {}).values()))
+        out.update(acked=self.acked, failed=self.failed,
+                   pending=sum(len(t.pending) for t in getattr(self, "tasks", {}).values()))
         if lat:
             out["complete_latency_ms"] = {"p50": lat[len(lat) // 2] * 1000,
                                           "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000}
@@ -427,18 +472,18 @@ class AckerExecutor(Executor):
 
     kind = "acker"
 
-    def __init__(self, runtime: "WorkerRuntime", executor_id: tuple[int, int], component: str) -> None:
-        super().__init__(runtime, executor_id, component)
+    def __init__(self, link: WorkerLink, executor_id: tuple[int, int], component: str) -> None:
+        super().__init__(link, executor_id, component)
         self.ledger = AckerLedger()
 
     def setup(self) -> None:
-        rt = self.runtime
-        self.spout_tasks = frozenset(t for spec in rt.system.spouts() for t in rt.component_to_tasks[spec.id])
+        topo = self.topology
+        self.spout_tasks = frozenset(t for spec in topo.system.spouts() for t in topo.component_to_tasks[spec.id])
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         # Timeouts off means off everywhere: spouts wait for every tree, so the acker keeps it.
         self.expires = bool(self.conf["topology.enable.message.timeouts"])
         self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
-        self.next_expiry = _monotonic() + self.timeout
+        self.next_expiry = self.clock.monotonic() + self.timeout
 
     def step(self, now: float) -> float:
         ledger = self.ledger
@@ -451,7 +496,7 @@ class AckerExecutor(Executor):
                     for root in tup.values[0]:
                         ledger.fail(root)
         done, failed = ledger.take()
-        deliver, spouts = self.runtime.deliver, self.spout_tasks
+        deliver, spouts = self.link.deliver, self.spout_tasks
         finished = 0
         for spout, roots in done.items():
             finished += len(roots)  # an acker's "executed" counts finished trees
@@ -475,8 +520,8 @@ class AckerExecutor(Executor):
 
     def _no_spout(self, task: int, roots: list[int]) -> None:
         """Roots whose low bits name no spout task: only forged ack traffic makes these."""
-        self.runtime.drops.add(drops.ACKER_STREAM, len(roots), self.executor_id,
-                               error=f"tuple trees of task {task}, which is not a spout task")
+        self.link.drop(drops.ACKER_STREAM, len(roots), self.executor_id,
+                       error=f"tuple trees of task {task}, which is not a spout task")
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

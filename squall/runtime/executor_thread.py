@@ -11,19 +11,16 @@ network call, say) holds up the executors that share its thread:
 from __future__ import annotations
 
 import threading
-import time
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from squall.model import ACKER
 from squall.runtime.affinity import pin_thread
 from squall.runtime.executor import IDLE, Executor
+from squall.runtime.link import WorkerLink
 from squall.runtime.queues import Doorbell
 from squall.topology import Topology
-
-if TYPE_CHECKING:
-    from squall.runtime.worker_runtime import WorkerRuntime
 
 T = TypeVar("T")
 
@@ -34,7 +31,7 @@ def component_order(system: Topology) -> dict[str, int]:
     rank: dict[str, int] = {}
     frontier = [s.id for s in system.spouts()]
     while frontier:
-        nxt = []
+        nxt: list[str] = []
         for comp in frontier:
             if comp in rank:
                 continue
@@ -59,30 +56,30 @@ def thread_groups(ordered: Sequence[T], threads: int) -> list[list[T]]:
 class ExecutorThread(threading.Thread):
     """Sets up its executors, then steps them in turn until the worker stops."""
 
-    def __init__(self, runtime: "WorkerRuntime", executors: list[Executor], doorbell: Doorbell,
+    def __init__(self, link: WorkerLink, executors: list[Executor], doorbell: Doorbell,
                  index: int) -> None:
         super().__init__(name=f"executors-{index}", daemon=True)
-        self.runtime = runtime
+        self.link = link
         self.executors = executors
         self.doorbell = doorbell
         self.started = threading.Event()
 
     def run(self) -> None:
-        rt = self.runtime
-        pin_thread(rt.cpu)
+        link = self.link
+        pin_thread(link.cpu)
         live = []
         for ex in self.executors:
             try:
                 ex.setup()
             except BaseException as exc:  # a component that cannot start is a worker error
                 ex.log.error("executor failed to start", error=repr(exc))
-                rt.report_error(ex.component, ex.task_ids[0], "".join(
+                link.report_error(ex.component, ex.task_ids[0], "".join(
                     traceback.format_exception(type(exc), exc, exc.__traceback__)))
-                rt.executor_died(ex, exc)
+                link.executor_died(ex.component, ex.executor_id, exc)
                 continue
             live.append(ex)
         self.started.set()
-        stop, bell, mono = rt.stopping, self.doorbell, time.monotonic
+        stop, bell, mono = link.stopping, self.doorbell, link.clock.monotonic
         try:
             while not stop.is_set():
                 wait = IDLE

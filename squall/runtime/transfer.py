@@ -14,10 +14,10 @@ with the latest table. All of it is counted in payload bytes (``held_bytes``); o
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from squall.clock import SYSTEM_CLOCK, Clock
 from squall.messaging import Connection, TaskMessage
 from squall.runtime.affinity import pin_thread
 from squall.runtime.queues import BatchQueue
@@ -32,7 +32,8 @@ RETRY_WAIT = 0.005
 
 class Transfer:
     def __init__(self, queue: BatchQueue, held_max_bytes: int, stopping: threading.Event,
-                 log: Any, control: Callable[[float], list[tuple[int, Any]]], cpu: int | None) -> None:
+                 log: Any, control: Callable[[float], list[tuple[int, Any]]], cpu: int | None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.queue = queue
         self.held_max_bytes = held_max_bytes
         self.routing: Routing = ({}, {})
@@ -40,6 +41,7 @@ class Transfer:
         self._log = log
         self._control = control
         self._cpu = cpu
+        self._clock = clock  # control frames' resend and staleness decisions
         self._bufs: dict[Endpoint, list[TaskMessage]] = {}
         self._unrouted: list[TaskMessage] = []
         self._retired: list[Connection] = []
@@ -72,7 +74,7 @@ class Transfer:
         pin_thread(self._cpu)
         while True:
             items = self._next_items(self.routing[1])
-            now = time.monotonic()
+            now = self._clock.monotonic()
             endpoints, conns = self.routing  # read after the wait: a refresh may have come
             self._close_retired()
             self._send_control(now, conns)

@@ -6,6 +6,9 @@ process runs exactly one over ZeroMQ and adds heartbeats and ZooKeeper timers ar
 a target task in this worker gets the batch straight on its executor's queue; any other is
 serialized onto the worker transfer queue, which the transfer thread drains, grouping by
 destination worker and sending one frame per destination per drain.
+
+Executors see the worker only through the WorkerLink it makes (squall.runtime.link); the
+runtime runs ordinary spouts and bolts (features wrap components, squall.runtime.wrapping).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from squall.clock import SYSTEM_CLOCK, Clock
 from squall.messaging import Connection, Context, codec
 from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
 from squall.runtime import drops
@@ -27,10 +31,10 @@ from squall.runtime.drops import DropCounter
 from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
+from squall.runtime.link import WorkerLink, WorkerTopology
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
-from squall.state.executors import executor_class as checkpointed_class
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
 
@@ -58,8 +62,9 @@ class WorkerRuntime:
     def __init__(self, topology_id: str, topology: Topology, conf: Mapping[str, Any],
                  executors: Sequence[tuple[int, int]], port: int, context: Context,
                  host: str = "127.0.0.1", error_sink: ErrorSink | None = None,
-                 on_fatal: Callable[[str], None] | None = None) -> None:
+                 on_fatal: Callable[[str], None] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.topology_id = topology_id
+        self.clock = clock
         self.conf = dict(conf)
         self.system = system_topology(topology, conf)
         self.task_to_component = task_ids(self.system)
@@ -88,7 +93,6 @@ class WorkerRuntime:
         self.transfer_queue = BatchQueue(int(conf["topology.transfer.buffer.size"]))
         self.serializer = TupleSerializer(conf.get("topology.serializers") or {}, self.task_to_component,
                                           self._stream_fields, Admission(self.system, self.task_to_component))
-        self.active = False
         self.stopping = threading.Event()
         self.executors: list[Executor] = []
         self.threads: list[ExecutorThread] = []
@@ -96,8 +100,7 @@ class WorkerRuntime:
         self.task_endpoint: dict[int, Endpoint] = {}
         self._conn_lock = threading.Lock()  # serializes refreshes; sends never take it
         self._server: Connection | None = None
-        # Backpressure: our tasks whose queue is too full, and remote tasks that are.
-        self.bp_tasks: set[int] = set()
+        # Backpressure: remote tasks under it (ours are the link's bp_tasks).
         self.remote_bp: set[int] = set()
         self._remote = RemoteBackpressure(self.local_tasks, self.task_to_component)
         self._bp_changed = True
@@ -114,8 +117,27 @@ class WorkerRuntime:
         self._max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
             - codec.HEADER_BYTES - codec.ENTRY_OVERHEAD
         self.transfer = Transfer(self.transfer_queue, int(conf["worker.transfer.held.max.bytes"]),
-                                 self.stopping, self.log, self._control_frames, self.cpu)
+                                 self.stopping, self.log, self._control_frames, self.cpu, clock)
         self.started_at = time.time()
+        topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
+                                        self.local_tasks, port, self.conf, ACKER)
+        # All the executors see of this worker (squall.runtime.link).
+        self.link = WorkerLink(topology_facts, self.queues, self.deliver, self.report_error, self.drops.add,
+                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died)
+
+    @property
+    def active(self) -> bool:
+        """Is the topology active (spouts emit only then)."""
+        return self.link.active
+
+    @active.setter
+    def active(self, active: bool) -> None:
+        self.link.active = active
+
+    @property
+    def bp_tasks(self) -> frozenset[int]:
+        """This worker's tasks under backpressure (their queue is over the high mark)."""
+        return self.link.bp_tasks
 
     def _stream_fields(self, component: str, stream: str) -> Fields:
         sys_fields = ACKER_STREAMS.get(stream)
@@ -131,26 +153,32 @@ class WorkerRuntime:
         self._server.register_control(self.receive_control)
         self._server.register_recv(self.receive)
 
-    def start_executors(self, timeout: float = 60.0) -> None:
-        """Create every executor, start the executor threads, and wait until each has
-        prepared its executors."""
-        tune_gc()
-        for i, (group, bell) in enumerate(zip(self.thread_groups, self.doorbells)):
-            made = []
+    def create_executors(self) -> list[list[Executor]]:
+        """Make every executor (not set up yet), grouped by the thread that runs them."""
+        groups = []
+        for group in self.thread_groups:
+            made: list[Executor] = []
             for ex in group:
                 comp = self.task_to_component[ex[0]]
-                spec = self.system.components[comp]
-                cls = checkpointed_class(self.system, comp) or (
-                    AckerExecutor if comp == ACKER else SpoutExecutor if spec.kind == SPOUT else BoltExecutor)
-                made.append(cls(self, ex, comp))
+                cls = AckerExecutor if comp == ACKER else (
+                    SpoutExecutor if self.system.components[comp].kind == SPOUT else BoltExecutor)
+                made.append(cls(self.link, ex, comp))
             ackers = [e for e in made if isinstance(e, AckerExecutor)]
             if ackers and len(self.acker_tasks) == 1:
                 # The topology's only acker shares this thread: emitters on it write its
                 # ledger directly, with no ack messages (see Outbox.fuse).
                 for e in made:
                     e.outbox.fuse(ackers[0].ledger)
+            groups.append(made)
+        return groups
+
+    def start_executors(self, timeout: float = 60.0) -> None:
+        """Create every executor, start the executor threads, and wait until each has
+        prepared its executors."""
+        tune_gc()
+        for i, (made, bell) in enumerate(zip(self.create_executors(), self.doorbells)):
             self.executors.extend(made)
-            self.threads.append(ExecutorThread(self, made, bell, i))
+            self.threads.append(ExecutorThread(self.link, made, bell, i))
         for t in self.threads:
             t.start()
         deadline = time.monotonic() + timeout
@@ -281,8 +309,8 @@ class WorkerRuntime:
                 self._wait_for_room(q, task)
             # Never block on the queue itself (it serves every task); raise backpressure.
             q.put((task, tuples), len(tuples))
-            if q.fill >= self._high and task not in self.bp_tasks:
-                self._set_bp(self.bp_tasks | set(executor_tasks(ex)))
+            if q.fill >= self._high and task not in self.link.bp_tasks:
+                self._set_bp(self.link.bp_tasks | set(executor_tasks(ex)))
 
     def _wait_for_room(self, q: BatchQueue, task: int) -> None:
         """Hold the receive thread while ``q`` is over its hard limit (a peer that ignores
@@ -313,7 +341,7 @@ class WorkerRuntime:
                            "or tasks not in the topology")
             return
         if kind == codec.KIND_BACKPRESSURE:
-            self.remote_bp = self._remote.report(body, time.monotonic())
+            self.remote_bp = self._remote.report(body, self.clock.monotonic())
         elif kind == codec.KIND_LOAD:
             conns, endpoints = self.connections, self.task_endpoint
             for task, load in body.items():
@@ -331,22 +359,25 @@ class WorkerRuntime:
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
-        bp, queues = self.bp_tasks, self.queues
+        bp, queues = self.link.bp_tasks, self.queues
         return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
                 (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
 
-    def check_relief(self, executor: Executor) -> None:
-        if executor.task_ids[0] in self.bp_tasks and executor.queue.fill <= self._low:
-            self._set_bp(self.bp_tasks - set(executor.task_ids))
+    def relieve(self, task_ids: list[int], queue: BatchQueue) -> None:
+        """An executor of ``task_ids`` drained ``queue``: below the low mark, its tasks
+        leave backpressure."""
+        bp = self.link.bp_tasks
+        if task_ids[0] in bp and queue.fill <= self._low:
+            self._set_bp(bp - set(task_ids))
 
-    def _set_bp(self, tasks: set[int]) -> None:
-        self.bp_tasks = tasks
+    def _set_bp(self, tasks: frozenset[int]) -> None:
+        self.link.bp_tasks = tasks
         self._bp_changed = True
         self.transfer_queue._doorbell.ring()  # the transfer thread sends the news now
 
     # -- status, errors, shutdown ---------------------------------------------------------
     def set_active(self, active: bool) -> None:
-        self.active = active
+        self.link.active = active
 
     def report_error(self, component: str, task: int, text: str) -> None:
         if self._error_sink is not None:
@@ -355,10 +386,10 @@ class WorkerRuntime:
             except Exception as exc:
                 self.log.warning("error report failed", error=repr(exc))
 
-    def executor_died(self, executor: Executor, exc: BaseException) -> None:
-        """An executor thread ended abnormally: the worker is no longer whole."""
+    def executor_died(self, component: str, executor: tuple[int, int], exc: BaseException) -> None:
+        """An executor could not start: the worker is no longer whole."""
         if self._on_fatal is not None and not self.stopping.is_set():
-            self._on_fatal(f"executor {executor.component} {executor.executor_id} died: {exc!r}")
+            self._on_fatal(f"executor {component} {executor} died: {exc!r}")
 
     def stats(self) -> list[dict[str, Any]]:
         """Per executor: its counters, and what was dropped on its way in, by cause."""

@@ -5,14 +5,15 @@ choosers, so ``emit`` returns the target task ids and fields grouping picks the 
 task). The values then go into one box per target task: the input list of a task that
 runs in the same Spark task (a fused bolt), or a batch bound for another stage. A sink
 stream's values also go into its sink box. There are no ackers in a batch run: anchors
-are accepted and ignored, and ``ack``/``fail`` are counted.
+are accepted and ignored, and ``ack``/``fail`` are counted. It shares only the routes and
+the emit checks with streaming's collectors (``RoutedCollector``), no outbox.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from squall.runtime.collectors import BoltCollector, Outbox, Route
+from squall.runtime.collectors import Route, RoutedCollector
 from squall.tuple import Tuple
 
 
@@ -22,6 +23,9 @@ class BoxRoute(Route):
     or None when they must be asked per tuple."""
 
     __slots__ = ("boxes", "sink", "targets")
+    boxes: dict[int, list]
+    sink: list | None
+    targets: tuple[int, ...] | None
 
     @classmethod
     def of(cls, route: Route, chosen: bool) -> "BoxRoute":
@@ -36,7 +40,7 @@ class BoxRoute(Route):
 
     def put(self, values: list) -> tuple[int, ...]:
         """Route one emit's values (already checked); returns the targets."""
-        targets = self.targets
+        targets: Any = self.targets
         if targets is None:
             targets = self.choose(values)
         self.emitted += 1
@@ -50,23 +54,31 @@ class BoxRoute(Route):
         return targets
 
 
-def _no_delivery(task: int, tuples: list) -> None:  # pragma: no cover
-    raise AssertionError("a batch collector delivers nothing itself")
+class BatchBoltCollector(RoutedCollector):
+    """Given to ``Bolt.prepare`` in a batch run (the ``OutputCollector`` protocol).
+    ``_failed`` tells the runner whether the tuple being executed was failed."""
 
-
-class BatchBoltCollector(BoltCollector):
-    """Given to ``Bolt.prepare`` in a batch run."""
+    _routes: dict[str, BoxRoute]
 
     def __init__(self, component: str, task: int, routes: dict[str, BoxRoute],
                  report: Callable[[BaseException | str], None]) -> None:
-        outbox = Outbox(_no_delivery, 1 << 62, (), component, task)
-        super().__init__(component, task, routes, outbox, report)
+        super().__init__(component, task, routes, report)
+        self._failed = False
+        self.acked = 0
+        self.failed = 0
+
+    def ack(self, tup: Tuple) -> None:
+        self.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        self.failed += 1
+        self._failed = True
 
     def emit(self, values: Sequence[Any], stream: str = "default",
              anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
         """Emit ``values``; returns the target task ids, as in streaming."""
         # BoxRoute.put, inlined: this runs once per tuple emitted.
-        route = self._routes.get(stream)
+        route: Any = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
             route = self._route(stream, values, False)
         if type(values) is not list:
@@ -88,7 +100,7 @@ class BatchBoltCollector(BoltCollector):
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
                     anchors: Tuple | Sequence[Tuple] | None = None) -> tuple[int, ...]:
-        route = self._route(stream, values, True)
+        route: Any = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
         box = route.boxes.get(task)

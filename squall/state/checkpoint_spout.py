@@ -5,16 +5,22 @@
 has prepared; on start it sends INIT, and after a failed checkpoint ROLLBACK (see
 squall.state.protocol). Its own record (txid, phase, epoch) is saved in the state store
 before each barrier that depends on it is sent.
+
+It runs in an ordinary spout executor, configured to call ``next_tuple`` once per turn
+and to idle 100 ms when there is nothing to send (it sends one barrier at a time); its
+tuples time out after ``topology.state.checkpoint.timeout.secs`` when that is set
+(squall.model.checkpoint_edges).
 """
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import structlog
 
 from squall.components import Spout
-from squall.state.kv import decode, encode
 from squall.model import CHECKPOINT
+from squall.runtime.wrapping import ExecutorStats
+from squall.state.kv import decode, encode
 from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
 from squall.state.stores import Store, StoreError, namespace, open_store
 
@@ -29,9 +35,13 @@ def load_record(store: Store) -> tuple[TxRecord, int]:
     return (TxRecord() if raw is None else TxRecord.from_dict(decode(raw))), held or 0
 
 
-class CheckpointSpout(Spout):
+class CheckpointSpout(ExecutorStats, Spout):
+    def component_config(self) -> dict[str, Any]:
+        return {"topology.spout.batch.size": 1, "topology.sleep.spout.wait.strategy.time.ms": 100}
+
     def open(self, conf, context, collector):
         self.collector = collector
+        self.clock = context.clock
         self.log = log.bind(topology=context.topology_id, component=CHECKPOINT)
         self.store = open_store(conf, namespace(str(conf["topology.name"]), CHECKPOINT, 0))
         record, self.writes = load_record(self.store)
@@ -51,8 +61,8 @@ class CheckpointSpout(Spout):
             return False
 
     def next_tuple(self):
-        now = time.monotonic()
-        step = self.coordinator.next(now, int(time.time() * 1000))
+        now = self.clock.monotonic()
+        step = self.coordinator.next(now, int(self.clock.time() * 1000))
         if step is None:
             return
         record, barrier = step
@@ -79,6 +89,10 @@ class CheckpointSpout(Spout):
 
     def close(self):
         self.store.close()
+
+    def executor_stats(self) -> dict[str, dict[str, Any]]:
+        rec = self.coordinator.record
+        return {"checkpoint": {"txid": rec.txid, "phase": rec.phase, "recoveries": rec.recoveries}}
 
     # Its one stream, __checkpoint, is declared by TopologyBuilder.build (user code may not
     # declare streams starting with "__").

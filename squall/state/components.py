@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from squall.components import Bolt, Spout
+from squall.state.wiring import with_checkpoints
 
 if TYPE_CHECKING:
     from squall.state.kv import KeyValueState
+    from squall.topology import TopologyTransform
 
 
 class Stateful:
@@ -30,6 +32,10 @@ class Stateful:
 
     def pre_rollback(self) -> None:
         """The state is about to be rolled back to the last committed checkpoint."""
+
+    def topology_transform(self) -> TopologyTransform | None:
+        """A topology with a stateful component gets checkpoints (squall.state.wiring)."""
+        return with_checkpoints
 
 
 class StatefulBolt(Stateful, Bolt):

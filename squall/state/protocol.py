@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from squall.tuple import Fields
+# The barrier stream every component declares, and its fields: part of the system topology.
+from squall.model import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 
-CHECKPOINT_STREAM = "__checkpoint"   # the barrier stream every component declares
-CHECKPOINT_FIELDS = Fields(["txid", "action", "epoch"])
+__all__ = ["ACTIONS", "CHECKPOINT_FIELDS", "CHECKPOINT_STREAM", "COMMIT", "COMMITTED", "COMMITTING", "INIT",
+           "PREPARE", "PREPARING", "RECOVERY", "ROLLBACK", "Alignment", "AlignmentActions", "Barrier",
+           "Coordinator", "TxRecord"]
 
 PREPARE, COMMIT, ROLLBACK, INIT = "prepare", "commit", "rollback", "init"
 RECOVERY = (ROLLBACK, INIT)

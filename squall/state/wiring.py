@@ -1,49 +1,48 @@
-"""Where checkpoints flow: the checkpoint spout a stateful topology gets at build time,
-and the barrier edges its system topology gets at run time.
+"""What a stateful component does to the topology it is built into (its
+``topology_transform``): the checkpoint spout, and every component run wrapped.
 
 The user's topology gains only the ``__checkpoint`` spout (so task ids, nimbus's counts
-and ``structure.json`` include it). The barrier edges, Storm's ``$checkpoint`` stream,
-are added to the system topology the runtime builds: every spout subscribes to the
-checkpoint spout, every bolt to each component it reads from, all with an all grouping,
-and every component declares the ``__checkpoint`` stream.
+and ``structure.json`` include it) and, in each of its other components' specs, the
+wrapper its tasks run in (squall.state.checkpointing). The barrier edges, Storm's
+``$checkpoint`` stream, are added to the system topology the runtime builds
+(``squall.model.checkpoint_edges``).
 """
 from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping
 
-from squall import grouping as g
-from squall.components import Component, StreamDeclaration
-from squall.grouping import Grouping
-from squall.state.components import is_stateful
-from squall.model import CHECKPOINT
-from squall.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
-from squall.topology import SPOUT, ComponentSpec, Subscription, Topology, TopologyError
+from squall.components import StreamDeclaration
+from squall.model import CHECKPOINT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, is_checkpointed
+from squall.state.checkpoint_spout import CheckpointSpout
+from squall.state.checkpointing import Checkpointing
+from squall.topology import SPOUT, ComponentSpec, TopologyError
+
+__all__ = ["checkpoint_spec", "find_cycle", "is_checkpointed", "with_checkpoints"]
 
 _DECL = StreamDeclaration(CHECKPOINT_FIELDS, False)
 
 
 def checkpoint_spec() -> ComponentSpec:
-    from squall.state.checkpoint_spout import CheckpointSpout
-
-    return ComponentSpec(CHECKPOINT, SPOUT, pickle.dumps(CheckpointSpout(), protocol=5), 1, 1, {}, [],
+    spout = CheckpointSpout()
+    return ComponentSpec(CHECKPOINT, SPOUT, pickle.dumps(spout, protocol=5), 1, 1, spout.component_config(), [],
                          {CHECKPOINT_STREAM: _DECL})
 
 
-def with_checkpoints(specs: Mapping[str, ComponentSpec], objects: Mapping[str, Component]) -> dict[str, ComponentSpec]:
-    """``specs`` plus the checkpoint spout if any component is stateful (build time)."""
-    out = dict(specs)
-    stateful = sorted(c for c, obj in objects.items() if is_stateful(obj))
-    if not stateful:
-        return out
+def with_checkpoints(specs: dict[str, ComponentSpec], stateful: list[str]) -> dict[str, ComponentSpec]:
+    """``specs`` plus the checkpoint spout, every component wrapped to take part in
+    checkpoints (``stateful``: the ids of those with a state). Build time."""
     for c in stateful:
-        if out[c].kind != SPOUT and not out[c].inputs:
+        if specs[c].kind != SPOUT and not specs[c].inputs:
             raise TopologyError(f"stateful bolt {c!r} subscribes to nothing: its checkpoints "
                                 "arrive with its inputs")
-    cycle = find_cycle(out)
+    cycle = find_cycle(specs)
     if cycle:
-        raise TopologyError(f"stateful component {stateful[0]!r} is in a topology with a cycle "
+        raise TopologyError(f"stateful component {sorted(stateful)[0]!r} is in a topology with a cycle "
                             f"({' -> '.join(cycle)}); checkpoints need an acyclic topology")
+    with_state = pickle.dumps(Checkpointing(stateful=True), protocol=5)
+    without = pickle.dumps(Checkpointing(stateful=False), protocol=5)
+    out = {c: spec.replace(wrapper=with_state if c in stateful else without) for c, spec in specs.items()}
     out[CHECKPOINT] = checkpoint_spec()
     return out
 
@@ -74,33 +73,3 @@ def find_cycle(specs: Mapping[str, ComponentSpec]) -> list[str]:
                 return list(reversed(found))
     return []
 
-
-def is_checkpointed(topology: Topology) -> bool:
-    return CHECKPOINT in topology.components
-
-
-def wire(topology: Topology) -> dict[str, ComponentSpec]:
-    """The components of a checkpointed topology with the barrier edges added (run time)."""
-    every = Grouping(g.ALL)
-    out: dict[str, ComponentSpec] = {}
-    for c in topology.components.values():
-        if c.id == CHECKPOINT:
-            out[c.id] = c
-            continue
-        if c.kind == SPOUT:
-            extra = [Subscription(CHECKPOINT, CHECKPOINT_STREAM, every)]
-        else:
-            ups = sorted({s.component for s in c.inputs})
-            extra = [Subscription(u, CHECKPOINT_STREAM, every) for u in ups]
-        out[c.id] = ComponentSpec(c.id, c.kind, c.blob, c.parallelism, c.num_tasks, c.config,
-                                  [*c.inputs, *extra], {**c.streams, CHECKPOINT_STREAM: _DECL})
-    return out
-
-
-def channels(system: Topology, component: str, tasks_of: Mapping[str, list[int]]) -> list[int]:
-    """The tasks a component's tasks receive barriers from."""
-    out: list[int] = []
-    for s in system.components[component].inputs:
-        if s.stream == CHECKPOINT_STREAM:
-            out.extend(tasks_of[s.component])
-    return sorted(set(out))

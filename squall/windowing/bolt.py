@@ -1,39 +1,17 @@
 """Windowed bolts: what users subclass (Storm's BaseWindowedBolt, with Python names)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from squall.components import Component
 from squall.state.components import Stateful
+from squall.windowing.runner import StatefulWindowedBoltRunner, WindowedBoltRunner
 from squall.windowing.spec import Count, Duration, Size, WindowSpec
+from squall.windowing.window import Window
 
 if TYPE_CHECKING:
+    from squall.collector import OutputCollector
     from squall.context import TopologyContext
-    from squall.runtime.collectors import BoltCollector
-    from squall.tuple import Tuple
-
-
-class Window:
-    """What ``execute`` gets: ``tuples`` in the window (in timestamp, else arrival, order),
-    ``new`` (in no earlier window), ``expired`` (left since the previous window), and the
-    window's ``start`` and ``end`` (seconds for time windows, ``end - length <= ts < end``;
-    for count windows the positions of its first and one past its last tuple)."""
-
-    __slots__ = ("tuples", "new", "expired", "start", "end")
-
-    def __init__(self, tuples: list["Tuple"], new: list["Tuple"], expired: list["Tuple"],
-                 start: float, end: float) -> None:
-        self.tuples, self.new, self.expired, self.start, self.end = tuples, new, expired, start, end
-
-    def __iter__(self) -> Iterator["Tuple"]:
-        return iter(self.tuples)
-
-    def __len__(self) -> int:
-        return len(self.tuples)
-
-    def __repr__(self) -> str:
-        return f"Window([{self.start}, {self.end}), {len(self.tuples)} tuples, {len(self.new)} new)"
 
 
 class WindowedBolt(Component):
@@ -84,7 +62,17 @@ class WindowedBolt(Component):
         return WindowSpec(self._window_length, self._window_slide, self._timestamp_field,
                           self._lateness, self._late_stream)
 
-    def prepare(self, conf: dict[str, Any], context: "TopologyContext", collector: "BoltCollector") -> None:
+    def runner(self) -> WindowedBoltRunner:
+        """The bolt this one runs in (asked by ``TopologyBuilder.set_bolt``)."""
+        return WindowedBoltRunner(self, self._checked_spec())
+
+    def _checked_spec(self) -> WindowSpec:
+        try:
+            return self.window_spec()
+        except ValueError as exc:
+            raise ValueError(f"windowed bolt {type(self).__name__}: {exc}") from None
+
+    def prepare(self, conf: dict[str, Any], context: "TopologyContext", collector: "OutputCollector") -> None:
         self.collector = collector
 
     def execute(self, window: Window) -> None:
@@ -98,6 +86,9 @@ class StatefulWindowedBolt(Stateful, WindowedBolt):
     """A windowed bolt with checkpointed state; the window's contents are checkpointed
     with it, so after a rollback windows fire exactly as if nothing had failed. The state
     key ``__window__`` is the window's own."""
+
+    def runner(self) -> StatefulWindowedBoltRunner:
+        return StatefulWindowedBoltRunner(self, self._checked_spec())
 
 
 __all__ = ["Count", "Duration", "StatefulWindowedBolt", "Window", "WindowedBolt"]

@@ -1,52 +1,64 @@
 """The bolt a windowed bolt runs in (Storm's WindowedBoltExecutor; "executor" means
-something else in squall). ``TopologyBuilder.set_bolt`` wraps a WindowedBolt in one.
+something else in squall). A WindowedBolt's ``runner()`` wraps it in one when it is
+declared (``TopologyBuilder.set_bolt``).
 
-Per input tuple it finds the timestamp (or takes the arrival time), hands the tuple to
-the WindowManager, runs the user's ``execute(window)`` for each window that fires, with
-emits anchored to the window's tuples, and acks tuples as they leave their last window.
-Late tuples go to the late-tuple stream if there is one, and are acked. A task holds at
-most ``topology.window.max.tuples`` tuples; beyond that a tuple is failed (and reported).
+Per input tuple it finds the timestamp (or takes the arrival time, from the task's
+clock), hands the tuple to the WindowManager, runs the user's ``execute(window)`` for each
+window that fires, with emits anchored to the window's tuples, and acks tuples as they
+leave their last window. Late tuples go to the late-tuple stream if there is one, and are
+acked. A task holds at most ``topology.window.max.tuples`` tuples; beyond that a tuple is
+failed (and reported).
 """
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squall.components import Bolt, StreamDeclaration
+from squall.config import load_defaults
 from squall.state.components import Stateful
 from squall.tuple import Source, Tuple
-from squall.windowing.bolt import Window, WindowedBolt
 from squall.windowing.manager import Fired, WindowManager
 from squall.windowing.spec import WindowSpec
+from squall.windowing.window import Window
+
+if TYPE_CHECKING:
+    from squall.windowing.bolt import StatefulWindowedBolt, WindowedBolt
 
 WINDOW_KEY = "__window__"
 TICK_KEY = "topology.tick.tuple.freq.secs"
 MAX_KEY = "topology.window.max.tuples"
 
 
-def as_bolt(obj: Any) -> Any:
-    """``obj`` itself, or the runner of a windowed bolt."""
-    if not isinstance(obj, WindowedBolt):
-        return obj
-    from squall.topology import TopologyError
-
-    try:
-        spec = obj.window_spec()
-    except ValueError as exc:
-        raise TopologyError(f"windowed bolt {type(obj).__name__}: {exc}") from None
-    cls = StatefulWindowedBoltRunner if isinstance(obj, Stateful) else WindowedBoltRunner
-    return cls(obj, spec)
-
-
 def window_max(conf: Mapping[str, Any]) -> int:
     value = conf.get(MAX_KEY)
-    if value is None:
-        from squall.config import load_defaults
+    return int(load_defaults()[MAX_KEY] if value is None else value)
 
-        value = load_defaults()[MAX_KEY]
-    return int(value)
+
+class WindowCollector:
+    """The collector a windowed bolt's ``execute(window)`` emits through: emits without
+    anchors are anchored to the window's tuples, as in Storm; the rest passes through."""
+
+    def __init__(self, collector: Any) -> None:
+        self._collector = collector
+        self.window: list | None = None  # the tuples of the window being executed
+
+    def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> tuple[int, ...]:
+        return self._collector.emit(values, stream, self.window if anchors is None else anchors)
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
+                    anchors: Any = None) -> tuple[int, ...]:
+        return self._collector.emit_direct(task, values, stream, self.window if anchors is None else anchors)
+
+    def ack(self, tup: Tuple) -> None:
+        self._collector.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        self._collector.fail(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._collector.report_error(error)
 
 
 class WindowedBoltRunner(Bolt):
@@ -91,23 +103,26 @@ class WindowedBoltRunner(Bolt):
             need = int(WindowSpec.size(spec.length) + WindowSpec.size(spec.slide))
             limit = window_max(config)
             if need > limit:
-                raise ValueError(f"a count window of {spec.length.n} sliding by {spec.slide.n} holds up "
+                raise ValueError(f"a count window of {int(WindowSpec.size(spec.length))} sliding by "
+                                 f"{int(WindowSpec.size(spec.slide))} holds up "
                                  f"to {need} tuples, more than {MAX_KEY} ({limit})")
 
     # -- running ----------------------------------------------------------------------------
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
         self.context = context
+        self._time = context.clock.time  # processing time: the arrival time of a tuple
         self.manager = WindowManager(self.spec)
         self.max_tuples = window_max(conf)
         self.batch = False  # set by a batch run: all input first, then end_of_input
         self.late = self.bad = self.refused = 0
         self._sources: dict[tuple, Source] = {}
-        self.bolt.prepare(conf, context, collector)
+        self.window_collector = WindowCollector(collector)
+        self.bolt.prepare(conf, context, self.window_collector)
 
     def execute(self, tup: Tuple) -> None:
         if tup.is_tick():
-            self._run(self.manager.advance(time.time()))
+            self._run(self.manager.advance(self._time()))
             return
         coll, spec = self.collector, self.spec
         if len(self.manager) >= self.max_tuples and not self.batch:
@@ -117,7 +132,7 @@ class WindowedBoltRunner(Bolt):
             coll.fail(tup)
             return
         if spec.event_time:
-            ts = tup.get(spec.timestamp_field)
+            ts = tup.get(spec.timestamp_field)  # type: ignore[arg-type]  # set: event time
             if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
                 self.bad += 1
                 coll.report_error(f"tuple from {tup.source_component}/{tup.source_stream} has timestamp "
@@ -126,7 +141,7 @@ class WindowedBoltRunner(Bolt):
                 return
             late, fired = self.manager.add(tup, ts, (tup.source.component, tup.source.stream), not self.batch)
         else:
-            late, fired = self.manager.add(tup, time.time())
+            late, fired = self.manager.add(tup, self._time())
         if late:
             self.late += 1
             if spec.late_stream is not None:
@@ -136,11 +151,11 @@ class WindowedBoltRunner(Bolt):
             self._run(fired)
 
     def _run(self, fired: list[Fired]) -> None:
-        coll = self.collector
+        coll, wcoll = self.collector, self.window_collector
         for f in fired:
             tuples = [e.tup for e in f.entries]
             window = Window(tuples, [e.tup for e in f.new], [e.tup for e in f.expired], f.start, f.end)
-            coll._auto = tuples  # plain emits are anchored to the window, as in Storm
+            wcoll.window = tuples  # plain emits are anchored to the window, as in Storm
             try:
                 self.bolt.execute(window)
             except Exception as exc:
@@ -148,7 +163,7 @@ class WindowedBoltRunner(Bolt):
                 for t in tuples:
                     coll.fail(t)
             finally:
-                coll._auto = None
+                wcoll.window = None
             for e in f.evicted:
                 coll.ack(e.tup)
 
@@ -181,6 +196,8 @@ class WindowedBoltRunner(Bolt):
 
 class StatefulWindowedBoltRunner(Stateful, WindowedBoltRunner):
     """Also saves the window's contents in the bolt's state at every checkpoint."""
+
+    bolt: StatefulWindowedBolt
 
     def init_state(self, state: Any) -> None:
         self.state = state

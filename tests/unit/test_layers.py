@@ -21,13 +21,6 @@ ALLOWED = {
     # doubled `import squall` (about 75 -> 270 ms) and slowed `squall --help` by about 90 ms.
     ("squall", "squall.local"): "start-up of `import squall`",
     ("squall.cli.local", "squall.local"): "start-up of `squall --help`",
-    # Removed by the runtime seam work (issue 17, item 2): delete these when it merges.
-    ("squall.model", "squall.state.wiring"): "runtime seam",
-    ("squall.topology", "squall.state.wiring"): "runtime seam",
-    ("squall.topology", "squall.windowing.runner"): "runtime seam",
-    ("squall.windowing.runner", "squall.topology"): "runtime seam",
-    ("squall.windowing.runner", "squall.config"): "runtime seam",
-    ("squall.state.wiring", "squall.state.checkpoint_spout"): "runtime seam",
 }
 
 

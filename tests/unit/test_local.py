@@ -8,6 +8,7 @@ import time
 import pytest
 
 from squall import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from squall.clock import FakeClock
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from squall.testing.waiting import wait_for
 
@@ -188,13 +189,18 @@ class Forgetful(Bolt):
         self.collector.ack(t)
 
 
-def test_timeout_reaches_spout_fail_and_replay_completes(cluster, mode):
+def test_timeout_reaches_spout_fail_and_replay_completes(mode):
     name = unique("timeout")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
     b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
-    cluster.submit(name, {**mode, "topology.message.timeout.secs": 1}, b.build())
-    wait_for(lambda: len(Recorder.get(name + ".acked")) == 20, 20, what="replays acked")
+    clock = FakeClock()  # time moves only when the test says so
+    with LocalCluster({"squall.log.level": "WARNING"}, clock=clock) as cluster:
+        cluster.submit(name, {**mode, "topology.message.timeout.secs": 1}, b.build())
+        wait_for(lambda: len(Recorder.get(name + ".seen")) == 20, 20, what="every tuple seen once")
+        assert Recorder.get(name + ".failed") == []  # no time has passed: nothing timed out
+        clock.advance(1.5)
+        wait_for(lambda: len(Recorder.get(name + ".acked")) == 20, 20, what="replays acked")
     assert sorted(Recorder.get(name + ".failed")) == list(range(20))
 
 
@@ -262,13 +268,18 @@ class TickCounter(Bolt):
         return {"topology.tick.tuple.freq.secs": 0.2}
 
 
-def test_tick_tuples_arrive_at_the_configured_rate(cluster):
+def test_tick_tuples_arrive_at_the_configured_rate():
     name = unique("tick")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
     b.set_bolt("ticker", TickCounter(name + ".ticks")).shuffle("nums")
-    cluster.submit(name, {}, b.build())
-    wait_for(lambda: len(Recorder.get(name + ".ticks")) >= 5, 10, what="5 ticks")
+    clock = FakeClock()
+    with LocalCluster({"squall.log.level": "WARNING"}, clock=clock) as cluster:
+        cluster.submit(name, {}, b.build())
+        for n in range(1, 6):  # one tick per 0.2 s of the clock
+            clock.advance(0.2)
+            wait_for(lambda: len(Recorder.get(name + ".ticks")) >= n, 10, what=f"tick {n}")
+            assert len(Recorder.get(name + ".ticks")) == n
     assert set(Recorder.get(name + ".ticks")) == {"__system"}
 
 

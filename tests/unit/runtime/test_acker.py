@@ -1,11 +1,11 @@
 """The acker's XOR ledger and the spout's pending map, as plain code; and timeouts switched off."""
 import random
-import time
 
 import pytest
 from hypothesis import given, strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
+from squall.clock import FakeClock
 from squall.runtime.acker import AckerLedger, PendingTuples, new_root, spout_task
 from squall.testing.components import FixedTupleSpout, Recorder
 from squall.testing.waiting import wait_for
@@ -109,21 +109,24 @@ def test_pending_expires_oldest_first():
 
 
 class _SlowAck(Bolt):
-    """Holds every input for ``hold`` seconds before acking it."""
+    """Holds every input for ``hold`` seconds (of its task's clock) before acking it;
+    records what it holds under ``<key>.held`` and the clock at each tick under ``<key>.ticks``."""
 
-    def __init__(self, hold):
-        self.hold = hold
+    def __init__(self, hold, key):
+        self.hold, self.key = hold, key
 
     def prepare(self, conf, context, collector):
-        self.collector, self.held = collector, []
+        self.collector, self.held, self.clock = collector, [], context.clock
 
     def execute(self, t):
+        now = self.clock.monotonic()
         if t.is_tick():
-            now = time.monotonic()
             while self.held and now - self.held[0][0] >= self.hold:
                 self.collector.ack(self.held.pop(0)[1])
+            Recorder.add(self.key + ".ticks", now)
             return
-        self.held.append((time.monotonic(), t))
+        self.held.append((now, t))
+        Recorder.add(self.key + ".held", t["i"])
 
     def component_config(self):
         return {"topology.tick.tuple.freq.secs": 0.2}
@@ -135,11 +138,19 @@ def test_with_timeouts_disabled_the_acker_keeps_trees_past_the_timeout(workers):
     three message timeouts still complete their trees)."""
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout("no-timeouts", [[i] for i in range(5)], ["i"]))
-    b.set_bolt("slow", _SlowAck(3.5)).shuffle("rows")
+    b.set_bolt("slow", _SlowAck(3.5, "no-timeouts")).shuffle("rows")
     conf = {"topology.workers": workers, "topology.acker.executors": 1, "topology.message.timeout.secs": 1,
             "topology.enable.message.timeouts": False}
-    Recorder.clear("no-timeouts.acked")
-    with LocalCluster({"squall.log.level": "WARNING"}) as cluster:
+    for key in ("no-timeouts.acked", "no-timeouts.ticks", "no-timeouts.held"):
+        Recorder.clear(key)
+    clock = FakeClock()
+    with LocalCluster({"squall.log.level": "WARNING"}, clock=clock) as cluster:
         cluster.submit("no-timeouts", conf, b.build())
+        wait_for(lambda: len(Recorder.get("no-timeouts.held")) == 5, 10, what="every tuple held")
+        for _ in range(3):  # three message timeouts pass, each seen by the bolt
+            clock.advance(1.0)
+            wait_for(lambda: clock.monotonic() in Recorder.get("no-timeouts.ticks"), 10, what="a tick")
+        assert Recorder.get("no-timeouts.acked") == []
+        clock.advance(0.6)
         wait_for(lambda: sorted(Recorder.get("no-timeouts.acked")) == [0, 1, 2, 3, 4], 20, what="late acks")
     assert Recorder.get("no-timeouts.failed") == []

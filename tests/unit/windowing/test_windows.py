@@ -10,6 +10,7 @@ import time
 import pytest
 
 from squall import Count, Duration, LocalCluster, TopologyBuilder, TopologyError, WindowedBolt
+from squall.clock import FakeClock
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from squall.testing.waiting import wait_for
 from squall.windowing.manager import WindowManager
@@ -207,21 +208,48 @@ def test_event_time_sliding_windows_in_local_mode_with_a_late_stream():
         assert not Recorder.get(name + ".failed")
 
 
+class ClockedRows(FixedTupleSpout):
+    """Emits row ``i`` once its task's clock has passed ``start + ts`` (its second field)."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.clock, self.start = context.clock, context.clock.time()
+
+    def next_tuple(self):
+        if self.todo and self.clock.time() >= self.start + self.rows[self.todo[-1]][1]:
+            super().next_tuple()
+
+
 def test_processing_time_tumbling_windows_fire_on_their_own_and_ack_everything():
     name = f"ptw-{time.monotonic_ns()}"
-    rows = [[i, 0] for i in range(300)]
+    rows = [[i, (i // 20) * 0.125] for i in range(300)]  # 20 rows every 1/8 s of the clock (exact in binary)
     b = TopologyBuilder()
-    b.set_spout("rows", FixedTupleSpout(name, rows, ["id", "ts"]))
+    b.set_spout("rows", ClockedRows(name, rows, ["id", "ts"]))
     b.set_bolt("win", WindowLog(name).with_tumbling_window(Duration(0.5))).global_("rows")
-    with LocalCluster() as cluster:
+    clock = FakeClock(start=1000.0)
+    arrived = []  # (stream, arrival time, id): the clock when each row reached the bolt
+    with LocalCluster({"squall.log.level": "WARNING"}, clock=clock) as cluster:
         cluster.submit(name, {"topology.max.spout.pending": 1000, "topology.message.timeout.secs": 10}, b.build())
+
+        def executed():  # rows, and one tick per move of the clock (the tick period is 0.05 s)
+            return sum(s["executed"] for s in cluster.stats(name) if s["component"] == "win")
+        for step in range(15):  # each row arrives before the clock moves on
+            wait_for(lambda: executed() >= 20 * (step + 1) + step, 10, f"rows of step {step}")
+            arrived += [("a", clock.time(), i) for i in range(20 * step, 20 * (step + 1))]
+            clock.advance(0.125)
         # No input arrives after the last row: ticks fire the last window and ack its tuples.
+        clock.advance(0.5)
         wait_for(lambda: len(Recorder.get(name + ".acked")) == len(rows), 20, "every tuple acked")
     windows = Recorder.get(name)
     ids = [i for w in windows for i in w[2]]
     assert sorted(ids) == list(range(300))  # tumbling: each tuple in exactly one window
     for start, end, tuples, new, expired in windows:
         assert end - start == 0.5 and abs(end / 0.5 - round(end / 0.5)) < 1e-9 and new == tuples
+    # The windows are exactly those of the rows' arrival times (the clock's, not the machine's).
+    want, _ = reference(arrived + [("a", clock.time(), "clock")], WindowSpec(Duration(0.5), Duration(0.5)))
+    want = [(s, e, [i for i in ids if i != "clock"], [i for i in new if i != "clock"], ex)
+            for s, e, ids, new, ex in want]
+    assert windows == [w for w in want if w[2]] and len(windows) == 4
 
 
 def test_windows_are_checked_at_build_and_submit():

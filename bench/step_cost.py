@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The executors' hot path alone: ``python bench/step_cost.py SCENARIO [--turns N] [--json]``.
+
+Makes one worker's executors (no threads, no sockets), sets them up and steps them in run
+order for ``--turns`` turns, as the worker's one executor thread does, and reports the
+process CPU time per tuple executed by the last bolt. Nothing waits and nothing else runs,
+so the figure moves much less with the machine's load than a throughput; under
+``valgrind --tool=callgrind`` (see ``compare_trees.py --callgrind``) the instruction count
+does not move with the load at all. A spout's turn is never cut short by the real-time
+flush deadline, so every turn does the same work however slow the machine is.
+
+Works with squall from before the runtime seam too (it makes the executors as that
+version's ``start_executors`` did), so that ``compare_trees.py`` can hold the two side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "topologies"))
+sys.path.insert(0, str(HERE.parent / "examples"))
+
+
+def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
+    """(topology, config, the component whose executed tuples are counted)."""
+    if name in ("local-const-id-null", "local-const-id-null-acked"):
+        from perf_topologies import const_id_null
+
+        acked = name.endswith("acked")
+        conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1000} if acked else \
+            {"topology.acker.executors": 0}
+        return const_id_null(acked), conf, "null"
+    if name == "local-stateful-count":
+        from keyed_counts import topology
+
+        conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1_000_000,
+                "topology.state.checkpoint.interval.ms": 1000, "topology.state.provider": "memory"}
+        return topology(True), conf, "count"
+    if name == "local-wordcount":
+        import wordcount
+
+        return wordcount.topology(1, 1), dict(wordcount.CONFIG), "count"
+    raise SystemExit(f"unknown scenario {name!r}: local-const-id-null, local-const-id-null-acked, "
+                     "local-wordcount, local-stateful-count")
+
+
+def _executors(rt: Any) -> list[Any]:
+    """The worker's executors, not set up, in run order."""
+    if hasattr(rt, "create_executors"):
+        return [e for group in rt.create_executors() for e in group]
+    # squall before the runtime seam: what its start_executors did, without the threads
+    from squall.model import ACKER
+    from squall.runtime.executor import AckerExecutor, BoltExecutor, SpoutExecutor
+    from squall.state.executors import executor_class
+    from squall.topology import SPOUT
+
+    made = []
+    for group in rt.thread_groups:
+        execs = []
+        for ex in group:
+            comp = rt.task_to_component[ex[0]]
+            cls = executor_class(rt.system, comp) or (
+                AckerExecutor if comp == ACKER else SpoutExecutor if rt.system.components[comp].kind == SPOUT
+                else BoltExecutor)
+            execs.append(cls(rt, ex, comp))
+        ackers = [e for e in execs if isinstance(e, AckerExecutor)]
+        if ackers and len(rt.acker_tasks) == 1:
+            for e in execs:
+                e.outbox.fuse(ackers[0].ledger)
+        made += execs
+    return made
+
+
+def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
+    from squall import config as _config
+    from squall.messaging.local import LocalContext
+    from squall.model import executors as executors_of
+    from squall.model import system_topology, task_ids
+    from squall.runtime.worker_runtime import WorkerRuntime, tune_gc
+
+    random.seed(0)  # root and edge ids: the same work on every run
+    topology, conf, sink = _scenario(scenario)
+    conf = _config.build_config({**conf, "topology.name": "step-cost", "squall.log.level": "WARNING",
+                                 "topology.batch.flush.interval.millis": 60_000},
+                                {"squall.messaging.transport": "local"})
+    system = system_topology(topology, conf)
+    execs = sorted(executors_of(system, task_ids(system)))
+    rt = WorkerRuntime("step-cost", topology, conf, execs, 1, LocalContext(), host="local")
+    rt.set_active(True)
+    made = _executors(rt)
+    for ex in made:
+        ex.setup()
+    tune_gc()
+    counted = [e for e in made if e.component == sink]
+    mono = time.monotonic
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            for ex in made:
+                ex.step(mono())
+
+    run(warmup)
+    before, cpu = sum(e.executed for e in counted), time.process_time()
+    run(turns)
+    cpu, tuples = time.process_time() - cpu, sum(e.executed for e in counted) - before
+    return {"scenario": scenario, "turns": turns, "tuples": tuples, "cpu_secs": round(cpu, 4),
+            "cpu_ns_per_tuple": round(cpu * 1e9 / tuples, 1) if tuples else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario")
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.scenario, args.turns)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.scenario}: {result['tuples']:,} tuples in {args.turns} turns, "
+              f"{result['cpu_ns_per_tuple']:,.0f} ns CPU per tuple")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Checkpointing as wrappers around ordinary spouts and bolts, stepped by hand on a
+FakeClock (support.stepping): acks wait for the commit that covers them, uncommitted
+tuples count toward max pending, and a failed tuple rolls every task back and replays
+what was not committed. The checkpoint interval is the clock's, so each checkpoint
+happens when the test moves time on."""
+import itertools
+import pickle
+
+from squall import Bolt, StatefulBolt, TopologyBuilder
+from squall.model import CHECKPOINT, CHECKPOINT_STREAM, system_topology
+from squall.state.checkpointing import CheckpointedBolt, CheckpointedSpout
+from squall.state.inspect import read_record
+from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder
+from squall.testing.state import committed_component
+from support.stepping import SteppedWorker
+
+_names = itertools.count()
+MEMORY = {"topology.state.provider": "memory"}
+CONF = {**MEMORY, "topology.state.checkpoint.interval.ms": 1000, "topology.max.spout.pending": 1000,
+        "topology.message.timeout.secs": 30}
+
+
+def unique(prefix):
+    return f"{prefix}-ckw-{next(_names)}"
+
+
+class CountOnce(StatefulBolt):
+    def execute(self, t):
+        self.state.put(t["w"], self.state.get(t["w"], 0) + 1)
+        self.collector.ack(t)
+
+
+class FailOnce(Bolt):
+    """Fails the row ``bad`` the first time it sees it; passes everything on."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def prepare(self, conf, context, collector):
+        self.collector, self.seen = collector, set()
+
+    def execute(self, t):
+        if t["w"] == self.bad and self.bad not in self.seen:
+            self.seen.add(self.bad)
+            self.collector.fail(t)
+            return
+        self.collector.emit([t["w"]], anchors=t)
+        self.collector.ack(t)
+
+    def declare_output_fields(self, d):
+        d.declare(["w"])
+
+
+class GatedRows(FixedTupleSpout):
+    """Emits its rows once ``<name>.go`` is recorded."""
+
+    def next_tuple(self):
+        if Recorder.get(self.name + ".go"):
+            super().next_tuple()
+
+
+def counting_topology(name, rows, relay=None):
+    b = TopologyBuilder()
+    b.set_spout("rows", GatedRows(name, rows, ["w"]))
+    if relay is None:
+        b.set_bolt("count", CountOnce()).fields("rows", ["w"])
+    else:
+        b.set_bolt("relay", relay).shuffle("rows")
+        b.set_bolt("count", CountOnce()).fields("relay", ["w"])
+    return b.build()
+
+
+def committed(w):
+    record = read_record(MEMORY, w.name)
+    return record, committed_component(MEMORY, w.name, "count", 1, record.restore_point())[0]
+
+
+def first_checkpoint(w, key):
+    """Run until the first checkpoint (right after the INIT) has committed, then let the
+    rows of spout ``key`` flow."""
+    def done():
+        record = read_record(MEMORY, w.name)
+        return record is not None and record.restore_point() >= 1
+    w.run(done)
+    Recorder.add(key + ".go", True)
+
+
+def test_the_topology_runs_wrapped_components_and_keeps_the_users():
+    topology = counting_topology("x", [["a"]])
+    assert set(topology.components) == {"rows", "count", CHECKPOINT}
+    # Declared components stay what the user gave (batch runs and checks see those)...
+    assert isinstance(topology.components["count"].instantiate(), CountOnce)
+    assert isinstance(topology.components["rows"].instantiate(), GatedRows)
+    # ...and a running topology's tasks run them wrapped.
+    count, rows = topology.components["count"].runnable(), topology.components["rows"].runnable()
+    assert isinstance(count, CheckpointedBolt) and isinstance(count.bolt, CountOnce) and count.stateful
+    assert isinstance(rows, CheckpointedSpout) and isinstance(rows.spout, GatedRows) and not rows.stateful
+    assert topology.components[CHECKPOINT].runnable().__class__.__name__ == "CheckpointSpout"
+    # The barrier edges are the system topology's, not the user's.
+    assert all(CHECKPOINT_STREAM not in c.streams for c in topology.components.values() if c.id != CHECKPOINT)
+    system = system_topology(topology, {"topology.state.checkpoint.timeout.secs": 7})
+    assert {(s.component, s.stream) for s in system.components["rows"].inputs} == {(CHECKPOINT, CHECKPOINT_STREAM)}
+    assert system.components[CHECKPOINT].config["topology.message.timeout.secs"] == 7
+    assert pickle.loads(topology.to_bytes())[1][0].wrapper == topology.components[CHECKPOINT].wrapper is None
+
+
+def test_acks_wait_for_the_commit_that_covers_them():
+    name = unique("deferred")
+    rows = [[f"w{i % 5}"] for i in range(200)]
+    with SteppedWorker(counting_topology(name, rows), CONF, name=name) as w:
+        first_checkpoint(w, name)
+        spout = w.executor("rows")
+        w.run(lambda: w.executor("count").stats()["executed"] == 200)
+        w.run()  # every tree complete: the acker has told the spout
+        # Counted, but no checkpoint covers them yet: not acked, still pending.
+        assert Recorder.get(name + ".acked") == [] and spout.stats()["pending"] == 200
+        w.advance(0.9)
+        w.run()
+        assert Recorder.get(name + ".acked") == []  # the interval (1 s) has not passed
+        w.advance(0.1)  # it has: PREPARE, then COMMIT
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 200)
+        assert sorted(Recorder.get(name + ".acked")) == list(range(200))
+        assert spout.stats()["pending"] == 0 and spout.stats()["acked"] == 200
+        record, state = committed(w)
+        assert state == {f"w{k}": 40 for k in range(5)} and record.txid >= 1
+        assert spout.stats()["checkpoint"]["committed"] >= 1
+        assert Recorder.get(name + ".failed") == []
+
+
+def test_uncommitted_tuples_count_toward_max_pending():
+    name = unique("bounded")
+    rows = [[f"w{i % 3}"] for i in range(100)]
+    with SteppedWorker(counting_topology(name, rows), {**CONF, "topology.max.spout.pending": 30}, name=name) as w:
+        first_checkpoint(w, name)
+        count = w.executor("count")
+        w.run()
+        w.run()
+        assert count.stats()["executed"] == 30  # complete trees hold their place until a commit
+        done = 30
+        while done < 100:
+            w.advance(1.0)
+            w.run()
+            w.run()
+            done = min(100, done + 30)
+            assert count.stats()["executed"] == done
+        w.advance(1.0)
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 100)
+        assert committed(w)[1] == {"w0": 34, "w1": 33, "w2": 33}
+
+
+def test_a_failed_tuple_rolls_back_and_replays_what_was_not_committed():
+    name = unique("rollback")
+    rows = [[f"w{i % 4}"] for i in range(40)]
+    with SteppedWorker(counting_topology(name, rows, FailOnce("w3")), CONF, name=name) as w:
+        first_checkpoint(w, name)
+        w.run(lambda: w.executor("count").stats()["executed"] >= 39)
+        w.run()
+        # The failure asked for a rollback: nothing is acked.
+        assert Recorder.get(name + ".acked") == [] and Recorder.get(name + ".failed") == []
+        w.advance(1.0)  # the next PREPARE fails; the checkpoint spout rolls everyone back
+        w.run(lambda: len(Recorder.get(name + ".failed")) == 40)
+        # Every uncommitted tuple heard fail (a plain spout replays them)...
+        assert sorted(Recorder.get(name + ".failed")) == list(range(40))
+        for _ in range(3):
+            w.advance(1.0)
+            w.run()
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 40)
+        # ...and the rolled-back state counted each row exactly once.
+        record, state = committed(w)
+        assert state == {f"w{k}": 10 for k in range(4)} and record.recoveries >= 2
+
+
+def test_a_stateful_spout_rewinds_to_its_committed_position():
+    name = unique("rewind")
+    rows = [[f"k{i % 2}"] for i in range(30)]
+    b = TopologyBuilder()
+    b.set_spout("rows", PositionedRowSpout(name, rows, ["w"]))
+    b.set_bolt("relay", FailOnce("k1")).shuffle("rows")
+    b.set_bolt("count", CountOnce()).fields("relay", ["w"])
+    with SteppedWorker(b.build(), CONF, name=name) as w:
+        for _ in range(6):
+            w.run()
+            w.advance(1.0)
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 30)
+        assert sorted(Recorder.get(name + ".acked")) == list(range(30))
+        assert committed(w)[1] == {"k0": 15, "k1": 15}
