@@ -93,6 +93,8 @@ class ComponentSpec:
                 dict(self.config), self.inputs, dict(self.streams), self.wrapper)
 
     def __setstate__(self, state):
+        if len(state) == 8:  # pickled before wrappers existed (a topology submitted by 0.1.0)
+            state = (*state, None)
         (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
          config, self.inputs, streams, self.wrapper) = state
         self.config = MappingProxyType(config)

@@ -6,7 +6,8 @@ import pytest
 from squall import Bolt, Spout, Topology, TopologyBuilder, TopologyError
 from squall.grouping import CustomStreamGrouping
 from squall.model import ACKER, executors, partition, system_topology, task_ids
-from squall.testing.components import EchoBolt, NullBolt
+from squall.testing.components import EchoBolt, FixedTupleSpout, NullBolt
+from squall.topology import ComponentSpec
 
 
 class Words(Spout):
@@ -128,3 +129,15 @@ def test_partition_sizes_differ_by_at_most_one():
 def test_acking_off_leaves_no_acker():
     topo = builder().build()
     assert ACKER not in system_topology(topo, {"topology.workers": 1, "topology.acker.executors": 0}).components
+
+
+def test_a_component_spec_pickled_before_wrappers_loads_without_one():
+    """A topology stored by the previous release (8 fields, no wrapper) still loads after an
+    upgrade: its components run unwrapped, as they were built."""
+    builder = TopologyBuilder()
+    builder.set_spout("s", FixedTupleSpout("old-spec", [[1]], ["n"]), 1)
+    spec = builder.build().components["s"]
+    old_state = spec.__getstate__()[:8]
+    restored = ComponentSpec.__new__(ComponentSpec)
+    restored.__setstate__(old_state)
+    assert restored.wrapper is None and restored.id == "s" and restored.num_tasks == 1
