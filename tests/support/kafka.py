@@ -11,6 +11,7 @@ keeps its data.
 """
 from __future__ import annotations
 
+import logging
 import os
 import selectors
 import shutil
@@ -25,6 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from squall.testing.zookeeper import free_port
+
+# The harness's own clients keep librdkafka's lines (a broker the test stopped, a gate that is
+# closed) out of the test run's output.
+_QUIET_LOG = logging.getLogger("support.kafka.librdkafka")
+_QUIET_LOG.addHandler(logging.NullHandler())
+_QUIET_LOG.propagate = False
+QUIET = {"logger": _QUIET_LOG}
 
 
 def tansu_path() -> str:
@@ -83,7 +91,7 @@ class Tansu:
                 time.sleep(0.05)
                 continue
             try:
-                AdminClient({"bootstrap.servers": f"127.0.0.1:{self.port}"}).list_topics(timeout=5)
+                AdminClient({**QUIET, "bootstrap.servers": f"127.0.0.1:{self.port}"}).list_topics(timeout=5)
                 return True
             except Exception:  # noqa: BLE001 - not answering yet
                 time.sleep(0.1)
@@ -220,7 +228,7 @@ class BrokerGate:
 def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({**QUIET, "bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(timeout)
     deadline = time.monotonic() + timeout
@@ -237,7 +245,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[Any, Any]], part
     """Write (key, value) records with an idempotent producer; the count confirmed."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    p = Producer({**QUIET, "bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     failed: list[Any] = []
     n = 0
     for key, value in records:
@@ -264,9 +272,9 @@ def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: flo
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    md = AdminClient({**QUIET, "bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
     parts = list(md.topics[topic].partitions)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}-{time.monotonic_ns()}",
+    c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}-{time.monotonic_ns()}",
                   "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, -2) for p in parts])
     out: list[Any] = []
@@ -293,7 +301,7 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     """The group's committed offset per partition (absent: none committed)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
     finally:

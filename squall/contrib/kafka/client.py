@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import structlog
+
 from squall.config import SECRET_PROPERTY, validate
 from squall.metrics import CountMetric
 
@@ -80,7 +82,27 @@ def client_config(conf: Mapping[str, Any], own: Mapping[str, Any] | None = None,
                                "component bootstrap_servers")
     props["bootstrap.servers"] = servers
     props.update(resolve_secrets(conf.get("kafka.secrets") or {}))
+    props.setdefault("logger", LIBRDKAFKA_LOG)
     return props
+
+
+class LibrdkafkaLog:
+    """librdkafka's own log lines (connection failures, broker state) into the worker's
+    structured log instead of the process's stderr. confluent-kafka hands them over with a
+    stdlib level and printf-style arguments when the client is polled."""
+
+    def __init__(self) -> None:
+        self._log = structlog.get_logger("squall.contrib.kafka.librdkafka")
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        try:
+            text = fmt % args if args else fmt
+        except (TypeError, ValueError):
+            text = f"{fmt} {args!r}"
+        self._log.log(level, "librdkafka", message=text[:2000])
+
+
+LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
 def describe(props: Mapping[str, Any], secret_names: Mapping[str, Any] | None = None) -> dict[str, Any]:
