@@ -39,7 +39,8 @@ from squall.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.cluster
 
-PORTS = [6700, 6701]
+# Slots on free ports: a fixed 6700 collides with another run of this suite on the same host.
+PORTS = [free_port(), free_port()]
 WAIT = 20.0
 SHUTDOWN_SLEEP = 1.5
 WORKER_TIMEOUT = 2.0
