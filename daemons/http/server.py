@@ -1,0 +1,434 @@
+"""The daemons' HTTP(S) server: nimbus's API, a supervisor's ``/metrics`` and logviewer.
+
+One event loop (asyncio, on a thread of its own) holds every connection: it accepts, does
+the TLS handshake, reads the request head and the body, each within its deadline
+(:class:`~squall.daemons.http.limits.HttpLimits`), and hands complete heads to a small pool
+of threads that run the WSGI application. A connection that is slow, idle or never starts
+TLS costs the loop a socket and a few kilobytes, never a thread, so dozens of them do not
+hold up a real request; past ``max_connections`` new connections are closed at once.
+
+Why not cheroot, which served before (measured, see docs/operations/security.md): cheroot
+does the TLS handshake on its one accepting thread, so each silent TCP connection stopped
+every new connection for its socket timeout; and it gives each new connection a pool thread
+that waits for the head with only a per-recv timeout, so a client sending one header byte
+every few seconds held a thread for as long as it liked. Neither is a setting. The standard
+library's ``asyncio`` gives handshake deadlines (``ssl_handshake_timeout``) and thousands of
+idle sockets for free; the HTTP/1.1 framing squall needs is small and lives in ``head.py``
+and ``body.py``, strict and tested without sockets.
+
+One request per connection: every reply says ``Connection: close``. Refusals (a failed or
+late handshake, a late or malformed head, a body too slow or too large, a full server, a
+client gone mid-request) are answered where HTTP allows, counted by reason and logged within
+a bound (:class:`~squall.daemons.http.refusals.Refusals`); none gets a traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import http
+import queue
+import socket
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from squall.daemons.http.body import PIECE, BodyError, BodyReader, InputStream
+from squall.daemons.http.head import Head, HeadError, framing, parse_head
+from squall.daemons.http.limits import HttpLimits
+from squall.daemons.http.refusals import Refusals
+from squall.daemons.http.tls_material import TlsMaterial
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+BACKLOG = 1024
+LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing (so the reply survives)
+LINGER_SECS = 2.0
+CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
+PLAIN_TO_TLS = "This port only speaks HTTPS: connect with TLS (squall's clients: set nimbus.tls.ca.file)."
+
+
+class ClientGone(Exception):
+    """The reply could not be delivered; ``reason`` is the refusal counter it counts in."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
+
+
+def plain_reply(status: int, text: str) -> bytes:
+    """A whole text/plain reply, for answers the server gives itself."""
+    body = (text + "\n").encode("utf-8")
+    return (_status_line(status) + b"Content-Type: text/plain; charset=utf-8\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("ascii") + body)
+
+
+class _Reply:
+    """``start_response`` and the writes of one reply, on the application's thread; each
+    write must be taken by the client within ``timeout``."""
+
+    def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop, timeout: float,
+                 head_only: bool) -> None:
+        self._writer, self._loop, self._timeout, self._head_only = writer, loop, timeout, head_only
+        self._status: str | None = None
+        self._headers: list[tuple[str, str]] = []
+        self.sent = False
+
+    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None and self.sent:
+            raise exc_info[1].with_traceback(exc_info[2])
+        self._status, self._headers = status, list(headers)
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if self._status is None:
+            raise RuntimeError("the application wrote before start_response")
+        if not self.sent:
+            self.sent = True
+            lines = [f"HTTP/1.1 {self._status}\r\n"]
+            lines += [f"{k}: {v}\r\n" for k, v in self._headers if k.lower() != "connection"]
+            lines.append("Connection: close\r\n\r\n")
+            self._send("".join(lines).encode("latin-1"))
+        if data and not self._head_only:
+            for start in range(0, len(data), PIECE):
+                self._send(data[start:start + PIECE])
+
+    def plain(self, status: int, text: str) -> None:
+        """Answer ``status`` with ``text`` (only before anything was sent)."""
+        self.sent = True
+        self._send(plain_reply(status, text))
+
+    def _send(self, data: bytes) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._drain(data), self._loop)
+        try:
+            future.result(self._timeout + 5.0)
+        except FutureTimeout:
+            future.cancel()
+            raise ClientGone("reply-timeout", f"the client did not take the reply within {self._timeout:g}s") from None
+        except asyncio.CancelledError:
+            raise ClientGone("reset", "the server stopped while replying") from None
+
+    async def _drain(self, data: bytes) -> None:
+        try:
+            self._writer.write(data)
+            async with asyncio.timeout(self._timeout):
+                await self._writer.drain()
+        except TimeoutError:
+            self._writer.transport.abort()
+            raise ClientGone("reply-timeout", f"the client did not take the reply within {self._timeout:g}s") from None
+        except ConnectionError as exc:
+            raise ClientGone("reset", f"the connection broke while replying: {exc}") from None
+
+
+class HttpServer:
+    """Binds on construction (OSError when it cannot); ``start()`` serves on a thread of its
+    own, ``stop()`` closes every connection and ends the threads. ``tls`` (certificate and key,
+    read again when they change) makes it HTTPS only. ``max_body`` is a backstop: applications
+    read bodies against their own, smaller limits."""
+
+    def __init__(self, app: WSGIApp, host: str, port: int, *, max_body: int, refusals: Refusals,
+                 limits: HttpLimits = HttpLimits(), tls: TlsMaterial | None = None,
+                 name: str = "squall", threads: int = 8) -> None:
+        self._app, self.limits, self.refusals, self._tls = app, limits, refusals, tls
+        self._max_body = max_body
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self._sock.setblocking(False)
+        self.host, self.port = host, int(self._sock.getsockname()[1])
+        self.tls = tls is not None
+        self._loop = asyncio.new_event_loop()
+        self._conns: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Event | None = None
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._workers = [threading.Thread(target=self._work, name=f"{name}-http-{i}", daemon=True)
+                         for i in range(threads)]
+        self._thread = threading.Thread(target=self._run, name=f"{name}-http", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        for worker in self._workers:
+            worker.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._request_stop)
+            self._thread.join(timeout)
+        for _ in self._workers:
+            self._jobs.put(None)
+        self._sock.close()
+
+    def _request_stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stopping = asyncio.Event()
+        accepting = asyncio.create_task(self._accept())
+        await self._stopping.wait()
+        accepting.cancel()
+        for task in list(self._conns):
+            task.cancel()
+        await asyncio.wait([accepting, *self._conns], timeout=CLOSE_SECS)
+
+    # -- connections -----------------------------------------------------------------------
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(self._sock)
+            except OSError as exc:  # out of file descriptors, say: wait for some to close
+                self.refusals.refuse("capacity", error=f"accept failed: {exc}")
+                await asyncio.sleep(0.1)
+                continue
+            if len(self._conns) >= self.limits.max_connections:
+                sock.close()
+                self.refusals.refuse("capacity", remote=addr[0],
+                                     error=f"{self.limits.max_connections} connections open already")
+                continue
+            task = loop.create_task(self._connection(sock, addr))
+            self._conns.add(task)
+            task.add_done_callback(self._conns.discard)
+
+    async def _connection(self, sock: socket.socket, addr: tuple[Any, ...]) -> None:
+        remote = str(addr[0])
+        writer: asyncio.StreamWriter | None = None
+        try:
+            streams = await self._open(sock, remote)
+            if streams is not None:
+                reader, writer = streams
+                await self._exchange(reader, writer, remote, int(addr[1]))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a fault in one connection must not end the server
+            self.refusals.refuse("error", remote=remote, exc_info=True)
+        finally:
+            if writer is not None:
+                await self._close(writer)
+            else:
+                sock.close()
+
+    async def _open(self, sock: socket.socket, remote: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """The connection's streams, TLS done within its deadline; None when refused."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=self.limits.max_header_bytes, loop=loop)
+
+        def protocol() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(reader, loop=loop)
+
+        if self._tls is None:
+            transport, proto = await loop.connect_accepted_socket(protocol, sock)
+            return reader, asyncio.StreamWriter(transport, proto, reader, loop)
+        deadline = loop.time() + self.limits.handshake_secs
+        try:
+            async with asyncio.timeout_at(deadline):
+                first = await self._peek(sock)
+                if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
+                    self._refuse_plain(sock, remote)
+                    return None
+                if not first:
+                    raise ConnectionError("closed before the TLS handshake")
+                transport, proto = await loop.connect_accepted_socket(
+                    protocol, sock, ssl=self._tls.context(), ssl_handshake_timeout=max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            self.refusals.refuse("tls-handshake", remote=remote,
+                                 error=f"no TLS handshake within {self.limits.handshake_secs:g}s")
+            return None
+        except OSError as exc:  # ssl.SSLError, a reset, the handshake deadline (ConnectionAbortedError)
+            self.refusals.refuse("tls-handshake", remote=remote, error=str(exc)[:300] or type(exc).__name__)
+            return None
+        return reader, asyncio.StreamWriter(transport, proto, reader, loop)
+
+    @staticmethod
+    async def _peek(sock: socket.socket) -> bytes:
+        """The connection's first byte, left in the socket."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return sock.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                pass
+            ready = loop.create_future()
+            loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+            try:
+                await ready
+            finally:
+                loop.remove_reader(sock.fileno())
+
+    def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
+        self.refusals.refuse("plain-http", remote=remote, error="plain HTTP on the TLS port")
+        try:
+            sock.recv(self.limits.max_header_bytes)  # what arrived: unread, the close would reset the reply
+            sock.send(plain_reply(400, PLAIN_TO_TLS))
+        except OSError:
+            pass
+
+    async def _close(self, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        try:
+            async with asyncio.timeout(CLOSE_SECS):
+                await writer.wait_closed()
+        except (TimeoutError, OSError):
+            writer.transport.abort()
+
+    # -- one request -----------------------------------------------------------------------
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                        remote_port: int) -> None:
+        head = await self._read_head(reader, writer, remote)
+        if head is None:
+            return
+        try:
+            frame = framing(head)
+        except HeadError as exc:
+            return await self._refuse_head(writer, exc, remote)
+        loop = asyncio.get_running_loop()
+        body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer))
+        stream = InputStream(body, loop, self.limits.body_read_secs)
+        reply = _Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD")
+        environ = self._environ(head, stream, remote, remote_port)
+        done: asyncio.Future[None] = loop.create_future()
+        self._jobs.put((environ, reply, done))
+        await done
+        where = {"remote": remote, "method": head.method, "path": environ["PATH_INFO"][:200]}
+        if stream.error is not None:
+            self.refusals.refuse(stream.error.reason, error=str(stream.error), **where)
+        elif not body.done:  # the reply did not need the body: drop some of it, so the reply survives
+            try:
+                async with asyncio.timeout(LINGER_SECS):
+                    await body.discard(LINGER_BYTES)
+            except TimeoutError:
+                pass
+
+    async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str) -> Head | None:
+        try:
+            async with asyncio.timeout(self.limits.header_secs):
+                data = await reader.readuntil(b"\r\n\r\n")
+        except TimeoutError:
+            self.refusals.refuse("header-timeout", remote=remote,
+                                 error=f"no complete request head within {self.limits.header_secs:g}s")
+            await self._answer(writer, 408, f"request head not complete within {self.limits.header_secs:g}s")
+            return None
+        except asyncio.LimitOverrunError:
+            return await self._refuse_head(writer, HeadError(431, f"request head above "
+                                                                   f"{self.limits.max_header_bytes} bytes"), remote)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:  # an empty one is a client that opened a connection and did not use it
+                self.refusals.refuse("reset", remote=remote, error="connection closed in the middle of the request head")
+            return None
+        except ConnectionError as exc:
+            self.refusals.refuse("reset", remote=remote, error=f"connection reset in the request head: {exc}")
+            return None
+        try:
+            return parse_head(data)
+        except HeadError as exc:
+            return await self._refuse_head(writer, exc, remote)
+
+    async def _refuse_head(self, writer: asyncio.StreamWriter, exc: HeadError, remote: str) -> None:
+        self.refusals.refuse("too-large" if exc.status == 431 else "malformed", remote=remote, status=exc.status,
+                             error=str(exc))
+        await self._answer(writer, exc.status, str(exc))
+
+    async def _answer(self, writer: asyncio.StreamWriter, status: int, text: str) -> None:
+        """The server's own short answer; a client that does not take it is not waited for."""
+        try:
+            writer.write(plain_reply(status, text))
+            async with asyncio.timeout(1.0):
+                await writer.drain()
+        except (TimeoutError, ConnectionError):
+            writer.transport.abort()
+
+    @staticmethod
+    def _continuer(head: Head, writer: asyncio.StreamWriter) -> Callable[[], Any] | None:
+        """``Expect: 100-continue``: the client waits for a go before sending the body, which it
+        gets only once the application reads it (after authentication and permission)."""
+        if head.version != "HTTP/1.1" or (head.get("expect") or "").lower() != "100-continue":
+            return None
+
+        async def go_on() -> None:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return go_on
+
+    def _environ(self, head: Head, stream: InputStream, remote: str, remote_port: int) -> dict[str, Any]:
+        path, _, query = head.target.partition("?")
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "",
+            "PATH_INFO": urllib.parse.unquote_to_bytes(path).decode("latin-1"), "QUERY_STRING": query,
+            "SERVER_NAME": self.host, "SERVER_PORT": str(self.port), "SERVER_PROTOCOL": head.version,
+            "REMOTE_ADDR": remote, "REMOTE_PORT": str(remote_port),
+            "wsgi.version": (1, 0), "wsgi.url_scheme": "https" if self.tls else "http", "wsgi.input": stream,
+            "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+        }
+        if self.tls:
+            environ["HTTPS"] = "on"
+        for name, value in head.fields:
+            if "_" in name:  # would pass for the same name with "-" in HTTP_*: dropped, as nginx does
+                continue
+            key = name.upper().replace("-", "_")
+            if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                environ[key] = value
+                continue
+            key = "HTTP_" + key
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+        return environ
+
+    # -- the application's threads ---------------------------------------------------------
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            environ, reply, done = job
+            try:
+                self._call(environ, reply)
+            finally:
+                try:
+                    self._loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                except RuntimeError:  # the loop has closed: the server is stopping
+                    pass
+
+    def _call(self, environ: dict[str, Any], reply: _Reply) -> None:
+        where = {"remote": environ["REMOTE_ADDR"], "method": environ["REQUEST_METHOD"],
+                 "path": environ["PATH_INFO"][:200]}
+        try:
+            result = self._app(environ, reply.start_response)
+            try:
+                for data in result:
+                    reply.write(data)
+                if not reply.sent:
+                    reply.write(b"")
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        except ClientGone as exc:
+            self.refusals.refuse(exc.reason, error=str(exc), **where)
+        except BodyError as exc:  # the application let it through: answer it (the loop counts it)
+            if not reply.sent:
+                self._last_words(reply, exc.status, str(exc))
+        except Exception:  # noqa: BLE001 - the application's fault: a 500, never a dead server
+            self.refusals.refuse("error", exc_info=True, **where)
+            if not reply.sent:
+                self._last_words(reply, 500, "internal server error")
+
+    @staticmethod
+    def _last_words(reply: _Reply, status: int, text: str) -> None:
+        try:
+            reply.plain(status, text)
+        except ClientGone:
+            pass
