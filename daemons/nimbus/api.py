@@ -90,7 +90,7 @@ def _content_length(environ: dict[str, Any]) -> int | None:
     if not raw:
         return None
     if not raw.isdigit():
-        raise ApiError(400, f"bad Content-Length {raw[:40]!r}")
+        raise ApiError(400, f"bad Content-Length {raw[:40]!r}", reason="malformed")
     return int(raw)
 
 
@@ -99,12 +99,12 @@ def body_pieces(environ: dict[str, Any], limit: int, what: str) -> Iterator[byte
     length before a byte is read, a chunked body as it arrives. Never held whole."""
     length = _content_length(environ)
     if length is not None and length > limit:
-        raise ApiError(413, f"{what} is {length} bytes, above the limit of {limit} bytes")
+        raise ApiError(413, f"{what} is {length} bytes, above the limit of {limit} bytes", reason="too-large")
     stream, total = environ["wsgi.input"], 0
     while piece := stream.read(PIECE):
         total += len(piece)
         if total > limit:
-            raise ApiError(413, f"{what} is above the limit of {limit} bytes")
+            raise ApiError(413, f"{what} is above the limit of {limit} bytes", reason="too-large")
         yield piece
 
 
@@ -121,11 +121,11 @@ def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
     try:
         body = json.loads(data)
     except RecursionError:
-        raise ApiError(400, "request body is nested too deeply") from None
+        raise ApiError(400, "request body is nested too deeply", reason="malformed") from None
     except ValueError as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        raise ApiError(400, f"request body is not valid JSON: {exc}", reason="malformed") from None
     if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
+        raise ApiError(400, "request body must be a JSON object", reason="malformed")
     return body
 
 

@@ -31,8 +31,9 @@ def json_response(start_response: Callable[..., Any], code: int, body: Any,
 
 def refusal(guard: Guard, exc: ApiError, environ: dict[str, Any],
             start_response: Callable[..., Any]) -> list[bytes]:
-    """Answer a refused request (401, 403, or the 404 that hides a topology): counted and
-    logged within the bound, with the ``WWW-Authenticate`` challenge on a 401."""
+    """Answer a refused request (``exc.reason`` set: 401, 403, the 404 that hides a topology,
+    a malformed or oversized body): counted and logged within the bound, with the
+    ``WWW-Authenticate`` challenge on a 401."""
     guard.refusals.refuse(exc.reason or "forbidden", method=environ.get("REQUEST_METHOD"),
                           path=str(environ.get("PATH_INFO"))[:200], status=exc.status,
                           error=exc.detail or str(exc), remote=environ.get("REMOTE_ADDR"))

@@ -149,11 +149,14 @@ class Probe:
                 "first_failure": self.failures[0] if self.failures else None}
 
 
-def reset_flood(host: str, port: int, n: int, tls: ssl.SSLContext) -> int:
-    """``n`` TLS connections that send part of a request's headers and then reset (RST, not
-    FIN); returns how many got that far."""
+def reset_flood(host: str, port: int, n: int, tls: ssl.SSLContext, within: float = 600.0) -> int:
+    """``n`` TLS connections (fewer if ``within`` seconds pass first) that send part of a
+    request's headers and then reset (RST, not FIN); returns how many got that far."""
     done = 0
+    deadline = time.monotonic() + within
     for _ in range(n):
+        if time.monotonic() > deadline:
+            break
         try:
             sock = tls.wrap_socket(socket.create_connection((host, port), timeout=5), server_hostname=host)
             sock.sendall(b"POST /api/v1/topologies HTTP/1.1\r\nHost: x\r\nContent-")
