@@ -101,6 +101,11 @@ class BodyReader:
                 return
         raise BodyError(400, "malformed", f"more than {MAX_FIELDS} trailer fields after a chunked body")
 
+    @property
+    def held_back(self) -> bool:
+        """The client waits for ``100 Continue`` before sending the body, and never got it."""
+        return self._before is not None
+
     async def discard(self, most: int) -> bool:
         """Read and drop what is left of the body, at most ``most`` bytes; True when it ended."""
         try:

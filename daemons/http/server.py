@@ -176,10 +176,18 @@ class HttpServer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
+        self._loop.set_exception_handler(self._loop_error)
         try:
             self._loop.run_until_complete(self._serve())
         finally:
             self._loop.close()
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """What asyncio would print (a transport failing outside any await): counted and
+        logged within the bound like any other failure."""
+        exc = context.get("exception")
+        self.refusals.refuse("error", error=str(context.get("message", ""))[:300],
+                             exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else False)
 
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
@@ -201,9 +209,9 @@ class HttpServer:
                 await asyncio.sleep(0.1)
                 continue
             if len(self._conns) >= self.limits.max_connections:
-                sock.close()
                 self.refusals.refuse("capacity", remote=addr[0],
                                      error=f"{self.limits.max_connections} connections open already")
+                sock.close()
                 continue
             task = loop.create_task(self._connection(sock, addr))
             self._conns.add(task)
@@ -311,7 +319,8 @@ class HttpServer:
         where = {"remote": remote, "method": head.method, "path": environ["PATH_INFO"][:200]}
         if stream.error is not None:
             self.refusals.refuse(stream.error.reason, error=str(stream.error), **where)
-        elif not body.done:  # the reply did not need the body: drop some of it, so the reply survives
+        elif not body.done and not body.held_back:  # the reply did not need the body: drop some of it,
+            # so that the close does not reset the connection under the reply
             try:
                 async with asyncio.timeout(LINGER_SECS):
                     await body.discard(LINGER_BYTES)
