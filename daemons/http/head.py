@@ -87,6 +87,15 @@ def parse_head(data: bytes) -> Head:
                 tuple(fields))
 
 
+def keeps_alive(head: Head) -> bool:
+    """May the connection serve another request after this one? HTTP/1.1 unless the client
+    says ``Connection: close`` (HTTP/1.0's keep-alive is not offered)."""
+    if head.version != "HTTP/1.1":
+        return False
+    tokens = {t.strip().lower() for t in (head.get("connection") or "").split(",")}
+    return "close" not in tokens
+
+
 def framing(head: Head) -> Framing:
     """The body's framing; HeadError when it is ambiguous or unsupported."""
     coding = head.get("transfer-encoding")

@@ -16,7 +16,9 @@ library's ``asyncio`` gives handshake deadlines (``ssl_handshake_timeout``) and 
 idle sockets for free; the HTTP/1.1 framing squall needs is small and lives in ``head.py``
 and ``body.py``, strict and tested without sockets.
 
-One request per connection: every reply says ``Connection: close``. Refusals (a failed or
+A connection serves up to ``MAX_REQUESTS`` requests one after another (HTTP/1.1 keep-alive,
+while replies have a length and bodies were read whole); an idle one is closed quietly after
+``header_secs``. Refusals (a failed or
 late handshake, a late or malformed head, a body too slow or too large, a full server, a
 client gone mid-request) are answered where HTTP allows, counted by reason and logged within
 a bound (:class:`~squall.daemons.http.refusals.Refusals`); none gets a traceback.
@@ -35,7 +37,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from squall.daemons.http.body import PIECE, BodyError, BodyReader, InputStream
-from squall.daemons.http.head import Head, HeadError, framing, parse_head
+from squall.daemons.http.head import Head, HeadError, framing, keeps_alive, parse_head
 from squall.daemons.http.limits import HttpLimits
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.tls_material import TlsMaterial
@@ -45,6 +47,7 @@ BACKLOG = 1024
 LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing (so the reply survives)
 LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
+MAX_REQUESTS = 1000     # on one connection
 PLAIN_TO_TLS = "This port only speaks HTTPS: connect with TLS (squall's clients: set nimbus.tls.ca.file)."
 
 
@@ -54,6 +57,11 @@ class ClientGone(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def _finish(done: asyncio.Future[None]) -> None:
+    if not done.done():  # cancelled when the server stops
+        done.set_result(None)
 
 
 def _status_line(status: int) -> bytes:
@@ -73,14 +81,24 @@ def plain_reply(status: int, text: str) -> bytes:
 
 class _Reply:
     """``start_response`` and the writes of one reply, on the application's thread; each
-    write must be taken by the client within ``timeout``."""
+    write must be taken by the client within ``timeout``. The connection is kept for another
+    request (``keep``) when the client allows it, the reply has a Content-Length it meets, and
+    the request's body was read whole before the reply began."""
 
     def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop, timeout: float,
-                 head_only: bool) -> None:
+                 head_only: bool, body: BodyReader, keep_wanted: bool) -> None:
         self._writer, self._loop, self._timeout, self._head_only = writer, loop, timeout, head_only
+        self._body, self._keep_wanted = body, keep_wanted
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
+        self._length: int | None = None  # the Content-Length declared
+        self._written = 0
+        self._keep = False
         self.sent = False
+
+    @property
+    def keep(self) -> bool:
+        return self._keep and (self._head_only or self._written == self._length)
 
     def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None and self.sent:
@@ -93,17 +111,28 @@ class _Reply:
             raise RuntimeError("the application wrote before start_response")
         if not self.sent:
             self.sent = True
+            lengths = [v for k, v in self._headers if k.lower() == "content-length"]
+            self._length = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() else None
+            self._keep = self._keep_wanted and self._length is not None and self._body.done
             lines = [f"HTTP/1.1 {self._status}\r\n"]
             lines += [f"{k}: {v}\r\n" for k, v in self._headers if k.lower() != "connection"]
-            lines.append("Connection: close\r\n\r\n")
-            self._send("".join(lines).encode("latin-1"))
-        if data and not self._head_only:
-            for start in range(0, len(data), PIECE):
-                self._send(data[start:start + PIECE])
+            lines.append("\r\n" if self._keep else "Connection: close\r\n\r\n")
+            head = "".join(lines).encode("latin-1")
+        else:
+            head = b""
+        if self._head_only:
+            data = b""
+        self._written += len(data)
+        for start in range(0, max(len(data), 1), PIECE):  # the head goes with the first piece
+            piece = head + data[start:start + PIECE]
+            if piece:
+                self._send(piece)
+            head = b""
 
     def plain(self, status: int, text: str) -> None:
-        """Answer ``status`` with ``text`` (only before anything was sent)."""
+        """Answer ``status`` with ``text`` (only before anything was sent), and close."""
         self.sent = True
+        self._keep = False
         self._send(plain_reply(status, text))
 
     def _send(self, data: bytes) -> None:
@@ -298,49 +327,72 @@ class HttpServer:
         except (TimeoutError, OSError):
             writer.transport.abort()
 
-    # -- one request -----------------------------------------------------------------------
+    # -- requests --------------------------------------------------------------------------
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
                         remote_port: int) -> None:
-        head = await self._read_head(reader, writer, remote)
-        if head is None:
-            return
+        """Serve requests on one connection until one of them ends it."""
+        for served in range(MAX_REQUESTS):
+            head = await self._read_head(reader, writer, remote, idle_first=served > 0)
+            if head is None or not await self._request(head, reader, writer, remote, remote_port):
+                return
+
+    async def _request(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                       remote_port: int) -> bool:
+        """Run one request through the application; whether the connection may serve another."""
         try:
             frame = framing(head)
         except HeadError as exc:
-            return await self._refuse_head(writer, exc, remote)
+            await self._refuse_head(writer, exc, remote)
+            return False
         loop = asyncio.get_running_loop()
         body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer))
         stream = InputStream(body, loop, self.limits.body_read_secs)
-        reply = _Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD")
+        reply = _Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head))
         environ = self._environ(head, stream, remote, remote_port)
         done: asyncio.Future[None] = loop.create_future()
         self._jobs.put((environ, reply, done))
         await done
-        where = {"remote": remote, "method": head.method, "path": environ["PATH_INFO"][:200]}
         if stream.error is not None:
-            self.refusals.refuse(stream.error.reason, error=str(stream.error), **where)
-        elif not body.done and not body.held_back:  # the reply did not need the body: drop some of it,
+            self.refusals.refuse(stream.error.reason, error=str(stream.error), remote=remote, method=head.method,
+                                 path=environ["PATH_INFO"][:200])
+            return False
+        if reply.keep:
+            return True
+        if not body.done and not body.held_back:  # the reply did not need the body: drop some of it,
             # so that the close does not reset the connection under the reply
             try:
                 async with asyncio.timeout(LINGER_SECS):
                     await body.discard(LINGER_BYTES)
             except TimeoutError:
                 pass
+        return False
 
-    async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str) -> Head | None:
+    async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                         idle_first: bool = False) -> Head | None:
+        """The next request's head, within its deadline; None when there is none to serve.
+        With ``idle_first`` (a kept connection) the client may first stay silent for as long,
+        and is then closed quietly: an idle connection is not a refusal."""
+        first = b""
+        if idle_first:
+            try:
+                async with asyncio.timeout(self.limits.header_secs):
+                    first = await reader.readexactly(1)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                return None
         try:
             async with asyncio.timeout(self.limits.header_secs):
-                data = await reader.readuntil(b"\r\n\r\n")
+                data = first + await reader.readuntil(b"\r\n\r\n")
         except TimeoutError:
             self.refusals.refuse("header-timeout", remote=remote,
                                  error=f"no complete request head within {self.limits.header_secs:g}s")
             await self._answer(writer, 408, f"request head not complete within {self.limits.header_secs:g}s")
             return None
         except asyncio.LimitOverrunError:
-            return await self._refuse_head(writer, HeadError(431, f"request head above "
-                                                                   f"{self.limits.max_header_bytes} bytes"), remote)
+            await self._refuse_head(writer, HeadError(431, f"request head above {self.limits.max_header_bytes} bytes"),
+                                    remote)
+            return None
         except asyncio.IncompleteReadError as exc:
-            if exc.partial:  # an empty one is a client that opened a connection and did not use it
+            if first or exc.partial:  # an empty one is a client that opened a connection and did not use it
                 self.refusals.refuse("reset", remote=remote, error="connection closed in the middle of the request head")
             return None
         except ConnectionError as exc:
@@ -349,7 +401,8 @@ class HttpServer:
         try:
             return parse_head(data)
         except HeadError as exc:
-            return await self._refuse_head(writer, exc, remote)
+            await self._refuse_head(writer, exc, remote)
+            return None
 
     async def _refuse_head(self, writer: asyncio.StreamWriter, exc: HeadError, remote: str) -> None:
         self.refusals.refuse("too-large" if exc.status == 431 else "malformed", remote=remote, status=exc.status,
@@ -407,7 +460,7 @@ class HttpServer:
                 self._call(environ, reply)
             finally:
                 try:
-                    self._loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                    self._loop.call_soon_threadsafe(_finish, done)
                 except RuntimeError:  # the loop has closed: the server is stopping
                     pass
 

@@ -10,6 +10,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,8 @@ def test_a_bad_request_gets_its_status_and_is_counted(plain, request_bytes, stat
 def test_bodies_are_read_against_their_limit_and_answers_survive(plain):
     server, refusals = plain
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (b"hello ", b"world")) + b"0\r\n\r\n"
-    reply = exchange(server.port, b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+    reply = exchange(server.port, b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     + chunked)
     assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"\r\n\r\nhello world")
     assert b"Connection: close" in reply
     big = exchange(server.port, b"POST /echo HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000)
@@ -142,6 +144,47 @@ def test_bodies_are_read_against_their_limit_and_answers_survive(plain):
     crash = exchange(server.port, b"GET /crash HTTP/1.1\r\n\r\n")
     assert status_of(crash) == 500 and b"failed" not in crash
     assert refusals.counts()["error"] == 1
+
+
+def test_a_connection_serves_requests_one_after_another(tls):
+    server, refusals, ctx = tls
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=5, context=ctx)
+    try:
+        for i in range(3):
+            conn.request("POST", "/echo", body=b"x" * i)
+            reply = conn.getresponse()
+            assert (reply.status, reply.read()) == (200, b"x" * i)
+            if i == 0:
+                sock = conn.sock
+            assert conn.sock is sock  # the same TLS connection
+        conn.request("GET", "/deny", body=b"unread")  # a body left unread ends the connection
+        reply = conn.getresponse()
+        assert reply.status == 401 and reply.getheader("Connection") == "close"
+        reply.read()
+    finally:
+        conn.close()
+    idle = ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=5), server_hostname="127.0.0.1")
+    idle.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    got = b""
+    while not got.endswith(b"hello GET /"):
+        got += idle.recv(1000)
+    assert idle.recv(1000) == b""  # kept, then closed once idle past the head deadline
+    idle.close()
+    assert sum(refusals.counts().values()) == 0  # none of that is a refusal
+
+
+def test_parallel_requests_each_get_their_own_whole_answer():
+    server, refusals = serve(limits=HttpLimits())
+
+    def client(k: int) -> list[tuple[int, bytes]]:
+        return [get(server.port, f"/c{k}/r{i}") for i in range(40)]
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(client, range(6)))
+    server.stop()
+    for k, got in enumerate(answers):
+        assert got == [(200, f"hello GET /c{k}/r{i}".encode()) for i in range(40)]
+    assert sum(refusals.counts().values()) == 0, refusals.counts()
 
 
 def test_expect_continue_sends_the_body_only_once_the_application_reads_it(plain):
