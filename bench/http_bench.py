@@ -31,7 +31,7 @@ from support.hostile_http import (  # noqa: E402
     reset_flood,
 )
 
-COUNTS = (0, 10, 100)
+COUNTS = (0, 1, 4, 10, 100)
 UPLOADS = 8
 
 

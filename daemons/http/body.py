@@ -133,7 +133,11 @@ class InputStream:
     def _fetch(self, n: int) -> bytes:
         if self.error is not None:
             raise self.error
-        future = asyncio.run_coroutine_threadsafe(self._timed(n), self._loop)
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._timed(n), self._loop)
+        except RuntimeError:  # the loop has closed: the server stopped
+            self.error = BodyError(499, "reset", "the server stopped while the body was read")
+            raise self.error from None
         try:
             return future.result(self._timeout + 5.0)  # the loop's own deadline comes first
         except BodyError as exc:

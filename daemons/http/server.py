@@ -136,7 +136,10 @@ class _Reply:
         self._send(plain_reply(status, text))
 
     def _send(self, data: bytes) -> None:
-        future = asyncio.run_coroutine_threadsafe(self._drain(data), self._loop)
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._drain(data), self._loop)
+        except RuntimeError:  # the loop has closed
+            raise ClientGone("reset", "the server stopped while replying") from None
         try:
             future.result(self._timeout + 5.0)
         except FutureTimeout:
@@ -176,6 +179,7 @@ class HttpServer:
         self._loop = asyncio.new_event_loop()
         self._conns: set[asyncio.Task[None]] = set()
         self._stopping: asyncio.Event | None = None
+        self._stop_wanted = False
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._workers = [threading.Thread(target=self._work, name=f"{name}-http-{i}", daemon=True)
                          for i in range(threads)]
@@ -200,6 +204,7 @@ class HttpServer:
         self._sock.close()
 
     def _request_stop(self) -> None:
+        self._stop_wanted = True  # it may come before _serve made the event
         if self._stopping is not None:
             self._stopping.set()
 
@@ -220,6 +225,8 @@ class HttpServer:
 
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
+        if self._stop_wanted:
+            self._stopping.set()
         accepting = asyncio.create_task(self._accept())
         await self._stopping.wait()
         accepting.cancel()

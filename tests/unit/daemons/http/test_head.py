@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from squall.daemons.http.head import MAX_FIELDS, Framing, HeadError, framing, parse_chunk_size, parse_head
+from squall.daemons.http.head import (
+    MAX_FIELDS,
+    Framing,
+    HeadError,
+    framing,
+    keeps_alive,
+    parse_chunk_size,
+    parse_head,
+)
 
 
 def head(*lines: str) -> bytes:
@@ -66,6 +74,13 @@ def test_framing_of_a_body():
     assert framing(parse_head(head("GET / HTTP/1.1"))).empty
     with pytest.raises(HeadError):  # HTTP/1.0 has no chunked bodies
         framing(parse_head(head("POST / HTTP/1.0", "Transfer-Encoding: chunked")))
+
+
+def test_who_keeps_the_connection():
+    assert keeps_alive(parse_head(head("GET / HTTP/1.1")))
+    assert keeps_alive(parse_head(head("GET / HTTP/1.1", "Connection: keep-alive, Upgrade")))
+    assert not keeps_alive(parse_head(head("GET / HTTP/1.1", "Connection: Keep-Alive, close")))
+    assert not keeps_alive(parse_head(head("GET / HTTP/1.0", "Connection: keep-alive")))
 
 
 def test_chunk_sizes():

@@ -12,6 +12,7 @@ import pytest
 import structlog
 import structlog.testing
 
+from squall.daemons.http.refusals import LOG_WINDOW_SECS, LOGS_PER_WINDOW, REASONS, Refusals
 from squall.daemons.nimbus.auth import (
     ACTIONS,
     CONTROL,
@@ -29,7 +30,6 @@ from squall.daemons.nimbus.auth import (
     token_hash,
     topology_filter,
 )
-from squall.daemons.http.refusals import LOG_WINDOW_SECS, LOGS_PER_WINDOW, REASONS, Refusals
 from squall.daemons.nimbus.code_files import parse_ignore, skipped
 from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.timers import FakeClock
