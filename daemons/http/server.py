@@ -249,6 +249,9 @@ class HttpServer:
                                      error=f"{self.limits.max_connections} connections open already")
                 sock.close()
                 continue
+            # Small writes at once (asyncio sets this only on sockets made with proto 6): with
+            # Nagle, a reply waits behind the TLS session tickets for the client's delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._connection(sock, addr))
             self._conns.add(task)
             task.add_done_callback(self._conns.discard)
