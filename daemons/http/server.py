@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import http
 import queue
+import re
 import socket
 import sys
 import threading
@@ -48,7 +49,11 @@ LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing
 LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
-PLAIN_TO_TLS = "This port only speaks HTTPS: connect with TLS (squall's clients: set nimbus.tls.ca.file)."
+PLAIN_TO_TLS = ("The client sent a plain HTTP request, but this server only speaks HTTPS on this port "
+                "(squall's clients: set nimbus.tls.ca.file).")
+PLAIN_DRAIN_BYTES = 64 * 1024  # of a plain HTTP request read before its 400 (so the close sends FIN, not RST)
+PLAIN_DRAIN_SECS = 0.5
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")
 
 
 class ClientGone(Exception):
@@ -70,6 +75,15 @@ def _status_line(status: int) -> bytes:
     except ValueError:
         phrase = "Error"
     return f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
+
+
+def _whole_request(seen: bytes) -> bool:
+    """Has ``seen`` (the start of a plain HTTP request) its head and its declared body?"""
+    head, end, body = seen.partition(b"\r\n\r\n")
+    if not end:
+        return False
+    length = _CONTENT_LENGTH.search(head)
+    return len(body) >= (int(length.group(1)) if length else 0)
 
 
 def plain_reply(status: int, text: str) -> bytes:
@@ -290,7 +304,7 @@ class HttpServer:
             async with asyncio.timeout_at(deadline):
                 first = await self._peek(sock)
                 if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
-                    self._refuse_plain(sock, remote)
+                    await self._refuse_plain(sock, remote)
                     return None
                 if not first:
                     raise ConnectionError("closed before the TLS handshake")
@@ -321,12 +335,22 @@ class HttpServer:
             finally:
                 loop.remove_reader(sock.fileno())
 
-    def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
+    async def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
+        """Plain HTTP on the TLS port: a 400 that says so, after reading the request (bounded),
+        since closing a socket with unread data resets it and the client would lose the 400."""
         self.refusals.refuse("plain-http", remote=remote, error="plain HTTP on the TLS port")
+        loop = asyncio.get_running_loop()
+        seen = b""
         try:
-            sock.recv(self.limits.max_header_bytes)  # what arrived: unread, the close would reset the reply
-            sock.send(plain_reply(400, PLAIN_TO_TLS))
-        except OSError:
+            async with asyncio.timeout(PLAIN_DRAIN_SECS):
+                while len(seen) < PLAIN_DRAIN_BYTES and not _whole_request(seen):
+                    chunk = await loop.sock_recv(sock, PLAIN_DRAIN_BYTES - len(seen))
+                    if not chunk:
+                        break
+                    seen += chunk
+            async with asyncio.timeout(1.0):
+                await loop.sock_sendall(sock, plain_reply(400, PLAIN_TO_TLS))
+        except (TimeoutError, OSError):
             pass
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
