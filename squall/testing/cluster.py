@@ -25,6 +25,7 @@ from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.credentials import without_daemon_secrets
+from squall.daemons.supervisor import cgroups
 from squall.daemons.nimbus.credentials import (
     CA_CERT,
     NIMBUS_CERT,
@@ -58,6 +59,14 @@ FAST = {
 }
 
 
+# Run as root, a supervisor gives workers users of their own, which cannot run an interpreter
+# kept where other users cannot read it (a Python under /root, as on many test hosts): the
+# harness runs them as root (SECURITY OFF, said in the supervisors' logs). A test of that
+# isolation passes {"supervisor.worker.user": None} and a supervisor_prefix that makes the
+# interpreter readable.
+WORKERS_AS = {"supervisor.worker.user": "root"} if os.geteuid() == 0 else {}
+
+
 def _outer_env() -> dict[str, str]:
     """This process's environment without $SQUALL_TOKEN: it would win over the token in the
     configs the harness writes."""
@@ -83,7 +92,7 @@ class ProcessCluster:
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        "supervisor.logviewer.port": 0,
-                       **FAST, **zk_auth, **(conf or {})}
+                       **FAST, **WORKERS_AS, **zk_auth, **(conf or {})}
         client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
         self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
@@ -213,6 +222,10 @@ class ProcessCluster:
             time.sleep(0.05)
         for pid in workers:
             signal_pid(pid, signal.SIGKILL)
+        for i in range(self.n_supervisors):  # what workers left behind, and the cgroups
+            base = cgroups.supervisor_base(self.supervisor_dir(i))
+            if base is not None:
+                cgroups.end_tree(base)
 
     def __enter__(self) -> "ProcessCluster":
         return self.start()

@@ -29,7 +29,7 @@ from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE
 
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
 TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
-DAEMONS = ("nimbus", "supervisor-1", "supervisor-2")
+DAEMONS = ("nimbus", "supervisor-1", "supervisor-2", "zookeeper-lock")  # what gets supervisor.env
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")

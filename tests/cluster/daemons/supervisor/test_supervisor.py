@@ -34,6 +34,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.auth import token_hash
 from squall.daemons.state import Assignment, ClusterState, PublishedTokens
+from squall.daemons.supervisor import cgroups
+from squall.testing.cluster import WORKERS_AS
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
 
@@ -187,6 +189,7 @@ class Node:
             "supervisor.worker.start.timeout.secs": 10,
             "supervisor.worker.timeout.secs": WORKER_TIMEOUT,
             "supervisor.worker.command": [sys.executable, str(self.fake)],
+            **WORKERS_AS,
             "worker.heartbeat.frequency.secs": 0.2,
             "nimbus.host": "127.0.0.1",
             "nimbus.port": server.port,
@@ -289,6 +292,9 @@ class Node:
                 psutil.Process(pid).wait(5)
             except (psutil.Error, ChildProcessError):
                 pass
+        base = cgroups.supervisor_base(self.local)
+        if base is not None:
+            cgroups.end_tree(base)
 
 
 def is_fake_worker(pid: int, script: Path) -> bool:
@@ -396,7 +402,11 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     proc = psutil.Process(rec["pid"])
     assert os.getpgid(rec["pid"]) == rec["pid"]  # its own process group
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
-    assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
+    # Its own copy of the supervisor's config, without the daemons' secrets.
+    conf_copy = node.local / "workers" / rec["worker_id"] / "squall.yaml"
+    assert proc.environ()["SQUALL_CONF"] == str(conf_copy)
+    assert conf_copy.read_bytes() == (node.local / "supervisor-conf.yaml").read_bytes()
+    assert proc.environ()["SQUALL_WORKER_ID"] == rec["worker_id"]
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
 
     def states() -> list[str]:
@@ -546,7 +556,8 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("")
     result = subprocess.run(
         [sys.executable, "-m", "squall.daemons.supervisor.main", "-c", f"zookeeper.port={closed_port}",
-         "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}"],
+         "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}",
+         *[arg for k, v in WORKERS_AS.items() for arg in ("-c", f"{k}={v}")]],
         cwd=tmp_path, env={**os.environ, "SQUALL_CONF": str(tmp_path / "empty.yaml")},
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr
