@@ -581,7 +581,7 @@ class Supervisor:
         if handover is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
         try:
-            who = self._identity(action.topology_id)
+            who = self._identity(action.topology_id, handover.name)
             launch_file = self._write_launch_assignment(action, handover.active)
             child = launcher.launch(cmd, self.layout.worker_dir(action.worker_id), self.layout, action.worker_id,
                                     self.worker_conf, handover.credentials, launch_file, who, self.containment,
@@ -595,24 +595,22 @@ class Supervisor:
         self.log.info("worker launched", pid=child.pid, reason=action.reason, executors=rec.executors,
                       uid=who.uid if who else os.getuid(), **fields)
 
-    def _identity(self, topology_id: str) -> WorkerIdentity | None:
-        """Whom the topology's worker runs as, with its code and state dir shared to it."""
+    def _identity(self, topology_id: str, name: str | None) -> WorkerIdentity | None:
+        """Whom the topology's worker runs as, with its code and state dir given to it."""
         held = {r.topology_id: r.uid for r in self.workers.values() if r.uid is not None}
-        state = self._state_dir(topology_id)
-        if topology_id not in held and self.accounts.switches:
-            owner = worker_files.state_dir_owner(state)  # a uid it had before: keep it, its files are there
-            if owner is not None and owner >= self.accounts.first_uid and owner not in held.values():
-                held[topology_id] = owner
-        who = self.accounts.identity(topology_id, held)
+        state = self._state_dir(name) if name else None
+        who = self.accounts.identity(topology_id, name or topology_id, held, worker_files.owners(
+            self.state_dir, but=state) if self.accounts.switches else ())
         if who is not None:
             assert self.code is not None
             worker_files.share_code(self.code.root / topology_id, who.gid)
-            worker_files.own_state_dir(state, who)
+            if state is not None:
+                worker_files.own_state_dir(state, who)
         return who
 
-    def _state_dir(self, topology_id: str) -> Path:
-        """The topology's directory of embedded state files on this host."""
-        return embedded_path(self.state_dir, namespace(topology_id, "x", 0)).parent
+    def _state_dir(self, name: str) -> Path:
+        """The directory of a topology's embedded state files on this host (by its name)."""
+        return embedded_path(self.state_dir, namespace(name, "x", 0)).parent
 
     def _handover(self, topology_id: str, fields: dict[str, Any]) -> TopologyHandover | None:
         """The topology's credentials and status for its worker (see handover)."""

@@ -75,10 +75,15 @@ def own_state_dir(path: Path, who: WorkerIdentity) -> None:
     os.chmod(path, 0o700)
 
 
-def state_dir_owner(path: Path) -> int | None:
-    """The uid owning a topology's state directory, None when there is none."""
+def owners(state_root: Path, but: Path | None = None) -> set[int]:
+    """The uids owning topologies' state directories under ``state_root`` (other than
+    ``but``): a new topology must not get one of them, nor the files it owns."""
+    out = set()
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_uid if stat.S_ISDIR(info.st_mode) else None
+        entries = list(os.scandir(state_root))
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and Path(entry.path) != but:
+            out.add(entry.stat(follow_symlinks=False).st_uid)
+    return out

@@ -15,8 +15,8 @@ User code runs in workers, and nothing the daemons hold may be within its reach.
   user and can read its token and password: SECURITY OFF, said at start.
 
 ``pick_uid`` chooses a topology's id: the same one for every worker of the topology on this
-host, stable across relaunches (a hash of the topology id, then the next free one), never an
-id that has an account or is another topology's.
+host, stable across relaunches and resubmissions under the same name (a hash of the name,
+then the next free one), never an id that has an account or is another topology's.
 """
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ def _has_account(uid: int) -> bool:
         return False
 
 
-def pick_uid(topology_id: str, first: int, count: int, taken: Collection[int],
+def pick_uid(name: str, first: int, count: int, taken: Collection[int],
              has_account: Callable[[int], bool] = _has_account) -> int:
-    """The user id of ``topology_id``'s workers: from its hash onwards, the first id in
-    ``[first, first + count)`` that no other topology here uses and no account owns.
+    """The user id of topology ``name``'s workers: from the name's hash onwards, the first
+    id in ``[first, first + count)`` that no other topology here uses and no account owns.
     WorkerUserError when every id is taken."""
-    start = zlib.crc32(topology_id.encode()) % count
+    start = zlib.crc32(name.encode()) % count
     for i in range(count):
         uid = first + (start + i) % count
         if uid not in taken and not has_account(uid):
@@ -119,17 +119,20 @@ class WorkerAccounts:
                     "apart from the daemons but not from each other (unset it for a user per topology)"]
         return []
 
-    def identity(self, topology_id: str, others: Mapping[str, int],
+    def identity(self, topology_id: str, name: str, held: Mapping[str, int], taken: Collection[int] = (),
                  has_account: Callable[[int], bool] = _has_account) -> WorkerIdentity | None:
-        """Whom a worker of ``topology_id`` runs as (None: as the supervisor). ``others``:
-        the uids topologies on this host hold now (topology id -> uid); a topology keeps its own."""
+        """Whom a worker of topology ``topology_id`` named ``name`` runs as (None: as the
+        supervisor). ``held``: topology id -> uid of the topologies with workers here (a
+        topology keeps its own); ``taken``: uids that own other files here (other
+        topologies' state)."""
         if self.mode == NAMED:
             return self.named
         if self.mode != ISOLATED:
             return None
-        uid = others.get(topology_id)
+        uid = held.get(topology_id)
         if uid is None:
-            uid = pick_uid(topology_id, self.first_uid, self.uid_count, set(others.values()), has_account)
+            busy = set(held.values()) | set(taken)
+            uid = pick_uid(name, self.first_uid, self.uid_count, busy, has_account)
         return WorkerIdentity(uid, uid, f"squall-{uid}")
 
     def describe(self) -> str:
