@@ -61,7 +61,7 @@ def main():
     port = int(port)
     here = Path.cwd()
     (here / "pid").write_text(str(os.getpid()))
-    if (CONTROL / "crash").exists():
+    if (CONTROL / "crash").exists() or (CONTROL / f"crash-{topology_id}").exists():
         sys.exit(3)
     stopping = []
 
@@ -615,3 +615,23 @@ def test_crash_looping_worker_is_relaunched_with_growing_delays(
 
     (node.control / "crash").unlink()  # the cause is fixed: the next relaunch sticks
     node.wait_running(PORTS[0])
+
+
+def test_a_crash_loops_back_off_is_not_the_next_topologys(node: Node, zk: ClusterState,
+                                                          server: BundleServer) -> None:
+    """A topology whose worker keeps dying is held longer each time; the topology placed on
+    the slot next starts at once."""
+    (node.control / "crash-topo-12-100").touch()
+    node.start()
+    sid = node.id
+    assign(zk, sid, "topo-12-100", publish(server, "topo-12-100"), PORTS[0])
+    wait_for(lambda: len(node.events("worker launched")) >= 5, what="five launches (then a 4 s hold)")
+    zk.remove_assignment("topo-12-100")
+    placed = time.monotonic()
+    assign(zk, sid, "topo-13-100", publish(server, "topo-13-100"), PORTS[0])
+    rec = node.wait_running(PORTS[0])
+    took = time.monotonic() - placed
+    assert rec["topology_id"] == "topo-13-100"
+    assert took < 3.0, took  # a tick or two, not the 4 s (or more) the last one was held
+    launched = [e for e in node.events("worker launched") if e["topology"] == "topo-13-100"]
+    assert len(launched) == 1
