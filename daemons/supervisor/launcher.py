@@ -50,20 +50,23 @@ def launch(cmd: Sequence[str], wdir: Path, layout: local_state.LocalLayout, work
     env = without_daemon_secret_env(os.environ)  # the supervisor's token and password stay here
     env.update({"SQUALL_CONF": str(conf_file), WORKER_ID_ENV: worker_id,
                 CREDENTIALS_ENV: str(write_credentials(wdir, credentials))})
-    if who is not None:
-        for path in (conf_file, Path(env[CREDENTIALS_ENV]), launch_file):
-            if path.exists():
-                worker_files.give(path, who, 0o600)
-        worker_files.give(wdir, who, 0o700)
-        env = who.environ(env, str(wdir))
-    setup, fd = containment.prepare(worker_id, memory_max, who)
+    # Opened while the directory is still the supervisor's: nothing can be planted there yet.
+    out = open(layout.worker_early_output(worker_id), "ab")  # noqa: SIM115 - closed below
+    fd = None
     try:
-        with open(layout.worker_early_output(worker_id), "ab") as out:
-            return subprocess.Popen(list(cmd), cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=setup)
+        if who is not None:
+            for path in (conf_file, Path(env[CREDENTIALS_ENV]), launch_file):
+                if path.exists():
+                    worker_files.give(path, who, 0o600)
+            worker_files.give(wdir, who, 0o700)
+            env = who.environ(env, str(wdir))
+        setup, fd = containment.prepare(worker_id, memory_max, who)
+        return subprocess.Popen(list(cmd), cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=setup)
     except subprocess.SubprocessError as exc:  # the setup failed in the child
         raise LaunchError(f"cannot start the worker as uid {who.uid if who else os.getuid()}: {exc}") from None
     finally:
+        out.close()
         if fd is not None:
             os.close(fd)
 

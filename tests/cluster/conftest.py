@@ -1,6 +1,7 @@
 """The cluster tier: a real ZooKeeper and Redis shared by the run, daemons as processes."""
 from support.servers import (  # noqa: F401 (fixtures of this tier)
     cluster_conf,
+    own_zk_server,
     redis_server,
     start_cluster,
     zk_client,

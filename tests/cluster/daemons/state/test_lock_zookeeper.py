@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from squall.daemons.state import ClusterState
-from squall.testing.zookeeper import ZooKeeperServer, daemon_auth_conf
+from squall.testing.zookeeper import daemon_auth_conf
 
 pytestmark = pytest.mark.cluster
 
 WARNING = "SECURITY OFF: ZooKeeper lets clients without credentials write outside squall's root"
-
-
-@pytest.fixture
-def fresh_zk() -> Iterator[ZooKeeperServer]:
-    """A ZooKeeper as it comes: the shared one's root must stay open to the other tests."""
-    server = ZooKeeperServer(tick_time=500, min_session_timeout=1000).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def warnings_at_start(conf) -> list[dict]:
@@ -38,10 +27,10 @@ def warnings_at_start(conf) -> list[dict]:
     return [e for e in logs if e["event"].startswith(WARNING)]
 
 
-def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(fresh_zk, tmp_path: Path):
-    conf = {"zookeeper.servers": [fresh_zk.host], "zookeeper.port": fresh_zk.port, "zookeeper.root": "/apps/squall",
+def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(own_zk_server, tmp_path: Path):
+    conf = {"zookeeper.servers": [own_zk_server.host], "zookeeper.port": own_zk_server.port, "zookeeper.root": "/apps/squall",
             **daemon_auth_conf()}
-    other = KazooClient(hosts=fresh_zk.hosts, timeout=10)  # another application made /apps, open
+    other = KazooClient(hosts=own_zk_server.hosts, timeout=10)  # another application made /apps, open
     other.start(timeout=10)
     other.create("/apps")
     other.stop()
@@ -63,7 +52,7 @@ def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(fresh_z
     assert "nothing to lock" in lock().stdout  # again: nothing changes
     assert warnings_at_start(conf) == []
 
-    anon = KazooClient(hosts=fresh_zk.hosts, timeout=10)
+    anon = KazooClient(hosts=own_zk_server.hosts, timeout=10)
     anon.start(timeout=10)
     try:
         for path in ("/flood", "/apps/flood", "/zookeeper/flood", "/zookeeper/quota/flood", "/apps/squall/flood"):
@@ -75,9 +64,9 @@ def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(fresh_z
         anon.close()
 
 
-def test_lock_zookeeper_needs_the_daemons_credential(fresh_zk, tmp_path: Path):
+def test_lock_zookeeper_needs_the_daemons_credential(own_zk_server, tmp_path: Path):
     conf_file = tmp_path / "squall.yaml"
-    conf_file.write_text(yaml.safe_dump({"zookeeper.servers": [fresh_zk.host], "zookeeper.port": fresh_zk.port}))
+    conf_file.write_text(yaml.safe_dump({"zookeeper.servers": [own_zk_server.host], "zookeeper.port": own_zk_server.port}))
     env = {k: v for k, v in os.environ.items() if k != "SQUALL_ZOOKEEPER_PASSWORD"}
     result = subprocess.run([sys.executable, "-m", "squall.cli", "lock-zookeeper"], capture_output=True, text=True,
                             env={**env, "SQUALL_CONF": str(conf_file)}, timeout=60)
