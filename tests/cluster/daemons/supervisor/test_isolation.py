@@ -30,17 +30,22 @@ pytestmark = pytest.mark.cluster
 FIRST_UID = 1900000000  # supervisor.worker.uids' default first id
 
 
-def launches(cluster: ProcessCluster, topology_id: str) -> list[dict[str, Any]]:
-    """The supervisor's "worker launched" events for one topology."""
+def events(cluster: ProcessCluster, name: str) -> list[dict[str, Any]]:
+    """The supervisor's log events called ``name``."""
     out = []
     for line in (cluster.base / "supervisor-0.log").read_text(errors="replace").splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
-        if event.get("event") == "worker launched" and event.get("topology") == topology_id:
+        if isinstance(event, dict) and event.get("event") == name:
             out.append(event)
     return out
+
+
+def launches(cluster: ProcessCluster, topology_id: str) -> list[dict[str, Any]]:
+    """The supervisor's "worker launched" events for one topology."""
+    return [e for e in events(cluster, "worker launched") if e.get("topology") == topology_id]
 
 
 def emitted(cluster: ProcessCluster, name: str) -> int:
@@ -128,9 +133,11 @@ def test_a_topology_finds_none_of_the_daemons_secrets_nor_another_topologys_file
 
 # --- processes that outlive their worker --------------------------------------------------------
 
+@pytest.mark.parametrize("cgroups", ["auto", "off"])  # off: the process tree, the supervisor as subreaper
 def test_a_child_that_ignores_sigterm_and_leaves_its_session_ends_with_the_topology(zk_server, zk_root,
-                                                                                    tmp_path):
-    cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=1)
+                                                                                    tmp_path, cgroups):
+    cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=1,
+                             conf={"supervisor.cgroup.dir": cgroups})
     try:
         cluster.start()
         submit(cluster, "forker.py", "forker")
@@ -147,6 +154,10 @@ def test_a_child_that_ignores_sigterm_and_leaves_its_session_ends_with_the_topol
         cluster.wait_for(lambda: emitted(cluster, "plain") > 0, 30, "the next topology running on the slot")
         took = time.monotonic() - killed
         assert took < 30, took
+        (started,) = events(cluster, "supervisor starting")
+        assert started["containment"].startswith("process tree" if cgroups == "off" else "cgroup"), started
+        ended = [e for e in events(cluster, "worker signalled") if e["reason"] == "processes the worker left behind"]
+        assert ended and ended[0]["signal"] == "SIGKILL", events(cluster, "worker signalled")
     finally:
         cluster.stop()
 
