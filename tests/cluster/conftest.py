@@ -8,3 +8,4 @@ from support.servers import (  # noqa: F401 (fixtures of this tier)
     zk_root,
     zk_server,
 )
+from support.worker_users import open_tmp_path  # noqa: F401 (a fixture of this tier)

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from squall.daemons.state.acls import PASSWORD_ENV
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
 from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE
-from support.worker_users import open_base, reachable_python
+from support.worker_users import reachable_python
 
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
 TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
@@ -65,15 +64,6 @@ def _compose_conf_here(secrets: Path) -> dict[str, Any]:
     return {k: v.replace(MOUNT, str(secrets)) if isinstance(v, str) else v for k, v in conf.items()}
 
 
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    path = open_base("squall-compose-")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def services_command(name: str) -> list[str]:
     """The command docker-compose.yml runs a service with (the image's entrypoint is squall)."""
     return list(yaml.safe_load(COMPOSE_FILE.read_text())["services"][name]["command"])
@@ -89,10 +79,10 @@ def _acked(out: Path) -> int:
 
 
 @pytest.mark.cluster
-def test_secure_init_then_daemons_configured_as_compose_does(own_zk_server, zk_root, open_dir,
+def test_secure_init_then_daemons_configured_as_compose_does(own_zk_server, zk_root, open_tmp_path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     zk_server = own_zk_server  # compose's own ZooKeeper, which its zookeeper-lock step locks
-    tmp_path = open_dir  # supervisors run as root, workers as users of their own: they pass through
+    tmp_path = open_tmp_path  # supervisors run as root, workers as users of their own: they pass through
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     secrets = tmp_path / "secrets"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,13 @@ def reachable_python(uid: int, gid: int, base: Path) -> list[str]:
     return ["unshare", "--mount", "sh", "-c", script, "sh", str(keep), str(stash), str(closed)]
 
 
-def open_base(prefix: str) -> Path:
-    """A temporary directory other users may pass through (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+@pytest.fixture
+def open_tmp_path() -> Iterator[Path]:
+    """A temporary directory other users may pass through (pytest's tmp_path is 0700), for
+    the workers of supervisors running as root; removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="squall-open-"))
     os.chmod(path, 0o711)
-    return path
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

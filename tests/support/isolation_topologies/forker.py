@@ -5,13 +5,12 @@ import os
 import signal
 import time
 
-from squall import Spout, TopologyBuilder
-from squall.testing.components import NullBolt
+from tenant import Counting, one_spout
 
 
-class Forker(Spout):
+class Forker(Counting):
     def open(self, conf, context, collector):
-        self.collector, self.n = collector, 0
+        super().open(conf, context, collector)
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -20,16 +19,6 @@ class Forker(Spout):
                 time.sleep(60)
         collector.report_error(f"forked {pid}")
 
-    def next_tuple(self):
-        self.n += 1
-        self.collector.emit([self.n])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["n"])
-
 
 def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("forker", Forker(), 1)
-    builder.set_bolt("sink", NullBolt(), 1).shuffle("forker")
-    return builder.build()
+    return one_spout("forker", Forker())

@@ -2,15 +2,15 @@
 ``test.hog.max.mb`` (a bound of the test's own, should no limit hold it), then holds it."""
 import time
 
-from squall import Spout, TopologyBuilder
-from squall.testing.components import NullBolt
+from tenant import Counting, one_spout
 
 CHUNK = 10 << 20
 
 
-class Hog(Spout):
+class Hog(Counting):
     def open(self, conf, context, collector):
-        self.collector, self.n, self.held, self.at = collector, 0, [], 0.0
+        super().open(conf, context, collector)
+        self.held, self.at = [], 0.0
         self.most = int(conf.get("test.hog.max.mb", 1024)) << 20
 
     def next_tuple(self):
@@ -18,15 +18,8 @@ class Hog(Spout):
         if now - self.at >= 0.1 and len(self.held) * CHUNK < self.most:
             self.held.append(bytearray(b"\x01") * CHUNK)
             self.at = now
-        self.n += 1
-        self.collector.emit([self.n])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["n"])
+        super().next_tuple()
 
 
 def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("hog", Hog(), 1)
-    builder.set_bolt("sink", NullBolt(), 1).shuffle("hog")
-    return builder.build()
+    return one_spout("hog", Hog())

@@ -7,8 +7,7 @@ list), ``test.snoop.link_target`` (where the link points)."""
 import errno
 import os
 
-from squall import Spout, TopologyBuilder
-from squall.testing.components import NullBolt
+from tenant import Counting, one_spout
 
 
 def attempt(what, path, fn):
@@ -23,31 +22,23 @@ def head(path):
         return fh.read(48)
 
 
-class Snoop(Spout):
+def link(target):
+    os.symlink(target, "worker.log.link")  # the cwd is the worker's own directory
+    os.replace("worker.log.link", "worker.log")
+    return "worker.log"
+
+
+class Snoop(Counting):
     def open(self, conf, context, collector):
-        self.collector, self.n = collector, 0
+        super().open(conf, context, collector)
         found = [attempt("READ", path, lambda p=path: head(p)) for path in conf.get("test.snoop.paths", [])]
         found += [attempt("LISTED", path, lambda p=path: sorted(os.listdir(p))[:5])
                   for path in conf.get("test.snoop.dirs", [])]
         target = conf.get("test.snoop.link_target")
         if target:
-            def link():
-                os.symlink(target, "worker.log.link")
-                os.replace("worker.log.link", "worker.log")
-                return "worker.log"
-            found.append(attempt("LINKED", target, link))
+            found.append(attempt("LINKED", target, lambda: link(target)))
         collector.report_error("snoop:\n" + "\n".join(found))
-
-    def next_tuple(self):
-        self.n += 1
-        self.collector.emit([self.n])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["n"])
 
 
 def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("snoop", Snoop(), 1)
-    builder.set_bolt("sink", NullBolt(), 1).shuffle("snoop")
-    return builder.build()
+    return one_spout("snoop", Snoop())

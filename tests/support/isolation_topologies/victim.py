@@ -2,8 +2,8 @@
 count in embedded state (so it has a state directory on the host)."""
 from pathlib import Path
 
-from squall import StatefulSpout, TopologyBuilder
-from squall.testing.components import NullBolt
+from squall import StatefulSpout
+from tenant import one_spout
 
 SECRET = "victim-secret-0123456789"
 
@@ -29,10 +29,7 @@ class Ticks(StatefulSpout):
 
 
 def topology():
-    builder = TopologyBuilder()
-    builder.set_spout("ticks", Ticks(), 1)
-    builder.set_bolt("sink", NullBolt(), 1).shuffle("ticks")
-    return builder.build()
+    return one_spout("ticks", Ticks())
 
 
 CONFIG = {"topology.state.provider": "embedded"}

@@ -7,12 +7,9 @@ the stuck worker is reported and relaunched.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,8 @@ from squall.daemons.state.records import WORKER_COMPONENT
 from squall.state.stores import embedded_path, namespace
 from squall.testing.cluster import ProcessCluster
 from support.paths import ISOLATION_TOPOLOGIES
-from support.worker_users import open_base, reachable_python
+from support.daemon_logs import log_events
+from support.worker_users import reachable_python
 
 pytestmark = pytest.mark.cluster
 
@@ -32,15 +30,7 @@ FIRST_UID = 1900000000  # supervisor.worker.uids' default first id
 
 def events(cluster: ProcessCluster, name: str) -> list[dict[str, Any]]:
     """The supervisor's log events called ``name``."""
-    out = []
-    for line in (cluster.base / "supervisor-0.log").read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == name:
-            out.append(event)
-    return out
+    return log_events(cluster.base / "supervisor-0.log", name)
 
 
 def launches(cluster: ProcessCluster, topology_id: str) -> list[dict[str, Any]]:
@@ -67,18 +57,10 @@ def submit(cluster: ProcessCluster, file: str, name: str, *conf: str) -> str:
     return cluster.client.topology(name)["id"]
 
 
-@pytest.fixture
-def base() -> Iterator[Path]:
-    path = open_base("squall-isolation-")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 # --- secrets ---------------------------------------------------------------------------------
 
-def test_a_topology_finds_none_of_the_daemons_secrets_nor_another_topologys_files(zk_server, zk_root, base):
+def test_a_topology_finds_none_of_the_daemons_secrets_nor_another_topologys_files(zk_server, zk_root, open_tmp_path):
+    base = open_tmp_path
     # The supervisor as an operator runs it: root, supervisor.worker.user unset.
     cluster = ProcessCluster(zk_server.port, zk_root, base / "cluster", supervisors=1, slots=2,
                              conf={"supervisor.worker.user": None},
@@ -179,7 +161,8 @@ def test_a_worker_over_its_memory_limit_is_killed_and_the_violation_is_shown(zk_
         assert limit < used < 2 * limit, text  # caught within a second of growth (100 MB/s)
         status = cluster.cli("status", "hog")
         assert "memory violation" in status.stdout, status.stdout
-        assert cluster.client.topology("hog")["worker_error"]["error"] == text
+        # What the web UI shows under Workers (the hog may have been ended again since).
+        assert cluster.client.topology("hog")["worker_error"]["error"].startswith("memory violation:")
         cluster.wait_for(lambda: len(launches(cluster, hog_id)) >= 2, 60, "the worker relaunched")
     finally:
         cluster.stop()

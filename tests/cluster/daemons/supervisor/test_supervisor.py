@@ -38,6 +38,7 @@ from squall.daemons.supervisor import cgroups
 from squall.testing.cluster import WORKERS_AS
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
+from support.daemon_logs import log_events
 
 pytestmark = pytest.mark.cluster
 
@@ -230,15 +231,7 @@ class Node:
                 for family in text_string_to_metric_families(text) for s in family.samples}
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("event") == event:
-                out.append(entry)
-        return out
+        return log_events(self.log_path, event)
 
     # -- its workers -------------------------------------------------------------------------
     def recorded(self) -> dict[int, dict[str, Any]]:

@@ -13,7 +13,7 @@ import pytest
 
 from squall.testing.cluster import ProcessCluster
 from support.paths import WORKER_USER_TOPOLOGY
-from support.worker_users import open_base, reachable_python
+from support.worker_users import reachable_python
 
 pytestmark = [
     pytest.mark.cluster,
@@ -35,16 +35,8 @@ def system_user():
         subprocess.run(["userdel", name], capture_output=True, timeout=30)
 
 
-@pytest.fixture
-def base():
-    path = open_base("squall-worker-user-")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def test_workers_run_as_the_worker_user_and_cannot_read_daemon_secrets(zk_server, zk_root, system_user, base):
+def test_workers_run_as_the_worker_user_and_cannot_read_daemon_secrets(zk_server, zk_root, system_user, open_tmp_path):
+    base = open_tmp_path
     uid = pwd.getpwnam(system_user).pw_uid
     cluster = ProcessCluster(zk_server.port, zk_root, base / "cluster", supervisors=1, slots=1,
                              conf={"supervisor.worker.user": system_user},
