@@ -16,8 +16,10 @@ its processes added up.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from typing import Any
 
 import psutil
 
-from squall.daemons.supervisor.cgroups import WorkerGroups
+from squall.daemons.supervisor.cgroups import CgroupError, WorkerGroups
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
 from squall.daemons.supervisor.worker_user import WorkerIdentity
 
@@ -103,6 +105,24 @@ class Containment:
                 os.setresuid(who.uid, who.uid, who.uid)
 
         return setup, fd
+
+    def try_join(self) -> None:
+        """Start a trivial process in a group of its own, as a worker would be; CgroupError
+        when it cannot join (then no worker could)."""
+        name = f"probe-{os.getpid()}"
+        setup, fd = self.prepare(name, None, None)
+        try:
+            code = subprocess.run([sys.executable, "-c", "pass"], preexec_fn=setup, timeout=60,
+                                  stdin=subprocess.DEVNULL, capture_output=True).returncode
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise CgroupError(errno.EPERM, f"a process cannot join a group here: {exc}") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
+            assert self.groups is not None
+            self.groups.remove(name)
+        if code != 0:
+            raise CgroupError(errno.EPERM, f"a process in a group here exited with {code}")
 
     # -- looking --------------------------------------------------------------------------
     def processes(self, rec: WorkerProc) -> list[psutil.Process]:

@@ -141,7 +141,6 @@ class Supervisor:
         self._watch: Any = None
         self._lock_fd: int | None = None
         self._warned: set[Any] = set()  # one-off warnings already given
-        self._exits_logged: set[str] = set()
         self._zk_down = False
         self.metrics = SupervisorMetrics(self.layout, clock.time)
         self.local = LocalWorkers(self.layout, self.log_dir, self.state_path, clock, self.containment,
@@ -249,6 +248,8 @@ class Supervisor:
             parent = cgroups.parent_dir(setting, _read_text(cgroups.PROC_MOUNTINFO),
                                         _read_text(cgroups.PROC_CGROUP))
             groups = cgroups.WorkerGroups.open(parent, self.id) if parent is not None else None
+            if groups is not None:
+                Containment(groups).try_join()
         except cgroups.CgroupError as exc:
             if setting != "auto":
                 self._release_lock()
