@@ -17,7 +17,8 @@ Every worker unpickles its own copy. ``start`` runs before the worker's executor
 made, so tasks find what it set with ``context.get_resource`` in ``prepare``/``open``;
 ``shutdown`` runs after they have stopped. A hook that raises is reported (log and
 ``squall errors``, under the ``__system`` component) and the worker goes on; one that
-takes longer than ``topology.worker.hook.timeout.secs`` is reported and left behind.
+takes longer than ``topology.worker.hook.start.timeout.secs`` (30 s) or
+``topology.worker.hook.shutdown.timeout.secs`` (1 s) is reported and left behind.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Runs a worker's hooks (squall.hooks) at its start and shutdown, within a time bound.
 
 Each phase runs the hooks in declaration order on a thread of its own, and the worker waits
-for it at most ``topology.worker.hook.timeout.secs``. A hook that cannot be unpickled or
+for it at most ``topology.worker.hook.start.timeout.secs`` (or ``...shutdown.timeout.secs``,
+which must fit in the supervisor's kill grace). A hook that cannot be unpickled or
 raises is reported (log and the error sink, under ``__system``) and the next one runs; a
 phase still running at the deadline is reported, naming the hook it is stuck in, and left
 behind (a daemon thread): a hook never ends or holds up a worker for longer than that.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall.context import WorkerContext
@@ -25,9 +26,11 @@ Report = Callable[[str, int, str], None]  # (component, task, text), the worker'
 class WorkerHooks:
     """One worker's hooks: ``start()`` before its executors, ``shutdown()`` after them."""
 
-    def __init__(self, blobs: Sequence[bytes], context: WorkerContext, timeout: float, log: Any,
+    def __init__(self, blobs: Sequence[bytes], context: WorkerContext, conf: Mapping[str, Any], log: Any,
                  report: Report) -> None:
-        self.context, self.timeout, self.log, self._report = context, timeout, log, report
+        self.context, self.log, self._report = context, log, report
+        self.timeouts = {phase: float(conf.get(f"topology.worker.hook.{phase}.timeout.secs", default))
+                         for phase, default in (("start", 30.0), ("shutdown", 1.0))}
         self.hooks: list[WorkerHook] = []
         for i, blob in enumerate(blobs):
             try:
@@ -65,12 +68,13 @@ class WorkerHooks:
 
         thread = threading.Thread(target=run, name=f"worker-hooks-{phase}", daemon=True)
         thread.start()
-        thread.join(self.timeout)
+        timeout = self.timeouts[phase]
+        thread.join(timeout)
         if thread.is_alive():
             name = current[0] if current else "?"
             self.stuck.append(f"{phase}: {name}")
             self.report(f"worker hook {name} did not finish its {phase} within "
-                        f"topology.worker.hook.timeout.secs ({self.timeout:g} s); the worker goes on without it")
+                        f"topology.worker.hook.{phase}.timeout.secs ({timeout:g} s); the worker goes on without it")
 
     def report(self, text: str, exc: BaseException | None = None) -> None:
         full = text if exc is None else f"{text}: {error_text(exc)}"

@@ -135,8 +135,7 @@ class WorkerRuntime:
         # What the worker's tasks and hooks share: resources, and the tasks' metrics for __system.
         self.worker_context = WorkerContext(topology_id, self.conf, self.task_to_component, self.component_to_tasks,
                                             self.local_tasks, port, host, keep_datapoints=bool(system_executors(self.system)))
-        self.hooks = WorkerHooks(topology.worker_hooks, self.worker_context,
-                                 float(conf.get("topology.worker.hook.timeout.secs", 5.0)), self.log, self.report_error)
+        self.hooks = WorkerHooks(topology.worker_hooks, self.worker_context, self.conf, self.log, self.report_error)
         topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
                                         self.local_tasks, port, self.conf, ACKER, self.worker_context)
         # All the executors see of this worker (squall.runtime.link).
