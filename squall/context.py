@@ -57,7 +57,32 @@ class Resources:
             raise ResourceError(f"resource {key!r}: a worker holds at most {MAX_RESOURCES} resources")
 
 
-class WorkerContext:
+class _TaskMaps:
+    """What every context knows of the topology's tasks (Storm's GeneralTopologyContext)."""
+
+    def __init__(self, task_to_component: Mapping[int, str], component_to_tasks: Mapping[str, list[int]],
+                 worker_tasks: frozenset[int]) -> None:
+        self._task_to_component = task_to_component
+        self._component_to_tasks = component_to_tasks
+        self._worker_tasks = worker_tasks
+
+    def component_id(self, task_id: int) -> str:
+        return self._task_to_component[task_id]
+
+    def component_tasks(self, component: str) -> list[int]:
+        return list(self._component_to_tasks.get(component, []))
+
+    @property
+    def task_to_component(self) -> dict[int, str]:
+        return dict(self._task_to_component)
+
+    @property
+    def worker_tasks(self) -> list[int]:
+        """The tasks of this worker (its ``__system`` task, -1, among them when it has one)."""
+        return sorted(self._worker_tasks)
+
+
+class WorkerContext(_TaskMaps):
     """One worker as its tasks and worker hooks see it (Storm's WorkerTopologyContext, with
     the ``setResource`` of its WorkerUserContext): the topology's ids and task maps, this
     worker's port, host and tasks, its configuration and its shared ``resources``.
@@ -68,11 +93,9 @@ class WorkerContext:
     def __init__(self, topology_id: str, conf: Mapping[str, Any], task_to_component: Mapping[int, str],
                  component_to_tasks: Mapping[str, list[int]], worker_tasks: frozenset[int],
                  port: int | None = None, host: str | None = None, keep_datapoints: bool = False) -> None:
+        super().__init__(task_to_component, component_to_tasks, worker_tasks)
         self.topology_id = topology_id
         self.conf = conf
-        self._task_to_component = task_to_component
-        self._component_to_tasks = component_to_tasks
-        self._worker_tasks = worker_tasks
         self.worker_port = port
         self.worker_host = host
         self.started_at = time.time()
@@ -86,17 +109,6 @@ class WorkerContext:
     def set_resource(self, key: str, value: Any) -> None:
         self.resources.set(key, value)
 
-    @property
-    def worker_tasks(self) -> list[int]:
-        return sorted(self._worker_tasks)
-
-    @property
-    def task_to_component(self) -> dict[int, str]:
-        return dict(self._task_to_component)
-
-    def component_tasks(self, component: str) -> list[int]:
-        return list(self._component_to_tasks.get(component, []))
-
     def track_metrics(self, task: int, registry: MetricRegistry) -> None:
         """Keep ``task``'s registry for the ``__system`` component (idempotent)."""
         if self._registries.get(task) is not registry:
@@ -109,18 +121,16 @@ class WorkerContext:
         return dict(self._registries)
 
 
-class TopologyContext:
+class TopologyContext(_TaskMaps):
     def __init__(self, topology_id: str, topology: Topology, task_to_component: Mapping[int, str],
                  component_to_tasks: Mapping[str, list[int]], task_id: int,
                  worker_tasks: frozenset[int], worker_port: int | None = None,
                  conf: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK,
                  metrics: MetricRegistry | None = None, worker: WorkerContext | None = None) -> None:
+        super().__init__(task_to_component, component_to_tasks, worker_tasks)
         self.topology_id = topology_id
         self._topology = topology
-        self._task_to_component = task_to_component
-        self._component_to_tasks = component_to_tasks
         self._task_id = task_id
-        self._worker_tasks = worker_tasks
         self.worker_port = worker_port
         self.conf = dict(conf or {})
         # The clock the task's time-based decisions read (windows, timeouts): the worker's
@@ -169,20 +179,6 @@ class TopologyContext:
     def this_task_index(self) -> int:
         """Position of this task among its component's tasks (0-based)."""
         return self._component_to_tasks[self.this_component_id].index(self._task_id)
-
-    def component_id(self, task_id: int) -> str:
-        return self._task_to_component[task_id]
-
-    def component_tasks(self, component: str) -> list[int]:
-        return list(self._component_to_tasks.get(component, []))
-
-    @property
-    def task_to_component(self) -> dict[int, str]:
-        return dict(self._task_to_component)
-
-    @property
-    def worker_tasks(self) -> list[int]:
-        return sorted(self._worker_tasks)
 
     def component_output_fields(self, component: str, stream: str = "default") -> Fields:
         return self._topology.stream_fields(component, stream)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from squall import Bolt, LocalCluster, Spout, TopologyBuilder, TopologyError
+from squall import Bolt, LocalCluster, TopologyBuilder, TopologyError
 from squall import metrics_consumer as mc
 from squall.clock import FakeClock
 from squall.config import ConfigError, validate
@@ -17,29 +17,12 @@ from squall.metrics import CountMetric
 from squall.metrics_consumer import DataPoint, MetricsConsumer, TaskInfo, parse_datapoints, registrations
 from squall.model import executors, system_counts, system_topology, task_ids
 from squall.system_component import SYSTEM_TASK
+from squall.testing.components import FixedTupleSpout
 from squall.testing.waiting import wait_for
 
 REGISTER = "topology.metrics.consumer.register"
 RECEIVED: dict[str, list[tuple[TaskInfo, list[DataPoint]]]] = {}
 EVENTS: list[tuple] = []
-
-
-class Numbers(Spout):
-    """Emits ``n`` numbers, then, once told, ``more`` more (to see the topology still flowing)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def open(self, conf, context, collector):
-        self.collector, self.i = collector, 0
-
-    def next_tuple(self):
-        if self.i < self.n:
-            self.i += 1
-            self.collector.emit([self.i])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["n"])
 
 
 class Counting(Bolt):
@@ -98,7 +81,7 @@ def run_until(clock, lc, name, predicate, what, timeout=20):
 
 def topology(n=200):
     b = TopologyBuilder()
-    b.set_spout("numbers", Numbers(n))
+    b.set_spout("numbers", FixedTupleSpout("metrics-consumer-numbers", [[i] for i in range(n)], ["n"]))
     b.set_bolt("count", Counting(), 2).shuffle("numbers")
     return b.build()
 
@@ -178,7 +161,7 @@ def test_a_consumer_that_does_not_import_is_refused_at_submit():
     with LocalCluster({"squall.log.level": "WARNING"}) as lc:
         for cls, why in (("no_such_module.Consumer", "cannot be imported"),
                          ("org.apache.storm.metrics2.SomeJavaConsumer", "cannot be imported"),
-                         (f"{__name__}.Numbers", "not a class with handle_data_points")):
+                         (f"{__name__}.Counting", "not a class with handle_data_points")):
             with pytest.raises(TopologyError, match=f"topology.metrics.consumer.register: .*{why}"):
                 lc.submit("m", {REGISTER: [{"class": cls}]}, topology())
         assert lc.topologies() == []

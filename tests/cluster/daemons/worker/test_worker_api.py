@@ -5,8 +5,6 @@ raises or hangs is reported and neither ends a worker nor holds its shutdown pas
 hook time bound."""
 import json
 import os
-import ssl
-import urllib.request
 
 import pytest
 
@@ -57,17 +55,6 @@ def files(out, kind):
     return found
 
 
-def scrape(cluster, token):
-    ctx = ssl.create_default_context(cafile=str(cluster.credentials.ca_file))
-    text = ""
-    for i in range(cluster.n_supervisors):
-        req = urllib.request.Request(f"https://127.0.0.1:{cluster.metrics_port(i)}/metrics",
-                                     headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as reply:
-            text += reply.read().decode()
-    return text
-
-
 def seen_total(out):
     return sum(p.value for info, points in recorded_metrics(out / "metrics") for p in points
                if info.src_component_id == "count" and p.name == "seen")
@@ -88,7 +75,7 @@ def test_hooks_resources_and_a_metrics_consumer_in_worker_processes(cluster, tmp
                      == {s["port"] for s in starts.values()}, 30, "worker metrics from both workers")
     # The __system task's own metrics are in the supervisors' /metrics too, with everything else.
     token = cluster.credentials.add_user("prom", "viewer")
-    text = cluster.wait_for(lambda: (lambda t: t if 'component="__system"' in t else None)(scrape(cluster, token)),
+    text = cluster.wait_for(lambda: (lambda t: t if 'component="__system"' in t else None)(cluster.scrape(token)),
                             30, "__system's metrics in /metrics")
     assert "squall_metric_uptimeSecs{" in text and 'squall_metric_seen_total{component="count"' in text
     tasks = [json.loads(p.read_text()) for p in out.glob("task-*.json")]
