@@ -17,24 +17,26 @@ esac
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
   unit)    extras="test";       debs="" ;;
-  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat" ;;
+  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker-compose" ;;
   spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
-  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat" ;;
+  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker-compose" ;;
 esac
 ensure_venv "$extras"
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-# apt_quietly PACKAGE: install a Debian package, updating the lists only when needed.
+# apt_quietly PACKAGE [APT-OPTION...]: install a Debian package, updating the lists only when needed.
 apt_quietly() {
-  $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 || {
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$1" >/dev/null
+  $SUDO apt-get install -y -qq "$@" >/dev/null 2>&1 || {
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$@" >/dev/null
   }
 }
 for deb in $debs; do
   case "$deb" in
     zookeeper) [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper ;;
     redis-server) command -v redis-server >/dev/null || apt_quietly redis-server ;;  # state tests (squall.state)
+    # the compose files' checks (`docker-compose config`); the Docker engine it recommends is not needed
+    docker-compose) command -v docker-compose >/dev/null || apt_quietly docker-compose --no-install-recommends ;;
     *) command -v "$deb" >/dev/null || apt_quietly "$deb" ;;  # the web UI tests, the metrics scrape
   esac
 done

@@ -6,8 +6,9 @@ that defines a name, never from here, so the facade may gather names from every 
 """
 from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
-from squall.context import TopologyContext
+from squall.context import TopologyContext, WorkerContext
 from squall.grouping import CustomStreamGrouping
+from squall.hooks import WorkerHook
 from squall.state import KeyValueState, StatefulBolt, StatefulSpout
 from squall.topology import Topology, TopologyBuilder, TopologyError
 from squall.tuple import Fields, Tuple
@@ -19,7 +20,7 @@ __all__ = [
     "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
     "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector",
     "StatefulBolt", "StatefulSpout", "StatefulWindowedBolt", "Topology", "TopologyBuilder",
-    "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt",
+    "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt", "WorkerContext", "WorkerHook",
 ]
 
 

@@ -10,6 +10,9 @@ check because the configuration comes later.
   ``topology.window.max.tuples``.
 - Checkpoints travel as tracked tuple trees: a stateful topology needs ackers and
   message timeouts.
+- Every metrics consumer registered (``topology.metrics.consumer.register``) names a class
+  that imports and has ``handle_data_points``; a Java class other than Storm's
+  LoggingMetricsConsumer is refused by name.
 
 What is allowed but may stall is returned as warnings: an event-time window fires only once
 a tuple stamped past its end arrives, while its own tuples stay pending, so spouts held at
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.metrics_consumer import consumer_class, registrations
 from squall.model import acker_count
 from squall.state.wiring import is_checkpointed
 from squall.topology import Topology, TopologyError
@@ -50,6 +54,11 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
     if checkpointed and not timeouts:
         raise TopologyError("a topology with stateful components needs topology.enable.message.timeouts: "
                             "a checkpoint lost with a dead worker is noticed by its timeout")
+    for reg in registrations(conf):
+        try:
+            consumer_class(reg.class_path)
+        except ValueError as exc:
+            raise TopologyError(f"topology.metrics.consumer.register: {exc}") from None
     windows = window_specs(topology)
     warnings: list[str] = []
     if not windows:

@@ -113,6 +113,8 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
         topology_conf["topology.acker.executors"] = topology_conf["topology.workers"]
     else:
         topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
+    # The consumers decide which system bolts take task ids: fixed here too.
+    topology_conf.setdefault("topology.metrics.consumer.register", conf["topology.metrics.consumer.register"])
     try:
         warnings = check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:

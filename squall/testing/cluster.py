@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,18 @@ class ProcessCluster:
     def metrics_port(self, i: int) -> int:
         """The port of supervisor ``i``'s /metrics."""
         return int(yaml.safe_load((self.base / f"supervisor-{i}.yaml").read_text())["supervisor.metrics.port"])
+
+    def scrape(self, token: str) -> str:
+        """Every supervisor's ``/metrics`` text, read over the cluster's TLS with ``token``
+        (e.g. ``credentials.add_user("prom", "viewer")``)."""
+        ctx = ssl.create_default_context(cafile=str(self.credentials.ca_file))
+        text = ""
+        for i in range(self.n_supervisors):
+            req = urllib.request.Request(f"https://127.0.0.1:{self.metrics_port(i)}/metrics",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=10, context=ctx) as reply:
+                text += reply.read().decode()
+        return text
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**_outer_env(), "SQUALL_CONF": str(self.client_conf)}

@@ -25,14 +25,13 @@ from squall.daemons.nimbus.credentials import DAEMON_USER
 from squall.daemons.state.acls import PASSWORD_ENV
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
-from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE
+from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE, docker_compose
 
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
 TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
 DAEMONS = ("nimbus", "supervisor-1", "supervisor-2")
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
 def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: Path) -> None:
     """docker-compose itself resolves the file: nimbus and both supervisors get the token and
     the ZooKeeper password from secrets/supervisor.env, ZooKeeper and Prometheus get neither."""
@@ -41,7 +40,7 @@ def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: 
     assert result.exit_code == 0, result.output
     env = read_env_file(tmp_path / "secrets" / DAEMON_ENV_FILE)
     assert set(env) == {TOKEN_ENV, PASSWORD_ENV}
-    resolved = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    resolved = subprocess.run([docker_compose(), "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
     for name, service in services.items():
