@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ def _outer_env() -> dict[str, str]:
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: Sequence[str] = (),
                  secure_init_dir: Path | None = None) -> None:
         """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
         credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
@@ -76,6 +76,7 @@ class ProcessCluster:
         no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user)."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
+        self.env: dict[str, str]
         if secure_init_dir is None:
             self.credentials, self.env, zk_auth = create(self.base / "security"), {}, daemon_auth_conf()
         else:
@@ -98,7 +99,7 @@ class ProcessCluster:
         write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
-    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: Sequence[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
