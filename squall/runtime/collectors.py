@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.grouping import DIRECT, Chooser, make_chooser
-from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
+from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits

@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
+from squall.contrib.columns import ColumnTypes
 from squall.spark import progress as _progress
 from squall.spark.collector import BatchBoltCollector, BoxRoute
-from squall.contrib.columns import ColumnTypes
 from squall.spark.stages import Stage
 from squall.spark.stateful import BatchTask
 from squall.spark.tasks import ERRORS_KEPT, BoltTaskError, PlanRef, WorkerPlan, merge_stats

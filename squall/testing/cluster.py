@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 from squall.cli.security import CLIENT_FILE, DAEMON_ENV_FILE, read_env_file
+from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
-from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.credentials import (
     CA_CERT,
     NIMBUS_CERT,

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from squall.daemons.nimbus.process import NimbusProcess
 
-from support.browser import HeadlessChromium, find_chromium
-from support.paths import CLUSTER_TOPOLOGIES, REPO
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
+from support.browser import HeadlessChromium, find_chromium
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")]

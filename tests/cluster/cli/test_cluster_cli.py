@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.daemons.nimbus.process import NimbusProcess
+from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.testing.zookeeper import free_port
 from support.paths import TOPOLOGIES
 

@@ -2,7 +2,6 @@
 plain and foreign-key peers while the topology's own peers get through."""
 from __future__ import annotations
 
-
 import pytest
 import zmq
 from zmq.utils import z85

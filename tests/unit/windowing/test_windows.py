@@ -16,7 +16,6 @@ from squall.testing.waiting import wait_for
 from squall.windowing.manager import WindowManager
 from squall.windowing.spec import WindowSpec
 
-
 # -- the reference ------------------------------------------------------------------------
 
 def reference(events, spec):

@@ -15,7 +15,6 @@ from squall.cli.security import KAFKA_ENV_FILE, KAFKA_PASSWORD_FILE, read_env_fi
 from support.paths import COMPOSE_FILE
 
 
-
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
 def test_compose_kafka_broker_requires_the_secure_init_password(tmp_path: Path) -> None:
     shutil.copy(COMPOSE_FILE, tmp_path / COMPOSE_FILE.name)
