@@ -97,7 +97,8 @@ def stall_warning(where: str, hold: float, in_flight: int, pending: Any, spout_t
     rate = in_flight / hold
     return (f"{where} may stall: an event-time window fires only when a tuple stamped past its end "
             f"arrives, and holds its tuples pending until then; the spouts may have {in_flight:,} pending "
-            f"(topology.max.spout.pending {pending} x {spout_tasks} spout task{'s' if spout_tasks != 1 else ''}), so above about "
+            f"(topology.max.spout.pending {pending} x {spout_tasks} spout task{'s' if spout_tasks != 1 else ''}), "
+            "so above about "
             f"{rate:,.0f} tuples/s ({in_flight:,} in the {hold:g} s a tuple may wait) they stop, no window "
             f"fires, and every pending tuple fails after topology.message.timeout.secs ({timeout:g} s): "
             "raise topology.max.spout.pending to cover a window's tuples at the input rate")

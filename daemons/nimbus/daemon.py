@@ -162,7 +162,8 @@ class Nimbus:
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
-            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)), self.bind_host, self.port,
+            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
+                                     self.bind_host, self.port,
                                      max_body=2 * self.max_upload + (1 << 20), tls=tls,
                                      on_error=self.guard.server_error, clock=self.clock)
         except (OSError, ValueError) as exc:

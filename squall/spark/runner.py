@@ -172,7 +172,7 @@ class StageRun:
         sinks = {cs: name for name, cs in plan.sinks.items()}
         for stream, route in routes.items():
             fields = route.source.fields
-            for bolt, grouping in topo.subscribers(comp, stream):
+            for bolt, _grouping in topo.subscribers(comp, stream):
                 if bolt not in plan.running:
                     continue
                 if bolt in fused:

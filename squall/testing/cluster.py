@@ -4,8 +4,8 @@
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
 them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
 ``base_dir/security``), or as docker-compose.yml does it from a ``squall secure-init``
-directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
-supervisor leaves its workers running when it stops, as Storm's does).
+directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by
+PID on ``stop()``, workers included (a supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ class ProcessCluster:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=self.base, start_new_session=True)
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
 

@@ -25,10 +25,9 @@ ALLOWED = {
 
 
 def test_import_contracts_are_kept():
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "lint_imports.py"), "--no-logo"],
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "lint.py"), "imports"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"lint-imports failed:\n{result.stdout}\n{result.stderr}"
-    assert "0 broken" in result.stdout, result.stdout
 
 
 def _module_name(package: str, root: Path, path: Path) -> str:
