@@ -2,6 +2,8 @@
 # Install what the tests need and run them. Idempotent; fast on the second run.
 #   scripts/test.sh [pytest args]                          every tier (what CI runs)
 #   scripts/test.sh unit|cluster|spark|ui [pytest args]    one tier (tests/<tier>), installing only what it needs
+#   scripts/test.sh lint [tool [args]]                     ruff, mypy and the import contracts alone (scripts/lint.py;
+#                                                          the unit tier runs them too)
 # Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
 # Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium, Prometheus and kcat come from apt
 # (Java is already on the machine).
@@ -11,18 +13,21 @@ source scripts/env.sh
 
 tier=""
 case "${1:-}" in
-  unit|cluster|spark|ui) tier="$1"; shift ;;
+  unit|cluster|spark|ui|lint) tier="$1"; shift ;;
 esac
 
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
-  unit)    extras="test";       debs="" ;;
+  unit|lint) extras="test";     debs="" ;;
   cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker-compose" ;;
   spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
   *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker-compose" ;;
 esac
 ensure_venv "$extras"
+if [ "$tier" = "lint" ]; then
+  exec "$VENV/bin/python" scripts/lint.py "$@"
+fi
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # apt_quietly PACKAGE [APT-OPTION...]: install a Debian package, updating the lists only when needed.

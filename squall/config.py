@@ -450,7 +450,7 @@ def zookeeper_auth(conf: Mapping[str, Any], environ: Mapping[str, str] | None = 
     if bool(user) != bool(password):
         raise ConfigError(f"'zookeeper.auth.user' and 'zookeeper.auth.password' (or ${ZOOKEEPER_PASSWORD_ENV}) "
                           "must be set together, or neither (no ZooKeeper authentication)")
-    if not user:
+    if not user or not password:  # both or neither, from here
         return None
     if ":" in user:
         raise ConfigError("a ZooKeeper digest user must be non-empty and contain no ':'")

@@ -39,10 +39,10 @@ class Grouping:
         self.fields = tuple(fields) if fields is not None else None
         self.custom = custom
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str, tuple[str, ...] | None, CustomStreamGrouping | None]:
         return (self.kind, self.fields, self.custom)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[str, tuple[str, ...] | None, CustomStreamGrouping | None]) -> None:
         self.kind, self.fields, self.custom = state
 
     def __repr__(self) -> str:
@@ -60,7 +60,7 @@ def fields_task_index(key: Sequence[Any], n: int) -> int:
     return stable_hash(key) % n
 
 
-Chooser = Callable[[list], Sequence[int]]
+Chooser = Callable[[list], tuple[int, ...]]
 _CACHE_LIMIT = 65536
 
 
@@ -85,12 +85,15 @@ def make_chooser(grouping: Grouping, source_fields: Fields, target_tasks: Sequen
             local = [t for t in tasks if t in local_tasks]
             pool = local or tasks
         return _round_robin(pool, source_task)
-    if kind == FIELDS:
-        return _fields_chooser([source_fields.index(f) for f in grouping.fields], tasks)
-    if kind == PARTIAL_KEY:
-        return _partial_key_chooser([source_fields.index(f) for f in grouping.fields], tasks)
+    if kind in (FIELDS, PARTIAL_KEY):
+        if grouping.fields is None:
+            raise ValueError(f"a {kind} grouping names no fields")
+        indexes = [source_fields.index(f) for f in grouping.fields]
+        return _fields_chooser(indexes, tasks) if kind == FIELDS else _partial_key_chooser(indexes, tasks)
     if kind == CUSTOM:
         custom = grouping.custom
+        if custom is None:
+            raise ValueError("a custom grouping has no CustomStreamGrouping")
         custom.prepare(context, stream, list(tasks))
         return lambda values: tuple(custom.choose_tasks(source_task, values))
     raise ValueError(f"unknown grouping {kind!r}")

@@ -35,10 +35,10 @@ class Subscription:
     def __init__(self, component: str, stream: str, grouping: Grouping) -> None:
         self.component, self.stream, self.grouping = component, stream, grouping
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str, str, Grouping]:
         return (self.component, self.stream, self.grouping)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[str, str, Grouping]) -> None:
         self.component, self.stream, self.grouping = state
 
     def __repr__(self) -> str:
@@ -89,11 +89,11 @@ class ComponentSpec:
         fields.update(changes)
         return ComponentSpec(**fields)
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[Any, ...]:
         return (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
                 dict(self.config), self.inputs, dict(self.streams), self.wrapper)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
         if len(state) == 8:  # pickled before wrappers existed (a topology submitted by 0.1.0)
             state = (*state, None)
         (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
@@ -107,7 +107,7 @@ class TopologyTransform(Protocol):
     takes the specs and the ids of the components that asked for it, returns the new
     specs; raises TopologyError for a topology it cannot serve."""
 
-    def __call__(self, specs: dict[str, ComponentSpec], requested_by: list[str]) -> dict[str, ComponentSpec]: ...
+    def __call__(self, specs: dict[str, ComponentSpec], requested_by: list[str], /) -> dict[str, ComponentSpec]: ...
 
 
 class Topology:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.nimbus.rates import COUNTERS, Sample, sum_rates
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.model import ACKER
 
 

@@ -41,17 +41,15 @@ import yaml
 
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
-from squall.daemons.credentials import without_daemon_secret_env, without_daemon_secrets
-from squall.daemons.credentials import write_credentials
+from squall.daemons.credentials import without_daemon_secret_env, without_daemon_secrets, write_credentials
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
+from squall.daemons.nimbus.access import AccessError
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
-from squall.daemons.nimbus.access import AccessError
 from squall.daemons.supervisor.downloads import CodeDownloads
-from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
-from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
+from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import (
     WorkerProc,
@@ -61,6 +59,7 @@ from squall.daemons.supervisor.processes import (
     signal_worker,
     worker_alive,
 )
+from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker, sleep
 
 log = structlog.get_logger("squall.supervisor")

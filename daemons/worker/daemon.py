@@ -38,6 +38,7 @@ from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentE
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
+from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,
@@ -56,7 +57,6 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
     with_capacity,
 )
-from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.runtime.worker_runtime import WorkerRuntime

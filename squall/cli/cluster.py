@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -249,7 +250,7 @@ def status(name: str, as_json: bool, watch: bool, interval: float, overrides: tu
 def _watch(draw: Any, interval: float) -> None:
     """Redraw ``draw()`` every ``interval`` seconds until Ctrl-C (exit 0). On a terminal the
     screen is cleared first; a failure (nimbus away) is shown and the watch goes on."""
-    clear = "\x1b[H\x1b[2J" if click.get_text_stream("stdout").isatty() else ""
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
     try:
         while True:
             try:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import weakref
 from pathlib import Path
 from types import TracebackType
@@ -158,7 +159,8 @@ def _stop_live_servers() -> None:
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     # PR_SET_PDEATHSIG: the JVM gets SIGTERM when the thread that started it dies,
     # so even a SIGKILLed test run leaves no server behind.
-    _LIBC.prctl(1, signal.SIGTERM)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -201,7 +203,7 @@ class ZooKeeperServer:
         self.heap_mb = heap_mb
         self.die_with_parent = die_with_parent and _LIBC is not None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: typing.BinaryIO | None = None
 
     # -- properties ---------------------------------------------------------------------
     @property

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.grouping import DIRECT, Chooser, make_chooser
-from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
+from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits
@@ -128,7 +128,9 @@ class Route:
         self.direct_tasks = direct_tasks
         self.emitted = 0
         # When the targets never vary (global, a single target task), skip the chooser call.
-        self.fixed = getattr(choosers[0], "fixed", None) if len(choosers) == 1 else None
+        # tuple[int, ...] | None; typed Any: where ``buf`` is set it is one target, which the
+        # emitters return as is (a check per tuple to show mypy would cost the hot path).
+        self.fixed: Any = getattr(choosers[0], "fixed", None) if len(choosers) == 1 else None
         # One fixed target: emitters append straight to its buffer (set by the collector).
         self.target: int = self.fixed[0] if self.fixed and len(self.fixed) == 1 else 0
         self.buf: list | None = None
@@ -326,11 +328,11 @@ class BoltCollector(_Collector):
                 if cls is TreeTuple and buf is not None:
                     # The common case, inline: one anchor in one tree, one target.
                     edge = _rand(64)
-                    anchors.ack_val ^= edge
+                    anchors.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
                     tup = _new(TreeTuple)
                     tup.values = values
                     tup.source = route.source
-                    tup.root = anchors.root
+                    tup.root = anchors.root  # type: ignore[union-attr]
                     tup.edge = edge
                     tup.ack_val = 0
                     buf.append(tup)
@@ -341,7 +343,7 @@ class BoltCollector(_Collector):
                     targets = route.fixed or route.choose(values)
                     self._anchored(route, values, targets, anchors)
                     return targets
-        tup = _new(Tuple)
+        tup = _new(Tuple)  # type: ignore[assignment]  # the same name for the untracked tuple
         tup.values = values
         tup.source = route.source
         if buf is not None:
@@ -425,7 +427,8 @@ def make_routes(component: str, task: int, streams: dict[str, Any], subscribers:
             if grouping.kind == DIRECT:
                 direct_tasks.update(tasks_of(bolt))
                 continue
-            choosers.append(make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task,
-                                         context, stream))
+            chooser = make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task, context, stream)
+            if chooser is not None:  # None only for a direct grouping, skipped above
+                choosers.append(chooser)
         routes[stream] = Route(source, choosers, decl.direct, frozenset(direct_tasks))
     return routes

@@ -127,7 +127,8 @@ class TupleSerializer:
 
     def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
         if type(group) is not list or len(group) != 4:
-            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
+            raise GroupRejected(drops.BAD_GROUP,
+                                f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
         task, stream, values, ids = group
         if type(task) is not int or type(stream) is not str:  # before they key a dict
             raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: source {task!r:.20}/{stream!r:.40}")

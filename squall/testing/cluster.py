@@ -4,8 +4,8 @@
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
 them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
 ``base_dir/security``), or as docker-compose.yml does it from a ``squall secure-init``
-directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
-supervisor leaves its workers running when it stops, as Storm's does).
+directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by
+PID on ``stop()``, workers included (a supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from squall.cli.security import CLIENT_FILE, DAEMON_ENV_FILE, read_env_file
+from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
-from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.credentials import (
     CA_CERT,
     NIMBUS_CERT,
@@ -68,7 +68,7 @@ def _outer_env() -> dict[str, str]:
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: Sequence[str] = (),
                  secure_init_dir: Path | None = None) -> None:
         """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
         credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
@@ -78,6 +78,7 @@ class ProcessCluster:
         no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user)."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
+        self.env: dict[str, str]
         if secure_init_dir is None:
             self.credentials, self.env, zk_auth = create(self.base / "security"), {}, daemon_auth_conf()
         else:
@@ -100,12 +101,12 @@ class ProcessCluster:
         write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
-    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: Sequence[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=self.base, start_new_session=True)
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
 

@@ -170,7 +170,8 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
     dups = sum(c - 1 for k, c in seen.items() if k in want)
     dead_coords = {(m.key(), m.value()) for m in dead}
     line = (f"kafka-chaos: records={len(want) + BAD} kills={done_kills} lost={len(lost)} duplicates={dups} "
-            f"undecodable={BAD + LATE_BAD} dead_letters={len(dead)} commit_samples={samples} violations={len(violations)} "
+            f"undecodable={BAD + LATE_BAD} dead_letters={len(dead)} commit_samples={samples} "
+            f"violations={len(violations)} "
             f"broker_away_secs=30 seconds={time.monotonic() - started:.0f}")
     with capsys.disabled():
         print("\n" + line)

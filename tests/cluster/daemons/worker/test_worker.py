@@ -29,8 +29,8 @@ from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
 from squall.testing.components import recorded
-from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import TcpRelay, free_port
 from support.paths import TOPOLOGIES
 
 TOPOLOGY_SOURCE = TOPOLOGIES / "numbers_topo.py"
