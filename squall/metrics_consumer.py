@@ -240,9 +240,9 @@ class MetricsConsumerBolt(Bolt):
             consumer.prepare(conf, reg.argument, context, collector.report_error)
             return consumer
 
-        self.runner = _ConsumerThread(make, collector.report_error, handled, failures,
+        self.consumer_thread = _ConsumerThread(make, collector.report_error, handled, failures,
                                       f"metrics-consumer-{context.this_task_id}")
-        self.runner.start()
+        self.consumer_thread.start()
 
     def execute(self, tup: Tuple) -> None:
         try:
@@ -252,7 +252,7 @@ class MetricsConsumerBolt(Bolt):
             return
         if self.allowed is not None:
             points = [p for p in points if self.allowed(p.name)]
-        if points and not self.runner.put((info, points), self.registration.max_retain):
+        if points and not self.consumer_thread.put((info, points), self.registration.max_retain):
             self._drop(f"its queue is full (max.retain.metric.tuples {self.registration.max_retain}): "
                        "the oldest data points were dropped; is handle_data_points slow or stuck?")
 
@@ -266,6 +266,6 @@ class MetricsConsumerBolt(Bolt):
 
     def cleanup(self) -> None:
         started = time.monotonic()
-        if not self.runner.stop(CLEANUP_SECS):
+        if not self.consumer_thread.stop(CLEANUP_SECS):
             self.log.error("metrics consumer did not finish within its cleanup time; left behind",
                            consumer=self.registration.class_path, secs=round(time.monotonic() - started, 1))

@@ -81,8 +81,9 @@ def metrics_components(conf: Mapping[str, Any]) -> dict[str, ComponentSpec]:
         {"topology.tick.tuple.freq.secs": TICK_SECS}, [],
         {METRICS_STREAM: StreamDeclaration(METRICS_FIELDS, False)})}
     for reg in regs:
-        out[reg.component_id] = ComponentSpec(reg.component_id, BOLT, pickle.dumps(MetricsConsumerBolt(reg), protocol=5),
-                                              reg.parallelism, reg.parallelism, {}, feed, {})
+        bolt = pickle.dumps(MetricsConsumerBolt(reg), protocol=5)
+        out[reg.component_id] = ComponentSpec(reg.component_id, BOLT, bolt, reg.parallelism, reg.parallelism, {},
+                                              feed, {})
     return out
 
 

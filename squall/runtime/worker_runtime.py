@@ -133,8 +133,9 @@ class WorkerRuntime:
                                  self.stopping, self.log, self._control_frames, self.cpu, clock)
         self.started_at = time.time()
         # What the worker's tasks and hooks share: resources, and the tasks' metrics for __system.
+        keep_datapoints = bool(system_executors(self.system))
         self.worker_context = WorkerContext(topology_id, self.conf, self.task_to_component, self.component_to_tasks,
-                                            self.local_tasks, port, host, keep_datapoints=bool(system_executors(self.system)))
+                                            self.local_tasks, port, host, keep_datapoints=keep_datapoints)
         self.hooks = WorkerHooks(topology.worker_hooks, self.worker_context, self.conf, self.log, self.report_error)
         topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
                                         self.local_tasks, port, self.conf, ACKER, self.worker_context)

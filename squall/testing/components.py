@@ -147,7 +147,8 @@ class RecordingMetricsConsumer(MetricsConsumer):
     "argument": ...}`` in ``topology.metrics.consumer.register``."""
 
     def prepare(self, conf, argument, context, error_reporter):
-        self.name = self.file = None
+        self.name: str = ""
+        self.file = None
         if isinstance(argument, dict):
             folder = Path(argument["folder"])
             folder.mkdir(parents=True, exist_ok=True)

@@ -6,14 +6,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
 from squall.cli import main
 from squall.cli.security import KAFKA_ENV_FILE, KAFKA_PASSWORD_FILE, read_env_file
 from support.paths import COMPOSE_FILE, docker_compose
-
 
 
 def test_compose_kafka_broker_requires_the_secure_init_password(tmp_path: Path) -> None:
