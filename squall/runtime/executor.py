@@ -33,6 +33,7 @@ _TICK_FIELDS = Fields(["rate_secs"])
 # real clock; decisions about time (ticks, timeouts) read the worker's clock (link.clock).
 _monotonic = time.monotonic
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
+_NO_DEADLINE = float("inf")
 
 
 class ErrorThrottle:
@@ -72,7 +73,8 @@ class Executor:
         self.log = structlog.get_logger("squall.runtime").bind(
             topology=topo.topology_id, component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
         self.outbox = Outbox(link.deliver, int(conf["topology.producer.batch.size"]),
-                             topo.acker_tasks, component, self.task_ids[0])
+                             topo.acker_tasks, component, self.task_ids[0],
+                             float(self.conf["topology.batch.flush.interval.millis"]) / 1000.0)
         self.throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
@@ -91,7 +93,8 @@ class Executor:
         topo = self.topology
         decls = {s: d for s, d in self.spec.streams.items() if streams is None or s in streams}
         return make_routes(self.component, task, decls, topo.system.subscribers,
-                           topo.component_to_tasks.__getitem__, topo.local_tasks, self.context(task))
+                           topo.component_to_tasks.__getitem__, topo.local_tasks, self.context(task),
+                           self.link.loads)
 
     def system_collector(self, task: int) -> BoltCollector:
         """A collector for the component's system streams (ids starting ``__``, which the
@@ -346,9 +349,13 @@ class SpoutExecutor(Executor):
             if link.overloaded():
                 wait = self.idle_wait  # backpressure: hold emits until the queues drain
             else:
-                emitted, capped = self._emit(now)
-                wait = 0.0 if emitted else IDLE if capped else self.idle_wait
-        self.outbox.flush()
+                # Capped by max pending: acks wake it. Ran dry (a call emitted nothing):
+                # the wait strategy, as when it emits nothing at all. Else at once.
+                capped, dry = self._emit(now)
+                wait = IDLE if capped else self.idle_wait if dry else 0.0
+        due = self.outbox.flush_due(_monotonic())
+        if due < wait:
+            wait = due
         for task, t in tasks.items():
             coll = t.coll
             if coll.immediate_acks:
@@ -372,18 +379,20 @@ class SpoutExecutor(Executor):
                 for msg_id in expired:
                     self._call(task, t.spout.fail, msg_id)
 
-    def _emit(self, now: float) -> tuple[int, bool]:
-        """Call next_tuple in chunks; (tuples emitted, whether max pending stopped it)."""
+    def _emit(self, now: float) -> tuple[bool, bool]:
+        """Call next_tuple in chunks, for at most ``flush_interval`` (real time; 0: no
+        limit); (whether max pending stopped it, whether a spout ran dry)."""
         max_pending, batch = self.max_pending, self.batch
-        deadline = _monotonic() + self.flush_interval
-        emitted, capped = 0, False
+        deadline = _monotonic() + self.flush_interval if self.flush_interval > 0.0 else _NO_DEADLINE
+        capped = dry = False
         for task, t in self.tasks.items():
             if t.wrapper is not None and not t.wrapper.may_emit():
+                dry = True  # its wrapper holds its emits (a checkpoint is under way)
                 continue
             coll, pending = t.coll, t.pending
             coll.now = now
             routes = coll._routes.values()
-            start = before = sum(r.emitted for r in routes)
+            before = sum(r.emitted for r in routes)
             next_tuple = t.emitter.next_tuple
             n = 0
             while n < batch:
@@ -397,14 +406,17 @@ class SpoutExecutor(Executor):
                         next_tuple()
                 except Exception as exc:
                     self.user_error(task, exc, "next_tuple")
+                    dry = True
                     break
                 n += k
                 after = sum(r.emitted for r in routes)
-                if after == before or _monotonic() > deadline:
-                    break  # nothing to emit right now, or time to flush
+                if after - before < k:
+                    dry = True  # a call emitted nothing: nothing more to emit right now
+                    break
+                if _monotonic() > deadline:
+                    break  # time to flush
                 before = after
-            emitted += sum(r.emitted for r in routes) - start
-        return emitted, capped
+        return capped, dry
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:

@@ -32,6 +32,7 @@ from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, Spout
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.link import WorkerLink, WorkerTopology
+from squall.runtime.load import TaskLoads
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
@@ -122,8 +123,12 @@ class WorkerRuntime:
         topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
                                         self.local_tasks, port, self.conf, ACKER)
         # All the executors see of this worker (squall.runtime.link).
+        # Load-aware shuffles (Storm's topology.disable.loadaware.messaging turns them off).
+        self.loads = None if conf.get("topology.disable.loadaware.messaging") else \
+            TaskLoads(lambda task: min(1.0, self.queues[task].fill), self._remote_loads)
         self.link = WorkerLink(topology_facts, self.queues, self.deliver, self.report_error, self.drops.add,
-                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died)
+                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died,
+                               self.loads)
 
     @property
     def active(self) -> bool:
@@ -349,6 +354,15 @@ class WorkerRuntime:
                 if conn is not None:
                     conn.record_load({task: float(load)})
 
+    def _remote_loads(self, tasks: Sequence[int]) -> dict[int, float]:
+        """The loads other workers last reported for ``tasks`` (0 for those not reported)."""
+        conns, endpoints, out = self.connections, self.task_endpoint, {}
+        for task in tasks:
+            conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
+            if conn is not None:
+                out.update(conn.get_load((task,)))
+        return out
+
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
         once when it changed and every RESEND_SECS (with the load of every task); stale
@@ -359,6 +373,8 @@ class WorkerRuntime:
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
+        if self.loads is not None:
+            self.loads.refresh()  # once a second, as the loads we report
         bp, queues = self.link.bp_tasks, self.queues
         return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
                 (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
