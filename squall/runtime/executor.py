@@ -34,6 +34,7 @@ _TICK_FIELDS = Fields(["rate_secs"])
 _monotonic = time.monotonic
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
 _NO_DEADLINE = float("inf")
+STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about)
 
 
 class ErrorThrottle:
@@ -219,8 +220,10 @@ class BoltExecutor(Executor):
         return out
 
     def step(self, now: float) -> float:
-        inputs = self.inputs
-        for task, tuples in self.queue.get_all():
+        inputs, queue = self.inputs, self.queue
+        # A bounded bite: what is left stays in the queue, where backpressure and the load
+        # peers shuffle by (squall.runtime.load) see it, and is taken on the next step.
+        for task, tuples in queue.get_some(STEP_TUPLES):
             inputs[task](tuples)
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
@@ -230,7 +233,9 @@ class BoltExecutor(Executor):
         self.outbox.flush()
         link = self.link
         if link.bp_tasks:
-            link.relieve(self.task_ids, self.queue)
+            link.relieve(self.task_ids, queue)
+        if queue._size:
+            return 0.0  # more is waiting
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:

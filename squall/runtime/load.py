@@ -3,9 +3,9 @@ target tasks' load, and the weights shuffle choosers draw from.
 
 A task's load is how full its receive queue is (0..1): a task of this worker is read from
 its queue; a task of another worker is what that worker last reported over the transport
-(``Connection.get_load``; every worker sends its tasks' loads with its backpressure status
-every second). Once a second the worker refreshes every load-aware chooser's weights from
-those loads: a task gets a share of tuples in proportion to ``1 - load`` (a full task still
+(``Connection.get_load``; every worker sends its tasks' loads to its peers every
+LOAD_SECS). As often, the worker refreshes every load-aware chooser's weights from those
+loads: a task gets a share of tuples in proportion to ``(1 - load)**2`` (a full task still
 gets a small share, so it is never cut off and its load keeps being measured).
 local-or-shuffle keeps to this worker's tasks until their mean load reaches
 ``LOCAL_HIGH_LOAD``, then spreads over all its targets by weight.
@@ -15,6 +15,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+# How often a worker reports its tasks' loads to its peers and refreshes its choosers.
+LOAD_SECS = 0.25
 # The choices list a chooser cycles through holds about this many entries in all.
 CHOICES = 1000
 # local-or-shuffle leaves this worker's tasks once their mean load is at least this high
@@ -25,12 +27,14 @@ MIN_WEIGHT = 1
 
 
 def weights(tasks: Sequence[int], loads: Mapping[int, float]) -> list[int]:
-    """Each task's weight out of 100: ``100 * (1 - load)``, at least MIN_WEIGHT; a task with
-    no load known counts as idle."""
+    """Each task's weight out of 100: ``100 * (1 - load)**2``, at least MIN_WEIGHT; a task
+    with no load known counts as idle. Squared, so that a task several times slower than
+    its peers settles at a share it keeps up with while its queue is still below the
+    backpressure mark (linear weights would leave it a third of the tuples at half full)."""
     out = []
     for t in tasks:
-        load = min(1.0, max(0.0, loads.get(t, 0.0)))
-        out.append(max(MIN_WEIGHT, round(100 * (1.0 - load))))
+        idle = 1.0 - min(1.0, max(0.0, loads.get(t, 0.0)))
+        out.append(max(MIN_WEIGHT, round(100 * idle * idle)))
     return out
 
 

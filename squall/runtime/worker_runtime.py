@@ -32,7 +32,7 @@ from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, Spout
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.link import WorkerLink, WorkerTopology
-from squall.runtime.load import TaskLoads
+from squall.runtime.load import LOAD_SECS, TaskLoads
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
@@ -106,6 +106,7 @@ class WorkerRuntime:
         self._remote = RemoteBackpressure(self.local_tasks, self.task_to_component)
         self._bp_changed = True
         self._bp_sent_at = float("-inf")
+        self._load_sent_at = float("-inf")
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
         key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
@@ -365,19 +366,25 @@ class WorkerRuntime:
 
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
-        once when it changed and every RESEND_SECS (with the load of every task); stale
-        peer reports expire here too."""
+        once when it changed and every RESEND_SECS; the load of every task every
+        LOAD_SECS, when this worker's load-aware choosers are refreshed too; stale peer
+        reports expire here too."""
+        frames: list[tuple[int, Any]] = []
+        if now - self._load_sent_at >= LOAD_SECS:
+            self._load_sent_at = now
+            if self.loads is not None:
+                self.loads.refresh()
+            queues = self.queues
+            frames.append((codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks}))
         if not self._bp_changed and now - self._bp_sent_at < RESEND_SECS:
-            return []
+            return frames
         self._bp_changed = False
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
-        if self.loads is not None:
-            self.loads.refresh()  # once a second, as the loads we report
-        bp, queues = self.link.bp_tasks, self.queues
-        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
-                (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
+        bp = self.link.bp_tasks
+        frames.append((codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}))
+        return frames
 
     def relieve(self, task_ids: list[int], queue: BatchQueue) -> None:
         """An executor of ``task_ids`` drained ``queue``: below the low mark, its tasks

@@ -13,13 +13,13 @@ FIELDS = Fields(["n"])
 
 
 def test_a_task_weighs_as_much_as_it_is_idle_and_a_full_one_is_never_cut_off():
-    assert weights([1, 2, 3, 4], {2: 0.5, 3: 1.0, 4: 7.0}) == [100, 50, MIN_WEIGHT, MIN_WEIGHT]
+    assert weights([1, 2, 3, 4], {2: 0.5, 3: 1.0, 4: 7.0}) == [100, 25, MIN_WEIGHT, MIN_WEIGHT]
 
 
 def test_choices_follow_the_weights():
-    order = choices([1, 2], {2: 0.9}, random.Random(0))
+    order = choices([1, 2], {2: 0.5}, random.Random(0))
     counts = Counter(t for (t,) in order)
-    assert abs(counts[1] / counts[2] - 10) < 0.5 and abs(len(order) - CHOICES) < 5
+    assert abs(counts[1] / counts[2] - 4) < 0.2 and abs(len(order) - CHOICES) < 5
 
 
 def test_local_or_shuffle_keeps_to_local_tasks_until_they_are_loaded():
