@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from squall.components import Spout
 from squall.context import TopologyContext
 from squall.logs import error_text, last_line
 from squall.metrics import MetricRegistry, task_snapshots
@@ -34,6 +35,7 @@ _TICK_FIELDS = Fields(["rate_secs"])
 _monotonic = time.monotonic
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
 _NO_DEADLINE = float("inf")
+_NO_ACK = Spout.ack  # a spout that does not override ack
 STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about)
 
 
@@ -441,11 +443,20 @@ class SpoutExecutor(Executor):
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                ack = spout.ack
                 acked = 0
+                if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
+                    # The spout keeps no record of acks: no call per tuple.
+                    for root in tup.values[0]:
+                        entry = pop(root, None)
+                        if entry is not None:  # None: it timed out (and was failed) already
+                            acked += 1
+                            lat(now - entry[1])
+                    book.acked += acked
+                    continue
+                ack = spout.ack
                 for root in tup.values[0]:
                     entry = pop(root, None)
-                    if entry is not None:  # None: it timed out (and was failed) already
+                    if entry is not None:
                         acked += 1
                         lat(now - entry[1])
                         try:
