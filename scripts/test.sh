@@ -55,12 +55,23 @@ if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
   fi
 fi
 
+# The runtime's tests once more on the plain-Python modules (SQUALL_PURE=1: squall/compiled.py),
+# after the unit tier or the whole suite: both builds must behave alike.
+run_pure() {
+  echo "the runtime's tests again on its plain-Python modules (SQUALL_PURE=1)"
+  SQUALL_PURE=1 "$VENV/bin/pytest" -q tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
+    tests/unit/test_compiled.py tests/unit/test_local.py
+}
+
 if [ -n "$tier" ]; then
   for arg in "$@"; do
     if [[ "$arg" == tests/* && -e "${arg%%::*}" ]]; then
       exec "$VENV/bin/pytest" "$@"  # the arguments already name what to run
     fi
   done
-  exec "$VENV/bin/pytest" "tests/$tier" "$@"
+  "$VENV/bin/pytest" "tests/$tier" "$@"
+  [ "$tier" = unit ] && run_pure
+  exit 0
 fi
-exec "$VENV/bin/pytest" "$@"
+"$VENV/bin/pytest" "$@"
+run_pure

@@ -98,6 +98,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.max.spout.pending": (_INT, True),
     "topology.tick.tuple.freq.secs": (_FLOAT, True),
     "topology.executor.receive.buffer.size": (_INT, False),
+    "topology.disable.loadaware.messaging": (_BOOL, False),
     "topology.worker.executor.threads": (_INT, False),
     "topology.transfer.buffer.size": (_INT, False),
     "topology.producer.batch.size": (_INT, False),

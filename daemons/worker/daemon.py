@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 import structlog
 
+from squall.compiled import compiled_modules
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
@@ -225,7 +226,8 @@ class Worker:
         self.rt.start_executors()
         self.rt.start_transfer()
         self.log.info("worker has finished loading", executors=len(self.executors),
-                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2))
+                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2),
+                      compiled=",".join(m for m, built in compiled_modules().items() if built) or "none")
 
     def _write_pid(self) -> None:
         try:

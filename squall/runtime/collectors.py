@@ -20,6 +20,7 @@ from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 _rand = random.getrandbits
 _new = object.__new__
 Deliver = Callable[[int, list], None]
+WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 
 
 class EmitError(ValueError):
@@ -38,9 +39,11 @@ class Outbox:
     no ack message is sent at all.
     """
 
-    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred")
+    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred",
+                 "interval", "held_since")
 
-    def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int) -> None:
+    def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
+                 interval: float = 0.0) -> None:
         self.bufs: dict[int, list] = {}
         self.acks: dict[int, int] = {}           # root -> XOR of edge ids
         self.fails: dict[int, list] = {}         # acker task -> [root, ...]
@@ -50,6 +53,8 @@ class Outbox:
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
         self.ledger: AckerLedger | None = None
         self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
+        self.interval = interval  # how long a partial batch may wait (flush_due), real seconds
+        self.held_since = -1.0    # when flush_due first left something buffered; -1: nothing
 
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
@@ -82,6 +87,34 @@ class Outbox:
             self.ledger.fail(root)
         else:
             self.fails.setdefault(self.acker_of(root), []).append(root)
+
+    def flush_due(self, now: float) -> float:
+        """End of a spout's turn: send what is buffered once it has waited ``interval``
+        seconds (``now``: real time), so a spout that emits a trickle still sends batches
+        instead of a few tuples per turn; every turn when ``interval`` is 0. Returns how
+        long until the next flush is due (``WAIT_NOTHING`` when nothing waits)."""
+        interval = self.interval
+        if interval <= 0.0:
+            self.flush()
+            return WAIT_NOTHING
+        since = self.held_since
+        if since < 0.0:
+            if not self.holding():
+                return WAIT_NOTHING
+            self.held_since = now
+            return interval
+        if now - since >= interval:
+            self.held_since = -1.0
+            self.flush()
+            return WAIT_NOTHING
+        return since + interval - now
+
+    def holding(self) -> bool:
+        """Is anything buffered: tuples, or acker traffic still to send?"""
+        for b in self.bufs.values():
+            if b:
+                return True
+        return bool(self.fails) or (self.ledger is None and bool(self.acks))
 
     def flush(self) -> None:
         deliver = self.deliver
@@ -417,8 +450,10 @@ class BoltCollector(_Collector):
 
 
 def make_routes(component: str, task: int, streams: dict[str, Any], subscribers: Callable,
-                tasks_of: Callable[[str], list[int]], local_tasks: frozenset[int], context: Any) -> dict[str, Route]:
-    """Build the Route of every declared stream of one task."""
+                tasks_of: Callable[[str], list[int]], local_tasks: frozenset[int], context: Any,
+                loads: Any = None) -> dict[str, Route]:
+    """Build the Route of every declared stream of one task (``loads``: the worker's task
+    loads, for load-aware shuffles; squall.runtime.load)."""
     routes = {}
     for stream, decl in streams.items():
         source = Source(component, task, stream, decl.fields)
@@ -427,7 +462,8 @@ def make_routes(component: str, task: int, streams: dict[str, Any], subscribers:
             if grouping.kind == DIRECT:
                 direct_tasks.update(tasks_of(bolt))
                 continue
-            chooser = make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task, context, stream)
+            chooser = make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task, context, stream,
+                                   loads)
             if chooser is not None:  # None only for a direct grouping, skipped above
                 choosers.append(chooser)
         routes[stream] = Route(source, choosers, decl.direct, frozenset(direct_tasks))

@@ -18,6 +18,7 @@ from typing import Any
 from squall.clock import SYSTEM_CLOCK, Clock
 from squall.context import TopologyContext, WorkerContext
 from squall.metrics import MetricRegistry
+from squall.runtime.load import TaskLoads
 from squall.runtime.queues import BatchQueue
 from squall.topology import Topology
 
@@ -71,17 +72,20 @@ class WorkerLink:
     Called by executors: ``queue(task)``, ``deliver(task, tuples)``, ``report_error(component,
     task, text)``, ``drop(cause, n, executor, error=...)``, ``overloaded()`` (should spouts
     hold their emits), ``relieve(task_ids, queue)``, ``executor_died(component, executor,
-    exc)``. Written by the worker: ``active`` and ``bp_tasks``.
+    exc)``. Written by the worker: ``active`` and ``bp_tasks``. ``loads``: the worker's
+    view of task loads for load-aware shuffles (squall.runtime.load.TaskLoads), or None
+    to shuffle evenly.
     """
 
     __slots__ = ("topology", "clock", "active", "bp_tasks", "stopping", "cpu", "queues", "deliver",
-                 "report_error", "drop", "overloaded", "relieve", "executor_died")
+                 "report_error", "drop", "overloaded", "relieve", "executor_died", "loads")
 
     def __init__(self, topology: WorkerTopology, queues: Mapping[int, BatchQueue], deliver: Deliver,
                  report_error: ErrorReport, drop: Drop, overloaded: Callable[[], bool],
                  relieve: Callable[[list[int], BatchQueue], None], clock: Clock = SYSTEM_CLOCK,
                  stopping: threading.Event | None = None, cpu: int | None = None,
-                 executor_died: Callable[[str, tuple[int, int], BaseException], None] = _nothing_dies) -> None:
+                 executor_died: Callable[[str, tuple[int, int], BaseException], None] = _nothing_dies,
+                 loads: TaskLoads | None = None) -> None:
         self.topology = topology
         self.clock = clock
         self.active = False
@@ -95,6 +99,7 @@ class WorkerLink:
         self.overloaded = overloaded
         self.relieve = relieve
         self.executor_died = executor_died
+        self.loads = loads
 
     def queue(self, task: int) -> BatchQueue:
         """The receive queue of the executor that runs ``task``."""

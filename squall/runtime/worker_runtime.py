@@ -42,6 +42,7 @@ from squall.runtime.executor_thread import ExecutorThread, component_order, thre
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.hook_runner import WorkerHooks
 from squall.runtime.link import WorkerLink, WorkerTopology
+from squall.runtime.load import LOAD_SECS, TaskLoads
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
@@ -118,6 +119,7 @@ class WorkerRuntime:
         self._remote = RemoteBackpressure(self.local_tasks, self.task_to_component)
         self._bp_changed = True
         self._bp_sent_at = float("-inf")
+        self._load_sent_at = float("-inf")
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
         key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
@@ -140,8 +142,12 @@ class WorkerRuntime:
         topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
                                         self.local_tasks, port, self.conf, ACKER, self.worker_context)
         # All the executors see of this worker (squall.runtime.link).
+        # Load-aware shuffles (Storm's topology.disable.loadaware.messaging turns them off).
+        self.loads = None if conf.get("topology.disable.loadaware.messaging") else \
+            TaskLoads(lambda task: min(1.0, self.queues[task].fill), self._remote_loads)
         self.link = WorkerLink(topology_facts, self.queues, self.deliver, self.report_error, self.drops.add,
-                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died)
+                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died,
+                               self.loads)
 
     @property
     def active(self) -> bool:
@@ -369,19 +375,36 @@ class WorkerRuntime:
                 if conn is not None:
                     conn.record_load({task: float(load)})
 
+    def _remote_loads(self, tasks: Sequence[int]) -> dict[int, float]:
+        """The loads other workers last reported for ``tasks`` (0 for those not reported)."""
+        conns, endpoints, out = self.connections, self.task_endpoint, {}
+        for task in tasks:
+            conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
+            if conn is not None:
+                out.update(conn.get_load((task,)))
+        return out
+
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
-        once when it changed and every RESEND_SECS (with the load of every task); stale
-        peer reports expire here too."""
+        once when it changed and every RESEND_SECS; the load of every task every
+        LOAD_SECS, when this worker's load-aware choosers are refreshed too; stale peer
+        reports expire here too."""
+        frames: list[tuple[int, Any]] = []
+        if now - self._load_sent_at >= LOAD_SECS:
+            self._load_sent_at = now
+            if self.loads is not None:
+                self.loads.refresh()
+            queues = self.queues
+            frames.append((codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self._reported_tasks}))
         if not self._bp_changed and now - self._bp_sent_at < RESEND_SECS:
-            return []
+            return frames
         self._bp_changed = False
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
-        bp, queues = self.link.bp_tasks, self.queues
-        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self._reported_tasks}),
-                (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self._reported_tasks})]
+        bp = self.link.bp_tasks
+        frames.append((codec.KIND_BACKPRESSURE, {t: t in bp for t in self._reported_tasks}))
+        return frames
 
     def relieve(self, task_ids: list[int], queue: BatchQueue) -> None:
         """An executor of ``task_ids`` drained ``queue``: below the low mark, its tasks
