@@ -18,7 +18,6 @@ ROUNDS = 3
 
 def _run(disabled: bool, duration: float, warmup: float) -> dict[str, Any]:
     import slowed_worker
-
     from squall import LocalCluster
     from squall.logs import configure
 

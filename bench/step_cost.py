@@ -82,9 +82,8 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
     from squall.messaging.local import LocalContext
     from squall.model import executors as executors_of
     from squall.model import system_topology, task_ids
-    from squall.runtime.worker_runtime import WorkerRuntime, tune_gc
-
     from squall.runtime.collectors import Outbox
+    from squall.runtime.worker_runtime import WorkerRuntime, tune_gc
 
     random.seed(0)  # root and edge ids: the same work on every run
     topology, conf, sink = _scenario(scenario)

@@ -4,12 +4,11 @@ This is the package's facade: what users import. squall's own modules import fro
 that defines a name, never from here, so the facade may gather names from every layer
 (docs/internals.md, "Layers").
 """
-# First, before any of the runtime's compiled modules is imported: how they import
-# (compiled, or their .py files under SQUALL_PURE=1 or when stale) is squall.compiled's.
-import squall.compiled  # noqa: F401
-
 from typing import TYPE_CHECKING
 
+# First, before any of the runtime's compiled modules is imported: how they import
+# (compiled, or their .py files under SQUALL_PURE=1 or when stale) is squall.compiled's.
+import squall.compiled  # noqa: F401  # isort: split
 from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext, WorkerContext

@@ -88,7 +88,7 @@ _MTIME_SLACK = 2.0
 def install_finder() -> None:
     """Put ``SourceFinder`` first on ``sys.meta_path`` (once)."""
     if SourceFinder not in sys.meta_path:
-        sys.meta_path.insert(0, SourceFinder)
+        sys.meta_path.insert(0, SourceFinder)  # type: ignore[arg-type]  # a class of classmethods, as importlib's own finders
 
 
 install_finder()  # squall/__init__.py imports this module before anything else

@@ -157,7 +157,8 @@ class TupleSerializer:
                 if type(i) is dict and len(i) == 1:  # one tree: the common case first
                     root, = i
                     edge = i[root]
-                    if type(root) is not int or type(edge) is not int:  # not chained: Cython 3.3 miscompiles `a is b is c`
+                    # Not chained: Cython 3.3 miscompiles `a is b is c`.
+                    if type(root) is not int or type(edge) is not int:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
                     t = _new(TreeTuple)
                     t.root = root

@@ -11,9 +11,9 @@ import sysconfig
 
 import pytest
 
-import squall.grouping
-import squall.messaging.codec
-import squall.runtime.serialization
+import squall.grouping  # noqa: F401
+import squall.messaging.codec  # noqa: F401
+import squall.runtime.serialization  # noqa: F401 (imported so that compiled_modules sees it)
 from squall.compiled import MODULES, SourceFinder, compiled_modules, pure_requested
 from support.paths import REPO
 
