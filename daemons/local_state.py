@@ -77,7 +77,7 @@ def read_private(path: Path, limit: int) -> bytes:
 def make_private(root: Path) -> None:
     """Make ``root`` and everything under it readable by its owner only: directories 0700,
     files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o700)
         for name in filenames:
             path = os.path.join(dirpath, name)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
-from squall.daemons.state.records import WORKER_COMPONENT
 from squall.daemons.nimbus.rates import COUNTERS, Sample, sum_rates
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.state.records import WORKER_COMPONENT
 from squall.model import ACKER
 
 

@@ -52,6 +52,7 @@ from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.worker_user import OWN, WorkerAccounts, WorkerIdentity, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
+from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
 from squall.daemons.supervisor.workers import LocalWorkers

@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 import structlog
 
+from squall.compiled import compiled_modules
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
@@ -38,6 +39,7 @@ from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentE
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, WorkerBeat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
+from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,
@@ -56,7 +58,6 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
     with_capacity,
 )
-from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.runtime.worker_runtime import WorkerRuntime
@@ -227,7 +228,8 @@ class Worker:
         self._executors_started = True
         self.rt.start_transfer()
         self.log.info("worker has finished loading", executors=len(self.executors),
-                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2))
+                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2),
+                      compiled=",".join(m for m, built in compiled_modules().items() if built) or "none")
 
     def _write_pid(self) -> None:
         try:

@@ -90,8 +90,9 @@ def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[
                 mount: str | None, uid: int | None) -> None:
     """Make tokens, a CA, nimbus's and the supervisors' certificates in DIRECTORY, plus
     client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the daemons'
-    SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors). A ZooKeeper password already in supervisor.env is kept: ZooKeeper's ACLs
-    name its hash, and a new one would lock the daemons out of their own nodes."""
+    SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors). A ZooKeeper
+    password already in supervisor.env is kept: ZooKeeper's ACLs name its hash, and a new one
+    would lock the daemons out of their own nodes."""
     target = Path(directory).resolve()
     env_path = target / DAEMON_ENV_FILE
     try:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import weakref
 from pathlib import Path
 from types import TracebackType
@@ -181,7 +182,8 @@ def _stop_live_servers() -> None:
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     # PR_SET_PDEATHSIG: the JVM gets SIGTERM when the thread that started it dies,
     # so even a SIGKILLed test run leaves no server behind.
-    _LIBC.prctl(1, signal.SIGTERM)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -235,7 +237,7 @@ class ZooKeeperServer:
         self.max_request_bytes = max_request_bytes
         self.outstanding_limit = outstanding_limit
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: typing.BinaryIO | None = None
 
     # -- properties ---------------------------------------------------------------------
     @property

@@ -28,7 +28,7 @@ from squall.daemons.nimbus.credentials import DAEMON_USER
 from squall.daemons.state.acls import PASSWORD_ENV
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
-from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE
+from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE, docker_compose
 from support.worker_users import reachable_python
 
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
@@ -37,7 +37,6 @@ FIRST_WORKER_UID = 1900000000  # supervisor.worker.uids' first
 DAEMONS = ("nimbus", "supervisor-1", "supervisor-2", "zookeeper-lock")  # what gets supervisor.env
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
 def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: Path) -> None:
     """docker-compose itself resolves the file: nimbus and both supervisors get the token and
     the ZooKeeper password from secrets/supervisor.env, ZooKeeper and Prometheus get neither."""
@@ -46,7 +45,7 @@ def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: 
     assert result.exit_code == 0, result.output
     env = read_env_file(tmp_path / "secrets" / DAEMON_ENV_FILE)
     assert set(env) == {TOKEN_ENV, PASSWORD_ENV}
-    resolved = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    resolved = subprocess.run([docker_compose(), "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
     for name, service in services.items():

@@ -52,7 +52,8 @@
     return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
            `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
   }
-  const firstLine = text => (String(text || "").trim().split("\n").pop() || "");
+  // An error's last line: the exception itself, below its traceback.
+  const lastLine = text => (String(text || "").trim().split("\n").pop() || "");
   const statusBadge = s => h("span", {class: `status status-${s}`, "data-col": "status"}, s);
   const enc = encodeURIComponent;
 
@@ -268,7 +269,7 @@
           cell("complete_latency_ms", fixed(c.complete_latency_ms, 3), "num"),
           numCell("acked", c.acked), numCell("failed", c.failed),
           cell("last_error", c.last_error ? h("span", {class: "error-text", title: c.last_error.error},
-            `${when(c.last_error.time)} task ${c.last_error.task}: ${firstLine(c.last_error.error)}`) : "")))));
+            `${when(c.last_error.time)} task ${c.last_error.task}: ${lastLine(c.last_error.error)}`) : "")))));
 
       const logLink = (node, host, port) => node && port !== null
         ? h("a", {href: `#/log/${enc(name)}/${enc(node)}/${port}`, class: "log-link"}, `${host}:${port}`)
@@ -299,7 +300,7 @@
         errs.errors.map(e => h("tr", {"data-row": "error"},
           cell("time", when(e.time)), cell("component", e.component), numCell("task", e.task),
           cell("where", `${e.host}:${e.port}`),
-          cell("error", h("details", {}, h("summary", {}, firstLine(e.error)),
+          cell("error", h("details", {}, h("summary", {}, lastLine(e.error)),
                            h("pre", {class: "error-text"}, e.error))))))
         : h("p", {class: "muted"}, "No errors reported."));
 

@@ -31,8 +31,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.auth import token_hash
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState, PublishedTokens
 from squall.daemons.supervisor import cgroups
 from squall.testing.cluster import WORKERS_AS

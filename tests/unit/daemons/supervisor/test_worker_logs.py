@@ -16,6 +16,7 @@ from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.log_reader import read_from, tail
 from squall.rotating_log import RotatingLogFile
 
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
