@@ -42,19 +42,18 @@ from squall.daemons import local_state
 from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
+from squall.daemons.nimbus.access import AccessError
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, ErrorInfo, SupervisorInfo
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.daemons.supervisor import cgroups, launcher, worker_files
 from squall.daemons.supervisor import slot as _slot
-from squall.daemons.nimbus.access import AccessError
 from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
 from squall.daemons.supervisor.downloads import CodeDownloads
-from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
-from squall.daemons.supervisor.worker_user import OWN, WorkerAccounts, WorkerIdentity, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
 from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
+from squall.daemons.supervisor.worker_user import OWN, WorkerAccounts, WorkerIdentity, WorkerUserError
 from squall.daemons.supervisor.workers import LocalWorkers
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker
 from squall.state.stores import embedded_path, namespace, state_dir

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from typing import BinaryIO
 from pathlib import Path
+from typing import BinaryIO
 
 CHUNK = 64 * 1024
 

@@ -1,6 +1,7 @@
 """A plain topology: fixed rows into a null bolt (what takes a slot after a hostile one)."""
-from squall.testing.components import FixedTupleSpout
 from tenant import one_spout
+
+from squall.testing.components import FixedTupleSpout
 
 
 def topology():

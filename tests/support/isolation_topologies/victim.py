@@ -2,8 +2,9 @@
 count in embedded state (so it has a state directory on the host)."""
 from pathlib import Path
 
-from squall import StatefulSpout
 from tenant import one_spout
+
+from squall import StatefulSpout
 
 SECRET = "victim-secret-0123456789"
 

@@ -28,7 +28,8 @@ def warnings_at_start(conf) -> list[dict]:
 
 
 def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(own_zk_server, tmp_path: Path):
-    conf = {"zookeeper.servers": [own_zk_server.host], "zookeeper.port": own_zk_server.port, "zookeeper.root": "/apps/squall",
+    zk = own_zk_server
+    conf = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/apps/squall",
             **daemon_auth_conf()}
     other = KazooClient(hosts=own_zk_server.hosts, timeout=10)  # another application made /apps, open
     other.start(timeout=10)
@@ -66,7 +67,8 @@ def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(own_zk_
 
 def test_lock_zookeeper_needs_the_daemons_credential(own_zk_server, tmp_path: Path):
     conf_file = tmp_path / "squall.yaml"
-    conf_file.write_text(yaml.safe_dump({"zookeeper.servers": [own_zk_server.host], "zookeeper.port": own_zk_server.port}))
+    zk = own_zk_server
+    conf_file.write_text(yaml.safe_dump({"zookeeper.servers": [zk.host], "zookeeper.port": zk.port}))
     env = {k: v for k, v in os.environ.items() if k != "SQUALL_ZOOKEEPER_PASSWORD"}
     result = subprocess.run([sys.executable, "-m", "squall.cli", "lock-zookeeper"], capture_output=True, text=True,
                             env={**env, "SQUALL_CONF": str(conf_file)}, timeout=60)

@@ -19,8 +19,8 @@ import pytest
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.state.stores import embedded_path, namespace
 from squall.testing.cluster import ProcessCluster
-from support.paths import ISOLATION_TOPOLOGIES
 from support.daemon_logs import log_events
+from support.paths import ISOLATION_TOPOLOGIES
 from support.worker_users import reachable_python
 
 pytestmark = pytest.mark.cluster
