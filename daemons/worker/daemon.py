@@ -117,6 +117,7 @@ class Worker:
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
         self._stats_at = float("-inf")
+        self._executors_started = False  # start_executors returned (it waits 60 s at most)
         self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
         self._process: Any = None  # psutil.Process of this worker, made on first use
@@ -224,6 +225,7 @@ class Worker:
         self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
         self._checkpoint()
         self.rt.start_executors()
+        self._executors_started = True
         self.rt.start_transfer()
         self.log.info("worker has finished loading", executors=len(self.executors),
                       active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2),
@@ -318,9 +320,15 @@ class Worker:
 
     # -- timer callbacks ----------------------------------------------------------------
     def local_heartbeat(self) -> None:
-        """The heartbeat file the supervisor watches."""
+        """The heartbeat file the supervisor watches; ``ready`` once every spout's open and
+        bolt's prepare has returned (the supervisor relaunches a worker that is not ready
+        within supervisor.worker.start.timeout.secs)."""
         local_state.write_heartbeat(self.layout, local_state.heartbeat_of(
-            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors))
+            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors,
+            ready=self._ready()))
+
+    def _ready(self) -> bool:
+        return self._executors_started and all(t.started.is_set() for t in self.rt.threads)
 
     def zk_heartbeat(self) -> None:
         """The worker beat nimbus watches; executor stats at most every task.heartbeat secs,

@@ -38,6 +38,7 @@ from squall.daemons.nimbus.credentials import (
     create,
     daemon_auth_conf,
 )
+from squall.daemons.supervisor import cgroups
 from squall.testing.zookeeper import free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
@@ -58,6 +59,14 @@ FAST = {
     "zookeeper.session.timeout.ms": 4000,
     "squall.log.format": "json",
 }
+
+
+# Run as root, a supervisor gives workers users of their own, which cannot run an interpreter
+# kept where other users cannot read it (a Python under /root, as on many test hosts): the
+# harness runs them as root (SECURITY OFF, said in the supervisors' logs). A test of that
+# isolation passes {"supervisor.worker.user": None} and a supervisor_prefix that makes the
+# interpreter readable.
+WORKERS_AS = {"supervisor.worker.user": "root"} if os.geteuid() == 0 else {}
 
 
 def _outer_env() -> dict[str, str]:
@@ -86,7 +95,7 @@ class ProcessCluster:
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        "supervisor.logviewer.port": 0,
-                       **FAST, **zk_auth, **(conf or {})}
+                       **FAST, **WORKERS_AS, **zk_auth, **(conf or {})}
         client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
         self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
@@ -228,6 +237,10 @@ class ProcessCluster:
             time.sleep(0.05)
         for pid in workers:
             signal_pid(pid, signal.SIGKILL)
+        for i in range(self.n_supervisors):  # what workers left behind, and the cgroups
+            base = cgroups.supervisor_base(self.supervisor_dir(i))
+            if base is not None:
+                cgroups.end_tree(base)
 
     def __enter__(self) -> "ProcessCluster":
         return self.start()

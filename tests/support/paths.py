@@ -17,6 +17,9 @@ SPARK_TOPOLOGIES = SUPPORT / "spark_topologies"
 CHAOS_TOPOLOGY = SUPPORT / "chaos_topology"
 # A topology directory of its own: the worker-user test bundles the whole directory.
 WORKER_USER_TOPOLOGY = SUPPORT / "worker_user_topology"
+# Hostile topologies (snooping, forking, hogging memory, stuck in prepare) and two tenants
+# they meet: the isolation tests.
+ISOLATION_TOPOLOGIES = SUPPORT / "isolation_topologies"
 
 
 def docker_compose() -> str:

@@ -285,7 +285,10 @@
           cell("capacity", fixed(ex.capacity, 3), "num"), numCell("acked", ex.acked),
           numCell("failed", ex.failed))))));
 
-      workers.replaceChildren(h("h2", {}, "Workers"), st.workers.length ? table(
+      const we = st.worker_error;  // the last worker a supervisor ended: over its memory, not started
+      const workerError = we ? h("p", {id: "worker-error", class: "error-text"},
+        `Last worker ended by its supervisor: ${we.host}:${we.port} at ${when(we.time)}: ${firstLine(we.error)}`) : "";
+      workers.replaceChildren(h("h2", {}, "Workers"), workerError, st.workers.length ? table(
         [["host:port (log)"], ["node"], ["executors", "num"], ["uptime"]],
         st.workers.map(w => h("tr", {"data-row": `worker:${w.host}:${w.port}`},
           cell("where", logLink(w.node, w.host, w.port)), cell("node", h("code", {}, w.node)),
