@@ -285,6 +285,8 @@ def test_zmq_counts_traffic_and_a_reconnect_to_a_restarted_peer(zctx):
     client.send([(1, b"a" * 10)])
     client.send_raw(b"not a frame")
     wait_for(lambda: len(got.messages) == 1, what="first message")
+    # The bad frame too, before the peer goes away: one still queued would die with it.
+    wait_for(lambda: zctx.counters.bad_frames == 1, what="the bad frame counted")
     server.close()  # the peer goes away ...
 
     def rebind():
