@@ -49,8 +49,7 @@ LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing
 LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
-PLAIN_TO_TLS = ("The client sent a plain HTTP request, but this server only speaks HTTPS on this port "
-                "(squall's clients: set nimbus.tls.ca.file).")
+PLAIN_TO_TLS = "The client sent a plain HTTP request, but this server only speaks HTTPS on this port."
 PLAIN_DRAIN_BYTES = 64 * 1024  # of a plain HTTP request read before its 400 (so the close sends FIN, not RST)
 PLAIN_DRAIN_SECS = 0.5
 _CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")

@@ -36,28 +36,20 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.state import (
-    Assignment,
-    ClusterState,
-    ClusterStateError,
-    NimbusElection,
-    PublishedTokens,
-    SupervisorInfo,
-    TopologyInfo,
-    Watch,
-)
 from squall.daemons.http.limits import HttpLimits
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.server import HttpServer
 from squall.daemons.http.tls_material import TlsMaterial, TlsMaterialError, server_context
 from squall.daemons.insecure import warn_insecure
+from squall.daemons.local_state import private_dir
+from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
 from squall.daemons.nimbus.api import MAX_JSON_BODY, make_app, no_such_topology
-from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
 from squall.daemons.nimbus.code_store import CodeStore, Upload, digest
 from squall.daemons.nimbus.code_sync import CodeSync
+from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
@@ -72,7 +64,6 @@ from squall.daemons.nimbus.scheduler import (
     start_times_after,
     worker_shortfall,
 )
-from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import (
     Submission,
@@ -81,7 +72,16 @@ from squall.daemons.nimbus.validate import (
     check_structure,
     validate_submission,
 )
-from squall.daemons.local_state import private_dir
+from squall.daemons.state import (
+    Assignment,
+    ClusterState,
+    ClusterStateError,
+    NimbusElection,
+    PublishedTokens,
+    SupervisorInfo,
+    TopologyInfo,
+    Watch,
+)
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
 from squall.model import executors as executors_of
 from squall.model import system_counts, task_ids

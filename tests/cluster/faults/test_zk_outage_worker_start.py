@@ -9,8 +9,8 @@ import pytest
 
 from squall.daemons import local_state
 from squall.daemons.state import ClusterState
-from support.chaos import NAME, ChaosCluster
 from squall.testing.cluster import FAST
+from support.chaos import NAME, ChaosCluster
 
 pytestmark = pytest.mark.cluster
 
