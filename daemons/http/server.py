@@ -44,6 +44,7 @@ from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.tls_material import TlsMaterial
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+DEFAULT_LIMITS = HttpLimits()
 BACKLOG = 1024
 LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing (so the reply survives)
 LINGER_SECS = 2.0
@@ -113,7 +114,8 @@ class _Reply:
     def keep(self) -> bool:
         return self._keep and (self._head_only or self._written == self._length)
 
-    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None and self.sent:
             raise exc_info[1].with_traceback(exc_info[2])
         self._status, self._headers = status, list(headers)
@@ -180,7 +182,7 @@ class HttpServer:
     read bodies against their own, smaller limits."""
 
     def __init__(self, app: WSGIApp, host: str, port: int, *, max_body: int, refusals: Refusals,
-                 limits: HttpLimits = HttpLimits(), tls: TlsMaterial | None = None,
+                 limits: HttpLimits = DEFAULT_LIMITS, tls: TlsMaterial | None = None,
                  name: str = "squall", threads: int = 8) -> None:
         self._app, self.limits, self.refusals, self._tls = app, limits, refusals, tls
         self._max_body = max_body
@@ -327,8 +329,8 @@ class HttpServer:
                 return sock.recv(1, socket.MSG_PEEK)
             except (BlockingIOError, InterruptedError):
                 pass
-            ready = loop.create_future()
-            loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(sock.fileno(), _finish, ready)
             try:
                 await ready
             finally:
@@ -426,7 +428,8 @@ class HttpServer:
             return None
         except asyncio.IncompleteReadError as exc:
             if first or exc.partial:  # an empty one is a client that opened a connection and did not use it
-                self.refusals.refuse("reset", remote=remote, error="connection closed in the middle of the request head")
+                self.refusals.refuse("reset", remote=remote,
+                                     error="connection closed in the middle of the request head")
             return None
         except ConnectionError as exc:
             self.refusals.refuse("reset", remote=remote, error=f"connection reset in the request head: {exc}")

@@ -91,7 +91,8 @@ def test_a_flood_of_connections_reset_mid_request_leaves_a_bounded_log(secured):
     done = reset_flood("127.0.0.1", secured["port"], 300, secured["tls"], within=60.0)
     added = log_lines(nimbus)[before:]
     # 20 lines per 10 s window at most, and one saying how many went unlogged
-    assert len(added) <= 20 * (1 + int(60 / 10)) + 10, f"{len(added)} lines for {done} resets:\n" + "\n".join(added[:40])
+    assert len(added) <= 20 * (1 + int(60 / 10)) + 10, \
+        f"{len(added)} lines for {done} resets:\n" + "\n".join(added[:40])
     assert not [line for line in added if "Traceback" in line or line.startswith(("│", "╭"))], added[:40]
     assert done >= 100, f"only {done} connections could be made and reset within 60 s"
     wait_for(lambda: refused(nimbus)["reset"] + refused(nimbus)["tls-handshake"] >= done, timeout=20,

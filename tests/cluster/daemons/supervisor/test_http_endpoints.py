@@ -85,5 +85,6 @@ def test_endpoints_answer_while_slow_clients_hold_connections(two_tenants):
                     probe = Probe().run(lambda: get(url, t["tokens"]["alice"], t["ctx"], timeout=10), 3.0)
                     assert not probe.failures and probe.worst < LATENCY_BOUND, (name, kind, n, probe.summary())
     text = get(t["metrics"], t["tokens"]["admin"], t["ctx"]).decode()
-    counted = {reason: float(v) for reason, v in re.findall(r'squall_http_refused_total\{reason="([^"]+)"\} (\S+)', text)}
+    pattern = r'squall_http_refused_total\{reason="([^"]+)"\} (\S+)'
+    counted = {reason: float(v) for reason, v in re.findall(pattern, text)}
     assert counted["tls-handshake"] > 0, counted  # the idle ones cut off at their deadline

@@ -95,7 +95,8 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-def stream_of(loop: asyncio.AbstractEventLoop, frame: Framing, timeout: float = 5.0) -> tuple[InputStream, asyncio.StreamReader]:
+def stream_of(loop: asyncio.AbstractEventLoop, frame: Framing,
+              timeout: float = 5.0) -> tuple[InputStream, asyncio.StreamReader]:
     reader = asyncio.run_coroutine_threadsafe(_reader(), loop).result(5)
     return InputStream(BodyReader(reader, frame, 1 << 20), loop, timeout), reader
 
