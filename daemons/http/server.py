@@ -26,24 +26,20 @@ a bound (:class:`~squall.daemons.http.refusals.Refusals`); none gets a traceback
 from __future__ import annotations
 
 import asyncio
-import http
 import queue
 import re
 import socket
-import sys
 import threading
-import urllib.parse
-from collections.abc import Callable, Iterable
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable
 from typing import Any
 
-from squall.daemons.http.body import PIECE, BodyError, BodyReader, InputStream
+from squall.daemons.http.body import BodyReader, InputStream
 from squall.daemons.http.head import Head, HeadError, framing, keeps_alive, parse_head
 from squall.daemons.http.limits import HttpLimits
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.tls_material import TlsMaterial
+from squall.daemons.http.wsgi import Reply, WSGIApp, call, environ_of, finish, plain_reply
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 DEFAULT_LIMITS = HttpLimits()
 BACKLOG = 1024
 LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing (so the reply survives)
@@ -56,27 +52,6 @@ PLAIN_DRAIN_SECS = 0.5
 _CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")
 
 
-class ClientGone(Exception):
-    """The reply could not be delivered; ``reason`` is the refusal counter it counts in."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def _finish(done: asyncio.Future[None]) -> None:
-    if not done.done():  # cancelled when the server stops
-        done.set_result(None)
-
-
-def _status_line(status: int) -> bytes:
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "Error"
-    return f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
-
-
 def _whole_request(seen: bytes) -> bool:
     """Has ``seen`` (the start of a plain HTTP request) its head and its declared body?"""
     head, end, body = seen.partition(b"\r\n\r\n")
@@ -84,95 +59,6 @@ def _whole_request(seen: bytes) -> bool:
         return False
     length = _CONTENT_LENGTH.search(head)
     return len(body) >= (int(length.group(1)) if length else 0)
-
-
-def plain_reply(status: int, text: str) -> bytes:
-    """A whole text/plain reply, for answers the server gives itself."""
-    body = (text + "\n").encode("utf-8")
-    return (_status_line(status) + b"Content-Type: text/plain; charset=utf-8\r\n"
-            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("ascii") + body)
-
-
-class _Reply:
-    """``start_response`` and the writes of one reply, on the application's thread; each
-    write must be taken by the client within ``timeout``. The connection is kept for another
-    request (``keep``) when the client allows it, the reply has a Content-Length it meets, and
-    the request's body was read whole before the reply began."""
-
-    def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop, timeout: float,
-                 head_only: bool, body: BodyReader, keep_wanted: bool) -> None:
-        self._writer, self._loop, self._timeout, self._head_only = writer, loop, timeout, head_only
-        self._body, self._keep_wanted = body, keep_wanted
-        self._status: str | None = None
-        self._headers: list[tuple[str, str]] = []
-        self._length: int | None = None  # the Content-Length declared
-        self._written = 0
-        self._keep = False
-        self.sent = False
-
-    @property
-    def keep(self) -> bool:
-        return self._keep and (self._head_only or self._written == self._length)
-
-    def start_response(self, status: str, headers: list[tuple[str, str]],
-                       exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None and self.sent:
-            raise exc_info[1].with_traceback(exc_info[2])
-        self._status, self._headers = status, list(headers)
-        return self.write
-
-    def write(self, data: bytes) -> None:
-        if self._status is None:
-            raise RuntimeError("the application wrote before start_response")
-        if not self.sent:
-            self.sent = True
-            lengths = [v for k, v in self._headers if k.lower() == "content-length"]
-            self._length = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() else None
-            self._keep = self._keep_wanted and self._length is not None and self._body.done
-            lines = [f"HTTP/1.1 {self._status}\r\n"]
-            lines += [f"{k}: {v}\r\n" for k, v in self._headers if k.lower() != "connection"]
-            lines.append("\r\n" if self._keep else "Connection: close\r\n\r\n")
-            head = "".join(lines).encode("latin-1")
-        else:
-            head = b""
-        if self._head_only:
-            data = b""
-        self._written += len(data)
-        for start in range(0, max(len(data), 1), PIECE):  # the head goes with the first piece
-            piece = head + data[start:start + PIECE]
-            if piece:
-                self._send(piece)
-            head = b""
-
-    def plain(self, status: int, text: str) -> None:
-        """Answer ``status`` with ``text`` (only before anything was sent), and close."""
-        self.sent = True
-        self._keep = False
-        self._send(plain_reply(status, text))
-
-    def _send(self, data: bytes) -> None:
-        try:
-            future = asyncio.run_coroutine_threadsafe(self._drain(data), self._loop)
-        except RuntimeError:  # the loop has closed
-            raise ClientGone("reset", "the server stopped while replying") from None
-        try:
-            future.result(self._timeout + 5.0)
-        except FutureTimeout:
-            future.cancel()
-            raise ClientGone("reply-timeout", f"the client did not take the reply within {self._timeout:g}s") from None
-        except asyncio.CancelledError:
-            raise ClientGone("reset", "the server stopped while replying") from None
-
-    async def _drain(self, data: bytes) -> None:
-        try:
-            self._writer.write(data)
-            async with asyncio.timeout(self._timeout):
-                await self._writer.drain()
-        except TimeoutError:
-            self._writer.transport.abort()
-            raise ClientGone("reply-timeout", f"the client did not take the reply within {self._timeout:g}s") from None
-        except ConnectionError as exc:
-            raise ClientGone("reset", f"the connection broke while replying: {exc}") from None
 
 
 class HttpServer:
@@ -330,7 +216,7 @@ class HttpServer:
             except (BlockingIOError, InterruptedError):
                 pass
             ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(sock.fileno(), _finish, ready)
+            loop.add_reader(sock.fileno(), finish, ready)
             try:
                 await ready
             finally:
@@ -382,8 +268,8 @@ class HttpServer:
         loop = asyncio.get_running_loop()
         body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer))
         stream = InputStream(body, loop, self.limits.body_read_secs)
-        reply = _Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head))
-        environ = self._environ(head, stream, remote, remote_port)
+        reply = Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head))
+        environ = environ_of(head, stream, (self.host, self.port), (remote, remote_port), self.tls)
         done: asyncio.Future[None] = loop.create_future()
         self._jobs.put((environ, reply, done))
         await done
@@ -465,68 +351,14 @@ class HttpServer:
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         return go_on
 
-    def _environ(self, head: Head, stream: InputStream, remote: str, remote_port: int) -> dict[str, Any]:
-        path, _, query = head.target.partition("?")
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "",
-            "PATH_INFO": urllib.parse.unquote_to_bytes(path).decode("latin-1"), "QUERY_STRING": query,
-            "SERVER_NAME": self.host, "SERVER_PORT": str(self.port), "SERVER_PROTOCOL": head.version,
-            "REMOTE_ADDR": remote, "REMOTE_PORT": str(remote_port),
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "https" if self.tls else "http", "wsgi.input": stream,
-            "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
-        }
-        if self.tls:
-            environ["HTTPS"] = "on"
-        for name, value in head.fields:
-            if "_" in name:  # would pass for the same name with "-" in HTTP_*: dropped, as nginx does
-                continue
-            key = name.upper().replace("-", "_")
-            if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-                environ[key] = value
-                continue
-            key = "HTTP_" + key
-            environ[key] = f"{environ[key]},{value}" if key in environ else value
-        return environ
-
     # -- the application's threads ---------------------------------------------------------
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             environ, reply, done = job
             try:
-                self._call(environ, reply)
+                call(self._app, environ, reply, self.refusals)
             finally:
                 try:
-                    self._loop.call_soon_threadsafe(_finish, done)
+                    self._loop.call_soon_threadsafe(finish, done)
                 except RuntimeError:  # the loop has closed: the server is stopping
                     pass
-
-    def _call(self, environ: dict[str, Any], reply: _Reply) -> None:
-        where = {"remote": environ["REMOTE_ADDR"], "method": environ["REQUEST_METHOD"],
-                 "path": environ["PATH_INFO"][:200]}
-        try:
-            result = self._app(environ, reply.start_response)
-            try:
-                for data in result:
-                    reply.write(data)
-                if not reply.sent:
-                    reply.write(b"")
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-        except ClientGone as exc:
-            self.refusals.refuse(exc.reason, error=str(exc), **where)
-        except BodyError as exc:  # the application let it through: answer it (the loop counts it)
-            if not reply.sent:
-                self._last_words(reply, exc.status, str(exc))
-        except Exception:  # noqa: BLE001 - the application's fault: a 500, never a dead server
-            self.refusals.refuse("error", exc_info=True, **where)
-            if not reply.sent:
-                self._last_words(reply, 500, "internal server error")
-
-    @staticmethod
-    def _last_words(reply: _Reply, status: int, text: str) -> None:
-        try:
-            reply.plain(status, text)
-        except ClientGone:
-            pass

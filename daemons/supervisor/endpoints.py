@@ -16,8 +16,9 @@ from typing import Any
 
 from squall.daemons.http.limits import HttpLimits
 from squall.daemons.http.refusals import Refusals
-from squall.daemons.http.server import HttpServer, WSGIApp
+from squall.daemons.http.server import HttpServer
 from squall.daemons.http.tls_material import TlsMaterial, TlsMaterialError, server_context
+from squall.daemons.http.wsgi import WSGIApp
 from squall.daemons.metrics.exposition import serve
 from squall.daemons.metrics.families import Series
 from squall.daemons.nimbus.access import server_tls_files
