@@ -30,20 +30,24 @@ import itertools
 import os
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from squall.daemons.http.limits import HttpLimits
+from squall.daemons.http.refusals import Refusals
+from squall.daemons.http.server import HttpServer
+from squall.daemons.http.tls_material import TlsMaterial, TlsMaterialError, server_context
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.local_state import private_dir
 from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
-from squall.daemons.nimbus.api import make_app
+from squall.daemons.nimbus.api import MAX_JSON_BODY, make_app, no_such_topology
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
-from squall.daemons.nimbus.code_store import CodeStore, digest
+from squall.daemons.nimbus.code_store import CodeStore, Upload, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
@@ -61,8 +65,13 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.nimbus.secrets import new_topology_secrets
-from squall.daemons.nimbus.server import ApiServer
-from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
+from squall.daemons.nimbus.validate import (
+    Submission,
+    SubmissionError,
+    check_name,
+    check_structure,
+    validate_submission,
+)
 from squall.daemons.state import (
     Assignment,
     ClusterState,
@@ -137,7 +146,9 @@ class Nimbus:
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
         self._sync: CodeSync | None = None
-        self._server: ApiServer | None = None
+        self._server: HttpServer | None = None
+        self._tls: TlsMaterial | None = None  # the API's certificate and key, read again when changed
+        self.refusals = Refusals(clock)
         self.guard: Guard | None = None
         self.access = ApiAccess()
         self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
@@ -150,7 +161,7 @@ class Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
         warn_insecure(self.conf, log)
-        self.guard = Guard(self._load_tokens(), self.clock)
+        self.guard = Guard(self._load_tokens(), self.refusals)
         try:
             private_dir(Path(self.conf["squall.local.dir"]))  # code and conf of every topology
         except OSError as exc:
@@ -162,11 +173,16 @@ class Nimbus:
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
-            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
-                                     self.bind_host, self.port,
-                                     max_body=2 * self.max_upload + (1 << 20), tls=tls,
-                                     on_error=self.guard.server_error, clock=self.clock)
-        except (OSError, ValueError) as exc:
+            self._tls = None if tls is None else TlsMaterial(
+                tls, lambda: server_context(*tls), "TLS certificate and key", self.clock)
+        except TlsMaterialError as exc:
+            raise NimbusStartError(str(exc)) from None
+        try:
+            self._server = HttpServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
+                                      self.bind_host, self.port, max_body=self.max_upload + MAX_JSON_BODY,
+                                      refusals=self.refusals, limits=HttpLimits.from_conf(self.conf),
+                                      tls=self._tls, name="nimbus", threads=int(self.conf["nimbus.http.threads"]))
+        except OSError as exc:
             raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
         if tls is None:
             log.warning("SECURITY OFF: the nimbus API serves plain HTTP: tokens and code travel in clear; "
@@ -525,7 +541,7 @@ class Nimbus:
         for info in infos.values():
             if info.name == name:
                 return info
-        raise ApiError(404, f"no topology named {name!r}")
+        raise ApiError(404, no_such_topology(name))
 
     def _new_id(self, name: str) -> str:
         existing = set(self.state.topology_ids())
@@ -534,25 +550,35 @@ class Nimbus:
             if topology_id not in existing and not self.store.has(topology_id):
                 return topology_id
 
-    def owner_of(self, name: str) -> str:
-        """The user who submitted the topology with this name or id (404 if none)."""
-        return self._lookup(name).owner
-
-    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]:
-        """Validate, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
-        self._require_leader()  # a standby refuses before spending time on the bundle
+    def owner_of(self, name: str) -> str | None:
+        """The user who submitted the topology with this name or id; None when there is none."""
         try:
-            sub = validate_submission(name, data, self.max_upload)
-        except SubmissionError as exc:
-            log.info("submission refused", name=name, status=exc.status, error=str(exc))
-            raise ApiError(exc.status, str(exc)) from None
+            return self._lookup(name).owner
+        except ApiError:
+            return None
+
+    def submit(self, name: str, receive: Callable[[Upload], None], owner: str) -> dict[str, Any]:
+        """Receive the bundle (``receive`` streams the request body into a private file),
+        validate it, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
+        self._require_leader()  # a standby refuses before reading the bundle
+        with self.store.upload() as upload:
+            try:
+                check_name(name)
+                receive(upload)
+                sub = validate_submission(name, upload.reader(), upload.size, self.max_upload)
+            except SubmissionError as exc:
+                log.info("submission refused", name=name, status=exc.status, error=str(exc))
+                raise ApiError(exc.status, str(exc)) from None
+            return self._admit(sub, upload, owner)
+
+    def _admit(self, sub: Submission, upload: Upload, owner: str) -> dict[str, Any]:
         with self._lock:
             self._require_leader()
             for info in self.state.topologies().values():
                 if info.name == sub.name:
                     extra = " (it is being killed)" if info.status == "killed" else ""
-                    raise ApiError(409, f"a topology named {sub.name!r} is already running{extra}",
-                                   id=info.id)
+                    seen = {"id": info.id} if info.owner == owner else {}  # another user's id stays unknown
+                    raise ApiError(409, f"a topology named {sub.name!r} is already running{extra}", **seen)
             conf = dict(sub.conf)
             conf["topology.name"] = sub.name
             workers = conf.get("topology.workers") or self.conf["topology.workers"]
@@ -563,7 +589,7 @@ class Nimbus:
                 conf["topology.acker.executors"] = int(workers)
             system = system_counts(sub.counts, conf)
             topology_id = self._new_id(sub.name)
-            code_digest = self.store.put(topology_id, data, sub.structure)
+            code_digest = self.store.put(topology_id, upload, sub.structure)
             self._counts[topology_id] = sub.counts
             info = TopologyInfo(
                 id=topology_id, name=sub.name, status="active", num_workers=int(workers),
@@ -580,7 +606,7 @@ class Nimbus:
                 self._undo_submit(topology_id)
                 raise
         log.info("topology submitted", topology_id=topology_id, name=sub.name, owner=owner, digest=code_digest,
-                 bytes=len(data), workers=len(assignment.slots()) if assignment else 0)
+                 bytes=upload.size, workers=len(assignment.slots()) if assignment else 0)
         reply: dict[str, Any] = {"id": topology_id, "name": sub.name, "owner": owner, "status": "active",
                                  "digest": code_digest,
                                  "workers": len(assignment.slots()) if assignment else 0,
@@ -763,8 +789,9 @@ class Nimbus:
         except ClusterStateError:
             statuses, rows = None, None
         out = nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
-        if self._server is not None:
-            out.extend(self._server.tls_series())
+        out.extend(self.refusals.series())
+        if self._tls is not None:
+            out.extend(self._tls.series())
         return out
 
     def bundle(self, topology_id: str) -> tuple[bytes, str]:
