@@ -12,7 +12,10 @@ Spout tasks defer their user's ``ack``: a tuple is acked once a checkpoint that 
 its effects has committed (so ``ack`` means "durably counted", and
 ``topology.max.spout.pending`` bounds uncommitted tuples, as in Storm). A failed or
 timed-out tuple asks for a rollback: the spout task fails the next PREPARE, every task
-rolls back, and the spouts replay. Stateful spouts replay by restoring their position from
+rolls back, and the spouts replay. A bolt task that failed a tuple since its last barrier
+fails the next PREPARE itself: the tuple came before that barrier (channels are FIFO), so the
+PREPARE covers it, and news of the failure may reach its spout only after the spout has
+prepared. A bolt that keeps tuples past a barrier (windows do) keeps them in its state. Stateful spouts replay by restoring their position from
 their state (exactly once downstream); plain spouts get ``fail`` for every tuple not yet
 committed and replay as usual (at least once).
 
@@ -155,13 +158,30 @@ class TaskCheckpoint(AlignmentActions):
 
 class BoltCheckpoint(TaskCheckpoint):
     def __init__(self, bolt: CheckpointedBolt, conf: dict[str, Any], context: TopologyContext,
-                 report: Any) -> None:
+                 collector: BoltCollector, report: Any) -> None:
         assert bolt.system is not None
         super().__init__(bolt.bolt, bolt.stateful, conf, context, bolt.system, report)
         self.run = bolt.run  # the executor's run of the bolt: its rules for acks, errors, counts
+        # Whose fails count (the bolt's own, and the alignment's discards and overflows) and
+        # how many there were when the task last acted on a barrier.
+        self.collectors = (collector, bolt.system)
+        self.fails_seen = 0
 
     def execute(self, tuples: list) -> None:
         self.run(tuples)
+
+    def fails(self) -> int:
+        return sum(c.failed for c in self.collectors)
+
+    def checkpoint(self, action: str, txid: int) -> bool:
+        ok = super().checkpoint(action, txid)
+        self.fails_seen = self.fails()
+        return ok
+
+    def prepare(self, txid: int) -> bool:
+        if self.fails() > self.fails_seen:
+            return False  # this task failed a tuple the PREPARE covers: roll back
+        return super().prepare(txid)
 
 
 class Participant:
@@ -194,7 +214,7 @@ class CheckpointedBolt(Participant, BoltWrapper):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.bolt.prepare(conf, context, collector)
-        ck = self.ckpt = BoltCheckpoint(self, conf, context, collector.report_error)
+        ck = self.ckpt = BoltCheckpoint(self, conf, context, collector, collector.report_error)
         chans = channels(context)
         if chans:
             self.aligner = Alignment(chans, ck, int(conf["topology.executor.receive.buffer.size"]))

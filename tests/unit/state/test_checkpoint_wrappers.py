@@ -184,3 +184,38 @@ def test_a_stateful_spout_rewinds_to_its_committed_position():
         w.run(lambda: len(Recorder.get(name + ".acked")) == 30)
         assert sorted(Recorder.get(name + ".acked")) == list(range(30))
         assert committed(w)[1] == {"k0": 15, "k1": 15}
+
+
+class GatedPositionedRows(PositionedRowSpout):
+    """Emits its rows once ``<name>.go`` is recorded."""
+
+    def next_tuple(self):
+        if Recorder.get(self.name + ".go"):
+            super().next_tuple()
+
+
+def test_a_tuple_that_fails_after_its_spout_prepared_fails_that_prepare():
+    """The rows leave the spout, then the PREPARE reaches the spout (its position now counts
+    them all) before the relay has failed one: that PREPARE must not commit."""
+    name = unique("late-fail")
+    rows = [[f"k{i % 2}"] for i in range(10)]
+    b = TopologyBuilder()
+    b.set_spout("rows", GatedPositionedRows(name, rows, ["w"]))
+    b.set_bolt("relay", FailOnce("k1")).shuffle("rows")
+    b.set_bolt("count", CountOnce()).fields("relay", ["w"])
+    with SteppedWorker(b.build(), CONF, name=name) as w:
+        first_checkpoint(w, name)
+        spout, coordinator = w.executor("rows"), w.executor(CHECKPOINT)
+        spout.step(w.clock.monotonic())  # all ten rows wait in the relay's queue
+        w.clock.advance(1.0)
+        coordinator.step(w.clock.monotonic())  # PREPARE
+        spout.step(w.clock.monotonic())  # prepared at position 10, the barrier behind the rows
+        w.run()
+        for _ in range(4):
+            w.advance(1.0)
+            w.run()
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 10)
+        record, state = committed(w)
+        assert state == {"k0": 5, "k1": 5}
+        assert record.recoveries >= 2  # the PREPARE failed and everyone rolled back
+        assert committed_component(MEMORY, w.name, "rows", 1, record.restore_point())[0] == {"position": 10}
