@@ -15,9 +15,10 @@ timed-out tuple asks for a rollback: the spout task fails the next PREPARE, ever
 rolls back, and the spouts replay. A bolt task that failed a tuple since its last barrier
 fails the next PREPARE itself: the tuple came before that barrier (channels are FIFO), so the
 PREPARE covers it, and news of the failure may reach its spout only after the spout has
-prepared. A bolt that keeps tuples past a barrier (windows do) keeps them in its state. Stateful spouts replay by restoring their position from
-their state (exactly once downstream); plain spouts get ``fail`` for every tuple not yet
-committed and replay as usual (at least once).
+prepared. A bolt that keeps tuples past a barrier (windows do) keeps them in its state.
+Stateful spouts replay by restoring their position from their state (exactly once
+downstream); plain spouts get ``fail`` for every tuple not yet committed and replay as
+usual (at least once).
 
 The wrappers are ordinary spouts and bolts to the runtime (squall.runtime.wrapping);
 ``Checkpointing`` is what a checkpointed topology's specs name as their wrapper
