@@ -21,16 +21,22 @@ from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec, SourceFileLoader
 from pathlib import Path
 
 # Module -> its source, relative to the repository (daemons/ and messaging/ install as
-# squall.daemons and squall.messaging). Only modules whose work runs in loops of their own
-# (fields-grouping hashes, wire encode and decode) are here: compiled as they are, the
-# modules a tuple passes through once per user call (collectors, executors, tuples) ran
-# more instructions per tuple than CPython 3.11's own specialising interpreter
-# (bench/README.md, "The compiled build").
+# squall.daemons and squall.messaging): modules whose work runs in loops of their own
+# (fields-grouping hashes, wire encode and decode), and the collectors and acker ledger,
+# whose classes a ``.pxd`` beside the source declares as extension types with typed
+# attributes. Compiled as they were, without the ``.pxd``, the collectors ran more
+# instructions per tuple than CPython 3.11's own specialising interpreter (bench/README.md,
+# "The compiled build").
 MODULES = {
     "squall.grouping": "squall/grouping.py",
     "squall.runtime.serialization": "squall/runtime/serialization.py",
     "squall.messaging.codec": "messaging/codec.py",
+    "squall.runtime.acker": "squall/runtime/acker.py",
+    "squall.runtime.collectors": "squall/runtime/collectors.py",
 }
+# A module whose extension uses another's extension types (a ``cimport`` in its ``.pxd``)
+# runs compiled only when that one does: the types must be the same on both sides.
+NEEDS = {"squall.runtime.collectors": ("squall.runtime.acker",)}
 
 PURE_ENV = "SQUALL_PURE"
 
@@ -65,7 +71,8 @@ class SourceFinder:
             source = Path(entry) / (leaf + ".py")
             if not source.is_file():
                 continue
-            if not pure_requested() and _fresh_extension(Path(entry), leaf, source):
+            if not pure_requested() and _fresh_extension(Path(entry), leaf, source) and \
+                    all(_runs_compiled(need) for need in NEEDS.get(name, ())):
                 return None
             return importlib.util.spec_from_file_location(name, source, loader=SourceFileLoader(name, str(source)))
         return None
@@ -83,6 +90,19 @@ def _fresh_extension(folder: Path, leaf: str, source: Path) -> bool:
 
 
 _MTIME_SLACK = 2.0
+
+
+def _runs_compiled(name: str) -> bool:
+    """Will module ``name`` of ``MODULES`` be (or is it already) its extension module?"""
+    module = sys.modules.get(name)
+    if module is not None:
+        return is_compiled(module)
+    parent, _, leaf = name.rpartition(".")
+    for entry in getattr(sys.modules.get(parent), "__path__", ()):
+        source = Path(entry) / (leaf + ".py")
+        if source.is_file():
+            return _fresh_extension(Path(entry), leaf, source)
+    return False
 
 
 def install_finder() -> None:
