@@ -28,6 +28,7 @@ from pathlib import Path
 # instructions per tuple than CPython 3.11's own specialising interpreter (bench/README.md,
 # "The compiled build").
 MODULES = {
+    "squall.tuple": "squall/tuple.py",
     "squall.grouping": "squall/grouping.py",
     "squall.runtime.serialization": "squall/runtime/serialization.py",
     "squall.messaging.codec": "messaging/codec.py",
@@ -36,7 +37,7 @@ MODULES = {
 }
 # A module whose extension uses another's extension types (a ``cimport`` in its ``.pxd``)
 # runs compiled only when that one does: the types must be the same on both sides.
-NEEDS = {"squall.runtime.collectors": ("squall.runtime.acker",)}
+NEEDS = {"squall.runtime.collectors": ("squall.runtime.acker", "squall.tuple")}
 
 PURE_ENV = "SQUALL_PURE"
 

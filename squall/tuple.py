@@ -146,19 +146,18 @@ class MultiTreeTuple(Tuple):
     __slots__ = ("roots", "ack_val")
 
 
-_new = object.__new__
 
 
 def anchored_tuple(values: list, source: Source, ids: dict[int, int] | None) -> Tuple:
     """The tuple for ``ids`` ({root: edge}, as on the wire); off the hot path."""
     if not ids:
-        t = _new(Tuple)
+        t = Tuple.__new__(Tuple)
     elif len(ids) == 1:
-        t = _new(TreeTuple)
+        t = TreeTuple.__new__(TreeTuple)
         (t.root, t.edge), = ids.items()
         t.ack_val = 0
     else:
-        t = _new(MultiTreeTuple)
+        t = MultiTreeTuple.__new__(MultiTreeTuple)
         t.roots = dict(ids)
         t.ack_val = 0
     t.values = values

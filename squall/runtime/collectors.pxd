@@ -5,6 +5,7 @@
 cimport cython
 
 from squall.runtime.acker cimport AckerLedger
+from squall.tuple cimport TreeTuple, Tuple
 
 
 cdef class Outbox:
@@ -66,7 +67,7 @@ cdef class SpoutCollector(_Collector):
     cdef public double now
     cdef public list immediate_acks
 
-    @cython.locals(route=Route, buf=list)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple)
     cpdef emit(self, values, stream=*, msg_id=*)
     @cython.locals(route=Route)
     cpdef _send(self, Route route, values, targets, msg_id)
@@ -78,10 +79,10 @@ cdef class BoltCollector(_Collector):
     cdef public Py_ssize_t acked
     cdef public Py_ssize_t failed
 
-    @cython.locals(route=Route, buf=list)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, anchor=TreeTuple)
     cpdef emit(self, values, stream=*, anchors=*)
     @cython.locals(ids=dict)
     cpdef _anchored(self, Route route, values, targets, anchors)
-    @cython.locals(acks=dict, outbox=Outbox)
+    @cython.locals(acks=dict, outbox=Outbox, tree=TreeTuple)
     cpdef ack(self, tup)
     cpdef fail(self, tup)

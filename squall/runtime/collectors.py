@@ -18,7 +18,6 @@ from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_r
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits
-_new = object.__new__
 Deliver = Callable[[int, list], None]
 WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 
@@ -270,7 +269,7 @@ class SpoutCollector(_Collector):
             return targets
         # One fixed target (the common case): inline.
         if msg_id is None or not self._acking:
-            tup = _new(Tuple)
+            tup = Tuple.__new__(Tuple)
             tup.values = values
             tup.source = route.source
             buf.append(tup)
@@ -284,13 +283,13 @@ class SpoutCollector(_Collector):
         root = edge = (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | self._root_tag
         if root in self._pending:
             root = edge = self._unused_root()
-        tup = _new(TreeTuple)
-        tup.values = values
-        tup.source = route.source
-        tup.root = root
-        tup.edge = edge
-        tup.ack_val = 0
-        buf.append(tup)
+        tree = TreeTuple.__new__(TreeTuple)
+        tree.values = values
+        tree.source = route.source
+        tree.root = root
+        tree.edge = edge
+        tree.ack_val = 0
+        buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
         self._pending[root] = (msg_id, self.now)
@@ -360,15 +359,16 @@ class BoltCollector(_Collector):
                 cls = type(anchors)
                 if cls is TreeTuple and buf is not None:
                     # The common case, inline: one anchor in one tree, one target.
+                    anchor = anchors
                     edge = _rand(64)
-                    anchors.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
-                    tup = _new(TreeTuple)
-                    tup.values = values
-                    tup.source = route.source
-                    tup.root = anchors.root  # type: ignore[union-attr]
-                    tup.edge = edge
-                    tup.ack_val = 0
-                    buf.append(tup)
+                    anchor.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
+                    tree = TreeTuple.__new__(TreeTuple)
+                    tree.values = values
+                    tree.source = route.source
+                    tree.root = anchor.root  # type: ignore[union-attr]
+                    tree.edge = edge
+                    tree.ack_val = 0
+                    buf.append(tree)
                     if len(buf) >= self._batch:
                         self._outbox.full(route.target)
                     return route.fixed
@@ -376,7 +376,7 @@ class BoltCollector(_Collector):
                     targets = route.fixed or route.choose(values)
                     self._anchored(route, values, targets, anchors)
                     return targets
-        tup = _new(Tuple)  # type: ignore[assignment]  # the same name for the untracked tuple
+        tup = Tuple.__new__(Tuple)
         tup.values = values
         tup.source = route.source
         if buf is not None:
@@ -422,10 +422,11 @@ class BoltCollector(_Collector):
         """This input is done: its edge (and the edges it anchored) leave the ledger."""
         self.acked += 1
         if self._acking:
-            root = tup.root
-            if root:
+            if type(tup) is TreeTuple:
+                tree = tup  # one tree (the common case)
+                root = tree.root
                 acks = self._outbox.acks
-                v = acks.get(root, 0) ^ tup.edge ^ tup.ack_val
+                v = acks.get(root, 0) ^ tree.edge ^ tree.ack_val
                 if v:
                     acks[root] = v
                 else:

@@ -18,8 +18,6 @@ from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 
-_new = object.__new__
-
 
 class SerializationError(ValueError):
     pass
@@ -144,7 +142,7 @@ class TupleSerializer:
             for v in values:
                 if type(v) is not list or len(v) != n:
                     _bad_arity(task, stream, v, n)
-                t = _new(Tuple)
+                t = Tuple.__new__(Tuple)
                 t.values = v
                 t.source = src
                 append(t)
@@ -160,18 +158,18 @@ class TupleSerializer:
                     # Not chained: Cython 3.3 miscompiles `a is b is c`.
                     if type(root) is not int or type(edge) is not int:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
-                    t = _new(TreeTuple)
+                    t = TreeTuple.__new__(TreeTuple)
                     t.root = root
                     t.edge = edge
                     t.ack_val = 0
                 elif not i:
                     if i is not None and type(i) is not dict:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
-                    t = _new(Tuple)
+                    t = Tuple.__new__(Tuple)
                 else:
                     if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
-                    t = _new(MultiTreeTuple)
+                    t = MultiTreeTuple.__new__(MultiTreeTuple)
                     t.roots = i
                     t.ack_val = 0
                 t.values = v

@@ -34,7 +34,6 @@ log = structlog.get_logger("squall.spark")
 
 PUMP_ROWS = 2048          # input rows between hand-overs to fused bolts
 _TICK_FIELDS = Fields(["rate_secs"])
-_new = object.__new__
 _dumps = pickle.dumps
 
 
@@ -88,7 +87,7 @@ class TaskRun:
         execute, coll, basic = self.bolt.execute, self.coll, self.basic
         acked = 0
         for values in batch:
-            tup = _new(Tuple)
+            tup = Tuple.__new__(Tuple)
             tup.values = values
             tup.source = src
             coll._failed = False
