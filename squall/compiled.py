@@ -41,6 +41,12 @@ NEEDS = {"squall.runtime.collectors": ("squall.runtime.acker", "squall.tuple")}
 
 PURE_ENV = "SQUALL_PURE"
 
+# ``cython.compiled`` where Cython is not installed (it is a build requirement only): the
+# compiled modules ``import cython``, which Cython resolves at compile time, so that a
+# branch on ``cython.compiled`` costs the compiled build nothing and plain Python one
+# attribute read; they fall back to this module (``from squall import compiled as cython``).
+compiled = False
+
 
 def pure_requested() -> bool:
     """Has the environment asked for the plain-Python modules (``SQUALL_PURE=1``)?"""

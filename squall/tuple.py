@@ -4,6 +4,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
+
 TICK_STREAM = "__tick"
 SYSTEM_COMPONENT = "__system"
 
@@ -64,8 +69,9 @@ class Tuple:
     """An immutable named list of values, with where it came from and its anchoring.
 
     A plain Tuple is unanchored. Anchored tuples are the two subclasses below; the runtime
-    makes all three with ``object.__new__`` and slot stores, which costs half as much as a
-    call to ``__init__`` (tuples are made and freed millions of times a second).
+    makes all three without ``__init__`` (``_new`` below) and stores their fields, which
+    costs half as much as a call to ``__init__`` (tuples are made and freed millions of
+    times a second). In the compiled build they are extension types (squall/tuple.pxd).
     ``ids`` is Storm's MessageId: {root id: edge id}, or None when unanchored.
     """
 
@@ -146,18 +152,24 @@ class MultiTreeTuple(Tuple):
     __slots__ = ("roots", "ack_val")
 
 
+# Tuples are made without __init__: ``_new(Cls)`` in plain Python, ``Cls.__new__(Cls)``
+# (a direct call of the type's allocator) where Cython compiles the module and Cls is an
+# extension type, which object.__new__ refuses (squall/tuple.pxd).
+_new = object.__new__
+
+
 
 
 def anchored_tuple(values: list, source: Source, ids: dict[int, int] | None) -> Tuple:
     """The tuple for ``ids`` ({root: edge}, as on the wire); off the hot path."""
     if not ids:
-        t = Tuple.__new__(Tuple)
+        t = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
     elif len(ids) == 1:
-        t = TreeTuple.__new__(TreeTuple)
+        t = TreeTuple.__new__(TreeTuple) if cython.compiled else _new(TreeTuple)
         (t.root, t.edge), = ids.items()
         t.ack_val = 0
     else:
-        t = MultiTreeTuple.__new__(MultiTreeTuple)
+        t = MultiTreeTuple.__new__(MultiTreeTuple) if cython.compiled else _new(MultiTreeTuple)
         t.roots = dict(ids)
         t.ack_val = 0
     t.values = values

@@ -15,7 +15,12 @@ from typing import Any
 from squall.grouping import DIRECT, Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
-from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
+from squall.tuple import Source, TreeTuple, Tuple, _new, anchored_tuple
+
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
 
 _rand = random.getrandbits
 Deliver = Callable[[int, list], None]
@@ -269,7 +274,7 @@ class SpoutCollector(_Collector):
             return targets
         # One fixed target (the common case): inline.
         if msg_id is None or not self._acking:
-            tup = Tuple.__new__(Tuple)
+            tup = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
             tup.values = values
             tup.source = route.source
             buf.append(tup)
@@ -283,7 +288,7 @@ class SpoutCollector(_Collector):
         root = edge = (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | self._root_tag
         if root in self._pending:
             root = edge = self._unused_root()
-        tree = TreeTuple.__new__(TreeTuple)
+        tree = TreeTuple.__new__(TreeTuple) if cython.compiled else _new(TreeTuple)
         tree.values = values
         tree.source = route.source
         tree.root = root
@@ -362,7 +367,7 @@ class BoltCollector(_Collector):
                     anchor = anchors
                     edge = _rand(64)
                     anchor.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
-                    tree = TreeTuple.__new__(TreeTuple)
+                    tree = TreeTuple.__new__(TreeTuple) if cython.compiled else _new(TreeTuple)
                     tree.values = values
                     tree.source = route.source
                     tree.root = anchor.root  # type: ignore[union-attr]
@@ -376,7 +381,7 @@ class BoltCollector(_Collector):
                     targets = route.fixed or route.choose(values)
                     self._anchored(route, values, targets, anchors)
                     return targets
-        tup = Tuple.__new__(Tuple)
+        tup = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
         tup.values = values
         tup.source = route.source
         if buf is not None:
