@@ -35,9 +35,11 @@ MODULES = {
     "squall.runtime.acker": "squall/runtime/acker.py",
     "squall.runtime.collectors": "squall/runtime/collectors.py",
 }
-# A module whose extension uses another's extension types (a ``cimport`` in its ``.pxd``)
-# runs compiled only when that one does: the types must be the same on both sides.
-NEEDS = {"squall.runtime.collectors": ("squall.runtime.acker", "squall.tuple")}
+# Modules built against each other's extension types (their ``.pxd`` files cimport from
+# one another): they run compiled all together or not at all, so that no module meets the
+# other build's tuples (a stale or missing extension of one puts them all back on their
+# ``.py`` files).
+TOGETHER = ("squall.tuple", "squall.runtime.acker", "squall.runtime.collectors", "squall.runtime.serialization")
 
 PURE_ENV = "SQUALL_PURE"
 
@@ -79,7 +81,7 @@ class SourceFinder:
             if not source.is_file():
                 continue
             if not pure_requested() and _fresh_extension(Path(entry), leaf, source) and \
-                    all(_runs_compiled(need) for need in NEEDS.get(name, ())):
+                    (name not in TOGETHER or all(_runs_compiled(m) for m in TOGETHER if m != name)):
                 return None
             return importlib.util.spec_from_file_location(name, source, loader=SourceFileLoader(name, str(source)))
         return None
@@ -100,15 +102,15 @@ _MTIME_SLACK = 2.0
 
 
 def _runs_compiled(name: str) -> bool:
-    """Will module ``name`` of ``MODULES`` be (or is it already) its extension module?"""
+    """Does module ``name`` of the squall package run (or will it run) as its extension?"""
     module = sys.modules.get(name)
     if module is not None:
         return is_compiled(module)
-    parent, _, leaf = name.rpartition(".")
-    for entry in getattr(sys.modules.get(parent), "__path__", ()):
-        source = Path(entry) / (leaf + ".py")
+    parts = name.split(".")
+    for entry in getattr(sys.modules.get(parts[0]), "__path__", ()):
+        source = Path(entry).joinpath(*parts[1:-1], parts[-1] + ".py")
         if source.is_file():
-            return _fresh_extension(Path(entry), leaf, source)
+            return _fresh_extension(source.parent, parts[-1], source)
     return False
 
 

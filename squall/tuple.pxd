@@ -17,3 +17,7 @@ cdef class TreeTuple(Tuple):
 cdef class MultiTreeTuple(Tuple):
     cdef public object roots
     cdef public object ack_val
+
+
+
+cdef object _new(type cls)

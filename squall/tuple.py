@@ -152,10 +152,22 @@ class MultiTreeTuple(Tuple):
     __slots__ = ("roots", "ack_val")
 
 
-# Tuples are made without __init__: ``_new(Cls)`` in plain Python, ``Cls.__new__(Cls)``
-# (a direct call of the type's allocator) where Cython compiles the module and Cls is an
-# extension type, which object.__new__ refuses (squall/tuple.pxd).
-_new = object.__new__
+def _new(cls: type) -> Any:
+    """A tuple of class ``cls`` without ``__init__``: the caller stores its fields. In the
+    compiled build a C function (squall/tuple.pxd) that calls the extension type's
+    allocator directly (object.__new__ refuses extension types); plain Python binds the
+    name to object.__new__ itself, below, so that making a tuple costs no call of ours."""
+    if cls is TreeTuple:
+        return TreeTuple.__new__(TreeTuple)
+    if cls is Tuple:
+        return Tuple.__new__(Tuple)
+    if cls is MultiTreeTuple:
+        return MultiTreeTuple.__new__(MultiTreeTuple)
+    return cls.__new__(cls)  # type: ignore[call-overload]
+
+
+if not cython.compiled:  # a constant in the compiled build, which leaves this out
+    _new = object.__new__  # noqa: F811
 
 
 
@@ -163,13 +175,13 @@ _new = object.__new__
 def anchored_tuple(values: list, source: Source, ids: dict[int, int] | None) -> Tuple:
     """The tuple for ``ids`` ({root: edge}, as on the wire); off the hot path."""
     if not ids:
-        t = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
+        t = _new(Tuple)
     elif len(ids) == 1:
-        t = TreeTuple.__new__(TreeTuple) if cython.compiled else _new(TreeTuple)
+        t = _new(TreeTuple)
         (t.root, t.edge), = ids.items()
         t.ack_val = 0
     else:
-        t = MultiTreeTuple.__new__(MultiTreeTuple) if cython.compiled else _new(MultiTreeTuple)
+        t = _new(MultiTreeTuple)
         t.roots = dict(ids)
         t.ack_val = 0
     t.values = values

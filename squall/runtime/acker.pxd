@@ -1,6 +1,11 @@
 # Cython declarations for acker.py (pure-Python mode; see collectors.pxd).
 cimport cython
 
+cdef unsigned long long _MASK64, _GOLDEN, _MIX1, _MIX2, _state
+
+@cython.locals(z=cython.ulonglong)
+cpdef unsigned long long next_id()
+
 
 cdef class AckerLedger:
     cdef public dict entries

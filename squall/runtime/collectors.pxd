@@ -4,8 +4,11 @@
 # see bench/README.md, "The compiled build". Attributes stay readable from Python (public).
 cimport cython
 
-from squall.runtime.acker cimport AckerLedger
-from squall.tuple cimport TreeTuple, Tuple
+from squall.runtime.acker cimport AckerLedger, next_id
+from squall.tuple cimport TreeTuple, Tuple, _new
+
+
+cdef inline unsigned long long _rand(int bits)
 
 
 cdef class Outbox:
@@ -63,7 +66,7 @@ cdef class _Collector(RoutedCollector):
 
 cdef class SpoutCollector(_Collector):
     cdef public dict _pending
-    cdef public object _root_tag
+    cdef public unsigned long long _root_tag
     cdef public double now
     cdef public list immediate_acks
 

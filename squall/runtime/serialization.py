@@ -16,12 +16,15 @@ import msgpack
 
 from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
-from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple, _new
+from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
 except ImportError:
     from squall import compiled as cython  # cython.compiled is False
+
+if not cython.compiled:  # a constant in the compiled build, which cimports it (serialization.pxd)
+    from squall.tuple import _new
 
 
 class SerializationError(ValueError):
@@ -147,7 +150,7 @@ class TupleSerializer:
             for v in values:
                 if type(v) is not list or len(v) != n:
                     _bad_arity(task, stream, v, n)
-                t = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
+                t = _new(Tuple)
                 t.values = v
                 t.source = src
                 append(t)
@@ -163,18 +166,18 @@ class TupleSerializer:
                     # Not chained: Cython 3.3 miscompiles `a is b is c`.
                     if type(root) is not int or type(edge) is not int:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
-                    t = TreeTuple.__new__(TreeTuple) if cython.compiled else _new(TreeTuple)
+                    t = _new(TreeTuple)
                     t.root = root
                     t.edge = edge
                     t.ack_val = 0
                 elif not i:
                     if i is not None and type(i) is not dict:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
-                    t = Tuple.__new__(Tuple) if cython.compiled else _new(Tuple)
+                    t = _new(Tuple)
                 else:
                     if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
-                    t = MultiTreeTuple.__new__(MultiTreeTuple) if cython.compiled else _new(MultiTreeTuple)
+                    t = _new(MultiTreeTuple)
                     t.roots = i
                     t.ack_val = 0
                 t.values = v

@@ -15,7 +15,7 @@ import pytest
 import squall.grouping  # noqa: F401
 import squall.messaging.codec  # noqa: F401
 import squall.runtime.serialization  # noqa: F401 (imported so that compiled_modules sees it)
-from squall.compiled import MODULES, NEEDS, SourceFinder, compiled_modules, pure_requested
+from squall.compiled import MODULES, TOGETHER, SourceFinder, compiled_modules, pure_requested
 from support.paths import REPO
 
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
@@ -68,16 +68,21 @@ def test_squall_pure_takes_the_source_even_beside_a_fresh_extension(tmp_path, mo
     assert module.X == "source"
 
 
-@pytest.mark.parametrize("need_file, compiled", [("needed.py", False), (f"needed{EXT}", True)])
-def test_a_module_runs_compiled_only_beside_the_extension_types_it_uses(tmp_path, monkeypatch, need_file, compiled):
-    """A module that cimports another's extension types is taken from source when that one
-    runs from source (an extension of the other's types would refuse to import)."""
+@pytest.mark.parametrize("other_file, compiled", [("other.py", False), (f"other{EXT}", True)])
+def test_modules_built_together_run_compiled_only_together(tmp_path, monkeypatch, other_file, compiled):
+    """A module built against another's extension types is taken from source when that
+    one runs from source (neither build's code may meet the other's tuples)."""
     monkeypatch.delenv("SQUALL_PURE", raising=False)
     py = _package(tmp_path, "codec", ext_mtime=2_000_000, py_mtime=1_000_000)
-    monkeypatch.setitem(NEEDS, "squall.messaging.codec", ("squall.needed",))
-    monkeypatch.setitem(sys.modules, "squall.needed", types.SimpleNamespace(__file__=str(tmp_path / need_file)))
+    monkeypatch.setattr("squall.compiled.TOGETHER", ("squall.messaging.codec", "squall.other"))
+    monkeypatch.setitem(sys.modules, "squall.other", types.SimpleNamespace(__file__=str(tmp_path / other_file)))
     spec = SourceFinder.find_spec("squall.messaging.codec", [str(tmp_path)])
     assert (spec is None) if compiled else (spec is not None and spec.origin == str(py))
+
+
+def test_the_modules_built_together_all_run_one_way():
+    state = compiled_modules()
+    assert len({state[m] for m in TOGETHER}) == 1, state
 
 
 def test_modules_not_listed_are_left_alone(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.clock import FakeClock
-from squall.runtime.acker import AckerLedger, PendingTuples, new_root, spout_task
+from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, PendingTuples, new_root, next_id, spout_task
 from squall.testing.components import FixedTupleSpout, Recorder
 from squall.testing.waiting import wait_for
 from squall.tuple import Tuple
@@ -80,7 +80,7 @@ def test_any_tree_in_any_order_completes_exactly_at_the_last_ack(depth, seed):
     a chosen zero id or XOR collision has probability 2**-64 there.)"""
     rnd = random.Random(seed)
     ledger = AckerLedger()
-    root = (rnd.getrandbits(44) << 20) | 1
+    root = (1 << ROOT_RANDOM_BITS) | rnd.getrandbits(ROOT_RANDOM_BITS)  # spout task 1
     messages = []
     frontier = [rnd.getrandbits(64)]
     messages.append(frontier[0])  # the init
@@ -185,3 +185,11 @@ def test_a_spout_acks_each_completed_tree_once_and_ignores_roots_it_no_longer_ho
     assert sorted(Recorder.get("once.acked")) == sorted(pending[r][0] for r in (r0, r1, r2))
     assert spout.tasks[task].book.acked == 3 and len(spout.tasks[task].pending) == 2
     assert spout.stats()["acked"] == 3 and spout.stats()["complete_latency_ms"]["p50"] >= 0
+
+
+def test_next_id_gives_distinct_64_bit_ids_with_every_bit_varying():
+    """The compiled build's edge and root ids (splitmix64): no repeats, all 64 bits used."""
+    ids = [next_id() for _ in range(20000)]
+    assert len(set(ids)) == len(ids) and all(0 <= i < 1 << 64 for i in ids)
+    ones = [sum(i >> b & 1 for i in ids) / len(ids) for b in range(64)]
+    assert all(0.45 < share < 0.55 for share in ones), ones
