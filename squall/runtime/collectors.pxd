@@ -67,7 +67,7 @@ cdef class _Collector(RoutedCollector):
 cdef class SpoutCollector(_Collector):
     cdef public dict _pending
     cdef public unsigned long long _root_tag
-    cdef public double now
+    cdef public object now  # set once per turn and stored in each pending entry as is (a C double would box a float per tuple)
     cdef public list immediate_acks
 
     @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple)
