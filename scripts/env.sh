@@ -13,9 +13,13 @@ pip_quietly() {
   fi
 }
 
-# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES).
+# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES) and their .pxd files.
 compiled_sources() {
-  sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py
+  local py
+  for py in $(sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py); do
+    echo "$py"
+    if [ -f "${py%.py}.pxd" ]; then echo "${py%.py}.pxd"; fi  # its Cython declarations
+  done
 }
 
 # ensure_venv [EXTRAS]: create .venv and install squall with EXTRAS (comma-separated) unless

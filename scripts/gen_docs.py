@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -161,7 +162,28 @@ def _members(cls: type) -> list[tuple[str, object]]:
     return out
 
 
+_SOURCES: dict[str, object] = {}
+
+
+def _from_source(obj: object) -> object:
+    """A class or function of a compiled module (squall/compiled.py) as its ``.py`` file
+    defines it: extension types show their properties and signatures differently, and the
+    page must not depend on whether the install was compiled."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None or str(getattr(module, "__file__", "")).endswith(".py"):
+        return obj
+    twin = _SOURCES.get(module.__name__)
+    if twin is None:
+        source = Path(str(module.__file__)).parent / (module.__name__.rpartition(".")[2] + ".py")
+        spec = importlib.util.spec_from_file_location(module.__name__, source)
+        assert spec is not None and spec.loader is not None
+        twin = _SOURCES[module.__name__] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(twin)  # type: ignore[arg-type]  # not put in sys.modules
+    return getattr(twin, getattr(obj, "__name__", ""), obj)
+
+
 def _entry(name: str, obj: object) -> list[str]:
+    obj = _from_source(obj)
     lines = []
     if inspect.isclass(obj):
         bases = [b.__name__ for b in obj.__bases__ if b is not object]

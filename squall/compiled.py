@@ -21,18 +21,33 @@ from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec, SourceFileLoader
 from pathlib import Path
 
 # Module -> its source, relative to the repository (daemons/ and messaging/ install as
-# squall.daemons and squall.messaging). Only modules whose work runs in loops of their own
-# (fields-grouping hashes, wire encode and decode) are here: compiled as they are, the
-# modules a tuple passes through once per user call (collectors, executors, tuples) ran
-# more instructions per tuple than CPython 3.11's own specialising interpreter
-# (bench/README.md, "The compiled build").
+# squall.daemons and squall.messaging): modules whose work runs in loops of their own
+# (fields-grouping hashes, wire encode and decode), and the collectors and acker ledger,
+# whose classes a ``.pxd`` beside the source declares as extension types with typed
+# attributes. Compiled as they were, without the ``.pxd``, the collectors ran more
+# instructions per tuple than CPython 3.11's own specialising interpreter (bench/README.md,
+# "The compiled build").
 MODULES = {
+    "squall.tuple": "squall/tuple.py",
     "squall.grouping": "squall/grouping.py",
     "squall.runtime.serialization": "squall/runtime/serialization.py",
     "squall.messaging.codec": "messaging/codec.py",
+    "squall.runtime.acker": "squall/runtime/acker.py",
+    "squall.runtime.collectors": "squall/runtime/collectors.py",
 }
+# Modules built against each other's extension types (their ``.pxd`` files cimport from
+# one another): they run compiled all together or not at all, so that no module meets the
+# other build's tuples (a stale or missing extension of one puts them all back on their
+# ``.py`` files).
+TOGETHER = ("squall.tuple", "squall.runtime.acker", "squall.runtime.collectors", "squall.runtime.serialization")
 
 PURE_ENV = "SQUALL_PURE"
+
+# ``cython.compiled`` where Cython is not installed (it is a build requirement only): the
+# compiled modules ``import cython``, which Cython resolves at compile time, so that a
+# branch on ``cython.compiled`` costs the compiled build nothing and plain Python one
+# attribute read; they fall back to this module (``from squall import compiled as cython``).
+compiled = False
 
 
 def pure_requested() -> bool:
@@ -65,7 +80,8 @@ class SourceFinder:
             source = Path(entry) / (leaf + ".py")
             if not source.is_file():
                 continue
-            if not pure_requested() and _fresh_extension(Path(entry), leaf, source):
+            if not pure_requested() and _fresh_extension(Path(entry), leaf, source) and \
+                    (name not in TOGETHER or all(_runs_compiled(m) for m in TOGETHER if m != name)):
                 return None
             return importlib.util.spec_from_file_location(name, source, loader=SourceFileLoader(name, str(source)))
         return None
@@ -83,6 +99,19 @@ def _fresh_extension(folder: Path, leaf: str, source: Path) -> bool:
 
 
 _MTIME_SLACK = 2.0
+
+
+def _runs_compiled(name: str) -> bool:
+    """Does module ``name`` of the squall package run (or will it run) as its extension?"""
+    module = sys.modules.get(name)
+    if module is not None:
+        return is_compiled(module)
+    parts = name.split(".")
+    for entry in getattr(sys.modules.get(parts[0]), "__path__", ()):
+        source = Path(entry).joinpath(*parts[1:-1], parts[-1] + ".py")
+        if source.is_file():
+            return _fresh_extension(source.parent, parts[-1], source)
+    return False
 
 
 def install_finder() -> None:

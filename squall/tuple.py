@@ -4,6 +4,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
+
 TICK_STREAM = "__tick"
 SYSTEM_COMPONENT = "__system"
 
@@ -64,8 +69,9 @@ class Tuple:
     """An immutable named list of values, with where it came from and its anchoring.
 
     A plain Tuple is unanchored. Anchored tuples are the two subclasses below; the runtime
-    makes all three with ``object.__new__`` and slot stores, which costs half as much as a
-    call to ``__init__`` (tuples are made and freed millions of times a second).
+    makes all three without ``__init__`` (``_new`` below) and stores their fields, which
+    costs half as much as a call to ``__init__`` (tuples are made and freed millions of
+    times a second). In the compiled build they are extension types (squall/tuple.pxd).
     ``ids`` is Storm's MessageId: {root id: edge id}, or None when unanchored.
     """
 
@@ -146,7 +152,24 @@ class MultiTreeTuple(Tuple):
     __slots__ = ("roots", "ack_val")
 
 
-_new = object.__new__
+def _new(cls: type) -> Any:
+    """A tuple of class ``cls`` without ``__init__``: the caller stores its fields. In the
+    compiled build a C function (squall/tuple.pxd) that calls the extension type's
+    allocator directly (object.__new__ refuses extension types); plain Python binds the
+    name to object.__new__ itself, below, so that making a tuple costs no call of ours."""
+    if cls is TreeTuple:
+        return TreeTuple.__new__(TreeTuple)
+    if cls is Tuple:
+        return Tuple.__new__(Tuple)
+    if cls is MultiTreeTuple:
+        return MultiTreeTuple.__new__(MultiTreeTuple)
+    return cls.__new__(cls)  # type: ignore[call-overload]
+
+
+if not cython.compiled:  # a constant in the compiled build, which leaves this out
+    _new = object.__new__  # noqa: F811
+
+
 
 
 def anchored_tuple(values: list, source: Source, ids: dict[int, int] | None) -> Tuple:

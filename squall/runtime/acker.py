@@ -8,27 +8,60 @@ which is start-time order, so expiring stale entries looks only at the oldest on
 """
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Hashable
 from typing import Any
 
-# A root id is 64 bits (it crosses the wire as a msgpack uint64): 44 random bits above 20
-# that name its spout task, so the acker needs no record of which spout to tell. A spout
-# task never has two pending trees with one root (it draws again), and an edge id is 64
-# random bits, so a tree still completes early only with probability 2**-64.
+# A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
+# spout task above 44 random bits, so the acker needs no record of which spout to tell,
+# and the low bits that dicts hash on are random. A spout task never has two pending
+# trees with one root (it draws again), and an edge id is 64 random bits, so a tree still
+# completes early only with probability 2**-64.
 TASK_BITS = 20
-TASK_MASK = (1 << TASK_BITS) - 1
 ROOT_RANDOM_BITS = 64 - TASK_BITS
+ROOT_RANDOM_MASK = (1 << ROOT_RANDOM_BITS) - 1
 _rand = random.getrandbits
 
 
 def new_root(task: int) -> int:
     """A fresh root id for spout task ``task``."""
-    return (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | task
+    return (task << ROOT_RANDOM_BITS) | _rand(ROOT_RANDOM_BITS)
 
 
 def spout_task(root: int) -> int:
-    return root & TASK_MASK
+    return root >> ROOT_RANDOM_BITS
+
+
+# The compiled build draws ids from splitmix64 (a 64-bit counter through a mixing
+# function; Storm's ids come from java.util.Random), seeded from os.urandom in every
+# process: a few C operations instead of random.getrandbits' generic path, which costs
+# more than the rest of an emit there. Plain Python calls getrandbits, cheaper than this
+# function would be in the interpreter.
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+_state = 0
+
+
+def _seed() -> None:
+    global _state
+    _state = int.from_bytes(os.urandom(8), "little")
+
+
+_seed()
+os.register_at_fork(after_in_child=_seed)  # a forked child must not repeat its parent's ids
+
+
+def next_id() -> int:
+    """A random 64-bit id (splitmix64)."""
+    global _state
+    _state = (_state + _GOLDEN) & _MASK64
+    z = _state
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
+    return z ^ (z >> 31)
 
 
 class AckerLedger:
@@ -62,7 +95,7 @@ class AckerLedger:
     def complete(self, root: int) -> None:
         """The entry of ``root`` reached zero (used by emitters that share the ledger)."""
         self.entries.pop(root, None)
-        task = root & TASK_MASK
+        task = root >> ROOT_RANDOM_BITS
         d = self.done.get(task)
         if d is None:
             self.done[task] = [root]
@@ -84,7 +117,7 @@ class AckerLedger:
     def fail(self, root: int) -> None:
         """Forget the tree and tell its spout task."""
         self.entries.pop(root, None)
-        self.failed.setdefault(root & TASK_MASK, []).append(root)
+        self.failed.setdefault(root >> ROOT_RANDOM_BITS, []).append(root)
 
     def take(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """(completed, failed) roots by spout task since the last take."""

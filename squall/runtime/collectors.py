@@ -14,11 +14,28 @@ from typing import Any
 
 from squall.grouping import DIRECT, Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
-from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
+from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, new_root
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
-_rand = random.getrandbits
-_new = object.__new__
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
+
+
+
+def _rand(bits: int) -> int:
+    """``bits`` random bits: the top bits of a squall.runtime.acker.next_id, inline in the
+    compiled build (collectors.pxd); plain Python binds the name to random.getrandbits
+    itself, below, cheaper there and no call of ours."""
+    return next_id() >> (64 - bits)
+
+
+if not cython.compiled:  # a constant in the compiled build, which leaves this out
+    from squall.runtime.acker import next_id  # the compiled build cimports these (collectors.pxd)
+    from squall.tuple import _new
+
+    _rand = random.getrandbits  # type: ignore[assignment]  # noqa: F811
 Deliver = Callable[[int, list], None]
 WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 
@@ -73,7 +90,7 @@ class Outbox:
         b.clear()
 
     def acker_of(self, root: int) -> int:
-        return self.ackers[(root >> TASK_BITS) % len(self.ackers)]
+        return self.ackers[root % len(self.ackers)]
 
     def zeroed(self, root: int) -> None:
         """A root's XOR in ``acks`` reached zero."""
@@ -134,7 +151,7 @@ class Outbox:
                 per: dict[int, dict] = {}
                 ackers, n = self.ackers, len(self.ackers)
                 for root, val in acks.items():
-                    a = ackers[(root >> TASK_BITS) % n]
+                    a = ackers[root % n]
                     d = per.get(a)
                     if d is None:
                         per[a] = {root: val}
@@ -251,7 +268,7 @@ class SpoutCollector(_Collector):
                  report: Callable, pending: Any) -> None:
         super().__init__(component, task, routes, outbox, report)
         self._pending = pending.entries  # root -> (msg_id, start); see squall.runtime.acker.PendingTuples
-        self._root_tag = task  # the low bits of its root ids (see squall.runtime.acker)
+        self._root_tag = task << ROOT_RANDOM_BITS  # the high bits of its root ids (see squall.runtime.acker)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
 
@@ -281,16 +298,16 @@ class SpoutCollector(_Collector):
             return route.fixed
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
-        root = edge = (_rand(ROOT_RANDOM_BITS) << TASK_BITS) | self._root_tag
+        root = edge = self._root_tag | _rand(ROOT_RANDOM_BITS)
         if root in self._pending:
             root = edge = self._unused_root()
-        tup = _new(TreeTuple)
-        tup.values = values
-        tup.source = route.source
-        tup.root = root
-        tup.edge = edge
-        tup.ack_val = 0
-        buf.append(tup)
+        tree = _new(TreeTuple)
+        tree.values = values
+        tree.source = route.source
+        tree.root = root
+        tree.edge = edge
+        tree.ack_val = 0
+        buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
         self._pending[root] = (msg_id, self.now)
@@ -360,15 +377,16 @@ class BoltCollector(_Collector):
                 cls = type(anchors)
                 if cls is TreeTuple and buf is not None:
                     # The common case, inline: one anchor in one tree, one target.
+                    anchor = anchors
                     edge = _rand(64)
-                    anchors.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
-                    tup = _new(TreeTuple)
-                    tup.values = values
-                    tup.source = route.source
-                    tup.root = anchors.root  # type: ignore[union-attr]
-                    tup.edge = edge
-                    tup.ack_val = 0
-                    buf.append(tup)
+                    anchor.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
+                    tree = _new(TreeTuple)
+                    tree.values = values
+                    tree.source = route.source
+                    tree.root = anchor.root  # type: ignore[union-attr]
+                    tree.edge = edge
+                    tree.ack_val = 0
+                    buf.append(tree)
                     if len(buf) >= self._batch:
                         self._outbox.full(route.target)
                     return route.fixed
@@ -376,7 +394,7 @@ class BoltCollector(_Collector):
                     targets = route.fixed or route.choose(values)
                     self._anchored(route, values, targets, anchors)
                     return targets
-        tup = _new(Tuple)  # type: ignore[assignment]  # the same name for the untracked tuple
+        tup = _new(Tuple)
         tup.values = values
         tup.source = route.source
         if buf is not None:
@@ -422,10 +440,11 @@ class BoltCollector(_Collector):
         """This input is done: its edge (and the edges it anchored) leave the ledger."""
         self.acked += 1
         if self._acking:
-            root = tup.root
-            if root:
+            if type(tup) is TreeTuple:
+                tree = tup  # one tree (the common case)
+                root = tree.root
                 acks = self._outbox.acks
-                v = acks.get(root, 0) ^ tup.edge ^ tup.ack_val
+                v = acks.get(root, 0) ^ tree.edge ^ tree.ack_val
                 if v:
                     acks[root] = v
                 else:

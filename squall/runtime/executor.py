@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from functools import partial
+from itertools import repeat
 from typing import Any
 
 import structlog
@@ -298,7 +299,7 @@ class SpoutExecutor(Executor):
     kind = "spout"
 
     def setup(self) -> None:
-        self.latencies: deque[float] = deque(maxlen=20000)
+        self.latencies: deque[float] = deque(maxlen=20000)  # recent complete latencies, sampled per ack batch
         self.tasks: dict[int, SpoutTask] = {}
         for task in self.task_ids:
             spout: Any = self.spec.runnable()
@@ -437,42 +438,39 @@ class SpoutExecutor(Executor):
             t.wrapper.receive(tuples, now)
             return
         spout, book = t.spout, t.book
-        lats: list[float] = []
-        lat = lats.append
-        pop = t.pending.entries.pop
+        pending = t.pending.entries
+        pop = pending.pop
+        sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                acked = 0
+                # The pending entries of the completed roots, popped at C level (map); None
+                # for a root that timed out (and was failed) already.
+                had = len(pending)
+                done: list[Any] = list(map(pop, tup.values[0], repeat(None)))
+                if had - len(pending) != len(done):
+                    done = [entry for entry in done if entry is not None]
+                book.acked += len(done)
+                sample += done[:SAMPLE_PER_BATCH]
                 if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
-                    # The spout keeps no record of acks: no call per tuple.
-                    for root in tup.values[0]:
-                        entry = pop(root, None)
-                        if entry is not None:  # None: it timed out (and was failed) already
-                            acked += 1
-                            lat(now - entry[1])
-                    book.acked += acked
-                    continue
+                    continue  # the spout keeps no record of acks: no call per tuple
                 ack = spout.ack
-                for root in tup.values[0]:
-                    entry = pop(root, None)
-                    if entry is not None:
-                        acked += 1
-                        lat(now - entry[1])
-                        try:
-                            ack(entry[0])
-                        except Exception as exc:
-                            self.user_error(task, exc, "ack")
-                book.acked += acked
+                for entry in done:
+                    try:
+                        ack(entry[0])
+                    except Exception as exc:
+                        self.user_error(task, exc, "ack")
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
                     entry = pop(root, None)
                     if entry is not None:
                         book.failed += 1
                         self._call(task, spout.fail, entry[0])
-        if lats:
+        if sample:
+            # A bounded sample per batch, for the histogram and the recent latencies.
+            lats = [now - entry[1] for entry in sample[:SAMPLE_PER_BATCH]]
             self.latencies.extend(lats)
-            self.complete_latency.observe_many(lats[:SAMPLE_PER_BATCH])  # a bounded sample per batch
+            self.complete_latency.observe_many(lats)
 
     def teardown(self) -> None:
         for task, t in getattr(self, "tasks", {}).items():

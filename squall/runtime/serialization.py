@@ -18,7 +18,13 @@ from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 
-_new = object.__new__
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
+
+if not cython.compiled:  # a constant in the compiled build, which cimports it (serialization.pxd)
+    from squall.tuple import _new
 
 
 class SerializationError(ValueError):

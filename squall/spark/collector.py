@@ -30,7 +30,7 @@ class BoxRoute(Route):
     @classmethod
     def of(cls, route: Route, chosen: bool) -> "BoxRoute":
         """``route`` with boxes; ``chosen``: whether any grouping picks its targets."""
-        new = object.__new__(cls)
+        new = cls.__new__(cls)  # not object.__new__: Route is an extension type when compiled
         for slot in Route.__slots__:
             setattr(new, slot, getattr(route, slot))
         new.boxes = {}

@@ -34,8 +34,8 @@ log = structlog.get_logger("squall.spark")
 
 PUMP_ROWS = 2048          # input rows between hand-overs to fused bolts
 _TICK_FIELDS = Fields(["rate_secs"])
-_new = object.__new__
 _dumps = pickle.dumps
+_new_tuple = Tuple.__new__  # object.__new__, or the allocator of Tuple when squall.tuple is compiled
 
 
 class TaskRun:
@@ -88,7 +88,7 @@ class TaskRun:
         execute, coll, basic = self.bolt.execute, self.coll, self.basic
         acked = 0
         for values in batch:
-            tup = _new(Tuple)
+            tup = _new_tuple(Tuple)
             tup.values = values
             tup.source = src
             coll._failed = False

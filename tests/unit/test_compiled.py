@@ -8,13 +8,14 @@ import os
 import shutil
 import sys
 import sysconfig
+import types
 
 import pytest
 
 import squall.grouping  # noqa: F401
 import squall.messaging.codec  # noqa: F401
 import squall.runtime.serialization  # noqa: F401 (imported so that compiled_modules sees it)
-from squall.compiled import MODULES, SourceFinder, compiled_modules, pure_requested
+from squall.compiled import MODULES, TOGETHER, SourceFinder, compiled_modules, pure_requested
 from support.paths import REPO
 
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
@@ -65,6 +66,23 @@ def test_squall_pure_takes_the_source_even_beside_a_fresh_extension(tmp_path, mo
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.X == "source"
+
+
+@pytest.mark.parametrize("other_file, compiled", [("other.py", False), (f"other{EXT}", True)])
+def test_modules_built_together_run_compiled_only_together(tmp_path, monkeypatch, other_file, compiled):
+    """A module built against another's extension types is taken from source when that
+    one runs from source (neither build's code may meet the other's tuples)."""
+    monkeypatch.delenv("SQUALL_PURE", raising=False)
+    py = _package(tmp_path, "codec", ext_mtime=2_000_000, py_mtime=1_000_000)
+    monkeypatch.setattr("squall.compiled.TOGETHER", ("squall.messaging.codec", "squall.other"))
+    monkeypatch.setitem(sys.modules, "squall.other", types.SimpleNamespace(__file__=str(tmp_path / other_file)))
+    spec = SourceFinder.find_spec("squall.messaging.codec", [str(tmp_path)])
+    assert (spec is None) if compiled else (spec is not None and spec.origin == str(py))
+
+
+def test_the_modules_built_together_all_run_one_way():
+    state = compiled_modules()
+    assert len({state[m] for m in TOGETHER}) == 1, state
 
 
 def test_modules_not_listed_are_left_alone(tmp_path, monkeypatch):

@@ -87,7 +87,7 @@ def test_the_tutorial_reaches_a_secured_cluster_running_a_topology() -> None:
 MOVED = {
     "Quick start": ("README.md", "Both are idempotent and fast on a second run"),
     "A topology": ("docs/guide/topologies.md", "`build()` validates and names the problem"),
-    "Reliability": ("docs/internals.md", "44 random bits above 20 that"),
+    "Reliability": ("docs/internals.md", "20 bits that name its spout\ntask above 44 random bits"),
     "Flow control between workers": ("docs/internals.md", "A report\nnot renewed within 5 s stops counting"),
     "Hostile input": ("docs/operations/faults.md", "A bad group costs only itself"),
     "Executors and threads": ("docs/concepts.md", "for a thread per executor (Storm's model)"),

@@ -7,9 +7,11 @@ from hypothesis import strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.clock import FakeClock
-from squall.runtime.acker import AckerLedger, PendingTuples, new_root, spout_task
+from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, PendingTuples, new_root, next_id, spout_task
 from squall.testing.components import FixedTupleSpout, Recorder
 from squall.testing.waiting import wait_for
+from squall.tuple import Tuple
+from support.stepping import SteppedWorker
 
 
 def test_root_ids_name_their_spout_task_and_are_random():
@@ -78,7 +80,7 @@ def test_any_tree_in_any_order_completes_exactly_at_the_last_ack(depth, seed):
     a chosen zero id or XOR collision has probability 2**-64 there.)"""
     rnd = random.Random(seed)
     ledger = AckerLedger()
-    root = (rnd.getrandbits(44) << 20) | 1
+    root = (1 << ROOT_RANDOM_BITS) | rnd.getrandbits(ROOT_RANDOM_BITS)  # spout task 1
     messages = []
     frontier = [rnd.getrandbits(64)]
     messages.append(frontier[0])  # the init
@@ -155,3 +157,39 @@ def test_with_timeouts_disabled_the_acker_keeps_trees_past_the_timeout(workers):
         clock.advance(0.6)
         wait_for(lambda: sorted(Recorder.get("no-timeouts.acked")) == [0, 1, 2, 3, 4], 20, what="late acks")
     assert Recorder.get("no-timeouts.failed") == []
+
+
+class _Holds(Bolt):
+    """Acks nothing: its trees stay pending until the test completes them."""
+
+    def execute(self, tup):
+        pass
+
+
+def test_a_spout_acks_each_completed_tree_once_and_ignores_roots_it_no_longer_holds():
+    """Completed roots come to the spout in batches; a root twice in one batch, or one
+    that timed out already (or never was), is not acked again and not counted."""
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("once", [[i] for i in range(5)], ["v"]))
+    b.set_bolt("hold", _Holds()).shuffle("src")
+    worker = SteppedWorker(b.build(), {"topology.acker.executors": 1})
+    worker.run()
+    spout, acker = worker.executor("src"), worker.executor("__acker")
+    task = spout.task_ids[0]
+    pending = dict(spout.tasks[task].pending.entries)  # root -> (msg_id, start)
+    assert sorted(m for m, _ in pending.values()) == [0, 1, 2, 3, 4]
+    r0, r1, r2 = list(pending)[:3]
+    never = (1 << 63) | task
+    spout.queue.put((task, [Tuple([[r0, r1, r0, never]], acker.ack_src), Tuple([[r1, r2]], acker.ack_src)]), 6)
+    worker.step()
+    assert sorted(Recorder.get("once.acked")) == sorted(pending[r][0] for r in (r0, r1, r2))
+    assert spout.tasks[task].book.acked == 3 and len(spout.tasks[task].pending) == 2
+    assert spout.stats()["acked"] == 3 and spout.stats()["complete_latency_ms"]["p50"] >= 0
+
+
+def test_next_id_gives_distinct_64_bit_ids_with_every_bit_varying():
+    """The compiled build's edge and root ids (splitmix64): no repeats, all 64 bits used."""
+    ids = [next_id() for _ in range(20000)]
+    assert len(set(ids)) == len(ids) and all(0 <= i < 1 << 64 for i in ids)
+    ones = [sum(i >> b & 1 for i in ids) / len(ids) for b in range(64)]
+    assert all(0.45 < share < 0.55 for share in ones), ones
