@@ -8,13 +8,17 @@ serves the read-only GETs from ZooKeeper and answers writes with 503 and the lea
 topology's bundle from the leader, so that it can take over and still serve the code
 (Storm's nimbus code sync).
 
-Leader loop: every ``nimbus.monitor.freq.secs``, and at once when the set of supervisors
-changes (a watch), it reassigns the executors of active and inactive topologies whose
-worker has been silent past ``nimbus.task.timeout.secs`` (newly assigned ones get
-``nimbus.task.launch.secs``) or whose supervisor is gone or silent past
-``nimbus.supervisor.timeout.secs``; an assignment is written only if it changed. Beats and
-supervisor refreshes are timed by nimbus's own clock when it sees them change (as in
-Storm), so clock skew between hosts does not matter.
+Leader loop: every ``nimbus.monitor.freq.secs``, at once when the set of supervisors
+changes (a watch), and when a silence is due to run out, it reassigns the executors of
+active and inactive topologies whose worker has been silent past ``nimbus.task.timeout.secs``
+(newly assigned ones get ``nimbus.task.launch.secs``) or whose supervisor is gone or silent
+past ``nimbus.supervisor.timeout.secs``; an assignment is written only if it changed. Worker
+beats and supervisor heartbeats come in the supervisors' reports (``take_report``, kept in
+memory by ``beats.BeatTable``; nothing per interval goes to ZooKeeper) and are timed by
+nimbus's own clock when it sees them advance (as in Storm), so clock skew between hosts does
+not matter. A new leader has heard nothing yet: it judges nothing dead for the task timeout
+(``liveness.ReconnectGrace``), and it first makes every supervisor's part of the assignments
+agree with them (``ClusterState.reconcile_node_parts``).
 
 Kill and rebalance delays (``wait_secs``) are deadlines of the leader. A new leader resumes
 them: a killed topology is removed after its ``topology.message.timeout.secs`` counted from
@@ -29,6 +33,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,7 +59,8 @@ from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
-from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
+from squall.daemons.nimbus.beats import BeatTable, legacy_wanted
+from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
@@ -69,6 +75,7 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.metrics.exposition import metrics_app
+from squall.daemons.reports import parse_report
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
@@ -131,7 +138,9 @@ class Nimbus:
         self._timers = DeadlineQueue(clock)  # keys: (action, topology id)
         self._ids = itertools.count(1)
         self._prev_status: dict[str, str] = {}  # rebalancing topology -> status to return to
-        self._beat_seen: dict[tuple[str, Slot], tuple[float, float]] = {}  # -> (beat time, seen at)
+        self.beats = BeatTable()  # what supervisors reported (leader only)
+        self._judge_at: float | None = None  # when the next silence runs out (nimbus time)
+        self._parts_checked = False  # this leadership has reconciled the supervisors' parts
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._warned: set[tuple[str, str]] = set()
@@ -141,7 +150,8 @@ class Nimbus:
         self.guard: Guard | None = None
         self.access = ApiAccess()
         self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
-        self.counts: Counter[str] = Counter()  # rounds, assignments, moved (for /metrics)
+        self.counts: Counter[str] = Counter()  # rounds, assignments, moved, reports refused (/metrics)
+        self.round_secs: float | None = None  # how long the last leader round took
         self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
 
@@ -267,11 +277,14 @@ class Nimbus:
         """Runs on the election thread for as long as this nimbus leads."""
         with self._lock:
             self._timers.clear()
-            self._beat_seen.clear()
+            self.beats.clear()
             self._sup_seen.clear()
             self._prev_status.clear()
             self._published = None  # a new leader publishes its own table
-        log.info("nimbus is the leader", nimbus=self.identifier)
+            self._parts_checked = False
+            self._grace.restart(self.state.connections)  # no history yet: nothing is judged dead
+        log.info("nimbus is the leader; no reassignment until workers could be heard", nimbus=self.identifier,
+                 hold_secs=self._grace.period)
         try:
             while not lost.is_set() and not self._stopping.is_set():
                 self._wake.clear()
@@ -279,8 +292,10 @@ class Nimbus:
                     with self._lock:
                         if lost.is_set():
                             break
+                        started = time.perf_counter()  # a measurement: the real clock
                         self._run_due_timers()
                         self._monitor()
+                        self.round_secs = time.perf_counter() - started
                 except ClusterStateError as exc:
                     log.warning("monitor round skipped: ZooKeeper unavailable", error=str(exc))
                 except Exception:  # noqa: BLE001 - one bad round must not end leadership
@@ -301,7 +316,10 @@ class Nimbus:
 
     def _next_wait(self) -> float:
         with self._lock:
-            return self._timers.wait_secs(self.monitor_freq)
+            wait = self._timers.wait_secs(self.monitor_freq)
+            if self._judge_at is not None:  # a silence runs out before the next round
+                wait = min(wait, max(0.0, self._judge_at - self.clock.time()) + 0.05)
+            return wait
 
     def _schedule(self, action: str, topology_id: str, delay: float) -> None:
         self._timers.schedule((action, topology_id), delay)
@@ -328,6 +346,8 @@ class Nimbus:
         supervisors = self._live_supervisors(now)
         infos = self.state.topologies()
         assignments = self.state.assignments()
+        if not self._parts_checked:
+            self._reconcile_parts(assignments)
         # The reads above may have waited for a reconnection: judge by the count after them.
         self._observe_connection(self.clock.time())
         hold = self._grace.active()
@@ -356,9 +376,29 @@ class Nimbus:
             if topology_id not in ids:
                 log.info("removing code of unknown topology", topology_id=topology_id)
                 self.store.remove(topology_id)
-        self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
+        self.beats.retain(ids, self._sup_seen)
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
         self.rates.retain(ids)
+        self._judge_at = self._next_judgement(supervisors, self.clock.time())
+
+    def _next_judgement(self, supervisors: Mapping[str, SupervisorInfo], now: float) -> float | None:
+        """When the next beat or supervisor heartbeat heard runs out of its timeout."""
+        reported = self.beats.reported_at()
+        sups = next_judgement((last_heard(self._sup_seen[sid][1], reported.get(sid)) for sid in supervisors
+                               if sid in self._sup_seen and not supervisors[sid].away),
+                              self.supervisor_timeout, now)
+        beats = next_judgement(self.beats.seen_times(), self.task_timeout, now)
+        return min((t for t in (sups, beats) if t is not None), default=None)
+
+    def _reconcile_parts(self, assignments: Mapping[str, Assignment]) -> None:
+        """Once per leadership: every supervisor's part of the assignments made to agree with
+        them (an earlier leader may have died between writes, or been of a version that wrote
+        whole assignments only). Malformed assignments keep their parts."""
+        malformed = set(self.state.assignment_ids()) - set(assignments)
+        writes = self.state.reconcile_node_parts(assignments, malformed)
+        self._parts_checked = True
+        if writes:
+            log.info("supervisors' parts of the assignments brought up to date", writes=writes)
 
     def _publish_tokens(self) -> None:
         """Put the API tokens in force into ZooKeeper when they changed: supervisors check
@@ -381,20 +421,24 @@ class Nimbus:
         if self._grace.observe(self.state.connections):
             log.info("connected to ZooKeeper: no reassignment until workers could be heard",
                      hold_secs=self._grace.period)
-            self._beat_seen = {k: (v[0], now) for k, v in self._beat_seen.items()}
+            self.beats.restart_silence(now)
             self._sup_seen = {k: (v[0], now) for k, v in self._sup_seen.items()}
 
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
-        """Registered supervisors whose node was refreshed within the supervisor timeout."""
+        """Registered supervisors heard within the supervisor timeout: a report, or a change
+        of their node (supervisors of an earlier squall refresh it instead of reporting);
+        silence counts from this leadership's start at the earliest."""
         out: dict[str, SupervisorInfo] = {}
         sups = self.state.supervisors()
+        reported = self.beats.reported_at()
         self._away_expired = []
         for sid, info in sups.items():
             seen = self._sup_seen.get(sid)
             if seen is None or seen[0] != (info.time, info.away):
                 seen = ((info.time, info.away), now)
                 self._sup_seen[sid] = seen
-            if supervisor_alive(info.away, now - seen[1], self.supervisor_timeout, self.restart_grace):
+            heard = seen[1] if info.away else last_heard(seen[1], reported.get(sid))
+            if supervisor_alive(info.away, now - heard, self.supervisor_timeout, self.restart_grace):
                 out[sid] = info
                 self._warned.discard(("supervisor", sid))
                 continue
@@ -403,25 +447,21 @@ class Nimbus:
             elif ("supervisor", sid) not in self._warned:
                 self._warned.add(("supervisor", sid))
                 log.warning("supervisor silent; its slots are not used", supervisor=sid,
-                            silent_secs=round(now - seen[1], 1))
+                            silent_secs=round(now - heard, 1))
         self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
         return out
 
     def _observed_beats(self, topology_id: str, now: float,
                         assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
-        """Beats by slot, timed by when this nimbus saw each beat change; their counters
-        go to the rate history."""
-        out: dict[Slot, tuple[float, list[ExecutorId]]] = {}
-        beats = self.state.worker_beats(topology_id)
-        self.rates.record(topology_id, status.counter_samples(assignment, beats))
-        for slot, beat in beats.items():
-            key = (topology_id, slot)
-            seen = self._beat_seen.get(key)
-            if seen is None or seen[0] != beat.time:
-                seen = (beat.time, now)
-                self._beat_seen[key] = seen
-            out[slot] = (seen[1], beat.executors)
-        return out
+        """Beats by slot, timed by when this nimbus saw each beat advance; their counters go
+        to the rate history. A slot the reports do not cover (with stats) is looked up in
+        ZooKeeper too: a worker of an earlier squall beats there during a rolling upgrade."""
+        heard = self.beats.heard(topology_id)
+        if assignment is not None and legacy_wanted(assignment.slots(), heard):
+            self.beats.take_legacy(topology_id, self.state.worker_beats(topology_id), now)
+            heard = self.beats.heard(topology_id)
+        self.rates.record(topology_id, status.counter_samples(assignment, {s: h.beat for s, h in heard.items()}))
+        return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
     def _component_counts(self, topology_id: str) -> dict[str, tuple[int, int]] | None:
         """component -> (parallelism, num_tasks) from the stored structure.json, or None."""
@@ -490,7 +530,10 @@ class Nimbus:
             topology_id=topology_id, executors=new, node_host=node_host,
             executor_start=start_times_after(cur_map, new, cur_start, now),
             code_digest=info.code_digest, version=(current.version + 1) if current else 1)
-        self.state.set_assignment(assignment)
+        if current is not None:
+            self.state.set_assignment(assignment, current)
+        else:  # new, or its stored assignment is unreadable: the state layer looks for old parts
+            self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
         self.counts["assignments"] += 1
@@ -711,9 +754,11 @@ class Nimbus:
         return status.topology_rows(self.state.topologies(), self.state.assignments(), self.clock.time())
 
     def topology_status(self, name: str) -> dict[str, Any]:
-        """Components with their executors (host, port, counters), workers, last errors."""
+        """Components with their executors (host, port, counters), workers, last errors.
+        The leader answers: the numbers come in the supervisors' reports, which only it hears."""
+        self._require_leader()
         info = self._lookup(name)
-        assignment, beats, now = self.state.assignment(info.id), self.state.worker_beats(info.id), self.clock.time()
+        assignment, beats, now = self.state.assignment(info.id), self.beats.beats(info.id), self.clock.time()
         self.rates.record(info.id, status.counter_samples(assignment, beats))
         return status.topology_status(
             info, assignment, beats, self._executor_components(info) or {},
@@ -737,9 +782,27 @@ class Nimbus:
                                       self.state.supervisors(), node, port,
                                       lines=lines, offset=offset, inode=inode)
 
+    def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]:
+        """A supervisor's report (its heartbeat and its workers' beats and stats), kept in
+        memory by the leader; 503 naming the leader on a standby, 400 when malformed."""
+        if not self.is_leader:
+            self._require_leader()
+        try:
+            report = parse_report(data, supervisor_id)
+        except (ValueError, TypeError) as exc:
+            self.counts["reports_refused"] += 1
+            raise ApiError(400, f"bad report: {exc}") from None
+        kept = self.beats.take(report, len(data), self.clock.time())
+        return {"supervisor": supervisor_id, "beats": kept}
+
+    def _heartbeat_ages(self, now: float) -> dict[str, float] | None:
+        """Supervisor id -> seconds since its last report; None on a standby (it hears none)."""
+        return {sid: now - t for sid, t in self.beats.reported_at().items()} if self.is_leader else None
+
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()
-        rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+        rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now,
+                                      self._heartbeat_ages(now))
         return {
             "nimbus": {"this": self.identifier, "pid": os.getpid(), "is_leader": self.is_leader,
                        "leader": self.state.nimbus_leader(), "contenders": self.state.nimbus_contenders(),
@@ -758,10 +821,15 @@ class Nimbus:
         now = self.clock.time()
         try:
             statuses = [i.status for i in self.state.topologies().values()]
-            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now,
+                                          self._heartbeat_ages(now))
         except ClusterStateError:
             statuses, rows = None, None
-        out = nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
+        counts = {**self.counts, "reports:taken": self.beats.counts["reports"],
+                  "reports:stats_dropped": self.beats.counts["stats_dropped"],
+                  "reports:refused": self.counts["reports_refused"] + sum(
+                      n for k, n in self.beats.counts.items() if k.startswith("refused:"))}
+        out = nimbus_series(self.is_leader, counts, statuses, rows, self.round_secs)
         if self._server is not None:
             out.extend(self._server.tls_series())
         return out

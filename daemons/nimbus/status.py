@@ -1,5 +1,6 @@
 """What nimbus reports (``squall list``, ``squall status``, ``/cluster``), as plain functions
-of records read from ZooKeeper and the code store; any nimbus, leader or standby, serves them."""
+of records read from ZooKeeper and the code store, and of the worker beats the supervisors
+report to the leader."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -242,8 +243,11 @@ def _transport(beat: Any) -> dict[str, int]:
 
 
 def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
-                    now: float) -> list[dict[str, Any]]:
-    """One row per supervisor for ``/cluster``: slots, used and free, uptime, beat age."""
+                    now: float, heartbeat_ages: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per supervisor for ``/cluster``: slots, used and free, uptime, and the age of
+    its last report where ``heartbeat_ages`` knows it (the leader), else of its node (a
+    supervisor of an earlier squall refreshes its node instead); None without
+    ``heartbeat_ages`` (a standby hears no reports)."""
     used = slots_in_use({k: a.executors for k, a in assignments.items()})
     rows = []
     for sid, s in sorted(sups.items()):
@@ -251,6 +255,7 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),
-                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
+                     "uptime": round(now - s.started_at, 1), "heartbeat_age": None if heartbeat_ages is None
+                     else round(heartbeat_ages.get(sid, now - s.time), 1),
                      "logviewer_port": s.logviewer_port, "away": s.away})
     return rows

@@ -10,13 +10,20 @@ thread) and ``nodes.ZkNodes`` (paths, ACLs, decoding, ephemerals, watches).
 Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{"v": 1, ...}``:
 
     /topologies/<id>                         TopologyInfo: metadata and status (no code)
-    /assignments/<id>                        Assignment
-    /supervisors/<id>                        SupervisorInfo (ephemeral)
-    /workerbeats/<topology>/<node>-<port>    WorkerBeat
+    /assignments/<id>                        Assignment (what workers read: every slot)
+    /node-assignments/<node>/<id>            NodeAssignment: one supervisor's part (daemons only)
+    /supervisors/<id>                        SupervisorInfo (ephemeral), written when it changes
     /errors/<topology>/<component>           {"errors": [ErrorInfo, ...]}, oldest first, bounded
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
     /credentials/<topology>                  TopologySecrets (daemons only)
     /tokens                                  PublishedTokens: the API token hashes (daemons only)
+    /layout                                  {"layout": 2} once assignments have node parts
+    /workerbeats/<topology>/<node>-<port>    WorkerBeat of workers of the previous layout only
+
+Nothing here is written per interval per worker: worker beats and executor stats travel
+worker -> supervisor -> nimbus (``squall.daemons.reports``). ``/workerbeats`` is read only
+for workers started by an earlier squall during a rolling upgrade
+(docs/operations/upgrades.md).
 
 Every node is created with the ACL ``acls.node_acl`` gives for its path; the client
 authenticates as ``auth`` (the daemons' credential from the conf, or a worker's topology
@@ -33,7 +40,7 @@ is for timers and watches; never call it per tuple.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import structlog
@@ -51,11 +58,14 @@ from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.election import NimbusElection, contender_order
 from squall.daemons.state.nodes import ZkNodes
 from squall.daemons.state.records import (
+    LAYOUT,
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
     Assignment,
     ErrorInfo,
+    LayoutMark,
     NimbusId,
+    NodeAssignment,
     PublishedTokens,
     Slot,
     SupervisorInfo,
@@ -67,6 +77,7 @@ from squall.daemons.state.records import (
     check_name,
     encode,
     field_value,
+    node_parts,
     slot_name,
 )
 from squall.daemons.state.session import ClusterStateError
@@ -75,6 +86,8 @@ from squall.daemons.state.watchers import Watch
 __all__ = ["ClusterState", "ClusterStateError"]
 
 log = structlog.get_logger("squall.state")
+
+_UNREAD: Any = object()  # set_assignment's previous assignment, when the caller does not know it
 
 
 class ClusterState(ZkNodes):
@@ -86,12 +99,13 @@ class ClusterState(ZkNodes):
         (``ZkAuth.from_conf``; no user: no ACLs)."""
         super().__init__(conf, auth)
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
+        self._layout_marked = False  # this client has written the layout mark
         self.errors_kept = int(self.conf["topology.errors.kept"])
 
     def _ensure_base_paths(self) -> None:
         client = self.client
-        for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
-                     "nimbus", "credentials"):
+        for part in ("topologies", "assignments", "node-assignments", "supervisors", "workerbeats",
+                     "errors", "nimbus", "credentials"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
@@ -128,6 +142,11 @@ class ClusterState(ZkNodes):
 
     def topologies(self) -> dict[str, TopologyInfo]:
         return self._read_children(self._path("topologies"), TopologyInfo.from_dict)
+
+    def topology_entries(self) -> dict[str, TopologyInfo | None]:
+        """Every topology node by id; None for one whose data is malformed (it still exists:
+        its name stays taken and it can be killed by id)."""
+        return self._read_children(self._path("topologies"), TopologyInfo.from_dict, keep_malformed=True)
 
     def set_topology_status(self, topology_id: str, status: str) -> bool:
         """Change a topology's status; False when the topology does not exist (or is malformed)."""
@@ -186,9 +205,18 @@ class ClusterState(ZkNodes):
         return self._watch_node(self._path("tokens"), PublishedTokens.from_dict, callback, "API tokens")
 
     # -- assignments ------------------------------------------------------------------
-    def set_assignment(self, assignment: Assignment) -> None:
-        path = self._path("assignments", check_name(assignment.topology_id, "topology id"))
-        self._write(path, assignment.to_dict())
+    def set_assignment(self, assignment: Assignment, previous: Assignment | None | object = _UNREAD) -> None:
+        """Write a topology's assignment, then each supervisor's part of it
+        (``/node-assignments/<node>/<id>``): a part is written only when it changed, and the
+        part of a node the assignment no longer names is deleted. ``previous`` is the
+        assignment this one replaces as the caller knows it (None: there is none); unless
+        given it is read here. The whole assignment goes first: a supervisor that sees its
+        part can launch a worker at once, and that worker reads the whole."""
+        topology_id = check_name(assignment.topology_id, "topology id")
+        old = self._known_parts(topology_id, previous)
+        self._write(self._path("assignments", topology_id), assignment.to_dict())
+        self._write_parts(topology_id, node_parts(assignment), old)
+        self._mark_layout()
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self._read(self._path("assignments", topology_id), Assignment.from_dict)
@@ -204,7 +232,105 @@ class ClusterState(ZkNodes):
         return self._read_children(self._path("assignments"), Assignment.from_dict)
 
     def remove_assignment(self, topology_id: str) -> None:
+        """Delete the assignment (its workers stop), then the supervisors' parts of it."""
+        old = self._known_parts(topology_id)
         self._delete(self._path("assignments", topology_id))
+        self._write_parts(topology_id, {}, old)
+
+    def remove_node_parts(self, topology_id: str) -> int:
+        """Delete every supervisor's part of a topology, looking under every node (the sweep
+        after a removal: a part left by a crash between two writes); how many were deleted."""
+        return self._write_parts(topology_id, {}, self._find_parts(topology_id))
+
+    def node_assignments(self, node: str) -> dict[str, NodeAssignment | None]:
+        """One supervisor's parts by topology id; None for a malformed one."""
+        return self._read_children(self._path("node-assignments", check_name(node, "node id")),
+                                   NodeAssignment.from_dict, keep_malformed=True)
+
+    def watch_node_assignments(self, node: str,
+                               callback: Callable[[dict[str, NodeAssignment | None]], None]) -> Watch:
+        """Call ``callback({topology id: NodeAssignment or None})`` now and whenever one of
+        this supervisor's parts changes, appears or goes; None marks a malformed part (the
+        supervisor keeps what runs there until a well-formed part says otherwise)."""
+        return self._watch_children(self._path("node-assignments", check_name(node, "node id")),
+                                    NodeAssignment.from_dict, dict, callback, f"assignments of {node}",
+                                    keep_malformed=True)
+
+    def reconcile_node_parts(self, assignments: Mapping[str, Assignment],
+                             malformed: Collection[str] = ()) -> int:
+        """Make every supervisor's parts agree with ``assignments`` (every well-formed
+        assignment, by topology id): missing or stale parts written, parts of topologies
+        without one deleted, except those of ``malformed`` assignments (left as they are:
+        they keep their workers). Run by a nimbus taking the lead (an earlier leader may have
+        died between writes, or written only the whole assignments, as versions before
+        per-node parts did); then the layout is marked. The number of writes it took."""
+        parent = self._path("node-assignments")
+        stored: dict[str, dict[str, NodeAssignment | None]] = {}
+        for node in self._children(parent):
+            for topology_id, part in self._read_children(f"{parent}/{node}", NodeAssignment.from_dict,
+                                                         keep_malformed=True).items():
+                stored.setdefault(topology_id, {})[node] = part
+        writes = 0
+        for topology_id in sorted(set(stored) | set(assignments)):
+            if topology_id in malformed:
+                continue
+            wanted = node_parts(assignments[topology_id]) if topology_id in assignments else {}
+            writes += self._write_parts(topology_id, wanted, stored.get(topology_id, {}))
+        for node in self._children(parent):  # nodes left with no part: supervisors long gone
+            if not self._children(f"{parent}/{node}"):
+                self._delete(f"{parent}/{node}")
+        self._mark_layout()
+        return writes
+
+    def layout_current(self) -> bool:
+        """Whether supervisors can follow their parts: the layout is marked (a nimbus of this
+        version keeps them), or no assignment exists yet. False while an earlier nimbus, which
+        writes whole assignments only, runs the cluster."""
+        marked = self._read(self._path("layout"), LayoutMark.from_dict)
+        if marked is not None and marked.layout >= LAYOUT:
+            return True
+        return not self._children(self._path("assignments"))
+
+    def _mark_layout(self) -> None:
+        if not self._layout_marked:
+            self._write(self._path("layout"), LayoutMark(LAYOUT).to_dict())
+            self._layout_marked = True
+
+    def _known_parts(self, topology_id: str,
+                     previous: Assignment | None | object = _UNREAD) -> Mapping[str, NodeAssignment | None]:
+        """The parts stored for a topology as far as its assignment tells (every node it
+        names); when the stored assignment is malformed, found by looking under every node."""
+        if previous is _UNREAD:
+            path = self._path("assignments", topology_id)
+            try:
+                data, _ = self._retry(self._op, "get", path)
+            except NoNodeError:
+                return {}
+            previous = self._decode(path, data, Assignment.from_dict)
+            if previous is None:
+                return self._find_parts(topology_id)
+        return node_parts(previous) if isinstance(previous, Assignment) else {}
+
+    def _find_parts(self, topology_id: str) -> dict[str, NodeAssignment | None]:
+        parent = self._path("node-assignments")
+        nodes = self._children(parent)
+        found = self._get_many([f"{parent}/{node}/{topology_id}" for node in nodes])
+        return {node: None for node in nodes if found[f"{parent}/{node}/{topology_id}"] is not None}
+
+    def _write_parts(self, topology_id: str, wanted: Mapping[str, NodeAssignment],
+                     stored: Mapping[str, NodeAssignment | None]) -> int:
+        """Write the parts that differ from ``stored``, delete the stored ones not wanted;
+        the number of writes."""
+        writes = 0
+        for node, part in sorted(wanted.items()):
+            if stored.get(node) != part:
+                self._write(self._path("node-assignments", check_name(node, "node id"), topology_id),
+                            part.to_dict())
+                writes += 1
+        for node in sorted(set(stored) - set(wanted)):
+            self._delete(self._path("node-assignments", node, topology_id))
+            writes += 1
+        return writes
 
     def watch_assignments(self, callback: Callable[[dict[str, Assignment]], None]) -> Watch:
         """Call ``callback({topology id: Assignment})`` now and on any change of the set or
@@ -281,13 +407,16 @@ class ClusterState(ZkNodes):
         return self._watch_children(self._path("supervisors"), SupervisorInfo.from_dict, dict,
                                     callback, "supervisors")
 
-    # -- worker beats -----------------------------------------------------------------
+    # -- worker beats of the previous layout (a rolling upgrade) -------------------------
     def worker_beat(self, beat: WorkerBeat) -> None:
+        """What a worker of an earlier squall writes (workers of this version report through
+        their supervisor instead); kept for tests that play such a worker."""
         topology = check_name(beat.topology_id, "topology id")
         self._write(self._path("workerbeats", topology, slot_name(beat.node, beat.port)), beat.to_dict())
 
     def worker_beats(self, topology_id: str) -> dict[Slot, WorkerBeat]:
-        """The topology's beats keyed by (node, port); malformed ones are skipped."""
+        """The beats workers of an earlier squall wrote for the topology, keyed by (node, port);
+        malformed ones are skipped. One request when there are none."""
         beats = self._read_children(self._path("workerbeats", topology_id), WorkerBeat.from_dict)
         return {(b.node, b.port): b for b in beats.values()}
 
@@ -382,9 +511,10 @@ class ClusterState(ZkNodes):
 
     # -- teardown ---------------------------------------------------------------------
     def teardown_topology(self, topology_id: str) -> None:
-        """Remove the assignment, worker beats and errors; the topology node last."""
+        """Remove the assignment and the supervisors' parts of it, worker beats and errors;
+        the topology node last."""
         check_name(topology_id, "topology id")
-        self._delete(self._path("assignments", topology_id))
+        self.remove_assignment(topology_id)
         for part in ("workerbeats", "errors"):
             self._delete(self._path(part, topology_id), recursive=True)
         self._delete(self._path("credentials", topology_id))

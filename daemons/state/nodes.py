@@ -95,16 +95,19 @@ class ZkNodes(ZkSession):
 
         return self._retry(fetch) if paths else {}
 
-    def _read_children(self, parent: str, parse: Callable[[dict[str, Any]], T]) -> dict[str, T]:
+    def _read_children(self, parent: str, parse: Callable[[dict[str, Any]], T],
+                       keep_malformed: bool = False) -> dict[str, Any]:
+        """Children by name, decoded; a malformed one is left out, or with
+        ``keep_malformed`` kept as None (it exists, its data cannot be used)."""
         names = self._children(parent)
         fetched = self._get_many([f"{parent}/{n}" for n in names])
-        out: dict[str, T] = {}
+        out: dict[str, T | None] = {}
         for name in names:
             data = fetched[f"{parent}/{name}"]
             if data is None:
                 continue  # deleted between listing and reading
             value = self._decode(f"{parent}/{name}", data, parse)
-            if value is not None:
+            if value is not None or keep_malformed:
                 out[name] = value
         return out
 
@@ -233,11 +236,11 @@ class ZkNodes(ZkSession):
 
     def _watch_children(self, parent: str, parse: Callable[[dict[str, Any]], Any],
                         transform: Callable[[dict[str, Any]], Any], callback: Callable[[Any], None],
-                        what: str) -> Watch:
+                        what: str, keep_malformed: bool = False) -> Watch:
         handle = Watch(what)
         if self.connected or not self._background:
             self._retry(self.client.ensure_path, parent, self._acl(parent))
         self._add_watcher(ChildrenWatcher(self, handle, parent, self._decoder(parse), transform,
-                                           callback))
+                                           callback, keep_malformed))
         return handle
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 FORMAT_VERSION = 1
+# The cluster's layout: 2 adds each supervisor's part of every assignment and moves worker
+# beats off ZooKeeper (1: whole assignments only, beats in /workerbeats).
+LAYOUT = 2
 TOPOLOGY_STATUSES = ("active", "inactive", "killed", "rebalancing")
 MAX_NODE_BYTES = 1_000_000  # ZooKeeper's default jute.maxbuffer is 1 MiB
 MAX_ERROR_CHARS = 8000  # one error text; keeps kept-errors nodes far below the node limit
@@ -217,6 +220,45 @@ class Assignment:
 
 
 @dataclass
+class NodeAssignment:
+    """One supervisor's part of one topology's assignment (Storm 2 keeps assignments per
+    node): what each of its ports runs, and the code that runs there. A supervisor reads
+    and watches only its own parts; workers still read their topology's whole
+    ``Assignment`` (they send to every slot). Stored as executor runs per port, so a part
+    stays small whatever the topology's size."""
+
+    topology_id: str
+    code_digest: str
+    ports: dict[int, list[ExecutorId]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topology_id": self.topology_id, "code_digest": self.code_digest,
+                "ports": [[port, executor_runs(execs)] for port, execs in sorted(self.ports.items())]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeAssignment:
+        ports: dict[int, list[ExecutorId]] = {}
+        for row in as_list(field_value(d, "ports"), "ports"):
+            port, runs = _row(row, 2, "ports")
+            port = as_int(port, "port")
+            if port in ports:
+                raise ValueError(f"port {port} appears twice")
+            ports[port] = expand_runs(as_list(runs, f"executors of port {port}"))
+            if not ports[port]:
+                raise ValueError(f"port {port} has no executors")
+        return cls(_str(d, "topology_id"), _str(d, "code_digest"), ports)
+
+
+def node_parts(assignment: Assignment) -> dict[str, NodeAssignment]:
+    """The per-supervisor parts of ``assignment``, by node id."""
+    by_node: dict[str, dict[int, list[ExecutorId]]] = {}
+    for ex, (node, port) in sorted(assignment.executors.items()):
+        by_node.setdefault(node, {}).setdefault(port, []).append(ex)
+    return {node: NodeAssignment(assignment.topology_id, assignment.code_digest, ports)
+            for node, ports in by_node.items()}
+
+
+@dataclass
 class SupervisorInfo:
     """A live supervisor and its slots; ``time`` is when the node was last refreshed.
     ``away``: it stopped cleanly and means to come back (a persistent node nimbus honours
@@ -301,6 +343,20 @@ class ErrorInfo:
     def from_dict(cls, d: Mapping[str, Any]) -> ErrorInfo:
         return cls(time=_num(d, "time"), component=_str(d, "component"), task=_int(d, "task"),
                    host=_str(d, "host"), port=_int(d, "port"), error=_str(d, "error"))
+
+
+@dataclass(frozen=True)
+class LayoutMark:
+    """The ``/layout`` node: the layout the leading nimbus keeps (see LAYOUT)."""
+
+    layout: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layout": self.layout}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LayoutMark:
+        return cls(_int(d, "layout"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,183 @@
+"""Worker beats and supervisor reports as the leading nimbus heard them, kept in memory.
+
+Supervisors post one report per interval (``squall.daemons.reports``); the table keeps, per
+topology and slot, the newest beat and when nimbus saw its time advance (nimbus's own clock,
+as Storm times beats, so clock skew between hosts does not matter), and per supervisor when
+its last report came. A report is the supervisor's whole picture: a slot it no longer names
+has no worker any more and leaves the table. Beats that workers of an earlier squall still
+write to ZooKeeper during a rolling upgrade are fed in the same way (``take_legacy``).
+
+Everything is bounded: supervisors, slots and the bytes of stats kept (past the budget a
+report's beats are kept without their stats, and that is counted). Plain code, no I/O; one
+lock, since reports arrive on the API's threads while the leader's round reads.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from squall.daemons.reports import SupervisorReport
+from squall.daemons.state import Slot, WorkerBeat
+
+MAX_SUPERVISORS = 20_000
+MAX_SLOTS = 200_000
+MAX_STATS_BYTES = 256 << 20  # stats kept for all supervisors together, by the size of their reports
+
+
+class Heard(NamedTuple):
+    """A worker's newest beat and the nimbus time at which its beat time last advanced."""
+
+    beat: WorkerBeat
+    seen: float
+
+
+Key = tuple[str, Slot]  # (topology id, slot)
+
+
+def _with_stats(beat: WorkerBeat, stats: dict[str, Any]) -> WorkerBeat:
+    return WorkerBeat(beat.topology_id, beat.node, beat.port, beat.time, beat.executors, beat.uptime, stats)
+
+
+class BeatTable:
+    """What the leader heard from supervisors and workers (see the module doc)."""
+
+    def __init__(self, max_supervisors: int = MAX_SUPERVISORS, max_slots: int = MAX_SLOTS,
+                 max_stats_bytes: int = MAX_STATS_BYTES) -> None:
+        self.max_supervisors, self.max_slots, self.max_stats_bytes = max_supervisors, max_slots, max_stats_bytes
+        self._lock = threading.Lock()
+        self._topologies: dict[str, dict[Slot, Heard]] = {}
+        self._keys: dict[str, set[Key]] = {}  # supervisor id -> its slots' keys from reports
+        self._legacy: dict[str, set[Slot]] = {}  # topology id -> slots last read from ZooKeeper
+        self._reported: dict[str, float] = {}  # supervisor id -> nimbus time of its last report
+        self._stats_bytes: dict[str, int] = {}  # supervisor id -> size of the report its stats came in
+        self._size = 0  # slots in the table
+        self.counts: Counter[str] = Counter()  # reports, refused (and why), stats dropped
+
+    # -- intake -----------------------------------------------------------------------
+    def take(self, report: SupervisorReport, size: int, now: float) -> int:
+        """Take one supervisor's report (``size`` bytes as received) heard at ``now``; the
+        number of beats kept. A full table refuses a new supervisor or new slots (counted)."""
+        sid = report.supervisor_id
+        with self._lock:
+            if sid not in self._reported and len(self._reported) >= self.max_supervisors:
+                self.counts["refused:supervisors"] += 1
+                return 0
+            self.counts["reports"] += 1
+            self._reported[sid] = now
+            others = sum(v for k, v in self._stats_bytes.items() if k != sid)
+            with_stats = others + size <= self.max_stats_bytes
+            self._stats_bytes[sid] = size if with_stats else 0
+            if not with_stats and any(b.stats for b in report.beats):
+                self.counts["stats_dropped"] += 1
+            kept: set[Key] = set()
+            for beat in report.beats:
+                if not with_stats:
+                    beat = _with_stats(beat, {})
+                key = (beat.topology_id, (sid, beat.port))
+                if self._put(key, beat, now):
+                    kept.add(key)
+            for topology_id, slot in self._keys.get(sid, set()) - kept:
+                self._drop(topology_id, slot)
+            self._keys[sid] = kept
+            return len(kept)
+
+    def take_legacy(self, topology_id: str, beats: Mapping[Slot, WorkerBeat], now: float) -> None:
+        """Beats read from ZooKeeper for one topology (workers of an earlier squall): taken
+        like reported ones; slots read last time and gone now leave the table unless a
+        report keeps them."""
+        with self._lock:
+            reported = {slot for keys in self._keys.values() for t, slot in keys if t == topology_id}
+            for slot in self._legacy.get(topology_id, set()) - set(beats) - reported:
+                self._drop(topology_id, slot)
+            self._legacy[topology_id] = {slot for slot, beat in beats.items()
+                                         if self._put((topology_id, slot), beat, now)}
+
+    def _put(self, key: Key, beat: WorkerBeat, now: float) -> bool:
+        # Caller holds the lock. Newer beat: kept, seen now; an older or equal one changes
+        # nothing. Stats left out of a beat (over a budget, or a worker that writes none)
+        # keep the last ones heard.
+        topology_id, slot = key
+        slots = self._topologies.get(topology_id)
+        old = slots.get(slot) if slots is not None else None
+        if old is None:
+            if self._size >= self.max_slots:
+                self.counts["refused:slots"] += 1
+                return False
+            self._topologies.setdefault(topology_id, {})[slot] = Heard(beat, now)
+            self._size += 1
+            return True
+        if beat.time > old.beat.time:
+            if not beat.stats and old.beat.stats:
+                beat = _with_stats(beat, old.beat.stats)
+            slots[slot] = Heard(beat, now)  # type: ignore[index]
+        return True
+
+    def _drop(self, topology_id: str, slot: Slot) -> None:
+        slots = self._topologies.get(topology_id)
+        if slots is not None and slots.pop(slot, None) is not None:
+            self._size -= 1
+            if not slots:
+                del self._topologies[topology_id]
+
+    # -- reads ------------------------------------------------------------------------
+    def heard(self, topology_id: str) -> dict[Slot, Heard]:
+        """The topology's beats by slot, with when each was seen to advance."""
+        with self._lock:
+            return dict(self._topologies.get(topology_id, {}))
+
+    def beats(self, topology_id: str) -> dict[Slot, WorkerBeat]:
+        return {slot: h.beat for slot, h in self.heard(topology_id).items()}
+
+    def reported_at(self) -> dict[str, float]:
+        """Supervisor id -> nimbus time of its last report."""
+        with self._lock:
+            return dict(self._reported)
+
+    def seen_times(self) -> list[float]:
+        """When every beat in the table was last seen to advance (for the next judgement)."""
+        with self._lock:
+            return [h.seen for slots in self._topologies.values() for h in slots.values()]
+
+    # -- housekeeping -----------------------------------------------------------------
+    def clear(self) -> None:
+        """Forget everything (a new leadership starts with no history)."""
+        with self._lock:
+            self._topologies.clear()
+            self._keys.clear()
+            self._legacy.clear()
+            self._reported.clear()
+            self._stats_bytes.clear()
+            self._size = 0
+
+    def restart_silence(self, now: float) -> None:
+        """Count every silence from ``now`` (after nimbus was cut off from the cluster, what
+        it did not hear says nothing about the workers)."""
+        with self._lock:
+            for slots in self._topologies.values():
+                for slot, heard in slots.items():
+                    slots[slot] = Heard(heard.beat, now)
+            self._reported = {sid: now for sid in self._reported}
+
+    def retain(self, topology_ids: Iterable[str], supervisor_ids: Iterable[str]) -> None:
+        """Keep only live topologies and registered supervisors."""
+        topologies, supervisors = set(topology_ids), set(supervisor_ids)
+        with self._lock:
+            for sid in [s for s in self._reported if s not in supervisors]:
+                for topology_id, slot in self._keys.pop(sid, set()):
+                    self._drop(topology_id, slot)
+                del self._reported[sid]
+                self._stats_bytes.pop(sid, None)
+            for topology_id in [t for t in self._topologies if t not in topologies]:
+                self._size -= len(self._topologies.pop(topology_id))
+            self._legacy = {t: s for t, s in self._legacy.items() if t in topologies}
+            for sid, keys in self._keys.items():
+                self._keys[sid] = {k for k in keys if k[0] in topologies}
+
+
+def legacy_wanted(slots: Iterable[Slot], heard: Mapping[Slot, Heard]) -> bool:
+    """Whether a topology's beats should be looked up in ZooKeeper as well: some slot of it
+    has no reported beat with stats (its worker may be of an earlier squall, which beats
+    there). Never once every worker of the topology reports."""
+    return any(slot not in heard or not heard[slot].beat.stats for slot in slots)
