@@ -334,6 +334,7 @@ class Nimbus:
                 self._do_rebalance(topology_id)
             elif action == SWEEP and topology_id not in self.state.topology_ids():
                 self.state.teardown_topology(topology_id)
+                self.state.remove_node_parts(topology_id)  # looked for under every node
 
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
@@ -344,10 +345,14 @@ class Nimbus:
         self._observe_connection(now)
         self._publish_tokens()
         supervisors = self._live_supervisors(now)
-        infos = self.state.topologies()
+        entries = self.state.topology_entries()
+        infos = {tid: info for tid, info in entries.items() if info is not None}
+        ids = set(entries)  # malformed topology nodes count as present: they keep their workers
         assignments = self.state.assignments()
+        unreadable = set(self.state.assignment_ids()) - set(assignments)
         if not self._parts_checked:
-            self._reconcile_parts(assignments)
+            self._reconcile_parts(assignments, unreadable)
+        self._recover_unreadable(ids - set(infos), unreadable & ids, assignments)
         # The reads above may have waited for a reconnection: judge by the count after them.
         self._observe_connection(self.clock.time())
         hold = self._grace.active()
@@ -368,7 +373,6 @@ class Nimbus:
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
-        ids = set(self.state.topology_ids())  # malformed topology nodes count as present
         for topology_id in sorted(assignments.keys() - ids):
             log.warning("removing assignment of unknown topology", topology_id=topology_id)
             self.state.remove_assignment(topology_id)
@@ -390,11 +394,25 @@ class Nimbus:
         beats = next_judgement(self.beats.seen_times(), self.task_timeout, now)
         return min((t for t in (sups, beats) if t is not None), default=None)
 
-    def _reconcile_parts(self, assignments: Mapping[str, Assignment]) -> None:
+    def _recover_unreadable(self, topologies: set[str], assignments_unreadable: set[str],
+                            assignments: dict[str, Assignment]) -> None:
+        """Damaged but not lost: a topology whose node is malformed keeps its workers and its
+        name (it is reported, and can be killed by id); a malformed assignment is rebuilt from
+        the supervisors' parts of it, so that rewriting it moves nothing."""
+        for topology_id in sorted(topologies):
+            self._warn_once(topology_id, "unreadable", "topology node unreadable: its workers keep "
+                            "running and its name stays taken; an admin can kill it by id")
+        for topology_id in sorted(assignments_unreadable):
+            rebuilt = self.state.assignment_from_parts(topology_id)
+            if rebuilt is not None:
+                assignments[topology_id] = rebuilt
+                log.warning("assignment unreadable; rewriting it from the supervisors' parts",
+                            topology_id=topology_id, executors=len(rebuilt.executors))
+
+    def _reconcile_parts(self, assignments: Mapping[str, Assignment], malformed: set[str]) -> None:
         """Once per leadership: every supervisor's part of the assignments made to agree with
         them (an earlier leader may have died between writes, or been of a version that wrote
         whole assignments only). Malformed assignments keep their parts."""
-        malformed = set(self.state.assignment_ids()) - set(assignments)
         writes = self.state.reconcile_node_parts(assignments, malformed)
         self._parts_checked = True
         if writes:
@@ -559,15 +577,18 @@ class Nimbus:
         return float(value)
 
     # -- operations (API) -----------------------------------------------------------
-    def _lookup(self, name: str) -> TopologyInfo:
-        """The live topology with this name (or id); 404 when there is none."""
-        infos = self.state.topologies()
-        if name in infos:
-            return infos[name]
-        for info in infos.values():
-            if info.name == name:
-                return info
-        raise ApiError(404, f"no topology named {name!r}")
+    def _lookup(self, name: str, unreadable: bool = False) -> TopologyInfo:
+        """The live topology with this name (or id); 404 when there is none. A topology whose
+        node is malformed is found by id (its stand-in, ``status.with_unreadable``) only with
+        ``unreadable`` (owner checks and kill); otherwise it is a 409 that says what to do."""
+        infos = status.with_unreadable(self.state.topology_entries())
+        found = infos.get(name) or next((i for i in infos.values() if i.name == name), None)
+        if found is None:
+            raise ApiError(404, f"no topology named {name!r}")
+        if found.status == status.UNREADABLE and not (unreadable and found.id == name):
+            raise ApiError(409, f"the ZooKeeper node of topology {found.id} is unreadable (see nimbus's "
+                                f"log); an admin can kill it by id: squall kill {found.id}", id=found.id)
+        return found
 
     def _new_id(self, name: str) -> str:
         existing = set(self.state.topology_ids())
@@ -577,8 +598,9 @@ class Nimbus:
                 return topology_id
 
     def owner_of(self, name: str) -> str:
-        """The user who submitted the topology with this name or id (404 if none)."""
-        return self._lookup(name).owner
+        """The user who submitted the topology with this name or id (404 if none; "" for an
+        unreadable one: admins only)."""
+        return self._lookup(name, unreadable=True).owner
 
     def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]:
         """Validate, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
@@ -590,11 +612,12 @@ class Nimbus:
             raise ApiError(exc.status, str(exc)) from None
         with self._lock:
             self._require_leader()
-            for info in self.state.topologies().values():
-                if info.name == sub.name:
-                    extra = " (it is being killed)" if info.status == "killed" else ""
-                    raise ApiError(409, f"a topology named {sub.name!r} is already running{extra}",
-                                   id=info.id)
+            for info in status.with_unreadable(self.state.topology_entries()).values():
+                if info.name == sub.name:  # an unreadable node keeps its name taken until it is killed
+                    extra = {"killed": " (it is being killed)",
+                             status.UNREADABLE: f" (its ZooKeeper node is unreadable: kill {info.id} first)"}
+                    raise ApiError(409, f"a topology named {sub.name!r} is already running"
+                                        f"{extra.get(info.status, '')}", id=info.id)
             conf = dict(sub.conf)
             conf["topology.name"] = sub.name
             workers = conf.get("topology.workers") or self.conf["topology.workers"]
@@ -645,10 +668,12 @@ class Nimbus:
         wait = _number(wait_secs, "wait_secs")
         with self._lock:
             self._require_leader()
-            info = self._lookup(name)
+            info = self._lookup(name, unreadable=True)
             if wait is None:
                 wait = self._message_timeout(info)
-            self.state.set_topology_status(info.id, "killed")
+            if info.status == status.UNREADABLE:
+                log.warning("killing a topology whose ZooKeeper node is unreadable", topology_id=info.id)
+            self.state.set_topology_status(info.id, "killed")  # False (and nothing) when unreadable
             self._timers.cancel((REBALANCE, info.id))
             self._prev_status.pop(info.id, None)
             log.info("topology killed", topology_id=info.id, name=info.name, wait_secs=wait)
@@ -751,7 +776,9 @@ class Nimbus:
 
     # -- reads (any nimbus) ---------------------------------------------------------
     def list_topologies(self) -> list[dict[str, Any]]:
-        return status.topology_rows(self.state.topologies(), self.state.assignments(), self.clock.time())
+        """Every topology, one whose node is unreadable too (status ``unreadable``)."""
+        return status.topology_rows(status.with_unreadable(self.state.topology_entries()),
+                                    self.state.assignments(), self.clock.time())
 
     def topology_status(self, name: str) -> dict[str, Any]:
         """Components with their executors (host, port, counters), workers, last errors.
@@ -820,7 +847,7 @@ class Nimbus:
         cannot be read."""
         now = self.clock.time()
         try:
-            statuses = [i.status for i in self.state.topologies().values()]
+            statuses = [i.status for i in status.with_unreadable(self.state.topology_entries()).values()]
             rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now,
                                           self._heartbeat_ages(now))
         except ClusterStateError:

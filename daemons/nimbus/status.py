@@ -3,6 +3,7 @@ of records read from ZooKeeper and the code store, and of the worker beats the s
 report to the leader."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -102,17 +103,37 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     return round(sum(v * w for v, w in pairs) / total, 4)
 
 
+UNREADABLE = "unreadable"  # the status shown for a topology whose ZooKeeper node is malformed
+_ID = re.compile(r"^(.+)-\d+-\d+$")  # <name>-<n>-<time>, as nimbus makes ids
+
+
+def name_of_id(topology_id: str) -> str:
+    """The name a topology id was made from (the id itself when it is not of nimbus's form)."""
+    match = _ID.match(topology_id)
+    return match.group(1) if match else topology_id
+
+
+def with_unreadable(entries: Mapping[str, TopologyInfo | None]) -> dict[str, TopologyInfo]:
+    """Topologies by id, one whose node is malformed (None) stood in for by what its id
+    says: its name (taken while it exists), status ``unreadable``, no owner (admins only)."""
+    return {tid: info if info is not None else TopologyInfo(
+        id=tid, name=name_of_id(tid), status=UNREADABLE, num_workers=0, component_parallelism={},
+        code_digest="", submitted_at=float("nan"), conf={}, owner="") for tid, info in entries.items()}
+
+
 def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, Assignment],
                   now: float) -> list[dict[str, Any]]:
-    """One row per topology for ``squall list``."""
+    """One row per topology for ``squall list`` (an unreadable one has no uptime)."""
     out = []
     for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
         a = assignments.get(info.id)
+        unreadable = info.status == UNREADABLE
         out.append({
             "name": info.name, "id": info.id, "owner": info.owner, "status": info.status,
-            "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
+            "workers": len(a.slots()) if a else 0, "requested_workers": None if unreadable else info.num_workers,
             "executors": len(a.executors) if a else 0,
-            "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+            "uptime": None if unreadable else round(now - info.submitted_at, 1),
+            "submitted_at": None if unreadable else info.submitted_at,
         })
     return out
 

@@ -63,6 +63,7 @@ from squall.daemons.state.records import (
     TOPOLOGY_STATUSES,
     Assignment,
     ErrorInfo,
+    ExecutorId,
     LayoutMark,
     NimbusId,
     NodeAssignment,
@@ -281,6 +282,24 @@ class ClusterState(ZkNodes):
                 self._delete(f"{parent}/{node}")
         self._mark_layout()
         return writes
+
+    def assignment_from_parts(self, topology_id: str) -> Assignment | None:
+        """A topology's assignment rebuilt from the supervisors' parts of it (when its own node
+        is malformed): executors and code, without hosts or start times, version 0; None
+        when no readable part exists."""
+        found = self._find_parts(topology_id)
+        executors: dict[ExecutorId, Slot] = {}
+        digest = None
+        for node in sorted(found):
+            part = self._read(self._path("node-assignments", node, topology_id), NodeAssignment.from_dict)
+            if part is None:
+                continue
+            digest = part.code_digest
+            for port, execs in part.ports.items():
+                executors.update((ex, (node, port)) for ex in execs)
+        if digest is None:
+            return None
+        return Assignment(topology_id, executors, code_digest=digest, version=0)
 
     def layout_current(self) -> bool:
         """Whether supervisors can follow their parts: the layout is marked (a nimbus of this

@@ -38,6 +38,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,7 @@ class Supervisor:
         self._snapshot_lock = threading.Lock()
         self._snapshot: dict[str, NodeAssignment | None] | None = None  # this node's parts by topology
         self._whole: dict[str, Assignment] = {}  # whole assignments read at launches (outage fallback)
+        self._registered: SupervisorInfo | None = None  # the node's content as last written (time 0)
         self.reporter: Reporter | None = None
         self._watch_seq = 0  # bumped by every watch delivery
         self._watch: Any = None
@@ -284,6 +286,7 @@ class Supervisor:
                     self.tick()
                 except Exception:  # noqa: BLE001 - one bad tick must not end the node
                     self.log.exception("supervisor tick failed")
+                self._register()
                 wait = poll.left()
                 if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
@@ -396,10 +399,12 @@ class Supervisor:
                 self._snapshot = snapshot
 
     def _info(self) -> SupervisorInfo:
-        """This supervisor's node: what does not change while it runs (which ports are used
-        is in the assignments; liveness is in its reports), so it is written once."""
+        """This supervisor's node; ``time`` is when it was written. Written when its content
+        changes (a port starts or stops being used), never on a timer: liveness is in the
+        reports."""
+        used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
-                              used_ports=[], time=self.started_at,
+                              used_ports=used, time=self.clock.time(),
                               logviewer_port=self.endpoints.logviewer_port if self.endpoints else None)
 
     def release_zookeeper(self) -> None:
@@ -410,10 +415,16 @@ class Supervisor:
             state.close()
 
     def _register(self) -> None:
-        """Register (start-up): the ephemeral node, re-created by the session after an expiry."""
+        """Write this supervisor's node when its content changed since the last write (the
+        session re-creates it after an expiry); while ZooKeeper is away, once it is back."""
         assert self.state is not None
+        info = self._info()
+        content = replace(info, time=0.0)
+        if content == self._registered or not self.state.connected:
+            return
         try:
-            self.state.register_supervisor(self._info())
+            self.state.register_supervisor(info)
+            self._registered = content
         except ClusterStateError as exc:
             self.log.warning("supervisor registration failed", error=str(exc))
 

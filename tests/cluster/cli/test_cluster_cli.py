@@ -24,8 +24,10 @@ import yaml
 
 from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.daemons.nimbus.process import NimbusProcess
+from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
 from support.paths import TOPOLOGIES
+from support.reports import report_beats
 
 pytestmark = pytest.mark.cluster
 
@@ -95,14 +97,16 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     listed = json.loads(squall(conf, "list", "--json").stdout)
     assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
 
-    # What workers would report: beats with executor stats, and an error.
+    # What supervisors would report of their workers: beats with executor stats; and an error.
     assignment = state.assignment(tid)
+    beats = []
     for node, port in assignment.slots():
         execs = assignment.executors_on(node, port)
         stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0,
                   "dropped": {"bad_ids": 2}} for ex in execs]
-        state.worker_beat(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
-                                     {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
+        beats.append(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
+                                {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
+    report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
                                       "Traceback (most recent call last):\nKeyError: 'word'"))
     result = squall(conf, "status", "words")
@@ -328,8 +332,8 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
             # n, words emits n.
             stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (4, 4) else {},
                       "executed": n if ex in ((2, 2), (3, 3)) else 0, "acked": 0, "failed": 0} for ex in execs]
-            state.worker_beat(WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
-                                         {"executors": stats, "time": t}))
+            report_beats(nimbus, [WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
+                                             {"executors": stats, "time": t})])
 
         start = time.time() - 20
         beat(start, 1000)
@@ -351,17 +355,22 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
 
         # --watch redraws until Ctrl-C, then exits 0.
         env = {**os.environ, "SQUALL_CONF": str(conf)}
-        proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "status", "words", "--watch",
-                                 "--interval", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        screen = tmp_path / "watch.out"
+        with open(screen, "w") as out_file:
+            proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "status", "words", "--watch",
+                                     "--interval", "0.5"], env=env, stdout=out_file, stderr=subprocess.PIPE,
+                                    text=True)
         try:
-            time.sleep(4)
+            # Two frames drawn with the old numbers (a loaded machine starts the CLI slowly), then a new beat.
+            wait_for(lambda: screen.read_text().count("every 0.5s, Ctrl-C to stop") >= 2, 30, "two frames")
             beat(start + 20, 1000 + 5000)
-            time.sleep(2.5)
+            wait_for(lambda: "12,000" in screen.read_text(), 30, "a frame with the new beat")
+            time.sleep(1.2)  # two more frames
         finally:
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=20)
+            _, err = proc.communicate(timeout=20)
         assert proc.returncode == 0, err
+        out = screen.read_text()
         frames = out.split("every 0.5s, Ctrl-C to stop")
         assert len(frames) >= 4, out
         assert "7,000" in frames[1] and "12,000" in frames[-1], out  # the later frames saw the new beat

@@ -1,8 +1,9 @@
 """Nimbus as a real process against a real ZooKeeper: submission checks, scheduling, kill,
 status changes, rebalance, reassignment on lost supervisors and silent workers, failover.
 
-Supervisors and workers are stood in for by their ZooKeeper records (SupervisorInfo nodes
-and WorkerBeats written with ClusterState): nimbus only ever sees those.
+Supervisors and workers are stood in for by what nimbus hears of them: SupervisorInfo nodes
+written with ClusterState, and the reports supervisors post (support.reports) with their
+workers' beats: nimbus only ever sees those.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import TcpRelay
+from support.reports import report_beats, send_report
 
 pytestmark = pytest.mark.cluster
 
@@ -337,12 +339,14 @@ def test_status_reports_executors_stats_and_errors(start_nimbus, state, tmp_path
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
     assignment = state.assignment(tid)
     now = time.time()
+    beats = []
     for node, port in assignment.slots():
         execs = assignment.executors_on(node, port)
         stats = [{"component": "?", "executor": list(ex), "kind": "bolt",
                   "emitted": {"default": 10, "__ack_init": 99}, "executed": 4, "acked": 2, "failed": 1}
                  for ex in execs]
-        state.worker_beat(WorkerBeat(tid, node, port, now, execs, 12.0, {"executors": stats}))
+        beats.append(WorkerBeat(tid, node, port, now, execs, 12.0, {"executors": stats}))
+    report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(now, "sink", 5, "host-a", 7001, "Traceback...\nValueError: boom"))
     st = nimbus.client().topology("numbers")
     assert st["id"] == tid and st["status"] == "active" and len(st["workers"]) == 2
@@ -471,10 +475,10 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
     healthy, silent = sorted(first.slots())
     stop = threading.Event()
 
-    def beat() -> None:  # only the healthy worker beats
+    def beat() -> None:  # only the healthy worker beats (its supervisor reports it)
         while not stop.is_set():
             execs = first.executors_on(*healthy)
-            state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {}))
+            send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {})])
             stop.wait(0.3)
 
     thread = threading.Thread(target=beat, daemon=True)
@@ -507,12 +511,12 @@ def test_after_reconnecting_nimbus_reassigns_nothing_for_the_task_timeout(start_
     beating.set()
     stop = threading.Event()
 
-    def beat() -> None:  # the workers' beats, paused while "ZooKeeper is away" for them too
+    def beat() -> None:  # the supervisors' reports, paused while "ZooKeeper is away" for them too
         while not stop.is_set():
             if beating.is_set():
-                for slot in first.slots():
-                    state.worker_beat(WorkerBeat(tid, slot[0], slot[1], time.time(),
-                                                 first.executors_on(*slot), 1.0, {}))
+                for node in {n for n, _ in first.slots()}:  # a standby's 503 while cut off: ignored
+                    send_report(nimbus, node, [WorkerBeat(tid, n, p, time.time(), first.executors_on(n, p), 1.0, {})
+                                               for n, p in first.slots() if n == node])
             stop.wait(0.3)
 
     thread = threading.Thread(target=beat, daemon=True)
@@ -598,3 +602,33 @@ def test_bundle_layout_is_deterministic_and_skips_caches(tmp_path):
     assert structure["sink"] == {"parallelism": 3, "num_tasks": 6, "kind": "bolt",
                                  "inputs": [["numbers", "default", "shuffle"]], "streams": {}}
     assert structure["numbers"]["streams"] == {"default": ["n"]}
+
+
+# --- damaged but not lost (issue 20) -----------------------------------------------------------
+
+def test_a_malformed_topology_node_stays_listed_keeps_its_name_and_is_killable_by_id(
+        start_nimbus, state, zk_client, zk_root, tmp_path):
+    register(state, "a", [7001, 7002])
+    nimbus = start_nimbus()
+    client = nimbus.client()
+    bundle = make_bundle(tmp_path / "code")
+    tid = client.submit("numbers", bundle)["id"]
+    placed = state.assignment(tid)
+    zk_client.set(f"{zk_root}/topologies/{tid}", b'{"v": 1, "id": 3}')  # damaged, not gone
+    rows = client.topologies()
+    assert [(r["id"], r["name"], r["status"], r["workers"]) for r in rows] == [(tid, "numbers", "unreadable", 2)]
+    # The name stays taken: a second "numbers" would run next to the first.
+    with pytest.raises(NimbusError) as err:
+        client.submit("numbers", make_bundle(tmp_path / "code2"))
+    assert err.value.status == 409 and f"kill {tid} first" in str(err.value)
+    with pytest.raises(NimbusError) as err:
+        client.topology("numbers")
+    assert err.value.status == 409 and f"squall kill {tid}" in str(err.value)
+    time.sleep(5 * MONITOR_FREQ)  # rounds pass: its assignment (its workers) stays as it was
+    assert state.assignment(tid) == placed and state.topology_ids() == [tid]
+    with pytest.raises(NimbusError) as err:
+        client.kill("numbers", wait_secs=0)  # by name: which one is meant is unknowable
+    assert err.value.status == 409
+    assert client.kill(tid, wait_secs=0)["id"] == tid
+    assert state.topology_ids() == [] and state.assignment_ids() == []
+    assert client.submit("numbers", bundle)["name"] == "numbers"  # the name is free again

@@ -1,6 +1,7 @@
 """The supervisor daemon, run as a real process against a real ZooKeeper, with real workers.
 
-Nimbus's HTTP API is stood in for by a tiny ``http.server`` serving code bundles, and the
+Nimbus's HTTP API is stood in for by a tiny ``http.server`` serving code bundles and taking
+the supervisor's reports, and the
 worker by a small script (``supervisor.worker.command``) that follows the worker contract's
 process side: it writes ``pid``, reads its executors from the assignment in ZooKeeper, writes
 ``heartbeat.json`` every ``worker.heartbeat.frequency.secs`` and exits on SIGTERM. Control
@@ -33,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.auth import token_hash
+from squall.daemons.reports import SupervisorReport, parse_report
 from squall.daemons.state import Assignment, ClusterState, PublishedTokens
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
@@ -122,14 +124,32 @@ def sha(data: bytes) -> str:
 
 
 class BundleServer:
-    """Nimbus's bundle endpoint only: GET /api/v1/topologies/<id>/bundle."""
+    """Nimbus's bundle endpoint (GET /api/v1/topologies/<id>/bundle) and the supervisors'
+    reports (POST /api/v1/supervisors/<id>/report, kept parsed in ``reports``)."""
 
     def __init__(self) -> None:
         self.bundles: dict[str, bytes] = {}
         self.requests: dict[str, int] = {}
+        self.reports: list[SupervisorReport] = []
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # the reporter keeps its connection
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                parts = self.path.strip("/").split("/")
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if len(parts) != 5 or parts[:3] != ["api", "v1", "supervisors"] or parts[4] != "report":
+                    self.send_error(404)
+                    return
+                owner.reports.append(parse_report(body, parts[3]))
+                reply = json.dumps({"beats": len(owner.reports[-1].beats)}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 parts = self.path.strip("/").split("/")
                 if len(parts) != 5 or parts[:3] != ["api", "v1", "topologies"] or parts[4] != "bundle":
@@ -142,6 +162,7 @@ class BundleServer:
                     self.send_error(404, f"no topology {topology_id}")
                     return
                 self.send_response(200)
+                self.send_header("Connection", "close")
                 self.send_header("Content-Type", "application/gzip")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("X-Squall-Digest", sha(data))
@@ -352,13 +373,16 @@ def publish(server: BundleServer, topology_id: str, tag: str = "v1") -> str:
 
 # --- tests ------------------------------------------------------------------------------------
 
-def test_registers_keeps_its_id_and_is_marked_away_on_sigterm(node: Node, zk: ClusterState) -> None:
+def test_registers_keeps_its_id_and_is_marked_away_on_sigterm(node: Node, zk: ClusterState,
+                                                               server: BundleServer) -> None:
     proc = node.start()
     sid = node.id
     info = wait_for(lambda: zk.supervisor(sid), what="the supervisor node")
     assert info.host == "127.0.0.1" and info.ports == PORTS and info.used_ports == []
-    first_time = info.time
-    wait_for(lambda: (zk.supervisor(sid) or info).time > first_time, what="a heartbeat refresh")
+    # Its heartbeat goes to nimbus (supervisor.heartbeat.frequency.secs 0.5), not to ZooKeeper:
+    # reports arrive and the node is not rewritten.
+    wait_for(lambda: len([r for r in server.reports if r.supervisor_id == sid]) >= 3, what="three reports")
+    assert zk.supervisor(sid) == info
     effective = yaml.safe_load((node.local / "supervisor-conf.yaml").read_text())
     assert effective["squall.local.dir"] == str(node.local)
     assert effective["supervisor.worker.shutdown.sleep.secs"] == SHUTDOWN_SLEEP  # the -c override
@@ -398,6 +422,10 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
     assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
+    # Its reports to nimbus carry the worker's beat: the launch's topology, port and executors.
+    report = wait_for(lambda: next((r for r in reversed(server.reports) if r.beats), None), what="a worker's beat")
+    (beat,) = report.beats
+    assert (beat.topology_id, beat.node, beat.port, beat.executors) == ("topo-1-100", sid, PORTS[0], [(1, 1), (2, 2)])
 
     def states() -> list[str]:
         return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
