@@ -405,6 +405,8 @@ class Nimbus:
         for topology_id in sorted(assignments_unreadable):
             rebuilt = self.state.assignment_from_parts(topology_id)
             if rebuilt is not None:
+                # Start times are lost with the node: every executor gets the launch grace again.
+                rebuilt.executor_start = dict.fromkeys(rebuilt.executors, self.clock.time())
                 assignments[topology_id] = rebuilt
                 log.warning("assignment unreadable; rewriting it from the supervisors' parts",
                             topology_id=topology_id, executors=len(rebuilt.executors))

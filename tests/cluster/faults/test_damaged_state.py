@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from squall.daemons.state import Assignment
+from squall.daemons.state import Assignment, ClusterState
 from squall.daemons.state.records import parse_node
 from squall.testing.cluster import FAST
 from squall.testing.waiting import wait_for
@@ -22,14 +22,20 @@ ROUNDS = 4 * max(FAST["supervisor.monitor.frequency.secs"], FAST["task.refresh.p
                  FAST["nimbus.monitor.freq.secs"])
 
 
-def test_malformed_assignment_data_keeps_the_running_workers(start_cluster, zk_client, zk_root, tmp_path):
+def test_malformed_assignment_data_keeps_the_running_workers(start_cluster, zk_root, tmp_path):
     cluster = start_cluster(supervisors=1, slots=2)
+    with ClusterState(cluster.common) as state:  # the cluster's own daemon credential
+        _damage_and_watch(cluster, state.client, zk_root, tmp_path)
+
+
+def _damage_and_watch(cluster, zk_client, zk_root, tmp_path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     res = cluster.cli("submit", str(TOPOLOGY), "--name", "wc", "-c", "topology.workers=2",
                       "-c", f"test.output.dir={out}", "-c", "test.sentences=1000000", "-c", "test.rate=100")
     assert res.returncode == 0, res.stdout + res.stderr
     cluster.wait_for(lambda: len(cluster.worker_pids()) == 2, 60, "two workers")
+    cluster.wait_for(lambda: _acked(out) > 50, 60, "sentences acked: both workers running")
     pids = cluster.worker_pids()
     (tid,) = [t["id"] for t in cluster.client.topologies()]
     path = f"{zk_root}/assignments/{tid}"
@@ -56,3 +62,7 @@ def _readable(data: bytes) -> Assignment | None:
         return parse_node(data, Assignment.from_dict)
     except ValueError:
         return None
+
+
+def _acked(out) -> int:
+    return sum(len(f.read_text().split()) for f in out.glob("acked-*.txt"))
