@@ -30,7 +30,7 @@ from squall.daemons.state.records import (
     as_int,
     as_list,
     as_num,
-    check_depth,
+    check_json_depth,
     check_name,
     field_value,
 )
@@ -90,7 +90,7 @@ def parse_report(data: bytes, supervisor_id: str) -> SupervisorReport:
         raise ValueError(f"report nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
         raise ValueError(f"report is not JSON: {exc}") from None
-    check_depth(obj, MAX_DEPTH)
+    check_json_depth(data, MAX_DEPTH)
     d = as_dict(obj, "report")
     if d.get("v") != REPORT_VERSION:
         raise ValueError(f"unsupported report version {d.get('v')!r} (expected {REPORT_VERSION})")

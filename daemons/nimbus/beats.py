@@ -53,6 +53,7 @@ class BeatTable:
         self._reported: dict[str, float] = {}  # supervisor id -> nimbus time of its last report
         self._stats_bytes: dict[str, int] = {}  # supervisor id -> size of the report its stats came in
         self._size = 0  # slots in the table
+        self._stats_total = 0  # sum of _stats_bytes
         self.counts: Counter[str] = Counter()  # reports, refused (and why), stats dropped
 
     # -- intake -----------------------------------------------------------------------
@@ -66,9 +67,10 @@ class BeatTable:
                 return 0
             self.counts["reports"] += 1
             self._reported[sid] = now
-            others = sum(v for k, v in self._stats_bytes.items() if k != sid)
-            with_stats = others + size <= self.max_stats_bytes
+            self._stats_total -= self._stats_bytes.pop(sid, 0)
+            with_stats = self._stats_total + size <= self.max_stats_bytes
             self._stats_bytes[sid] = size if with_stats else 0
+            self._stats_total += self._stats_bytes[sid]
             if not with_stats and any(b.stats for b in report.beats):
                 self.counts["stats_dropped"] += 1
             kept: set[Key] = set()
@@ -150,6 +152,7 @@ class BeatTable:
             self._reported.clear()
             self._stats_bytes.clear()
             self._size = 0
+            self._stats_total = 0
 
     def restart_silence(self, now: float) -> None:
         """Count every silence from ``now`` (after nimbus was cut off from the cluster, what
@@ -168,7 +171,7 @@ class BeatTable:
                 for topology_id, slot in self._keys.pop(sid, set()):
                     self._drop(topology_id, slot)
                 del self._reported[sid]
-                self._stats_bytes.pop(sid, None)
+                self._stats_total -= self._stats_bytes.pop(sid, 0)
             for topology_id in [t for t in self._topologies if t not in topologies]:
                 self._size -= len(self._topologies.pop(topology_id))
             self._legacy = {t: s for t, s in self._legacy.items() if t in topologies}

@@ -66,10 +66,11 @@ from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     Slot,
+    SlotUse,
     available_slots,
     compute_assignment,
     dead_executors,
-    slots_in_use,
+    keeps_current,
     slots_warning,
     start_times_after,
     worker_shortfall,
@@ -360,6 +361,7 @@ class Nimbus:
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
+        used = SlotUse({tid: a.executors for tid, a in assignments.items()})
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
@@ -369,7 +371,7 @@ class Nimbus:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
-                    self._reassign(info, assignments, supervisors, now, hold=hold)
+                    self._reassign(info, assignments, supervisors, now, hold=hold, used=used)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
@@ -383,6 +385,7 @@ class Nimbus:
         self.beats.retain(ids, self._sup_seen)
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
         self.rates.retain(ids)
+        self.rates.forget_stale(self.clock.time())
         self._judge_at = self._next_judgement(supervisors, self.clock.time())
 
     def _next_judgement(self, supervisors: Mapping[str, SupervisorInfo], now: float) -> float | None:
@@ -473,14 +476,16 @@ class Nimbus:
 
     def _observed_beats(self, topology_id: str, now: float,
                         assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
-        """Beats by slot, timed by when this nimbus saw each beat advance; their counters go
-        to the rate history. A slot the reports do not cover (with stats) is looked up in
-        ZooKeeper too: a worker of an earlier squall beats there during a rolling upgrade."""
+        """Beats by slot, timed by when this nimbus saw each beat advance. A slot the reports
+        do not cover (with stats) is looked up in ZooKeeper too: a worker of an earlier squall
+        beats there during a rolling upgrade (its counters go to the rate history then)."""
         heard = self.beats.heard(topology_id)
         if assignment is not None and legacy_wanted(assignment.slots(), heard):
-            self.beats.take_legacy(topology_id, self.state.worker_beats(topology_id), now)
+            legacy = self.state.worker_beats(topology_id)
+            self.beats.take_legacy(topology_id, legacy, now)
+            for beat in legacy.values():
+                self.rates.add(topology_id, status.beat_samples(beat))
             heard = self.beats.heard(topology_id)
-        self.rates.record(topology_id, status.counter_samples(assignment, {s: h.beat for s, h in heard.items()}))
         return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
     def _component_counts(self, topology_id: str) -> dict[str, tuple[int, int]] | None:
@@ -508,11 +513,12 @@ class Nimbus:
     # -- scheduling -----------------------------------------------------------------
     def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
                   supervisors: Mapping[str, SupervisorInfo], now: float,
-                  scratch: bool = False, hold: bool = False) -> Assignment | None:
+                  scratch: bool = False, hold: bool = False, used: SlotUse | None = None) -> Assignment | None:
         """Compute the topology's assignment and write it if it changed; returns the one in force.
 
         ``hold`` (the grace after a reconnection): an existing assignment stays as it is; beats
-        are still read, so that they are timed from now."""
+        are still read, so that they are timed from now. ``used``: the round's slot use (kept
+        up to date here), else made from ``assignments``."""
         topology_id = info.id
         current = assignments.get(topology_id)
         if hold and current is not None and not scratch:
@@ -533,10 +539,14 @@ class Nimbus:
             beats = self._observed_beats(topology_id, now, current)
             dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         alive = set(cur_map) - dead
-        others = {k: a.executors for k, a in assignments.items() if k != topology_id}
+        if used is None:
+            used = SlotUse({tid: a.executors for tid, a in assignments.items()})
+        others = used.by_others(topology_id)
         ports = {sid: s.ports for sid, s in supervisors.items()}
-        new = compute_assignment(wanted, info.num_workers, cur_map, alive, ports, slots_in_use(others),
-                                 scratch=scratch)
+        if not scratch and keeps_current(wanted, info.num_workers, cur_map, dead, ports, others):
+            new = cur_map  # healthy and unchanged: the common case, without a full scheduling pass
+        else:
+            new = compute_assignment(wanted, info.num_workers, cur_map, alive, ports, others, scratch=scratch)
         if not new:
             self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
                             executors=len(wanted))
@@ -555,6 +565,7 @@ class Nimbus:
         else:  # new, or its stored assignment is unreadable: the state layer looks for old parts
             self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
+        used.update(topology_id, new)
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
         self.counts["assignments"] += 1
         self.counts["moved"] += moved
@@ -788,7 +799,6 @@ class Nimbus:
         self._require_leader()
         info = self._lookup(name)
         assignment, beats, now = self.state.assignment(info.id), self.beats.beats(info.id), self.clock.time()
-        self.rates.record(info.id, status.counter_samples(assignment, beats))
         return status.topology_status(
             info, assignment, beats, self._executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
@@ -822,6 +832,8 @@ class Nimbus:
             self.counts["reports_refused"] += 1
             raise ApiError(400, f"bad report: {exc}") from None
         kept = self.beats.take(report, len(data), self.clock.time())
+        for beat in report.beats:  # the rate history takes the counters as they come
+            self.rates.add(beat.topology_id, status.beat_samples(beat))
         return {"supervisor": supervisor_id, "beats": kept}
 
     def _heartbeat_ages(self, now: float) -> dict[str, float] | None:

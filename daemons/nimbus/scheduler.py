@@ -12,7 +12,7 @@ lost worker does not reshuffle the healthy ones.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 # The even round-robin placement lives in the model (local mode uses it too).
 from squall.model import ExecutorId, Slot, schedule_even  # noqa: F401 (schedule_even: part of this API)
@@ -35,6 +35,54 @@ def slots_in_use(
         if topology_id != exclude_topology
         for slot in assignment.values()
     }
+
+
+class SlotUse:
+    """Which topologies hold each slot, for one leader round: built once from every
+    assignment and updated as the round rewrites them, so that what the others hold costs a
+    topology a set difference, not a pass over every executor of the cluster."""
+
+    def __init__(self, assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> None:
+        self._owners: dict[Slot, set[str]] = {}
+        self._held: dict[str, set[Slot]] = {}
+        for topology_id, executors in assignments.items():
+            self.update(topology_id, executors)
+
+    def update(self, topology_id: str, executors: Mapping[ExecutorId, Slot]) -> None:
+        """``topology_id`` holds the slots of ``executors`` now (none: it holds nothing)."""
+        for slot in self._held.pop(topology_id, set()):
+            owners = self._owners[slot]
+            owners.discard(topology_id)
+            if not owners:
+                del self._owners[slot]
+        held = {(node, int(port)) for node, port in executors.values()}
+        if held:
+            self._held[topology_id] = held
+        for slot in held:
+            self._owners.setdefault(slot, set()).add(topology_id)
+
+    def by_others(self, topology_id: str) -> set[Slot]:
+        """Slots some other topology holds (``slots_in_use(..., exclude_topology)``)."""
+        alone = {slot for slot in self._held.get(topology_id, ()) if len(self._owners[slot]) == 1}
+        return self._owners.keys() - alone
+
+
+def keeps_current(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
+                  dead: Collection[ExecutorId], supervisors: Mapping[str, Collection[int]],
+                  used_by_others: Collection[Slot]) -> bool:
+    """Whether :func:`compute_assignment` would give back ``current`` unchanged, found without
+    running it: nothing dead, the same executors, every slot of it still offered and held by
+    no one else, as many slots as the topology wants and sizes of an even split. The leader
+    asks this of every topology every round; most are healthy."""
+    if dead or not current or len(wanted) != len(current) or any(ex not in current for ex in wanted):
+        return False
+    sizes = Counter((node, int(port)) for node, port in current.values())
+    if len(sizes) != min(num_workers, len(wanted)):
+        return False
+    for node, port in sizes:
+        if port not in supervisors.get(node, ()) or (node, port) in used_by_others:
+            return False
+    return Counter(sizes.values()) == even_sizes(len(wanted), len(sizes))
 
 
 def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:

@@ -157,16 +157,19 @@ def _counters(entry: Mapping[str, Any]) -> dict[str, int]:
             "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed"))}
 
 
-def counter_samples(assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, Sample]:
-    """(time, counters) per executor for the rate history; the time is when the worker read
-    its counters (``stats.time``), else the beat's."""
+def beat_samples(beat: WorkerBeat) -> dict[ExecutorId, Sample]:
+    """(time, counters) of each executor the beat names, for the rate history; the time is
+    when the worker read its counters (``stats.time``), else the beat's."""
+    t = beat.stats.get("time") if isinstance(beat.stats, dict) else None
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        t = beat.time
+    named = set(beat.executors)
     out: dict[ExecutorId, Sample] = {}
-    for ex, (entry, beat) in assigned_stats(assignment, beats).items():
-        t = beat.stats.get("time")
-        if isinstance(t, bool) or not isinstance(t, (int, float)):
-            t = beat.time
-        counters = _counters(entry)
-        out[ex] = (float(t), tuple(counters[name] for name in COUNTERS))
+    for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
+        ex = _executor_of(entry)
+        if ex is not None and ex in named:
+            counters = _counters(entry)
+            out[ex] = (float(t), tuple(counters[name] for name in COUNTERS))
     return out
 
 

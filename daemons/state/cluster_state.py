@@ -230,7 +230,8 @@ class ClusterState(ZkNodes):
         return self._children(self._path("assignments"))
 
     def assignments(self) -> dict[str, Assignment]:
-        return self._read_children(self._path("assignments"), Assignment.from_dict)
+        """Every well-formed assignment (decoded again only when it changed: do not modify them)."""
+        return self._read_children(self._path("assignments"), Assignment.from_dict, cached=True)
 
     def remove_assignment(self, topology_id: str) -> None:
         """Delete the assignment (its workers stop), then the supervisors' parts of it."""
@@ -419,7 +420,8 @@ class ClusterState(ZkNodes):
         return self._read(self._path("supervisors", supervisor_id), SupervisorInfo.from_dict)
 
     def supervisors(self) -> dict[str, SupervisorInfo]:
-        return self._read_children(self._path("supervisors"), SupervisorInfo.from_dict)
+        """Every well-formed supervisor node (decoded again only when it changed)."""
+        return self._read_children(self._path("supervisors"), SupervisorInfo.from_dict, cached=True)
 
     def watch_supervisors(self, callback: Callable[[dict[str, SupervisorInfo]], None]) -> Watch:
         """Call ``callback({supervisor id: SupervisorInfo})`` now and on any change."""

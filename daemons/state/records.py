@@ -10,6 +10,7 @@ Tuple-keyed maps of an Assignment are stored as rows: ``executors`` as
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -470,6 +471,24 @@ def check_depth(obj: Any, limit: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+
+def check_json_depth(data: bytes, limit: int) -> None:
+    """``check_depth`` on JSON text that parses, without walking the decoded values: strings
+    are cut out and everything but brackets dropped (C speed), then innermost pairs are
+    removed level by level. ValueError past ``limit``."""
+    skeleton = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    depth = 0
+    while skeleton:
+        depth += 1
+        if depth > limit:
+            raise ValueError(f"JSON nested deeper than {limit} levels")
+        skeleton = _INNERMOST.sub(b"", skeleton)
+
+
 def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:
     """Decode one node's data with ``parse``; ValueError/TypeError/KeyError when malformed."""
     if not data:
@@ -480,7 +499,7 @@ def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:
         obj = json.loads(data)  # JSON and UTF-8 errors are ValueErrors
     except RecursionError:
         raise ValueError(f"JSON nested deeper than the interpreter allows (limit {MAX_DEPTH})") from None
-    check_depth(obj, MAX_DEPTH)
+    check_json_depth(data, MAX_DEPTH)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if obj.get("v") != FORMAT_VERSION:

@@ -1,13 +1,19 @@
 """The ZooKeeper records and their checks, without a ZooKeeper: encoding, refusals, ordering."""
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from squall.daemons.state import Assignment, ErrorInfo, NodeAssignment, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.state.election import contender_order
 from squall.daemons.state.records import (
     MAX_NODE_BYTES,
     PublishedTokens,
+    check_depth,
+    check_json_depth,
     check_name,
     encode,
     node_parts,
@@ -127,3 +133,25 @@ def test_node_parts_split_an_assignment_by_supervisor() -> None:
 def test_malformed_node_parts_are_refused(ports, message) -> None:
     with pytest.raises(ValueError, match=message):
         NodeAssignment.from_dict({"topology_id": "t", "code_digest": "d", "ports": ports})
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{} \n', max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                               st.text(alphabet='k"\\[{', max_size=3), inner, max_size=3), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(0, 8))
+def test_the_depth_check_on_text_agrees_with_the_one_on_values(value, limit) -> None:
+    data = json.dumps(value).encode()
+    try:
+        check_depth(value, limit)
+        expected = None
+    except ValueError as exc:
+        expected = str(exc)
+    try:
+        check_json_depth(data, limit)
+        got = None
+    except ValueError as exc:
+        got = str(exc)
+    assert got == expected
