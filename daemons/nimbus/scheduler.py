@@ -11,6 +11,7 @@ lost worker does not reshuffle the healthy ones.
 """
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
@@ -212,11 +213,17 @@ def compute_assignment(
             return 0 if own[slot] else 2  # own with live executors first, own-but-dead last
 
         node_load = Counter(node for node, _ in kept)
-        candidates = sorted(usable - kept, key=lambda s: (group(s), order[s]))
+        # Each pick is the least (group, node's load, order); a pick raises one node's load,
+        # so an entry whose load is stale goes back with the new one (a lazy heap: a large
+        # cluster is not scanned once per pick).
+        heap = [(group(s), node_load[s[0]], order[s], s) for s in usable - kept]
+        heapq.heapify(heap)
         chosen: list[Slot] = []
-        for _ in range(need):
-            best = min(candidates, key=lambda s: (group(s), node_load[s[0]], order[s]))
-            candidates.remove(best)
+        while len(chosen) < need:
+            g, load, rank, best = heapq.heappop(heap)
+            if load != node_load[best[0]]:
+                heapq.heappush(heap, (g, node_load[best[0]], rank, best))
+                continue
             chosen.append(best)
             node_load[best[0]] += 1
         # Round-robin over `need` slots reproduces exactly the remaining even sizes.
