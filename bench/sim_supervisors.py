@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.daemons.nimbus.access import ApiAccess
-from squall.daemons.reports import build_report
+from squall.daemons.reports import ReportedBeat, build_report
 from squall.daemons.state import ClusterState, NodeAssignment, SupervisorInfo, WorkerBeat
 from squall.daemons.supervisor.reporter import NimbusLink, ReportRefused
 from squall.testing.zookeeper import TcpRelay
@@ -67,7 +67,9 @@ class SimSupervisor:
                     age = now - self.launched.get((topology_id, port), now)
                     stats = {"executors": [executor_stats(ex, age) for ex in executors], "time": now,
                              "transport": {"bad_frames": 0, "refused_connections": 0}}
-                    beats.append(WorkerBeat(topology_id, self.sid, port, now, list(executors), age, stats))
+                    # As a real supervisor builds it: counters pulled out, stats as text.
+                    beats.append(ReportedBeat.of(WorkerBeat(topology_id, self.sid, port, now, list(executors), age,
+                                                            stats)))
         return build_report(self.sid, now, beats).to_json()
 
 

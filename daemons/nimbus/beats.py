@@ -1,14 +1,15 @@
 """Worker beats and supervisor reports as the leading nimbus heard them, kept in memory.
 
 Supervisors post one report per interval (``squall.daemons.reports``); the table keeps, per
-topology and slot, the newest beat and when nimbus saw its time advance (nimbus's own clock,
+topology and slot, the newest beat (its stats as the worker's JSON text, decoded only for a
+status) and when nimbus saw its time advance (nimbus's own clock,
 as Storm times beats, so clock skew between hosts does not matter), and per supervisor when
 its last report came. A report is the supervisor's whole picture: a slot it no longer names
 has no worker any more and leaves the table. Beats that workers of an earlier squall still
 write to ZooKeeper during a rolling upgrade are fed in the same way (``take_legacy``).
 
 Everything is bounded: supervisors, slots and the bytes of stats kept (past the budget a
-report's beats are kept without their stats, and that is counted). Plain code, no I/O; one
+beat is kept without its stats, and that is counted). Plain code, no I/O; one
 lock, since reports arrive on the API's threads while the leader's round reads.
 """
 from __future__ import annotations
@@ -16,28 +17,25 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from dataclasses import replace
+from typing import NamedTuple
 
-from squall.daemons.reports import SupervisorReport
+from squall.daemons.reports import ReportedBeat, SupervisorReport
 from squall.daemons.state import Slot, WorkerBeat
 
 MAX_SUPERVISORS = 20_000
 MAX_SLOTS = 200_000
-MAX_STATS_BYTES = 256 << 20  # stats kept for all supervisors together, by the size of their reports
+MAX_STATS_BYTES = 256 << 20  # stats texts kept for all workers together
 
 
 class Heard(NamedTuple):
     """A worker's newest beat and the nimbus time at which its beat time last advanced."""
 
-    beat: WorkerBeat
+    beat: ReportedBeat
     seen: float
 
 
 Key = tuple[str, Slot]  # (topology id, slot)
-
-
-def _with_stats(beat: WorkerBeat, stats: dict[str, Any]) -> WorkerBeat:
-    return WorkerBeat(beat.topology_id, beat.node, beat.port, beat.time, beat.executors, beat.uptime, stats)
 
 
 class BeatTable:
@@ -51,15 +49,14 @@ class BeatTable:
         self._keys: dict[str, set[Key]] = {}  # supervisor id -> its slots' keys from reports
         self._legacy: dict[str, set[Slot]] = {}  # topology id -> slots last read from ZooKeeper
         self._reported: dict[str, float] = {}  # supervisor id -> nimbus time of its last report
-        self._stats_bytes: dict[str, int] = {}  # supervisor id -> size of the report its stats came in
         self._size = 0  # slots in the table
-        self._stats_total = 0  # sum of _stats_bytes
+        self._stats_total = 0  # length of every stats text kept
         self.counts: Counter[str] = Counter()  # reports, refused (and why), stats dropped
 
     # -- intake -----------------------------------------------------------------------
-    def take(self, report: SupervisorReport, size: int, now: float) -> int:
-        """Take one supervisor's report (``size`` bytes as received) heard at ``now``; the
-        number of beats kept. A full table refuses a new supervisor or new slots (counted)."""
+    def take(self, report: SupervisorReport, now: float) -> int:
+        """Take one supervisor's report heard at ``now``; the number of beats kept. A full
+        table refuses a new supervisor or new slots (counted)."""
         sid = report.supervisor_id
         with self._lock:
             if sid not in self._reported and len(self._reported) >= self.max_supervisors:
@@ -67,16 +64,8 @@ class BeatTable:
                 return 0
             self.counts["reports"] += 1
             self._reported[sid] = now
-            self._stats_total -= self._stats_bytes.pop(sid, 0)
-            with_stats = self._stats_total + size <= self.max_stats_bytes
-            self._stats_bytes[sid] = size if with_stats else 0
-            self._stats_total += self._stats_bytes[sid]
-            if not with_stats and any(b.stats for b in report.beats):
-                self.counts["stats_dropped"] += 1
             kept: set[Key] = set()
             for beat in report.beats:
-                if not with_stats:
-                    beat = _with_stats(beat, {})
                 key = (beat.topology_id, (sid, beat.port))
                 if self._put(key, beat, now):
                     kept.add(key)
@@ -94,32 +83,39 @@ class BeatTable:
             for slot in self._legacy.get(topology_id, set()) - set(beats) - reported:
                 self._drop(topology_id, slot)
             self._legacy[topology_id] = {slot for slot, beat in beats.items()
-                                         if self._put((topology_id, slot), beat, now)}
+                                         if self._put((topology_id, slot), ReportedBeat.of(beat), now)}
 
-    def _put(self, key: Key, beat: WorkerBeat, now: float) -> bool:
+    def _put(self, key: Key, beat: ReportedBeat, now: float) -> bool:
         # Caller holds the lock. Newer beat: kept, seen now; an older or equal one changes
         # nothing. Stats left out of a beat (over a budget, or a worker that writes none)
         # keep the last ones heard.
         topology_id, slot = key
-        slots = self._topologies.get(topology_id)
-        old = slots.get(slot) if slots is not None else None
-        if old is None:
-            if self._size >= self.max_slots:
-                self.counts["refused:slots"] += 1
-                return False
-            self._topologies.setdefault(topology_id, {})[slot] = Heard(beat, now)
-            self._size += 1
+        slots = self._topologies.setdefault(topology_id, {})
+        old = slots.get(slot)
+        if old is None and self._size >= self.max_slots:
+            self.counts["refused:slots"] += 1
+            if not slots:
+                del self._topologies[topology_id]
+            return False
+        if old is not None and beat.time <= old.beat.time:
             return True
-        if beat.time > old.beat.time:
-            if not beat.stats and old.beat.stats:
-                beat = _with_stats(beat, old.beat.stats)
-            slots[slot] = Heard(beat, now)  # type: ignore[index]
+        if not beat.stats and old is not None:
+            beat = replace(beat, stats=old.beat.stats)
+        kept = len(old.beat.stats) if old is not None else 0
+        if beat.stats and self._stats_total - kept + len(beat.stats) > self.max_stats_bytes:
+            beat = replace(beat, stats="")
+            self.counts["stats_dropped"] += 1
+        self._stats_total += len(beat.stats) - kept
+        self._size += old is None
+        slots[slot] = Heard(beat, now)
         return True
 
     def _drop(self, topology_id: str, slot: Slot) -> None:
         slots = self._topologies.get(topology_id)
-        if slots is not None and slots.pop(slot, None) is not None:
+        heard = slots.pop(slot, None) if slots is not None else None
+        if heard is not None:
             self._size -= 1
+            self._stats_total -= len(heard.beat.stats)
             if not slots:
                 del self._topologies[topology_id]
 
@@ -130,7 +126,8 @@ class BeatTable:
             return dict(self._topologies.get(topology_id, {}))
 
     def beats(self, topology_id: str) -> dict[Slot, WorkerBeat]:
-        return {slot: h.beat for slot, h in self.heard(topology_id).items()}
+        """The topology's beats with their stats decoded (for a status)."""
+        return {slot: h.beat.decoded() for slot, h in self.heard(topology_id).items()}
 
     def reported_at(self) -> dict[str, float]:
         """Supervisor id -> nimbus time of its last report."""
@@ -150,7 +147,6 @@ class BeatTable:
             self._keys.clear()
             self._legacy.clear()
             self._reported.clear()
-            self._stats_bytes.clear()
             self._size = 0
             self._stats_total = 0
 
@@ -171,9 +167,9 @@ class BeatTable:
                 for topology_id, slot in self._keys.pop(sid, set()):
                     self._drop(topology_id, slot)
                 del self._reported[sid]
-                self._stats_total -= self._stats_bytes.pop(sid, 0)
             for topology_id in [t for t in self._topologies if t not in topologies]:
-                self._size -= len(self._topologies.pop(topology_id))
+                for slot in list(self._topologies[topology_id]):
+                    self._drop(topology_id, slot)
             self._legacy = {t: s for t, s in self._legacy.items() if t in topologies}
             for sid, keys in self._keys.items():
                 self._keys[sid] = {k for k in keys if k[0] in topologies}

@@ -76,7 +76,7 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.metrics.exposition import metrics_app
-from squall.daemons.reports import parse_report
+from squall.daemons.reports import ReportedBeat, parse_report
 from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
@@ -152,7 +152,7 @@ class Nimbus:
         self.access = ApiAccess()
         self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
         self.counts: Counter[str] = Counter()  # rounds, assignments, moved, reports refused (/metrics)
-        self.round_secs: float | None = None  # how long the last leader round took
+        self.round_secs: tuple[float, float] | None = None  # the last leader round: (seconds, CPU seconds)
         self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
 
@@ -293,10 +293,10 @@ class Nimbus:
                     with self._lock:
                         if lost.is_set():
                             break
-                        started = time.perf_counter()  # a measurement: the real clock
+                        started, cpu = time.perf_counter(), time.thread_time()  # measurements: real clocks
                         self._run_due_timers()
                         self._monitor()
-                        self.round_secs = time.perf_counter() - started
+                        self.round_secs = (time.perf_counter() - started, time.thread_time() - cpu)
                 except ClusterStateError as exc:
                     log.warning("monitor round skipped: ZooKeeper unavailable", error=str(exc))
                 except Exception:  # noqa: BLE001 - one bad round must not end leadership
@@ -484,7 +484,7 @@ class Nimbus:
             legacy = self.state.worker_beats(topology_id)
             self.beats.take_legacy(topology_id, legacy, now)
             for beat in legacy.values():
-                self.rates.add(topology_id, status.beat_samples(beat))
+                self.rates.add(topology_id, ReportedBeat.of(beat).samples())
             heard = self.beats.heard(topology_id)
         return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
@@ -831,9 +831,9 @@ class Nimbus:
         except (ValueError, TypeError) as exc:
             self.counts["reports_refused"] += 1
             raise ApiError(400, f"bad report: {exc}") from None
-        kept = self.beats.take(report, len(data), self.clock.time())
+        kept = self.beats.take(report, self.clock.time())
         for beat in report.beats:  # the rate history takes the counters as they come
-            self.rates.add(beat.topology_id, status.beat_samples(beat))
+            self.rates.add(beat.topology_id, beat.samples())
         return {"supervisor": supervisor_id, "beats": kept}
 
     def _heartbeat_ages(self, now: float) -> dict[str, float] | None:

@@ -8,18 +8,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
-from squall.daemons.nimbus.rates import COUNTERS, Sample, sum_rates
+from squall.daemons.nimbus.rates import sum_rates
+from squall.daemons.reports import emitted_of, executor_of
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
 from squall.model import ACKER
-
-
-def _executor_of(entry: Any) -> ExecutorId | None:
-    if not isinstance(entry, dict):
-        return None
-    ex = entry.get("executor")
-    if (isinstance(ex, (list, tuple)) and len(ex) == 2 and all(isinstance(t, int) for t in ex)):
-        return (ex[0], ex[1])
-    return None
 
 
 def _int(value: Any) -> int:
@@ -39,14 +31,6 @@ def _inputs(spec: Any) -> list[dict[str, str]]:
     rows = spec.get("inputs") if isinstance(spec, dict) else None
     return [{"component": r[0], "stream": r[1], "grouping": r[2]} for r in rows or []
             if isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)]
-
-
-def _emitted(entry: Mapping[str, Any]) -> int:
-    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
-    emitted = entry.get("emitted")
-    if isinstance(emitted, dict):
-        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
-    return _int(emitted)
 
 
 def _dropped(entry: Any) -> dict[str, int]:
@@ -146,31 +130,10 @@ def assigned_stats(assignment: Assignment | None,
     stats: dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]] = {}
     for slot, beat in beats.items():
         for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
-            ex = _executor_of(entry)
+            ex = executor_of(entry)
             if ex is not None and placed.get(ex) == slot:
                 stats[ex] = (entry, beat)
     return stats
-
-
-def _counters(entry: Mapping[str, Any]) -> dict[str, int]:
-    return {"emitted": _emitted(entry), "acked": _int(entry.get("acked")),
-            "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed"))}
-
-
-def beat_samples(beat: WorkerBeat) -> dict[ExecutorId, Sample]:
-    """(time, counters) of each executor the beat names, for the rate history; the time is
-    when the worker read its counters (``stats.time``), else the beat's."""
-    t = beat.stats.get("time") if isinstance(beat.stats, dict) else None
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        t = beat.time
-    named = set(beat.executors)
-    out: dict[ExecutorId, Sample] = {}
-    for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
-        ex = _executor_of(entry)
-        if ex is not None and ex in named:
-            counters = _counters(entry)
-            out[ex] = (float(t), tuple(counters[name] for name in COUNTERS))
-    return out
 
 
 def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
@@ -202,7 +165,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "host": hosts.get(node) if node else None,
             "port": port, "uptime": round(beat.uptime, 1) if beat else None,
             "beat_age": round(now - beat.time, 1) if beat else None,
-            "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
+            "emitted": emitted_of(entry), "acked": _int(entry.get("acked")),
             "failed": _int(entry.get("failed")), "executed": executed,
             "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
             "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),

@@ -2,8 +2,9 @@
 
 The reporter (``reporter.py``) reads the files its workers leave (``heartbeat.json``,
 ``stats.json``), turns each into a beat here and sends one bounded report per
-``supervisor.heartbeat.frequency.secs`` (``squall.daemons.reports``). Those files are written
-by user code's process, so they are hostile input: the topology and port come from the
+``supervisor.heartbeat.frequency.secs`` (``squall.daemons.reports``): the beat, the
+executors' counters (nimbus's rates) and the stats as JSON text. Those files are written by
+user code's process, so they are hostile input: the topology and port come from the
 supervisor's own record of the launch, the executors are those the worker was launched with
 (a worker cannot claim another's), and stats nested too deeply are left out, never the beat.
 
@@ -14,11 +15,12 @@ kept.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable
 
 from squall.daemons.local_state import LocalHeartbeat, WorkerStats
-from squall.daemons.state import WorkerBeat
+from squall.daemons.reports import ReportedBeat, stats_counters
 from squall.daemons.state.records import check_depth
 
 STATS_MAX_DEPTH = 32  # a report nests a worker's stats 3 levels down; nimbus refuses past 64
@@ -28,7 +30,7 @@ JITTER = 0.1  # +-10% on every wait
 
 def worker_beat(node: str, topology_id: str, port: int, launched: Iterable[tuple[int, int]],
                 heartbeat: LocalHeartbeat | None, stats: WorkerStats | None,
-                launch_time: float) -> tuple[WorkerBeat | None, bool]:
+                launch_time: float) -> tuple[ReportedBeat | None, bool]:
     """The beat of one launched worker, and whether its stats had to be left out. None
     before its first heartbeat: nimbus gives a new worker ``nimbus.task.launch.secs``."""
     if heartbeat is None:
@@ -41,7 +43,10 @@ def worker_beat(node: str, topology_id: str, port: int, launched: Iterable[tuple
         check_depth(body, STATS_MAX_DEPTH)
     except ValueError:
         body, refused = {}, True
-    return WorkerBeat(topology_id, node, port, heartbeat.time, executors, uptime, body), refused
+    counters_time, counters = stats_counters(body, executors)
+    text = json.dumps(body, separators=(",", ":")) if body else ""
+    return ReportedBeat(topology_id, node, port, heartbeat.time, executors, uptime, counters_time, counters,
+                        text), refused
 
 
 class RetrySchedule:

@@ -9,15 +9,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from squall.daemons.nimbus.process import NimbusProcess
-from squall.daemons.reports import build_report
+from squall.daemons.reports import ReportedBeat, build_report
 from squall.daemons.state import WorkerBeat
 
 
 def send_report(nimbus: NimbusProcess, supervisor_id: str, beats: Iterable[WorkerBeat],
                 now: float = 0.0) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, JSON reply) of one report of ``beats`` (``node`` must be the supervisor)."""
+    """(HTTP status, JSON reply) of one report of ``beats`` (``node`` must be the supervisor),
+    built as a supervisor builds it from the files its workers leave."""
     assert nimbus.credentials is not None, "a secured nimbus made by NimbusProcess"
-    body = build_report(supervisor_id, now, beats).to_json()
+    body = build_report(supervisor_id, now, [ReportedBeat.of(b) for b in beats]).to_json()
     conn = nimbus.connection()
     try:
         conn.request("POST", f"/api/v1/supervisors/{urllib.parse.quote(supervisor_id, safe='')}/report",

@@ -196,7 +196,7 @@ class WorkerHarness:
         except (OSError, ValueError):
             return None  # caught mid-replace or removed meanwhile: ask again
         beat, _ = worker_beat(self.node, self.topology_id, port, self.executors_on(port), heartbeat, stats, 0.0)
-        return beat
+        return beat.decoded() if beat is not None else None
 
     def executors_on(self, port: int) -> list[tuple[int, int]]:
         assignment = self.state.assignment(self.topology_id)

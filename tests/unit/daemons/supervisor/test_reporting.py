@@ -18,21 +18,23 @@ def heartbeat(executors, time: float = 50.0) -> LocalHeartbeat:
 
 
 def test_a_beat_takes_topology_port_and_executors_from_the_launch_record():
+    stats = {"time": 49.0, "executors": [{"executor": [1, 1], "executed": 7}, {"executor": [7, 9], "executed": 1}]}
     beat, refused = worker_beat("s1", "wc-1-1", 6700, [(1, 1), (2, 2)], heartbeat({(1, 1), (2, 2), (7, 9)}),
-                                WorkerStats(12.0, {"executors": []}), launch_time=10.0)
+                                WorkerStats(12.0, stats), launch_time=10.0)
     assert (beat.topology_id, beat.node, beat.port) == ("wc-1-1", "s1", 6700)
     assert beat.executors == [(1, 1), (2, 2)]  # (7, 9) is not this worker's to claim
-    assert (beat.time, beat.uptime, beat.stats, refused) == (50.0, 12.0, {"executors": []}, False)
+    assert beat.counters == {(1, 1): (0, 7, 0, 0)} and beat.counters_time == 49.0
+    assert (beat.time, beat.uptime, beat.decoded().stats, refused) == (50.0, 12.0, stats, False)
 
 
 def test_a_worker_without_stats_still_beats_and_deep_stats_are_left_out():
     beat, _ = worker_beat("s1", "t", 6700, [(1, 1)], heartbeat({(1, 1)}), None, launch_time=40.0)
-    assert beat.uptime == 10.0 and beat.stats == {}
+    assert beat.uptime == 10.0 and beat.stats == "" and beat.counters == {}
     deep: dict = {}
     for _ in range(40):
         deep = {"x": deep}
     beat, refused = worker_beat("s1", "t", 6700, [(1, 1)], heartbeat({(1, 1)}), WorkerStats(1.0, deep), 0.0)
-    assert refused and beat.stats == {} and beat.executors == [(1, 1)]
+    assert refused and beat.stats == "" and beat.executors == [(1, 1)]
     assert worker_beat("s1", "t", 6700, [(1, 1)], None, None, 0.0) == (None, False)  # not started yet
 
 
@@ -79,8 +81,8 @@ def test_the_reporter_sends_its_workers_and_follows_a_standby_to_the_leader(tmp_
     assert reporter.report_once()
     (first, _, report), (second, path, again) = reporter.link.posted
     assert (first, second, path) == ("127.0.0.1:6627", "10.0.0.9:6627", "/supervisors/s1/report")
-    assert report == again and [(b.port, b.executors, b.stats["executors"][0]["acked"]) for b in report.beats] == [
-        (6700, [(1, 1), (2, 3)], 3)]
+    assert report == again and [(b.port, b.executors, b.decoded().stats["executors"][0]["acked"])
+                                for b in report.beats] == [(6700, [(1, 1), (2, 3)], 3)]
     assert reporter.address == "10.0.0.9:6627" and reporter.counts["sent"] == 1
 
 
