@@ -144,6 +144,7 @@ class Nimbus:
         self._parts_checked = False  # this leadership has reconciled the supervisors' parts
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
+        self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
         self._sync: CodeSync | None = None
@@ -362,6 +363,7 @@ class Nimbus:
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
         used = SlotUse({tid: a.executors for tid, a in assignments.items()})
+        ports = {sid: s.ports for sid, s in supervisors.items()}
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
@@ -371,7 +373,7 @@ class Nimbus:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
-                    self._reassign(info, assignments, supervisors, now, hold=hold, used=used)
+                    self._reassign(info, assignments, supervisors, now, hold=hold, used=used, ports=ports)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
@@ -384,17 +386,19 @@ class Nimbus:
                 self.store.remove(topology_id)
         self.beats.retain(ids, self._sup_seen)
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
+        self._components = {k: v for k, v in self._components.items() if k in ids}
         self.rates.retain(ids)
         self.rates.forget_stale(self.clock.time())
-        self._judge_at = self._next_judgement(supervisors, self.clock.time())
+        self._judge_at = self._next_judgement(supervisors, now)
 
-    def _next_judgement(self, supervisors: Mapping[str, SupervisorInfo], now: float) -> float | None:
-        """When the next beat or supervisor heartbeat heard runs out of its timeout."""
+    def _next_judgement(self, supervisors: Mapping[str, SupervisorInfo], judged: float) -> float | None:
+        """When the next beat or supervisor heartbeat heard runs out of its timeout (what ran
+        out before ``judged``, this round's time, was judged in it)."""
         reported = self.beats.reported_at()
         sups = next_judgement((last_heard(self._sup_seen[sid][1], reported.get(sid)) for sid in supervisors
                                if sid in self._sup_seen and not supervisors[sid].away),
-                              self.supervisor_timeout, now)
-        beats = next_judgement(self.beats.seen_times(), self.task_timeout, now)
+                              self.supervisor_timeout, judged)
+        beats = next_judgement(self.beats.seen_times(), self.task_timeout, judged)
         return min((t for t in (sups, beats) if t is not None), default=None)
 
     def _recover_unreadable(self, topologies: set[str], assignments_unreadable: set[str],
@@ -504,21 +508,30 @@ class Nimbus:
         return counts
 
     def _executor_components(self, info: TopologyInfo) -> dict[ExecutorId, str] | None:
+        """Executor -> component, computed again only when the parallelism or the ackers
+        change (every round asks it of every topology)."""
         counts = self._component_counts(info.id)
         if counts is None:
             return None
+        key = (tuple(sorted(info.component_parallelism.items())), info.conf.get("topology.acker.executors"))
+        cached = self._components.get(info.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         system = system_counts(counts, info.conf)
-        return executors_of(system, task_ids(system), info.component_parallelism)
+        components = executors_of(system, task_ids(system), info.component_parallelism)
+        self._components[info.id] = (key, components)
+        return components
 
     # -- scheduling -----------------------------------------------------------------
     def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
                   supervisors: Mapping[str, SupervisorInfo], now: float,
-                  scratch: bool = False, hold: bool = False, used: SlotUse | None = None) -> Assignment | None:
+                  scratch: bool = False, hold: bool = False, used: SlotUse | None = None,
+                  ports: Mapping[str, list[int]] | None = None) -> Assignment | None:
         """Compute the topology's assignment and write it if it changed; returns the one in force.
 
         ``hold`` (the grace after a reconnection): an existing assignment stays as it is; beats
-        are still read, so that they are timed from now. ``used``: the round's slot use (kept
-        up to date here), else made from ``assignments``."""
+        are still read, so that they are timed from now. ``used`` and ``ports``: the round's
+        slot use (kept up to date here) and supervisors' ports, else made from the arguments."""
         topology_id = info.id
         current = assignments.get(topology_id)
         if hold and current is not None and not scratch:
@@ -542,7 +555,8 @@ class Nimbus:
         if used is None:
             used = SlotUse({tid: a.executors for tid, a in assignments.items()})
         others = used.by_others(topology_id)
-        ports = {sid: s.ports for sid, s in supervisors.items()}
+        if ports is None:
+            ports = {sid: s.ports for sid, s in supervisors.items()}
         if not scratch and keeps_current(wanted, info.num_workers, cur_map, dead, ports, others):
             new = cur_map  # healthy and unchanged: the common case, without a full scheduling pass
         else:

@@ -60,8 +60,10 @@ def last_heard(*times: float | None) -> float:
     return max((t for t in times if t is not None), default=float("-inf"))
 
 
-def next_judgement(heard: Iterable[float], timeout: float, now: float) -> float | None:
-    """The earliest time after ``now`` at which something last heard at one of ``heard``
-    has been silent for ``timeout``; None when nothing will run out."""
-    ends = [t + timeout for t in heard if t + timeout > now]
+def next_judgement(heard: Iterable[float], timeout: float, after: float) -> float | None:
+    """The earliest time at which something last heard at one of ``heard`` has been silent
+    for ``timeout``, among those that run out after ``after`` (when the last judgement was
+    made: what ran out before was judged then); None when nothing will. It may be past
+    already (it ran out while a round was running): then judge at once."""
+    ends = [t + timeout for t in heard if t + timeout > after]
     return min(ends) if ends else None

@@ -64,6 +64,7 @@ class RateHistory:
         self._max_topologies = max_topologies
         self._rings: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
         self._lock = threading.Lock()
+        self._swept = float("-inf")  # when forget_stale last looked
 
     def add(self, topology_id: str, samples: Mapping[ExecutorId, Sample]) -> None:
         """Add each executor's sample (ignored unless newer than its last); samples older than
@@ -89,7 +90,11 @@ class RateHistory:
 
     def forget_stale(self, now: float) -> None:
         """Forget executors with no sample for two windows (moved away, or their topology's
-        workers stopped), and topologies left with none."""
+        workers stopped), and topologies left with none; a pass over every ring, done at
+        most once a window."""
+        if now < self._swept + self.window:
+            return
+        self._swept = now
         with self._lock:
             for topology_id, rings in list(self._rings.items()):
                 for ex in [ex for ex, ring in rings.items() if not ring or ring[-WIDTH] < now - 2 * self.window]:

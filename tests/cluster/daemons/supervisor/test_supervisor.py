@@ -557,6 +557,34 @@ def test_restarted_supervisor_adopts_assigned_workers_and_kills_the_rest(
     assert zk.supervisor(sid).used_ports == [PORTS[0]]
 
 
+def test_waits_for_an_upgraded_nimbus_before_following_its_parts(node: Node, zk: ClusterState,
+                                                                 server: BundleServer) -> None:
+    """Against the layout an earlier nimbus writes (whole assignments only), a supervisor of
+    this version has no parts to follow: it waits, unregistered, launching and killing
+    nothing, until a nimbus of this version leads and writes them (docs/operations/upgrades.md)."""
+    sid = "sup-upgraded"
+    node.local.mkdir(parents=True)
+    (node.local / "supervisor-id").write_text(sid + "\n")
+    digest = publish(server, "topo-12-100")
+    zk.set_topology_secrets("topo-12-100", new_topology_secrets())
+    whole = Assignment("topo-12-100", {(1, 1): (sid, PORTS[0])}, {sid: "127.0.0.1"}, {(1, 1): time.time()}, digest, 1)
+    zk.set_assignment(whole)  # then back to what an earlier nimbus would have left: no parts, no mark
+    zk.client.delete(f"{zk.root}/node-assignments/{sid}", recursive=True)
+    zk.client.delete(f"{zk.root}/layout")
+    assert not zk.layout_current()
+    node.start()
+    waiting = ("the leading nimbus is of an earlier squall (it writes whole assignments only); this supervisor "
+               "waits for an upgraded nimbus and leaves its workers alone meanwhile: upgrade every nimbus first "
+               "(docs/operations/upgrades.md)")
+    wait_for(lambda: node.events(waiting), what="the supervisor saying it waits")
+    time.sleep(1.5)
+    assert zk.supervisor(sid) is None and node.recorded() == {}  # not registered, nothing launched
+    with ClusterState(zk.conf) as leader:  # what a nimbus of this version does on taking the lead
+        leader.reconcile_node_parts(leader.assignments())
+    rec = node.wait_running(PORTS[0])
+    assert rec["topology_id"] == "topo-12-100" and zk.supervisor(sid) is not None
+
+
 def test_kill_workers_on_exit_flag_stops_workers(node: Node, zk: ClusterState, server: BundleServer) -> None:
     proc = node.start("--kill-workers-on-exit")
     sid = node.id

@@ -48,6 +48,8 @@ def test_silence_is_counted_from_the_latest_thing_heard() -> None:
 
 
 def test_the_next_judgement_is_when_the_first_silence_runs_out() -> None:
-    assert next_judgement([100.0, 95.0, 120.0], timeout=30.0, now=110.0) == 125.0
-    assert next_judgement([50.0, 60.0], timeout=30.0, now=110.0) is None  # already past: judged
-    assert next_judgement([], timeout=30.0, now=0.0) is None
+    assert next_judgement([100.0, 95.0, 120.0], timeout=30.0, after=110.0) == 125.0
+    assert next_judgement([50.0, 60.0], timeout=30.0, after=110.0) is None  # ran out before: judged then
+    # Ran out while the last round was running (judged at 110, now 127): at once.
+    assert next_judgement([81.0, 97.0], timeout=30.0, after=110.0) == 111.0
+    assert next_judgement([], timeout=30.0, after=0.0) is None
