@@ -124,11 +124,14 @@ class ReportedBeat:
         named = set(executors)
         counters: dict[ExecutorId, Counters] = {}
         for row in as_list(d.get("counters", []), "counters"):
-            if not isinstance(row, list) or len(row) != 6 or not all(_is_int(v) for v in row):
+            # `type(v) is int`, not isinstance: a bool is no counter (and this runs for every
+            # executor of every report).
+            if type(row) is not list or len(row) != 6 or not all(type(v) is int for v in row):
                 raise ValueError(f"a counters row must be six integers, got {row!r}")
-            if (row[0], row[1]) not in named:
-                raise ValueError(f"counters for executor {row[:2]} the worker does not run")
-            counters[(row[0], row[1])] = (row[2], row[3], row[4], row[5])
+            ex = (row[0], row[1])
+            if ex not in named:
+                raise ValueError(f"counters for executor {list(ex)} the worker does not run")
+            counters[ex] = (row[2], row[3], row[4], row[5])
         t = d.get("counters_time")
         return cls(topology_id=as_str(field_value(d, "topology_id"), "topology_id"),
                    node=as_str(field_value(d, "node"), "node"), port=as_int(field_value(d, "port"), "port"),

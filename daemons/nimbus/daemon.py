@@ -147,6 +147,7 @@ class Nimbus:
         self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
+        self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
         self._sync: CodeSync | None = None
         self._server: ApiServer | None = None
         self.guard: Guard | None = None
@@ -190,7 +191,7 @@ class Nimbus:
         except ClusterStateError as exc:
             self._server.stop()
             raise NimbusStartError(str(exc)) from None
-        self._watch = self.state.watch_supervisors(lambda _sups: self._wake.set())
+        self._watch = self.state.watch_supervisors(self._on_supervisors)
         self.election = self.state.elect_nimbus(self.identifier, self._lead)
         self._sync = CodeSync(self.state, self.store, self.identifier, self.max_upload, self.monitor_freq,
                               lambda: self.is_leader, self._stopping, access)
@@ -451,12 +452,23 @@ class Nimbus:
             self.beats.restart_silence(now)
             self._sup_seen = {k: (v[0], now) for k, v in self._sup_seen.items()}
 
+    def _on_supervisors(self, supervisors: dict[str, SupervisorInfo]) -> None:
+        # kazoo's thread: keep the set (a round then reads no supervisor node) and wake the loop.
+        self._registered = supervisors
+        self._wake.set()
+
+    def _supervisors(self) -> dict[str, SupervisorInfo]:
+        """Every registered supervisor: as the watch last delivered them (kept current by
+        ZooKeeper's events, resynchronised after a reconnection), else read now."""
+        registered = self._registered
+        return registered if registered is not None else self.state.supervisors()
+
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
         """Registered supervisors heard within the supervisor timeout: a report, or a change
         of their node (supervisors of an earlier squall refresh it instead of reporting);
         silence counts from this leadership's start at the earliest."""
         out: dict[str, SupervisorInfo] = {}
-        sups = self.state.supervisors()
+        sups = self._supervisors()
         reported = self.beats.reported_at()
         self._away_expired = []
         for sid, info in sups.items():
@@ -856,7 +868,7 @@ class Nimbus:
 
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()
-        rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now,
+        rows = status.supervisor_rows(self._supervisors(), self.state.assignments(), now,
                                       self._heartbeat_ages(now))
         return {
             "nimbus": {"this": self.identifier, "pid": os.getpid(), "is_leader": self.is_leader,
@@ -876,7 +888,7 @@ class Nimbus:
         now = self.clock.time()
         try:
             statuses = [i.status for i in status.with_unreadable(self.state.topology_entries()).values()]
-            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now,
+            rows = status.supervisor_rows(self._supervisors(), self.state.assignments(), now,
                                           self._heartbeat_ages(now))
         except ClusterStateError:
             statuses, rows = None, None

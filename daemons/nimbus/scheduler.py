@@ -299,7 +299,7 @@ def dead_executors(
     heard: dict[Slot, set[ExecutorId]] = {}
     for slot, (last, reported) in beats.items():
         if now - last <= task_timeout:
-            heard[(slot[0], slot[1])] = {tuple(e) for e in reported}  # type: ignore[misc]
+            heard[(slot[0], slot[1])] = set(map(tuple, reported))  # type: ignore[arg-type]
     dead: set[ExecutorId] = set()
     for ex, slot in assignment.items():
         start = start_times.get(ex)

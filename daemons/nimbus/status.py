@@ -235,10 +235,12 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
     its last report where ``heartbeat_ages`` knows it (the leader), else of its node (a
     supervisor of an earlier squall refreshes its node instead); None without
     ``heartbeat_ages`` (a standby hears no reports)."""
-    used = slots_in_use({k: a.executors for k, a in assignments.items()})
+    used: dict[str, set[int]] = {}
+    for node, port in slots_in_use({k: a.executors for k, a in assignments.items()}):
+        used.setdefault(node, set()).add(port)
     rows = []
     for sid, s in sorted(sups.items()):
-        used_ports = sorted(p for node, p in used if node == sid)
+        used_ports = sorted(used.get(sid, ()))
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),

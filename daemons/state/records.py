@@ -120,14 +120,17 @@ def executor_runs(executors: list[ExecutorId]) -> list[list[int]]:
 
 
 def expand_runs(rows: list[Any], limit: int = MAX_BEAT_EXECUTORS) -> list[ExecutorId]:
-    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them."""
+    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them. A run
+    is checked once, as a whole (what ``_executor`` checks of each of its executors)."""
     out: list[ExecutorId] = []
     for row in rows:
         start, width, count = (as_int(v, "executor run") for v in _row(row, 3, "executor_runs"))
         if width < 1 or count < 1 or len(out) + count > limit:
             raise ValueError(f"executor run {row!r} is empty or has more than {limit} executors")
-        for i in range(count):
-            out.append(_executor(start + i * width, start + (i + 1) * width - 1, "executor"))
+        if start < SYSTEM_TASK or start + width * count - 1 > MAX_TASK_ID or width > MAX_EXECUTOR_TASKS:
+            raise ValueError(f"executor run {row!r} names task ids outside {SYSTEM_TASK}..{MAX_TASK_ID} "
+                             f"or executors wider than {MAX_EXECUTOR_TASKS} tasks")
+        out.extend((start + i * width, start + (i + 1) * width - 1) for i in range(count))
     return out
 
 
