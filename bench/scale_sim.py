@@ -13,7 +13,9 @@ their own parts of the assignments, and post a report every
 their parts name. ``--topologies`` topologies of ``bench/topologies/wide.py`` (1,000
 executors over 40 workers each) are submitted through the API.
 
-What it reports, at steady state over ``--steady`` seconds once every worker is placed:
+First, in this process and without I/O, the scheduler alone: every topology's executors
+placed from scratch on the supervisors' slots, as a nimbus does for a cluster starting
+empty (``scheduler_from_scratch_cpu_secs``). Then, at steady state over ``--steady`` seconds once every worker is placed:
 ZooKeeper write transactions per second (the server's own zxid, read with ``srvr``: every
 committed write, session changes and failed writes included), nimbus's CPU (cores) and
 memory, reports per second nimbus took, and the leader's round time (``/metrics``:
@@ -48,12 +50,16 @@ from squall.config import build_config  # noqa: E402
 from squall.daemons.nimbus.access import ApiAccess  # noqa: E402
 from squall.daemons.nimbus.code_store import build_bundle  # noqa: E402
 from squall.daemons.nimbus.process import NimbusProcess  # noqa: E402
+from squall.daemons.nimbus.scheduler import RoundSlots, compute_assignment  # noqa: E402
+from squall.model import executors as executors_of  # noqa: E402
+from squall.model import system_counts, task_ids  # noqa: E402
 from squall.daemons.state import ClusterState  # noqa: E402
 from squall.loader import load_topology  # noqa: E402
 from squall.testing.zookeeper import ZooKeeperServer, daemon_auth_conf, ensure_zookeeper_installed  # noqa: E402
 
 TOPOLOGY = HERE / "topologies" / "wide.py"
-GOALS = {"zk_writes_per_sec": 100, "nimbus_cores": 1.0, "round_secs_max": 1.0, "round_cpu_secs_max": 1.0}
+GOALS = {"zk_writes_per_sec": 100, "nimbus_cores": 1.0, "round_secs_max": 1.0, "round_cpu_secs_max": 1.0,
+         "scheduler_from_scratch_cpu_secs": 1.0}
 
 
 def zxid(zk: ZooKeeperServer) -> int:
@@ -114,9 +120,28 @@ def sample_rounds(nimbus: NimbusProcess, secs: float, out: list[tuple[float, flo
             last = rounds
 
 
+def scheduler_from_scratch(args: argparse.Namespace) -> dict[str, Any]:
+    """CPU seconds to place every topology's executors on empty slots, one topology after
+    another with the slot use kept up to date (what a round does when all of them need it)."""
+    topology, conf, _ = load_topology(TOPOLOGY)
+    counts = {c: (p, p) for c, p in (("events", 20), ("work", 940))}
+    system = system_counts(counts, {"topology.acker.executors": args.workers})
+    wanted = sorted(executors_of(system, task_ids(system)))
+    ports = {f"sim-{k:04d}": list(range(7000, 7000 + args.slots)) for k in range(args.supervisors)}
+    started = time.process_time()
+    slots = RoundSlots.of(ports, {})
+    for i in range(args.topologies):
+        new = compute_assignment(wanted, args.workers, {}, [], slots.ports, slots.used.by_others(f"t{i}"),
+                                 live=slots.live)
+        slots.used.update(f"t{i}", new)
+    return {"scheduler_from_scratch_cpu_secs": time.process_time() - started,
+            "scheduler_executors": len(wanted) * args.topologies}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     ensure_zookeeper_installed()
     result: dict[str, Any] = {"load_at_start": os.getloadavg(), "cpus": os.cpu_count(), "args": vars(args)}
+    result.update(scheduler_from_scratch(args))
     auth = daemon_auth_conf()
     with tempfile.TemporaryDirectory(prefix="squall-scale-") as tmp, \
             ZooKeeperServer(heap_mb=1024, work_dir=Path(tmp) / "zk") as zk:

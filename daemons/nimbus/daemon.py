@@ -65,8 +65,8 @@ from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
+    RoundSlots,
     Slot,
-    SlotUse,
     available_slots,
     compute_assignment,
     dead_executors,
@@ -363,8 +363,8 @@ class Nimbus:
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
-        used = SlotUse({tid: a.executors for tid, a in assignments.items()})
-        ports = {sid: s.ports for sid, s in supervisors.items()}
+        slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+                              {tid: a.executors for tid, a in assignments.items()})
         for topology_id, info in sorted(infos.items()):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
@@ -374,7 +374,7 @@ class Nimbus:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
-                    self._reassign(info, assignments, supervisors, now, hold=hold, used=used, ports=ports)
+                    self._reassign(info, assignments, supervisors, now, hold=hold, slots=slots)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
@@ -537,13 +537,12 @@ class Nimbus:
     # -- scheduling -----------------------------------------------------------------
     def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
                   supervisors: Mapping[str, SupervisorInfo], now: float,
-                  scratch: bool = False, hold: bool = False, used: SlotUse | None = None,
-                  ports: Mapping[str, list[int]] | None = None) -> Assignment | None:
+                  scratch: bool = False, hold: bool = False, slots: RoundSlots | None = None) -> Assignment | None:
         """Compute the topology's assignment and write it if it changed; returns the one in force.
 
         ``hold`` (the grace after a reconnection): an existing assignment stays as it is; beats
-        are still read, so that they are timed from now. ``used`` and ``ports``: the round's
-        slot use (kept up to date here) and supervisors' ports, else made from the arguments."""
+        are still read, so that they are timed from now. ``slots``: the round's (its slot use
+        kept up to date here), else made from ``supervisors`` and ``assignments``."""
         topology_id = info.id
         current = assignments.get(topology_id)
         if hold and current is not None and not scratch:
@@ -564,15 +563,15 @@ class Nimbus:
             beats = self._observed_beats(topology_id, now, current)
             dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         alive = set(cur_map) - dead
-        if used is None:
-            used = SlotUse({tid: a.executors for tid, a in assignments.items()})
-        others = used.by_others(topology_id)
-        if ports is None:
-            ports = {sid: s.ports for sid, s in supervisors.items()}
-        if not scratch and keeps_current(wanted, info.num_workers, cur_map, dead, ports, others):
+        if slots is None:
+            slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+                                  {tid: a.executors for tid, a in assignments.items()})
+        others = slots.used.by_others(topology_id)
+        if not scratch and keeps_current(wanted, info.num_workers, cur_map, dead, slots.ports, others):
             new = cur_map  # healthy and unchanged: the common case, without a full scheduling pass
         else:
-            new = compute_assignment(wanted, info.num_workers, cur_map, alive, ports, others, scratch=scratch)
+            new = compute_assignment(wanted, info.num_workers, cur_map, alive, slots.ports, others,
+                                     scratch=scratch, live=slots.live)
         if not new:
             self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
                             executors=len(wanted))
@@ -591,7 +590,7 @@ class Nimbus:
         else:  # new, or its stored assignment is unreadable: the state layer looks for old parts
             self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
-        used.update(topology_id, new)
+        slots.used.update(topology_id, new)
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
         self.counts["assignments"] += 1
         self.counts["moved"] += moved

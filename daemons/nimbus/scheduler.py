@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from dataclasses import dataclass
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 # The even round-robin placement lives in the model (local mode uses it too).
@@ -68,6 +69,22 @@ class SlotUse:
         return self._owners.keys() - alone
 
 
+@dataclass
+class RoundSlots:
+    """What one leader round places topologies on, made once for the round: the live
+    supervisors' ports, their slots, and which topology holds which (kept up to date)."""
+
+    ports: dict[str, list[int]]
+    live: set[Slot]
+    used: SlotUse
+
+    @classmethod
+    def of(cls, ports: Mapping[str, Iterable[int]],
+           assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> RoundSlots:
+        ports = {node: list(p) for node, p in ports.items()}
+        return cls(ports, live_slots(ports), SlotUse(assignments))
+
+
 def keeps_current(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
                   dead: Collection[ExecutorId], supervisors: Mapping[str, Collection[int]],
                   used_by_others: Collection[Slot]) -> bool:
@@ -95,13 +112,14 @@ def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:
     by_node: dict[str, list[int]] = {}
     for node, port in set(slots):
         by_node.setdefault(node, []).append(port)
-    columns = [
-        [(node, port) for port in sorted(ports)]
-        for node, ports in sorted(by_node.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    ]
+    nodes = sorted(by_node, key=lambda n: (-len(by_node[n]), n))
+    columns = [sorted(by_node[n]) for n in nodes]
     ordered: list[Slot] = []
-    for row in range(max((len(c) for c in columns), default=0)):
-        ordered.extend(c[row] for c in columns if row < len(c))
+    width = len(nodes)  # nodes are sorted by slot count: those with a slot in a row are a prefix
+    for row in range(len(columns[0]) if columns else 0):
+        while len(columns[width - 1]) <= row:
+            width -= 1
+        ordered.extend(zip(nodes[:width], [c[row] for c in columns[:width]]))
     return ordered
 
 
@@ -124,9 +142,13 @@ def available_slots(
 def _check_executors(executors: Iterable[ExecutorId]) -> list[ExecutorId]:
     checked = set()
     for ex in executors:
-        if len(ex) != 2 or not all(isinstance(t, int) for t in ex) or ex[0] > ex[1]:
+        try:
+            start, end = ex
+        except (TypeError, ValueError):
+            start = end = None
+        if type(start) is not int or type(end) is not int or start > end:  # a bool is no task id
             raise ValueError(f"bad executor {ex!r}: expected (start_task, end_task) with start <= end")
-        checked.add((ex[0], ex[1]))
+        checked.add((start, end))
     return sorted(checked)
 
 
@@ -148,6 +170,7 @@ def compute_assignment(
     used_by_others: Iterable[Slot],
     *,
     scratch: bool = False,
+    live: Collection[Slot] | None = None,
 ) -> dict[ExecutorId, Slot]:
     """One topology's new executor -> slot map (Storm's DefaultScheduler over EvenScheduler).
 
@@ -166,6 +189,8 @@ def compute_assignment(
     * Rebalance is the same call with a new ``num_workers`` and/or executor set: the split
       changes, so only slots that fit it survive. ``scratch=True`` ignores ``current``
       entirely (Storm's rebalance reschedules the topology from scratch).
+    * ``live``: :func:`live_slots` of ``supervisors``, when the caller has it already (a
+      round places many topologies on the same supervisors).
 
     Slot counts differ by at most one executor, and each executor appears exactly once.
     """
@@ -174,7 +199,10 @@ def compute_assignment(
     wanted = _check_executors(executors)
     wanted_set = set(wanted)
     alive = set(alive_executors)
-    usable = live_slots(supervisors) - {tuple(s) for s in used_by_others}  # type: ignore[misc]
+    if live is None:
+        live = live_slots(supervisors)
+    others = used_by_others if isinstance(used_by_others, (set, frozenset)) else set(map(tuple, used_by_others))
+    usable = set(live) - others  # type: ignore[arg-type]
 
     # The topology's current slots still usable, with the executors that survive on them.
     own: dict[Slot, list[ExecutorId]] = {}
@@ -216,7 +244,8 @@ def compute_assignment(
         # Each pick is the least (group, node's load, order); a pick raises one node's load,
         # so an entry whose load is stale goes back with the new one (a lazy heap: a large
         # cluster is not scanned once per pick).
-        heap = [(group(s), node_load[s[0]], order[s], s) for s in usable - kept]
+        heap = [(1, node_load.get(s[0], 0), order[s], s) for s in usable - kept - own.keys()]
+        heap += [(group(s), node_load[s[0]], order[s], s) for s in own.keys() - kept]
         heapq.heapify(heap)
         chosen: list[Slot] = []
         while len(chosen) < need:
