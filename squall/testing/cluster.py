@@ -68,7 +68,8 @@ class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
                  conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
                  secure_init_dir: Path | None = None,
-                 supervisor_hosts: Sequence[tuple[str, list[str]]] | None = None) -> None:
+                 supervisor_hosts: Sequence[tuple[str, list[str]]] | None = None,
+                 python: str | None = None) -> None:
         """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
         credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
         measure their cost); ``supervisor_prefix`` goes before the supervisors' command.
@@ -77,10 +78,13 @@ class ProcessCluster:
         no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user).
         ``supervisor_hosts``: per supervisor, its ``supervisor.host`` and the prefix that
         starts it there (another network namespace: tests/support/netns.py); the TLS
-        certificates then name those hosts and ``nimbus.host``."""
+        certificates then name those hosts and ``nimbus.host``. ``python``: the interpreter
+        the daemons run with (another installed squall; settable between restarts, as in a
+        rolling upgrade), default this one."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
         self.supervisor_hosts = list(supervisor_hosts or [])
+        self.python = python or sys.executable
         if secure_init_dir is None:
             hosts = ["127.0.0.1", "localhost", str((conf or {}).get("nimbus.host", "127.0.0.1")),
                      *(host for host, _ in self.supervisor_hosts)]
@@ -110,7 +114,7 @@ class ProcessCluster:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*prefix, self.python, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
