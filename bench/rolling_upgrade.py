@@ -46,11 +46,11 @@ def step(chaos: ChaosCluster, name: str, before: tuple[dict[Any, Any], dict[str,
             "acked_meanwhile": chaos.acked() - acked}
 
 
-def run(old_python: str) -> dict[str, Any]:
+def run(old_python: str, keep: Path | None) -> dict[str, Any]:
     report: dict[str, Any] = {"machine_before": machine_state(), "old": old_python, "new": sys.executable}
     steps = []
     with tempfile.TemporaryDirectory(prefix="squall-upgrade-") as tmp, \
-            ChaosCluster(Path(tmp), ids=IDS, rate=RATE, python=old_python) as chaos:
+            ChaosCluster(keep or Path(tmp), ids=IDS, rate=RATE, python=old_python) as chaos:
         chaos.submit(workers=3)
         chaos.wait_until(lambda: len(chaos.workers()) == 3, 90, "three workers")
         chaos.wait_progress(1000, 90, "ids flowing on the old version")
@@ -80,12 +80,13 @@ def run(old_python: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="the python of an environment with the earlier squall")
+    parser.add_argument("--keep", type=Path, help="run (and leave the logs) in this directory")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from squall.logs import configure
 
     configure("console", "WARNING")
-    result = run(args.old)
+    result = run(args.old, args.keep)
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     ok = result["lost"] == 0 and all(s["assignment_kept"] and s["workers_kept"] for s in result["steps"])
     return 0 if ok else 1

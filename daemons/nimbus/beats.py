@@ -47,6 +47,7 @@ class BeatTable:
         self._lock = threading.Lock()
         self._topologies: dict[str, dict[Slot, Heard]] = {}
         self._keys: dict[str, set[Key]] = {}  # supervisor id -> its slots' keys from reports
+        self._covered: dict[str, dict[Slot, bool]] = {}  # topology -> reported slots -> with stats?
         self._legacy: dict[str, set[Slot]] = {}  # topology id -> slots last read from ZooKeeper
         self._reported: dict[str, float] = {}  # supervisor id -> nimbus time of its last report
         self._size = 0  # slots in the table
@@ -69,17 +70,26 @@ class BeatTable:
                 key = (beat.topology_id, (sid, beat.port))
                 if self._put(key, beat, now):
                     kept.add(key)
+                    self._covered.setdefault(beat.topology_id, {})[key[1]] = bool(beat.stats)
             for topology_id, slot in self._keys.get(sid, set()) - kept:
                 self._drop(topology_id, slot)
             self._keys[sid] = kept
             return len(kept)
+
+    def wants_legacy(self, topology_id: str, slots: Iterable[Slot]) -> bool:
+        """Whether a topology's beats should be read from ZooKeeper as well: some slot of it
+        is not covered by a report with stats (its worker, or its supervisor, may be of an
+        earlier squall, which beats there). Never once every worker of it reports."""
+        with self._lock:
+            covered = self._covered.get(topology_id, {})
+            return not all(covered.get(slot, False) for slot in slots)
 
     def take_legacy(self, topology_id: str, beats: Mapping[Slot, WorkerBeat], now: float) -> None:
         """Beats read from ZooKeeper for one topology (workers of an earlier squall): taken
         like reported ones; slots read last time and gone now leave the table unless a
         report keeps them."""
         with self._lock:
-            reported = {slot for keys in self._keys.values() for t, slot in keys if t == topology_id}
+            reported = self._covered.get(topology_id, {}).keys()
             for slot in self._legacy.get(topology_id, set()) - set(beats) - reported:
                 self._drop(topology_id, slot)
             self._legacy[topology_id] = {slot for slot, beat in beats.items()
@@ -111,6 +121,11 @@ class BeatTable:
         return True
 
     def _drop(self, topology_id: str, slot: Slot) -> None:
+        covered = self._covered.get(topology_id)
+        if covered is not None:
+            covered.pop(slot, None)
+            if not covered:
+                del self._covered[topology_id]
         slots = self._topologies.get(topology_id)
         heard = slots.pop(slot, None) if slots is not None else None
         if heard is not None:
@@ -145,6 +160,7 @@ class BeatTable:
         with self._lock:
             self._topologies.clear()
             self._keys.clear()
+            self._covered.clear()
             self._legacy.clear()
             self._reported.clear()
             self._size = 0
@@ -173,10 +189,3 @@ class BeatTable:
             self._legacy = {t: s for t, s in self._legacy.items() if t in topologies}
             for sid, keys in self._keys.items():
                 self._keys[sid] = {k for k in keys if k[0] in topologies}
-
-
-def legacy_wanted(slots: Iterable[Slot], heard: Mapping[Slot, Heard]) -> bool:
-    """Whether a topology's beats should be looked up in ZooKeeper as well: some slot of it
-    has no reported beat with stats (its worker may be of an earlier squall, which beats
-    there). Never once every worker of the topology reports."""
-    return any(slot not in heard or not heard[slot].beat.stats for slot in slots)

@@ -59,7 +59,7 @@ from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
-from squall.daemons.nimbus.beats import BeatTable, legacy_wanted
+from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
@@ -496,7 +496,7 @@ class Nimbus:
         do not cover (with stats) is looked up in ZooKeeper too: a worker of an earlier squall
         beats there during a rolling upgrade (its counters go to the rate history then)."""
         heard = self.beats.heard(topology_id)
-        if assignment is not None and legacy_wanted(assignment.slots(), heard):
+        if assignment is not None and self.beats.wants_legacy(topology_id, assignment.slots()):
             legacy = self.state.worker_beats(topology_id)
             self.beats.take_legacy(topology_id, legacy, now)
             for beat in legacy.values():

@@ -495,6 +495,44 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
         assert moved.executors[ex] not in (silent, healthy)
 
 
+def test_workers_and_supervisors_of_an_earlier_squall_are_heard_through_zookeeper(start_nimbus, state, tmp_path):
+    """A rolling upgrade (docs/operations/upgrades.md): supervisors of the earlier version
+    refresh their node instead of reporting, and their workers write beats to ZooKeeper.
+    Past the supervisor and task timeouts, the beating worker keeps its executors; only the
+    silent one's move."""
+    for sid in ("a", "b"):
+        register(state, sid, [7001, 7002])
+    nimbus = start_nimbus(**{"nimbus.task.launch.secs": 1.5, "nimbus.task.timeout.secs": 1.5,
+                             "nimbus.supervisor.timeout.secs": 2})
+    tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
+    first = state.assignment(tid)
+    healthy, silent = sorted(first.slots())
+    stop = threading.Event()
+
+    def earlier_squall() -> None:
+        while not stop.is_set():
+            for sid in ("a", "b"):
+                register(state, sid, [7001, 7002])  # a node refresh: the old supervisor's heartbeat
+            state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy),
+                                         1.0, {}))
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=earlier_squall, daemon=True)
+    thread.start()
+    try:
+        moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
+                         what="a new assignment")
+        time.sleep(3)  # past both timeouts again (the moved executors' new slot beats neither)
+        latest = state.assignment(tid)
+    finally:
+        stop.set()
+        thread.join(5)
+    for ex in first.executors_on(*healthy):
+        assert moved.executors[ex] == healthy and latest.executors[ex] == healthy
+    for ex in first.executors_on(*silent):
+        assert moved.executors[ex] not in (silent, healthy)
+
+
 def test_after_reconnecting_nimbus_reassigns_nothing_for_the_task_timeout(start_nimbus, state, tmp_path,
                                                                             zk_server):
     """Workers that could not beat while ZooKeeper was away are not dead: a nimbus back in

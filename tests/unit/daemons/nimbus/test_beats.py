@@ -3,7 +3,7 @@ are timed by nimbus, a report is the supervisor's whole picture, bounds hold, an
 an earlier squall beating in ZooKeeper counts too."""
 from __future__ import annotations
 
-from squall.daemons.nimbus.beats import BeatTable, Heard, legacy_wanted
+from squall.daemons.nimbus.beats import BeatTable, Heard
 from squall.daemons.reports import ReportedBeat, SupervisorReport
 from squall.daemons.state import WorkerBeat
 
@@ -95,8 +95,18 @@ def test_beats_of_earlier_workers_from_zookeeper_count_until_they_go():
     assert set(table.heard("t")) == {("s1", 1)}  # a reported slot is not the legacy read's to drop
 
 
-def test_zookeeper_is_read_only_for_slots_the_reports_do_not_cover():
-    heard = {("s1", 1): Heard(beat(1, 1.0), 1.0), ("s1", 2): Heard(beat(2, 1.0, stats=""), 1.0)}
-    assert not legacy_wanted([("s1", 1)], heard)
-    assert legacy_wanted([("s1", 1), ("s1", 2)], heard)  # a worker without stats: maybe an old one
-    assert legacy_wanted([("s9", 1)], heard)
+def test_zookeeper_is_read_for_slots_no_report_covers_with_stats_and_only_those():
+    table = BeatTable()
+    table.take(report(beat(1, 1.0), beat(2, 1.0, stats="")), now=1.0)  # 2: a worker writing no stats
+    assert not table.wants_legacy("t", [("s1", 1)])
+    assert table.wants_legacy("t", [("s1", 1), ("s1", 2)])
+    assert table.wants_legacy("t", [("s9", 1)])  # a supervisor that does not report (an earlier squall)
+    old = WorkerBeat("t", "s9", 1, 5.0, [(1, 1)], 1.0, {"executors": [{"executor": [1, 1], "acked": 2}]})
+    table.take_legacy("t", {("s9", 1): old}, now=2.0)
+    assert table.wants_legacy("t", [("s9", 1)])  # still: what ZooKeeper holds must be read every round
+    newer = WorkerBeat("t", "s9", 1, 6.0, [(1, 1)], 1.0, {})
+    table.take_legacy("t", {("s9", 1): newer}, now=3.0)
+    heard = table.heard("t")[("s9", 1)]
+    assert heard.seen == 3.0 and heard.beat.decoded().stats["executors"][0]["acked"] == 2  # stats carried
+    table.retain(["u"], ["s1"])
+    assert table.wants_legacy("t", [("s1", 1)])
