@@ -34,7 +34,7 @@ def api_security_cost(duration: float, warmup: float) -> dict[str, Any]:
                 proc.start()
             clients = {k: NimbusClient.from_conf(p.client_conf()) for k, p in nimbuses.items()}
             latencies: dict[str, list[float]] = {k: [] for k in clients}
-            for name, client in clients.items():  # warm up both
+            for client in clients.values():  # warm up both
                 deadline = time.monotonic() + warmup / 2
                 while time.monotonic() < deadline:
                     client.cluster()

@@ -41,8 +41,9 @@ def use_repo_venv() -> None:
 
 def check_squall() -> None:
     try:
-        import squall  # noqa: F401
         import zmq  # noqa: F401
+
+        import squall  # noqa: F401
     except ImportError as exc:
         raise SetupError(f"{sys.executable} cannot import {exc.name}: run `bash scripts/quickstart.sh` in {ROOT} "
                          "to (re)install squall into .venv") from None

@@ -33,12 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.kafka import Tansu, committed, create_topic, produce  # noqa: E402
-
 from squall import BasicBolt, LocalCluster, TopologyBuilder  # noqa: E402
 from squall.contrib.kafka import EARLIEST, KafkaSpout  # noqa: E402
 from squall.logs import configure  # noqa: E402
-
+from support.kafka import Tansu, committed, create_topic, produce  # noqa: E402
 
 WARM = 2000  # records read before the clock starts (start-up is not throughput), in every contender
 

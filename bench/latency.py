@@ -58,7 +58,6 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
 
 def local_latency(duration: float, warmup: float) -> dict[str, Any]:
     import scheduled_load
-
     from squall import LocalCluster
     from squall.logs import configure
 

@@ -59,7 +59,8 @@ RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
 # place): the innermost frame's source line decides, before the function rules.
 LINE_RULES: list[tuple[str, str, re.Pattern]] = [
     ("tuple creation", "runtime/collectors.py", re.compile(r"_new\(|\btup\.\w+ = |\bTuple\(|anchored_tuple\(")),
-    ("acker ledger", "runtime/collectors.py", re.compile(r"_rand\(|_pending\[|\.acks\[|ack_val|immediate_acks|\bids\[|\.roots\b")),
+    ("acker ledger", "runtime/collectors.py",
+     re.compile(r"_rand\(|_pending\[|\.acks\[|ack_val|immediate_acks|\bids\[|\.roots\b")),
     ("fields-grouping hash", "runtime/collectors.py", re.compile(r"\.choose\(")),
     ("tuple creation", "runtime/executor.py", re.compile(r"\bTuple\(")),
 ]

@@ -49,17 +49,19 @@ def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
         raise
 
 
-def read_private(path: Path, limit: int) -> bytes:
-    """The content of a file only its owner may read, which must be the caller (no symlink,
-    uid ours, no group or other bits) and at most ``limit`` bytes; ValueError (or OSError)
-    naming the problem."""
+def read_regular(path: Path, limit: int, private: bool = False) -> bytes:
+    """The content of a regular file (no symlink followed, no FIFO waited on) of at most
+    ``limit`` bytes; ``private``: it must also be the caller's own with no group or other
+    bits. ValueError (or OSError, FileNotFoundError when absent) naming the problem. What a
+    supervisor reads from a worker's directory goes through here: the worker owns that
+    directory and may have planted anything in it."""
     # O_NONBLOCK: a FIFO planted there must not block the open (it is refused below).
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"{path} is not a regular file")
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        if private and (info.st_uid != os.getuid() or info.st_mode & 0o077):
             raise ValueError(f"{path} must be owned by uid {os.getuid()} with mode 0600")
         data = fh.read(limit + 1)
     if len(data) > limit:
@@ -67,10 +69,17 @@ def read_private(path: Path, limit: int) -> bytes:
     return data
 
 
+def read_private(path: Path, limit: int) -> bytes:
+    """The content of a file only its owner may read, which must be the caller (no symlink,
+    uid ours, no group or other bits) and at most ``limit`` bytes; ValueError (or OSError)
+    naming the problem."""
+    return read_regular(path, limit, private=True)
+
+
 def make_private(root: Path) -> None:
     """Make ``root`` and everything under it readable by its owner only: directories 0700,
     files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o700)
         for name in filenames:
             path = os.path.join(dirpath, name)
@@ -160,14 +169,22 @@ class LocalLayout:
 
 def truncate_if_over(path: Path, limit: int) -> bool:
     """Empty ``path`` when it has grown past ``limit`` bytes (its writers open it with
-    O_APPEND, so they go on at the new end); whether it was emptied."""
+    O_APPEND, so they go on at the new end); whether it was emptied. Only a regular file
+    is emptied: a link planted in its place is not followed."""
     try:
-        if path.stat().st_size <= limit:
-            return False
-        os.truncate(path, 0)
-        return True
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if info.st_size <= limit:
+            return False
+        os.ftruncate(fd, 0)
+        return True
+    finally:
+        os.close(fd)
 
 
 # --- the worker's pid file -----------------------------------------------------------------
@@ -179,12 +196,14 @@ def write_pid(layout: LocalLayout, worker_id: str, pid: int) -> None:
 def read_pid(layout: LocalLayout, worker_id: str) -> int | None:
     """The pid a worker wrote, or None when absent or unreadable."""
     try:
-        return int(layout.pid_file(worker_id).read_text(encoding="utf-8").strip())
+        return int(read_regular(layout.pid_file(worker_id), 64).decode("ascii").strip())
     except (OSError, ValueError):
         return None
 
 
 # --- the worker's local heartbeat ------------------------------------------------------------
+
+HEARTBEAT_MAX_BYTES = 1 << 20  # a beat names the worker's executors: far less than this
 
 @dataclass(frozen=True)
 class LocalHeartbeat:
@@ -196,11 +215,15 @@ class LocalHeartbeat:
     worker_id: str
     pid: int
     executors: frozenset[ExecutorId] | None
+    ready: bool | None = None  # every spout opened and bolt prepared; None: not said
 
     def to_json(self) -> bytes:
         executors = None if self.executors is None else [[s, e] for s, e in sorted(self.executors)]
-        return json.dumps({"time": self.time, "topology_id": self.topology_id, "port": self.port,
-                           "worker_id": self.worker_id, "pid": self.pid, "executors": executors}).encode()
+        beat = {"time": self.time, "topology_id": self.topology_id, "port": self.port,
+                "worker_id": self.worker_id, "pid": self.pid, "executors": executors}
+        if self.ready is not None:
+            beat["ready"] = self.ready
+        return json.dumps(beat).encode()
 
 
 def _int_pair(row: Any) -> ExecutorId:
@@ -233,9 +256,12 @@ def parse_heartbeat(raw: bytes, worker_id: str) -> LocalHeartbeat:
     raw_execs = beat.get("executors")
     executors = None if raw_execs is None else frozenset(executor_rows(raw_execs))
     port, pid = beat.get("port", 0), beat.get("pid", 0)
+    ready = beat.get("ready")
+    if ready is not None and not isinstance(ready, bool):
+        raise ValueError(f"field 'ready' is {ready!r}")
     return LocalHeartbeat(float(t), str(beat.get("topology_id", "")),
                           port if isinstance(port, int) else 0, worker_id,
-                          pid if isinstance(pid, int) else 0, executors)
+                          pid if isinstance(pid, int) else 0, executors, ready)
 
 
 def write_heartbeat(layout: LocalLayout, beat: LocalHeartbeat) -> None:
@@ -246,7 +272,7 @@ def read_heartbeat(layout: LocalLayout, worker_id: str) -> LocalHeartbeat | None
     """The worker's last heartbeat, None when there is none yet; ValueError (or OSError)
     when the file cannot be used."""
     try:
-        raw = layout.heartbeat_file(worker_id).read_bytes()
+        raw = read_regular(layout.heartbeat_file(worker_id), HEARTBEAT_MAX_BYTES)
     except FileNotFoundError:
         return None
     return parse_heartbeat(raw, worker_id)
@@ -257,8 +283,8 @@ def remove_heartbeat(layout: LocalLayout, worker_id: str) -> None:
 
 
 def heartbeat_of(now: float, topology_id: str, port: int, worker_id: str, pid: int,
-                 executors: Iterable[ExecutorId]) -> LocalHeartbeat:
-    return LocalHeartbeat(now, topology_id, port, worker_id, pid, frozenset(executors))
+                 executors: Iterable[ExecutorId], ready: bool | None = None) -> LocalHeartbeat:
+    return LocalHeartbeat(now, topology_id, port, worker_id, pid, frozenset(executors), ready)
 
 
 # --- the worker's metrics snapshot -------------------------------------------------------------
@@ -278,14 +304,10 @@ def remove_metrics(layout: LocalLayout, worker_id: str) -> None:
 def read_metrics(layout: LocalLayout, worker_id: str) -> Any:
     """The worker's last metrics snapshot (parsed JSON), None when there is none yet;
     ValueError (or OSError) when the file cannot be used."""
-    path = layout.metrics_file(worker_id)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(METRICS_MAX_BYTES + 1)
+        raw = read_regular(layout.metrics_file(worker_id), METRICS_MAX_BYTES)
     except FileNotFoundError:
         return None
-    if len(raw) > METRICS_MAX_BYTES:
-        raise ValueError(f"{path} is over {METRICS_MAX_BYTES} bytes")
     return json.loads(raw)
 
 
@@ -316,12 +338,9 @@ def read_stats(layout: LocalLayout, worker_id: str) -> WorkerStats | None:
     the file cannot be used."""
     path = layout.stats_file(worker_id)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(STATS_MAX_BYTES + 1)
+        raw = read_regular(path, STATS_MAX_BYTES)  # the worker's directory: nothing there is trusted
     except FileNotFoundError:
         return None
-    if len(raw) > STATS_MAX_BYTES:
-        raise ValueError(f"{path} is over {STATS_MAX_BYTES} bytes")
     try:
         obj = json.loads(raw)
     except RecursionError:

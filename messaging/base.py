@@ -1,6 +1,7 @@
 """The transport interface of Storm's IContext/IConnection (org.apache.storm.messaging), in Python."""
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,14 @@ class TransportCounters:
 
     __slots__ = ("frames_in", "bytes_in", "frames_out", "bytes_out", "bad_frames", "callback_errors",
                  "blocked_sends", "reconnects")
+    frames_in: int
+    bytes_in: int
+    frames_out: int
+    bytes_out: int
+    bad_frames: int
+    callback_errors: int
+    blocked_sends: int
+    reconnects: int
 
     def __init__(self) -> None:
         for name in self.__slots__:
@@ -39,6 +48,8 @@ class TransportCounters:
 
 class Connection(ABC):
     """One end of a link: a server (bound, receives) or a client (connected, sends)."""
+
+    _control_cb: ControlCallback | None = None
 
     @abstractmethod
     def send(self, messages: Iterable[TaskMessage], timeout: float | None = None) -> list[TaskMessage]:
@@ -97,7 +108,10 @@ class ServerConnection(Connection):
     worker counts them); otherwise they are logged here, at most one line per
     BAD_FRAME_LOG_SECS. ``bad_frames`` and ``callback_errors`` count them either way."""
 
-    _control_cb: ControlCallback | None = None
+    _port: int
+    _callback: RecvCallback | None
+    _ready: threading.Event
+    _max_bytes: int
     counters: TransportCounters | None = None  # the context's, where it counts traffic
     on_bad_frame: Callable[[str, int], None] | None = None
     bad_frames = 0
@@ -125,7 +139,7 @@ class ServerConnection(Connection):
             return
         try:
             if kind == codec.KIND_TASKS:
-                self._callback(body)  # type: ignore[attr-defined]
+                self._callback(body)  # type: ignore[misc]  # set before _ready, which delivery waits on
             elif self._control_cb is not None:
                 self._control_cb(kind, body)
         except Exception:
@@ -176,6 +190,6 @@ class Context(ABC):
     def term(self) -> None:
         """Close every connection made by this context."""
 
-    def ending(self) -> None:
+    def ending(self) -> None:  # noqa: B027 - a hook: a transport with nothing to flush keeps it
         """The process is ending: connections closed from now on need not wait long to
         flush (a transport with nothing to flush ignores it)."""

@@ -30,8 +30,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from squall.messaging import codec
-from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 from squall.messaging.base import Connection, Context, RecvCallback, ServerConnection, TaskMessage, TransportCounters
+from squall.messaging.curve import CurveKeys, ZapHandler, apply_curve, should_log
 
 log = structlog.get_logger("squall.messaging.zmq")
 

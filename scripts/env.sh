@@ -13,14 +13,22 @@ pip_quietly() {
   fi
 }
 
+# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES).
+compiled_sources() {
+  sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py
+}
+
 # ensure_venv [EXTRAS]: create .venv and install squall with EXTRAS (comma-separated) unless
 # pyproject.toml is unchanged since the last install and that install covered EXTRAS. Extras
 # installed before are kept, so quickstart.sh and test.sh do not undo each other's install.
-# The editable install builds nothing in the working tree; its squall.egg-info is ignored by git.
+# The editable install leaves no build files in the working tree, only the compiled modules
+# beside their sources (*.so) and squall.egg-info, both ignored by git.
 ensure_venv() {
   local extras="${1:-}"
   local hash have_hash="" have_extras="" union
-  hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  # What the install is built from: the project file, and setup.py with the modules it
+  # compiles (squall/compiled.py lists them), so editing one of those rebuilds.
+  hash="$(cat pyproject.toml setup.py squall/compiled.py $(compiled_sources) | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
   fi

@@ -30,6 +30,12 @@ API_MODULES: dict[str, tuple[str, str, list[str] | None]] = {
     "squall": ("squall.md", "What a topology is made of: components, tuples, the builder, windows and state.",
                None),
     "squall.local": ("local.md", "Local mode: a whole topology in this process.", ["LocalCluster"]),
+    "squall.metrics": ("metrics.md", "Metrics a component registers on its context (Storm's IMetric).",
+                       ["CountMetric", "MultiCountMetric", "GaugeMetric", "MultiGaugeMetric", "CountShellMetric",
+                        "IMetric", "MetricError"]),
+    "squall.metrics_consumer": ("metrics-consumers.md", "Where registered metrics go: metrics consumers "
+                                "(Storm's IMetricsConsumer).",
+                                ["MetricsConsumer", "TaskInfo", "DataPoint", "LoggingMetricsConsumer"]),
     "squall.loader": ("loader.md", "Topology files.", ["load_topology", "TopologyFileError"]),
     "squall.contrib": ("contrib.md", "Spouts and sinks shared by live runs and backfills.", None),
     "squall.spark": ("spark.md", "Backfills on Spark (the `spark` extra).", None),

@@ -2,6 +2,8 @@
 # Install what the tests need and run them. Idempotent; fast on the second run.
 #   scripts/test.sh [pytest args]                          every tier (what CI runs)
 #   scripts/test.sh unit|cluster|spark|ui [pytest args]    one tier (tests/<tier>), installing only what it needs
+#   scripts/test.sh lint [tool [args]]                     ruff, mypy and the import contracts alone (scripts/lint.py;
+#                                                          the unit tier runs them too)
 # Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
 # Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium, Prometheus and kcat come from apt
 # (Java is already on the machine).
@@ -11,30 +13,35 @@ source scripts/env.sh
 
 tier=""
 case "${1:-}" in
-  unit|cluster|spark|ui) tier="$1"; shift ;;
+  unit|cluster|spark|ui|lint) tier="$1"; shift ;;
 esac
 
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
-  unit)    extras="test";       debs="" ;;
-  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat" ;;
+  unit|lint) extras="test";     debs="" ;;
+  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker-compose" ;;
   spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
-  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat" ;;
+  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker-compose" ;;
 esac
 ensure_venv "$extras"
+if [ "$tier" = "lint" ]; then
+  exec "$VENV/bin/python" scripts/lint.py "$@"
+fi
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-# apt_quietly PACKAGE: install a Debian package, updating the lists only when needed.
+# apt_quietly PACKAGE [APT-OPTION...]: install a Debian package, updating the lists only when needed.
 apt_quietly() {
-  $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 || {
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$1" >/dev/null
+  $SUDO apt-get install -y -qq "$@" >/dev/null 2>&1 || {
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "$@" >/dev/null
   }
 }
 for deb in $debs; do
   case "$deb" in
     zookeeper) [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper ;;
     redis-server) command -v redis-server >/dev/null || apt_quietly redis-server ;;  # state tests (squall.state)
+    # the compose files' checks (`docker-compose config`); the Docker engine it recommends is not needed
+    docker-compose) command -v docker-compose >/dev/null || apt_quietly docker-compose --no-install-recommends ;;
     *) command -v "$deb" >/dev/null || apt_quietly "$deb" ;;  # the web UI tests, the metrics scrape
   esac
 done
@@ -48,12 +55,23 @@ if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
   fi
 fi
 
+# The runtime's tests once more on the plain-Python modules (SQUALL_PURE=1: squall/compiled.py),
+# after the unit tier or the whole suite: both builds must behave alike.
+run_pure() {
+  echo "the runtime's tests again on its plain-Python modules (SQUALL_PURE=1)"
+  SQUALL_PURE=1 "$VENV/bin/pytest" -q tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
+    tests/unit/test_compiled.py tests/unit/test_local.py
+}
+
 if [ -n "$tier" ]; then
   for arg in "$@"; do
     if [[ "$arg" == tests/* && -e "${arg%%::*}" ]]; then
       exec "$VENV/bin/pytest" "$@"  # the arguments already name what to run
     fi
   done
-  exec "$VENV/bin/pytest" "tests/$tier" "$@"
+  "$VENV/bin/pytest" "tests/$tier" "$@"
+  [ "$tier" = unit ] && run_pure
+  exit 0
 fi
-exec "$VENV/bin/pytest" "$@"
+"$VENV/bin/pytest" "$@"
+run_pure

@@ -10,6 +10,9 @@ check because the configuration comes later.
   ``topology.window.max.tuples``.
 - Checkpoints travel as tracked tuple trees: a stateful topology needs ackers and
   message timeouts.
+- Every metrics consumer registered (``topology.metrics.consumer.register``) names a class
+  that imports and has ``handle_data_points``; a Java class other than Storm's
+  LoggingMetricsConsumer is refused by name.
 
 What is allowed but may stall is returned as warnings: an event-time window fires only once
 a tuple stamped past its end arrives, while its own tuples stay pending, so spouts held at
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.metrics_consumer import consumer_class, registrations
 from squall.model import acker_count
 from squall.state.wiring import is_checkpointed
 from squall.topology import Topology, TopologyError
@@ -50,6 +54,11 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
     if checkpointed and not timeouts:
         raise TopologyError("a topology with stateful components needs topology.enable.message.timeouts: "
                             "a checkpoint lost with a dead worker is noticed by its timeout")
+    for reg in registrations(conf):
+        try:
+            consumer_class(reg.class_path)
+        except ValueError as exc:
+            raise TopologyError(f"topology.metrics.consumer.register: {exc}") from None
     windows = window_specs(topology)
     warnings: list[str] = []
     if not windows:
@@ -57,6 +66,7 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
     timeout = float(conf["topology.message.timeout.secs"])
     pending = conf.get("topology.max.spout.pending")
     spout_tasks = sum(s.num_tasks for s in topology.spouts() if not s.id.startswith("__"))
+    tasks = f"{spout_tasks} task{'s' if spout_tasks != 1 else ''}"
     in_flight = None if pending is None or not acking else int(pending) * spout_tasks
     limit = int(conf[MAX_KEY])
     interval = float(conf.get("topology.state.checkpoint.interval.ms", 0)) / 1000 if checkpointed else 0.0
@@ -70,7 +80,7 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
             if in_flight is not None and in_flight < need:
                 raise TopologyError(f"{where}: its count window needs {need} tuples in flight, but the "
                                     f"spouts may have only {in_flight} pending (topology.max.spout.pending "
-                                    f"{pending} x {spout_tasks} tasks): the window would never fill")
+                                    f"{pending} x {tasks}): the window would never fill")
             continue
         hold = w.span() + interval
         if acking and timeouts and timeout <= hold:
@@ -84,7 +94,7 @@ def check_runnable(topology: Topology, conf: Mapping[str, Any]) -> list[str]:
                                 f"tuples stay within {MAX_KEY} ({limit})")
         if in_flight > limit:
             raise TopologyError(f"{where}: the spouts may have {in_flight} tuples pending "
-                                f"(topology.max.spout.pending {pending} x {spout_tasks} tasks), and its "
+                                f"(topology.max.spout.pending {pending} x {tasks}), and its "
                                 f"time window may hold them all: more than {MAX_KEY} ({limit})")
         if w.event_time:
             warnings.append(stall_warning(where, hold, in_flight, pending, spout_tasks, timeout))
@@ -97,7 +107,8 @@ def stall_warning(where: str, hold: float, in_flight: int, pending: Any, spout_t
     rate = in_flight / hold
     return (f"{where} may stall: an event-time window fires only when a tuple stamped past its end "
             f"arrives, and holds its tuples pending until then; the spouts may have {in_flight:,} pending "
-            f"(topology.max.spout.pending {pending} x {spout_tasks} spout task{'s' if spout_tasks != 1 else ''}), so above about "
+            f"(topology.max.spout.pending {pending} x {spout_tasks} spout task{'s' if spout_tasks != 1 else ''}), "
+            "so above about "
             f"{rate:,.0f} tuples/s ({in_flight:,} in the {hold:g} s a tuple may wait) they stop, no window "
             f"fires, and every pending tuple fails after topology.message.timeout.secs ({timeout:g} s): "
             "raise topology.max.spout.pending to cover a window's tuples at the input rate")

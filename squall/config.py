@@ -67,6 +67,9 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.restart.grace.secs": (_FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
     "supervisor.worker.user": (_STR, True),
+    "supervisor.worker.uids": ("list[int]", False),
+    "supervisor.cgroup.dir": (_STR, False),
+    "worker.memory.max.mb": (_INT, True),
     "supervisor.code.max.unpacked.bytes": (_INT, False),
     "supervisor.code.max.members": (_INT, False),
     "supervisor.metrics.port": (_INT, True),
@@ -98,6 +101,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.max.spout.pending": (_INT, True),
     "topology.tick.tuple.freq.secs": (_FLOAT, True),
     "topology.executor.receive.buffer.size": (_INT, False),
+    "topology.disable.loadaware.messaging": (_BOOL, False),
     "topology.worker.executor.threads": (_INT, False),
     "topology.transfer.buffer.size": (_INT, False),
     "topology.producer.batch.size": (_INT, False),
@@ -123,6 +127,10 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.multilang.max.message.bytes": (_INT, False),
     "topology.multilang.log.lines.per.sec": (_INT, False),
     "topology.streamparse.mode": ("enum:in-process,multilang", False),
+    "topology.metrics.consumer.register": ("list[dict]", False),
+    "topology.builtin.metrics.bucket.size.secs": (_FLOAT, False),
+    "topology.worker.hook.start.timeout.secs": (_FLOAT, False),
+    "topology.worker.hook.shutdown.timeout.secs": (_FLOAT, False),
     "kafka.bootstrap.servers": (_STR, True),
     "kafka.client.config": ("dict", False),
     "kafka.secrets": ("dict", False),
@@ -207,6 +215,9 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "topology.multilang.max.inflight": _COUNT,
     "topology.multilang.max.message.bytes": (1024, 2**31, True),
     "topology.multilang.log.lines.per.sec": (0, 10**6, True),
+    "topology.builtin.metrics.bucket.size.secs": _SECS,
+    "topology.worker.hook.start.timeout.secs": (0.0, 600.0, False),
+    "topology.worker.hook.shutdown.timeout.secs": (0.0, 10.0, False),
     "kafka.spout.offset.commit.period.ms": (1, 86_400_000, True),
     "kafka.spout.max.uncommitted.offsets": _COUNT,
     "kafka.spout.poll.max.records": (1, 100_000, True),
@@ -239,6 +250,37 @@ def _check_kafka(key: str, value: dict) -> None:
                 raise ConfigError(f"config key {key!r}: property {prop!r} must be a string, number or bool")
         elif not isinstance(v, str) or not (v.startswith("env:") and len(v) > 4 or v.startswith("file:/")):
             raise ConfigError(f"config key {key!r}: {prop!r} must be a reference, env:NAME or file:/absolute/path")
+
+
+# What one entry of topology.metrics.consumer.register may hold (Storm's keys): the class,
+# and optionally its argument, parallelism, queue bound and metric-name filters.
+CONSUMER_KEYS = {"class", "argument", "parallelism.hint", "max.retain.metric.tuples", "whitelist", "blacklist"}
+
+
+def _check_consumers(key: str, value: list) -> None:
+    for i, entry in enumerate(value):
+        where = f"config key {key!r}, entry {i}"
+        unknown = sorted(set(map(str, entry)) - CONSUMER_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {unknown} (known: {sorted(CONSUMER_KEYS)})")
+        cls = entry.get("class")
+        if not isinstance(cls, str) or not cls.strip():
+            raise ConfigError(f"{where}: 'class' must name the consumer class (module.Class), got {cls!r}")
+        for name, high in (("parallelism.hint", 1000), ("max.retain.metric.tuples", 10**6)):
+            n = entry.get(name, 1)
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= high:
+                raise ConfigError(f"{where}: {name!r} must be an integer from 1 to {high}, got {n!r}")
+        if "whitelist" in entry and "blacklist" in entry:
+            raise ConfigError(f"{where}: give 'whitelist' or 'blacklist', not both")
+        for name in ("whitelist", "blacklist"):
+            patterns = entry.get(name, [])
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise ConfigError(f"{where}: {name!r} must be a list of regular expressions")
+            for p in patterns:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise ConfigError(f"{where}: {name!r} pattern {p!r}: {exc}") from None
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -282,6 +324,8 @@ def validate_key(key: str, value: Any) -> None:
         raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
     if key in ("kafka.client.config", "kafka.secrets"):
         _check_kafka(key, value)
+    if key == "topology.metrics.consumer.register":
+        _check_consumers(key, value)
     bounds = RANGES.get(key)
     for number in value if isinstance(value, list) else [value]:
         if isinstance(number, float) and not math.isfinite(number):
@@ -410,7 +454,7 @@ def zookeeper_auth(conf: Mapping[str, Any], environ: Mapping[str, str] | None = 
     if bool(user) != bool(password):
         raise ConfigError(f"'zookeeper.auth.user' and 'zookeeper.auth.password' (or ${ZOOKEEPER_PASSWORD_ENV}) "
                           "must be set together, or neither (no ZooKeeper authentication)")
-    if not user:
+    if not user or not password:  # both or neither, from here
         return None
     if ":" in user:
         raise ConfigError("a ZooKeeper digest user must be non-empty and contain no ':'")

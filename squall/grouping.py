@@ -39,10 +39,10 @@ class Grouping:
         self.fields = tuple(fields) if fields is not None else None
         self.custom = custom
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str, tuple[str, ...] | None, CustomStreamGrouping | None]:
         return (self.kind, self.fields, self.custom)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[str, tuple[str, ...] | None, CustomStreamGrouping | None]) -> None:
         self.kind, self.fields, self.custom = state
 
     def __repr__(self) -> str:
@@ -60,15 +60,17 @@ def fields_task_index(key: Sequence[Any], n: int) -> int:
     return stable_hash(key) % n
 
 
-Chooser = Callable[[list], Sequence[int]]
+Chooser = Callable[[list], tuple[int, ...]]
 _CACHE_LIMIT = 65536
 
 
 def make_chooser(grouping: Grouping, source_fields: Fields, target_tasks: Sequence[int],
                  local_tasks: frozenset[int] | set[int], source_task: int,
-                 context: Any = None, stream: str = "default") -> Chooser | None:
+                 context: Any = None, stream: str = "default", loads: Any = None) -> Chooser | None:
     """The function from values to target task ids; None for direct (chosen by the emitter).
 
+    ``loads``: the worker's task loads (squall.runtime.load.TaskLoads) for load-aware
+    shuffle and local-or-shuffle; without it they go round-robin, evenly.
     Returned sequences are shared and immutable (tuples): callers must not mutate them.
     """
     tasks = sorted(target_tasks)
@@ -83,14 +85,21 @@ def make_chooser(grouping: Grouping, source_fields: Fields, target_tasks: Sequen
         pool = tasks
         if kind == LOCAL_OR_SHUFFLE:
             local = [t for t in tasks if t in local_tasks]
+            if loads is not None and len(tasks) > 1:
+                return _load_aware(loads.register(local, [t for t in tasks if t not in local_tasks], source_task))
             pool = local or tasks
+        if loads is not None and len(pool) > 1:
+            return _load_aware(loads.register([], pool, source_task))
         return _round_robin(pool, source_task)
-    if kind == FIELDS:
-        return _fields_chooser([source_fields.index(f) for f in grouping.fields], tasks)
-    if kind == PARTIAL_KEY:
-        return _partial_key_chooser([source_fields.index(f) for f in grouping.fields], tasks)
+    if kind in (FIELDS, PARTIAL_KEY):
+        if grouping.fields is None:
+            raise ValueError(f"a {kind} grouping names no fields")
+        indexes = [source_fields.index(f) for f in grouping.fields]
+        return _fields_chooser(indexes, tasks) if kind == FIELDS else _partial_key_chooser(indexes, tasks)
     if kind == CUSTOM:
         custom = grouping.custom
+        if custom is None:
+            raise ValueError("a custom grouping has no CustomStreamGrouping")
         custom.prepare(context, stream, list(tasks))
         return lambda values: tuple(custom.choose_tasks(source_task, values))
     raise ValueError(f"unknown grouping {kind!r}")
@@ -121,6 +130,22 @@ def _round_robin(pool: list[int], seed: int) -> Chooser:
     def choose(values: list) -> tuple[int]:
         i = state[0] + 1
         if i == n:
+            i = 0
+        state[0] = i
+        return order[i]
+
+    return choose
+
+
+def _load_aware(choices: Any) -> Chooser:
+    # Storm 2's load-aware shuffle: round-robin over a list in which each task appears in
+    # proportion to how idle it is; the worker replaces the list as loads change.
+    state = [0]
+
+    def choose(values: list) -> tuple[int]:
+        order = choices.order
+        i = state[0] + 1
+        if i >= len(order):
             i = 0
         state[0] = i
         return order[i]

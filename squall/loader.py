@@ -17,7 +17,6 @@ from typing import Any
 from squall import config as _config
 from squall.topology import Topology, TopologyError
 
-
 _SQUALL_DIR = str(Path(__file__).resolve().parent) + "/"  # squall's own frames are not the user's
 
 

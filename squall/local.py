@@ -20,8 +20,8 @@ from squall.checks import check_runnable
 from squall.clock import SYSTEM_CLOCK, Clock
 from squall.logs import configure_from
 from squall.messaging.local import LocalContext
-from squall.model import executors as executors_of
 from squall.model import executor_tasks, schedule_even, system_topology, task_ids
+from squall.model import executors as executors_of
 from squall.runtime.worker_runtime import WorkerRuntime
 from squall.topology import Topology
 

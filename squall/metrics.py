@@ -7,7 +7,8 @@ A spout or bolt registers a metric object on its context in ``open``/``prepare``
 
 and updates it from its own thread (``self.records.incr()``, ``self.lag.set("t-0", 12)``).
 Every ``time_bucket_secs`` the runtime reads each metric with ``get_value_and_reset`` (a
-Storm data point per bucket, for metrics consumers) and keeps a running view for
+Storm data point per bucket, which the ``__system`` component hands to the topology's
+metrics consumers, see squall.metrics_consumer) and keeps a running view for
 Prometheus and ``squall status``: a counter metric's buckets are summed, a gauge shows its
 last value. Labels are topology, component and task, plus a multi metric's ``label`` (its
 keys, e.g. ``partition``).
@@ -94,6 +95,16 @@ class MultiCountMetric:
         return out
 
 
+class CountShellMetric(CountMetric):
+    """A count a multilang child updates with ``metrics`` commands (Storm's
+    CountShellMetric, an IShellMetric): each command adds its integer ``params``."""
+
+    def update_from_rpc(self, params: Any) -> None:
+        if not isinstance(params, int) or isinstance(params, bool):
+            raise MetricError(f"a count metric's params must be an integer, got {params!r:.40}")
+        self.incr(params)
+
+
 class GaugeMetric:
     """A value set from time to time (Storm's AssignableMetric); None until set."""
 
@@ -156,8 +167,16 @@ class MetricRegistry:
         self._clock = clock
         self._metrics: dict[str, _Registered] = {}
         self._lock = threading.Lock()  # stats and metrics snapshots are read from two threads
-        self.datapoints: deque[tuple[float, str, Any]] = deque(maxlen=MAX_DATAPOINTS)
+        # (bucket secs, name, value) per bucket read, kept only for metrics consumers
+        self.datapoints: deque[tuple[float, str, Any]] | None = None
         self.dropped_keys = 0
+        self.dropped_datapoints = 0  # read but never drained: over MAX_DATAPOINTS
+
+    def keep_datapoints(self) -> None:
+        """Keep each bucket's value for ``drain`` (a metrics consumer is registered)."""
+        with self._lock:
+            if self.datapoints is None:
+                self.datapoints = deque(maxlen=MAX_DATAPOINTS)
 
     def register(self, name: str, metric: IMetric, time_bucket_secs: float) -> IMetric:
         _check_name(name, "name")
@@ -185,6 +204,10 @@ class MetricRegistry:
     def __len__(self) -> int:
         return len(self._metrics)
 
+    def get(self, name: str) -> IMetric | None:
+        reg = self._metrics.get(name)
+        return None if reg is None else reg.metric
+
     def collect(self, force: bool = False) -> None:
         """Read every metric whose bucket has ended (every one with ``force``)."""
         with self._lock:
@@ -199,7 +222,11 @@ class MetricRegistry:
             value = reg.metric.get_value_and_reset()
         except Exception:  # noqa: BLE001 - a user's metric raising must not stop the readers
             return
-        self.datapoints.append((now, reg.name, value))
+        points = self.datapoints
+        if points is not None:
+            if len(points) == MAX_DATAPOINTS:
+                self.dropped_datapoints += 1
+            points.append((reg.bucket, reg.name, value))
         counter = reg.metric.kind == COUNTER
         if reg.label is None:
             if _is_number(value):
@@ -241,8 +268,11 @@ class MetricRegistry:
             return out
 
     def drain(self) -> list[tuple[float, str, Any]]:
-        """The data points read since the last drain, oldest first (at most MAX_DATAPOINTS)."""
+        """(bucket secs, name, value) of every bucket read since the last drain, oldest
+        first (at most MAX_DATAPOINTS; none unless ``keep_datapoints`` was called)."""
         with self._lock:
+            if not self.datapoints:
+                return []
             out = list(self.datapoints)
             self.datapoints.clear()
             return out

@@ -1,19 +1,25 @@
-"""Storm's task and executor model, and the system topology added to a user's: the acker
-and, for a checkpointed topology, the checkpoint barrier edges.
+"""Storm's task and executor model, and the system topology added to a user's: the acker,
+for a checkpointed topology the checkpoint barrier edges, and for one that registers
+metrics consumers their bolts and the ``__system`` component.
 
 Tasks get topology-wide ids from 1, component by component in id order; an executor is a
-contiguous range ``(start, end)`` of one component's task ids.
+contiguous range ``(start, end)`` of one component's task ids. ``__system`` is the
+exception: its one task has the id -1 in every worker, which runs it whatever its
+assignment says (it is never scheduled).
 """
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from squall import grouping as g
 from squall.components import StreamDeclaration
 from squall.grouping import Grouping
+from squall.metrics_consumer import MetricsConsumerBolt, registrations
+from squall.system_component import METRICS_FIELDS, METRICS_STREAM, SYSTEM_TASK, TICK_SECS, SystemBolt
 from squall.topology import BOLT, SPOUT, ComponentSpec, Subscription, Topology
-from squall.tuple import Fields
+from squall.tuple import SYSTEM_COMPONENT, Fields
 
 ACKER = "__acker"
 CHECKPOINT = "__checkpoint"  # the checkpoint spout of a stateful topology (squall.state)
@@ -63,23 +69,45 @@ def checkpoint_edges(topology: Topology, conf: Mapping[str, Any]) -> dict[str, C
     return out
 
 
+def metrics_components(conf: Mapping[str, Any]) -> dict[str, ComponentSpec]:
+    """The bolts of the metrics consumers ``conf`` registers (squall.metrics_consumer) and
+    the ``__system`` component that feeds them; none when it registers none."""
+    regs = registrations(conf)
+    if not regs:
+        return {}
+    feed = [Subscription(SYSTEM_COMPONENT, METRICS_STREAM, Grouping(g.SHUFFLE))]
+    out = {SYSTEM_COMPONENT: ComponentSpec(
+        SYSTEM_COMPONENT, BOLT, pickle.dumps(SystemBolt(), protocol=5), 1, 1,
+        {"topology.tick.tuple.freq.secs": TICK_SECS}, [],
+        {METRICS_STREAM: StreamDeclaration(METRICS_FIELDS, False)})}
+    for reg in regs:
+        bolt = pickle.dumps(MetricsConsumerBolt(reg), protocol=5)
+        out[reg.component_id] = ComponentSpec(reg.component_id, BOLT, bolt, reg.parallelism, reg.parallelism, {},
+                                              feed, {})
+    return out
+
+
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The user's topology plus ``__acker`` (unless acking is off) and, when it is
-    checkpointed, its barrier edges (``checkpoint_edges``). The acker is an ordinary
-    component with tasks and executors; its subscriptions are declared only for the
-    record, since ack traffic is routed to the acker a root id picks
-    (squall.runtime.acker) directly."""
-    if is_checkpointed(topology):
-        topology = Topology(checkpoint_edges(topology, conf))
+    """The user's topology plus ``__acker`` (unless acking is off), when it is
+    checkpointed its barrier edges (``checkpoint_edges``), and its metrics consumers
+    (``metrics_components``). The acker is an ordinary component with tasks and executors;
+    its subscriptions are declared only for the record, since ack traffic is routed to the
+    acker a root id picks (squall.runtime.acker) directly."""
+    comps = dict(checkpoint_edges(topology, conf) if is_checkpointed(topology) else topology.components)
     n = acker_count(conf)
-    if n == 0:
-        return topology
-    inputs = [Subscription(c.id, s, Grouping(g.FIELDS, ["id"])) for c in topology.components.values()
-              for s in (ACK_ACK, ACK_FAIL)]
-    streams = {ACK_ACK: StreamDeclaration(ACKER_STREAMS[ACK_ACK], True),
-               ACK_FAIL: StreamDeclaration(ACKER_STREAMS[ACK_FAIL], True)}
-    acker = ComponentSpec(ACKER, BOLT, b"", n, n, {}, inputs, streams)
-    return Topology({**topology.components, ACKER: acker})
+    if n:
+        inputs = [Subscription(c.id, s, Grouping(g.FIELDS, ["id"])) for c in comps.values()
+                  for s in (ACK_ACK, ACK_FAIL)]
+        streams = {ACK_ACK: StreamDeclaration(ACKER_STREAMS[ACK_ACK], True),
+                   ACK_FAIL: StreamDeclaration(ACKER_STREAMS[ACK_FAIL], True)}
+        comps[ACKER] = ComponentSpec(ACKER, BOLT, b"", n, n, {}, inputs, streams)
+    comps.update(metrics_components(conf))
+    return topology.replace_components(comps)
+
+
+def system_executors(system: Topology) -> list[ExecutorId]:
+    """The executors every worker runs besides those assigned to it: ``__system``'s."""
+    return [(SYSTEM_TASK, SYSTEM_TASK)] if SYSTEM_COMPONENT in system.components else []
 
 
 def component_counts(topology: Topology) -> dict[str, tuple[int, int]]:
@@ -89,11 +117,14 @@ def component_counts(topology: Topology) -> dict[str, tuple[int, int]]:
 
 
 def system_counts(counts: Mapping[str, tuple[int, int]], conf: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
-    """``counts`` plus the acker, as ``system_topology`` adds it."""
+    """``counts`` plus the acker and the metrics consumers' bolts, as ``system_topology``
+    adds them (not ``__system``, which is never scheduled)."""
     n = acker_count(conf)
     out = {k: (int(p), int(t)) for k, (p, t) in counts.items()}
     if n:
         out[ACKER] = (n, n)
+    for reg in registrations(conf):
+        out[reg.component_id] = (reg.parallelism, reg.parallelism)
     return dict(sorted(out.items()))
 
 
@@ -103,6 +134,9 @@ def task_ids(topology: Topology | Mapping[str, tuple[int, int]]) -> dict[int, st
     out: dict[int, str] = {}
     next_id = 1
     for comp in sorted(counts):
+        if comp == SYSTEM_COMPONENT:
+            out[SYSTEM_TASK] = comp
+            continue
         for _ in range(counts[comp][1]):
             out[next_id] = comp
             next_id += 1
@@ -130,11 +164,14 @@ def partition(tasks: list[int], parts: int) -> list[ExecutorId]:
 
 def executors(topology: Topology | Mapping[str, tuple[int, int]], task_to_component: Mapping[int, str],
               parallelism: Mapping[str, int] | None = None) -> dict[ExecutorId, str]:
-    """executor -> component; ``parallelism`` overrides a component's (rebalance)."""
+    """executor -> component, for scheduling (not ``__system``'s, which every worker
+    runs); ``parallelism`` overrides a component's (rebalance)."""
     counts = component_counts(topology) if isinstance(topology, Topology) else topology
     by_comp = component_tasks(task_to_component)
     out: dict[ExecutorId, str] = {}
     for comp in sorted(counts):
+        if comp == SYSTEM_COMPONENT:
+            continue
         n = (parallelism or {}).get(comp, counts[comp][0])
         for ex in partition(by_comp[comp], n):
             out[ex] = comp

@@ -96,7 +96,7 @@ class _LineStream(io.TextIOBase):
         return self._name
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # typeshed says attribute; io's is read-only
         return "utf-8"
 
     def writable(self) -> bool:

@@ -17,6 +17,7 @@ from squall import config as _config
 from squall import grouping as g
 from squall.components import Bolt, Component, OutputFieldsDeclarer, Spout, StreamDeclaration
 from squall.grouping import CustomStreamGrouping, Grouping
+from squall.hooks import WorkerHook
 from squall.tuple import Fields
 
 FORMAT_VERSION = 1
@@ -34,10 +35,10 @@ class Subscription:
     def __init__(self, component: str, stream: str, grouping: Grouping) -> None:
         self.component, self.stream, self.grouping = component, stream, grouping
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[str, str, Grouping]:
         return (self.component, self.stream, self.grouping)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[str, str, Grouping]) -> None:
         self.component, self.stream, self.grouping = state
 
     def __repr__(self) -> str:
@@ -88,11 +89,11 @@ class ComponentSpec:
         fields.update(changes)
         return ComponentSpec(**fields)
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[Any, ...]:
         return (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
                 dict(self.config), self.inputs, dict(self.streams), self.wrapper)
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
         if len(state) == 8:  # pickled before wrappers existed (a topology submitted by 0.1.0)
             state = (*state, None)
         (self.id, self.kind, self.blob, self.parallelism, self.num_tasks,
@@ -106,16 +107,18 @@ class TopologyTransform(Protocol):
     takes the specs and the ids of the components that asked for it, returns the new
     specs; raises TopologyError for a topology it cannot serve."""
 
-    def __call__(self, specs: dict[str, ComponentSpec], requested_by: list[str]) -> dict[str, ComponentSpec]: ...
+    def __call__(self, specs: dict[str, ComponentSpec], requested_by: list[str], /) -> dict[str, ComponentSpec]: ...
 
 
 class Topology:
-    """A validated topology: components by id, in id order. Immutable; ``to_bytes`` and
-    ``from_bytes`` carry it to nimbus and workers (the user's classes must be importable
-    there, i.e. be in the submitted code)."""
+    """A validated topology: components by id, in id order, and its worker hooks (each
+    pickled, as declared). Immutable; ``to_bytes`` and ``from_bytes`` carry it to nimbus
+    and workers (the user's classes must be importable there, i.e. be in the submitted
+    code)."""
 
-    def __init__(self, components: Mapping[str, ComponentSpec]) -> None:
+    def __init__(self, components: Mapping[str, ComponentSpec], worker_hooks: Sequence[bytes] = ()) -> None:
         self._components = MappingProxyType(dict(sorted(components.items())))
+        self.worker_hooks: tuple[bytes, ...] = tuple(worker_hooks)
 
     @property
     def components(self) -> Mapping[str, ComponentSpec]:
@@ -135,18 +138,26 @@ class Topology:
         return [(c.id, s.grouping) for c in self._components.values() for s in c.inputs
                 if s.component == component and s.stream == stream]
 
+    def replace_components(self, components: Mapping[str, ComponentSpec]) -> Topology:
+        """The same topology (its worker hooks) with other components."""
+        return Topology(components, self.worker_hooks)
+
     def to_bytes(self) -> bytes:
-        return pickle.dumps((FORMAT_VERSION, list(self._components.values())), protocol=5)
+        specs = list(self._components.values())
+        # Hooks as a third element only when there are any: a topology without them reads
+        # the same as one written before hooks existed.
+        body = (FORMAT_VERSION, specs, list(self.worker_hooks)) if self.worker_hooks else (FORMAT_VERSION, specs)
+        return pickle.dumps(body, protocol=5)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Topology":
         try:
-            version, specs = pickle.loads(data)
+            version, specs, *rest = pickle.loads(data)
         except (pickle.UnpicklingError, ValueError, TypeError, EOFError) as exc:
             raise TopologyError(f"not a serialized topology: {exc}") from None
         if version != FORMAT_VERSION:
             raise TopologyError(f"topology format {version} is not {FORMAT_VERSION}")
-        return cls({s.id: s for s in specs})
+        return cls({s.id: s for s in specs}, rest[0] if rest else ())
 
     def __repr__(self) -> str:
         return f"Topology({', '.join(self._components)})"
@@ -227,6 +238,18 @@ class TopologyBuilder:
 
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, Any]] = {}
+        self._hooks: list[bytes] = []
+
+    def add_worker_hook(self, hook: WorkerHook) -> None:
+        """Run ``hook`` once in every worker of the topology, at start and at shutdown
+        (Storm's ``addWorkerHook``; see squall.hooks). It is pickled now, so later
+        changes to the object do not reach the workers."""
+        if not isinstance(hook, WorkerHook):
+            raise TopologyError(f"a worker hook must be a WorkerHook instance, got {type(hook).__name__}")
+        try:
+            self._hooks.append(pickle.dumps(hook, protocol=5))
+        except Exception as exc:
+            raise TopologyError(f"worker hook {type(hook).__name__} cannot be serialized: {exc}") from None
 
     def _check_count(self, id: str, what: str, n: Any) -> None:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -312,7 +335,7 @@ class TopologyBuilder:
                 transforms.setdefault(transform, []).append(id)
         for transform, ids in transforms.items():
             specs = transform(specs, ids)
-        return Topology(specs)
+        return Topology(specs, self._hooks)
 
     def _check_subscription(self, id: str, sub: Subscription, streams: dict) -> None:
         if sub.component not in self._entries:

@@ -47,7 +47,7 @@ class Fields:
     def __repr__(self) -> str:
         return f"Fields({list(self.names)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Fields], tuple[tuple[str, ...]]]:
         return (Fields, (self.names,))
 
 

@@ -167,6 +167,14 @@ def count(value: Any, what: str) -> float:
     return n
 
 
+def _task_id(value: Any, what: str) -> int:
+    """A task id: from 1, or -1 (every worker's __system task, as in Storm)."""
+    n = number(value, what)
+    if n != int(n) or n < -1 or n == 0:
+        raise ValueError(f"{what} is not a task id ({value!r})")
+    return int(n)
+
+
 def label(value: Any, what: str) -> str:
     text = str(value)
     if not isinstance(value, (str, int)) or isinstance(value, bool) or not text.isprintable() \
@@ -237,7 +245,7 @@ def _add_executor(series: Series, ex: Mapping[str, Any], topology: str) -> None:
     span = ex.get("executor")
     if not isinstance(span, list) or len(span) != 2:
         raise ValueError(f"executor of {component} is {span!r}, not [start, end]")
-    executor = f"{int(count(span[0], 'executor start'))}-{int(count(span[1], 'executor end'))}"
+    executor = f"{_task_id(span[0], 'executor start')}-{_task_id(span[1], 'executor end')}"
     labels = (topology, component, executor)
     for task, counts in as_dict(ex.get("tasks"), f"tasks of {component}").items():
         t = (topology, component, label(task, "task"))

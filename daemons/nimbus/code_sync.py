@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import structlog
 
-from squall.daemons.state import ClusterState, ClusterStateError
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.validate import UNPACK_FACTOR, SubmissionError, check_structure, read_bundle
+from squall.daemons.state import ClusterState, ClusterStateError
 
 log = structlog.get_logger("squall.nimbus")
 

@@ -41,25 +41,17 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.state import (
-    Assignment,
-    ClusterState,
-    ClusterStateError,
-    NimbusElection,
-    PublishedTokens,
-    SupervisorInfo,
-    TopologyInfo,
-    Watch,
-)
 from squall.daemons.insecure import warn_insecure
+from squall.daemons.local_state import private_dir
+from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
 from squall.daemons.nimbus.api import make_app
-from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
+from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
-from squall.daemons.nimbus.beats import BeatTable
+from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
@@ -75,12 +67,20 @@ from squall.daemons.nimbus.scheduler import (
     start_times_after,
     worker_shortfall,
 )
-from squall.daemons.metrics.exposition import metrics_app
-from squall.daemons.reports import ReportedBeat, parse_report
-from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.nimbus.server import ApiServer
 from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
-from squall.daemons.local_state import private_dir
+from squall.daemons.reports import ReportedBeat, parse_report
+from squall.daemons.state import (
+    Assignment,
+    ClusterState,
+    ClusterStateError,
+    NimbusElection,
+    PublishedTokens,
+    SupervisorInfo,
+    TopologyInfo,
+    Watch,
+)
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, DeadlineQueue
 from squall.model import executors as executors_of
 from squall.model import system_counts, task_ids
@@ -175,7 +175,8 @@ class Nimbus:
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
-            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)), self.bind_host, self.port,
+            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
+                                     self.bind_host, self.port,
                                      max_body=2 * self.max_upload + (1 << 20), tls=tls,
                                      on_error=self.guard.server_error, clock=self.clock)
         except (OSError, ValueError) as exc:

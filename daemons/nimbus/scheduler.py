@@ -19,7 +19,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 # The even round-robin placement lives in the model (local mode uses it too).
 from squall.model import ExecutorId, Slot, schedule_even  # noqa: F401 (schedule_even: part of this API)
 
-
 # --- slots ---------------------------------------------------------------------------------
 
 def live_slots(supervisors: Mapping[str, Iterable[int]]) -> set[Slot]:

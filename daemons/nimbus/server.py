@@ -2,17 +2,20 @@
 
 cheroot rather than waitress: waitress serves no TLS at all (it expects a proxy in front),
 while cheroot (CherryPy's server, pure Python, one small dependency) serves TLS from the
-standard ``ssl`` module in the same thread pool, and answers plain HTTP sent to its TLS
-port with a 400 that says so.
+standard ``ssl`` module in the same thread pool. Plain HTTP sent to the TLS port gets
+cheroot's 400 that says the port speaks HTTPS only (see ``_plain_http``).
 """
 from __future__ import annotations
 
+import re
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from cheroot import wsgi
+from cheroot import errors, wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 from squall.daemons.metrics.families import Series
@@ -29,6 +32,40 @@ SOCKET_TIMEOUT = 5
 ACCEPTED_QUEUE = 64               # connections waiting for a thread; more wait in the kernel's backlog
 MAX_HEADER_BYTES = 256 * 1024     # request line and headers
 ErrorLog = Callable[..., None]    # (msg, level=20, traceback=False), cheroot's error_log
+TLS_HANDSHAKE = 0x16              # the first byte of a TLS client's first record
+DRAIN_BYTES = 64 * 1024           # of a plain HTTP request read before the 400
+DRAIN_SECS = 0.2
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})")
+
+
+def _plain_http(sock: socket.socket) -> bool:
+    """Does the client speak plain HTTP (its first byte starts a request line, not a TLS
+    record)? Then read its request as far as it has come (bounded), so that closing the socket
+    after cheroot's 400 sends FIN, not RST: the kernel resets a connection closed with unread
+    data, and the client (curl) then loses the 400 and shows "Connection reset by peer"."""
+    try:
+        first = sock.recv(1, socket.MSG_PEEK)  # waits as the handshake would (the socket's timeout)
+    except OSError:
+        return False  # the handshake meets the same failure and cheroot counts it
+    if not first or first[0] == TLS_HANDSHAKE or not first.isalpha():
+        return False
+    timeout = sock.gettimeout()
+    deadline = time.monotonic() + DRAIN_SECS  # in all: this runs on cheroot's accepting thread
+    seen = b""
+    try:
+        while len(seen) < DRAIN_BYTES and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(DRAIN_BYTES - len(seen))
+            seen += chunk
+            head, end, body = seen.partition(b"\r\n\r\n")
+            length = _CONTENT_LENGTH.search(head)
+            if not chunk or (end and len(body) >= (int(length.group(1)) if length else 0)):
+                break
+    except OSError:
+        pass  # all there was, within DRAIN_SECS
+    finally:
+        sock.settimeout(timeout)
+    return True
 
 
 class _ReloadingAdapter(BuiltinSSLAdapter):
@@ -43,6 +80,8 @@ class _ReloadingAdapter(BuiltinSSLAdapter):
         self.context = material.context()
 
     def wrap(self, sock: Any) -> Any:
+        if _plain_http(sock):
+            raise errors.NoSSLError("plain HTTP request on the TLS port")  # cheroot answers 400
         context = self.material.context()
         if context is not self.context:
             self.context = context

@@ -7,10 +7,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.nimbus.rates import sum_rates
-from squall.daemons.reports import emitted_of, executor_of
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
+from squall.daemons.reports import emitted_of, executor_of
+from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+from squall.daemons.state.records import WORKER_COMPONENT
 from squall.model import ACKER
 
 
@@ -142,7 +143,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                     rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
                     rate_window: float | None = None) -> dict[str, Any]:
     """Components with their executors (host, port, counters, per-second rates over the last
-    ``rate_window`` seconds where ``rates`` has them), workers, last errors."""
+    ``rate_window`` seconds where ``rates`` has them), workers, last errors (a component's,
+    and ``worker_error``: the last a supervisor reported about a whole worker)."""
     placed = dict(assignment.executors) if assignment else {}
     hosts = dict(assignment.node_host) if assignment else {}
     stats = assigned_stats(assignment, beats)
@@ -209,6 +211,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         "executors": len(placed), "code_digest": info.code_digest, "rate_window_secs": rate_window,
         # User components first, then system ones (``__acker``).
         "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
+        "worker_error": last_errors.get(WORKER_COMPONENT),
     }
 
 

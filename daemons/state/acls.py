@@ -13,6 +13,12 @@ Plain data and plain functions, tested without a server. Two kinds of identity e
 Nodes are created with the ACL ``node_acl`` gives for their path; a client without
 credentials gets no permission anywhere under the root. With no daemon credential
 configured (security off) nodes are created open, as before.
+
+Outside the root, ZooKeeper's own nodes (``/``, ``/zookeeper``, ``/zookeeper/quota``) and the
+root's ancestors start writable by anyone: a client without credentials could fill the
+server's memory there. ``outside_nodes`` lists them and ``OUTSIDE_ACL`` is what
+``squall lock-zookeeper`` (and ``squall dev-cluster``) gives them: the daemons may do
+anything, anyone may read.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Id, Permissions, make_digest_acl_credential
 
 from squall.config import ZOOKEEPER_PASSWORD_ENV, zookeeper_auth
 
@@ -100,6 +106,30 @@ def node_acl(parts: Sequence[str], daemon_id: str | None, topology_id: str | Non
     elif parts[0] in WORKER_READABLE and len(parts) == 2:
         acl.append(_digest(topology_id, Permissions.READ))
     return acl
+
+
+# ZooKeeper's own nodes, created by the server with an open ACL.
+SYSTEM_NODES = ("/zookeeper", "/zookeeper/quota")
+# What lets a client change a node or create children under it.
+_CHANGE = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
+
+
+def outside_nodes(root: str) -> list[str]:
+    """Nodes outside squall's tree that must refuse writes from clients without credentials:
+    ``/``, every ancestor of ``root``, and ZooKeeper's own nodes."""
+    parts = [p for p in root.split("/") if p]
+    ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+    return ["/", *ancestors, *SYSTEM_NODES]
+
+
+def outside_acl(daemon_id: str) -> list[ACL]:
+    """The ACL of a node outside the root: the daemons may do anything, anyone may read."""
+    return [_digest(daemon_id, Permissions.ALL), ACL(Permissions.READ, ANYONE_ID_UNSAFE)]
+
+
+def open_to_anyone(acl: Sequence[ACL]) -> bool:
+    """Whether ``acl`` lets a client without credentials change the node or create under it."""
+    return any(entry.id.scheme == "world" and entry.perms & _CHANGE for entry in acl)
 
 
 def parts_of(path: str, root: str) -> tuple[str, ...]:

@@ -111,6 +111,7 @@ class ClusterState(ZkNodes):
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
+            self._warn_if_outside_open()
 
     # -- what elections use (ElectionSupport) -----------------------------------------
     def leader_lock(self, identifier: str) -> Lock:

@@ -19,7 +19,7 @@ from kazoo.exceptions import (
 )
 from kazoo.retry import ForceRetryError
 
-from squall.daemons.state.acls import node_acl, parts_of, topology_of
+from squall.daemons.state.acls import node_acl, open_to_anyone, outside_acl, outside_nodes, parts_of, topology_of
 from squall.daemons.state.records import check_name, encode, parse_node
 from squall.daemons.state.session import ClusterStateError, ZkSession
 from squall.daemons.state.watchers import ChildrenWatcher, NodeWatcher, Watch, Watcher
@@ -189,6 +189,43 @@ class ZkNodes(ZkSession):
             self._op("delete", path)
         except NoNodeError:
             pass
+
+    # -- outside the root ----------------------------------------------------------------
+    def open_outside(self) -> list[str]:
+        """Nodes outside the root (``acls.outside_nodes``) that clients without credentials
+        may write or create children under: each lets anyone fill ZooKeeper's memory."""
+        out = []
+        for path in outside_nodes(self.root):
+            try:
+                acl, _ = self._retry(self._op, "get_acls", path)
+            except NoNodeError:
+                continue
+            if open_to_anyone(acl):
+                out.append(path)
+        return out
+
+    def lock_outside(self) -> list[str]:
+        """Give every open node of ``open_outside`` the ACL ``acls.outside_acl`` (the daemons
+        may do anything, anyone may read); the paths changed. Needs the daemons' credential."""
+        if self.auth.daemon_id is None or self.auth.topology_id is not None:
+            raise ClusterStateError("locking ZooKeeper needs the daemons' credential "
+                                    "(zookeeper.auth.user and its password)")
+        changed = self.open_outside()
+        for path in changed:
+            self._retry(self._op, "set_acls", path, outside_acl(self.auth.daemon_id))
+        return changed
+
+    def _warn_if_outside_open(self) -> None:
+        """Say at start, once, that clients without credentials can crash this ZooKeeper."""
+        try:
+            open_nodes = self.open_outside()
+        except ClusterStateError:
+            return
+        if open_nodes:
+            log.warning("SECURITY OFF: ZooKeeper lets clients without credentials write outside "
+                        "squall's root: anyone who reaches it can fill its memory until it fails; "
+                        "run `squall lock-zookeeper` (docs/operations/security.md)",
+                        open_nodes=open_nodes, root=self.root)
 
     # -- internals: ephemeral nodes that outlive sessions -----------------------------
     def _put_ephemeral(self, path: str, data: bytes) -> None:

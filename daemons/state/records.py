@@ -22,6 +22,9 @@ LAYOUT = 2
 TOPOLOGY_STATUSES = ("active", "inactive", "killed", "rebalancing")
 MAX_NODE_BYTES = 1_000_000  # ZooKeeper's default jute.maxbuffer is 1 MiB
 MAX_ERROR_CHARS = 8000  # one error text; keeps kept-errors nodes far below the node limit
+# The component of errors a supervisor reports about a whole worker (task -1): it ended the
+# worker over its memory limit, or because it did not finish starting in time.
+WORKER_COMPONENT = "__worker"
 MAX_DEPTH = 64  # JSON nesting past this is refused (deeper input made json raise RecursionError)
 MAX_TASK_ID = 2**31 - 1  # task ids are 32-bit, as in Storm
 MAX_EXECUTOR_TASKS = 100_000  # one executor's task range; a wider one is refused, never iterated

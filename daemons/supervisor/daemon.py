@@ -13,11 +13,14 @@ heartbeat file), calls ``slot.step`` and carries out the returned actions:
 
 * DownloadCode: fetch the bundle from nimbus over HTTP on a background thread, check its
   sha256 against the assignment's digest, extract it atomically (temp dir, then rename).
-* LaunchWorker: start the worker's command-line main in its own session, ``SQUALL_CONF``
-  pointing at this supervisor's effective config. Its output goes to ``workers/<id>/worker.out``
+* LaunchWorker: start the worker's command-line main (``launcher``) in its own session and
+  cgroup, as the user ``worker_user`` gives it. Its output goes to ``workers/<id>/worker.out``
   only until the worker opens its own rotating ``worker.log`` (see ``squall.rotating_log``).
-* KillWorker: SIGTERM, or SIGKILL once the slot says the shutdown sleep is over.
-* CleanupWorker: keep the worker's log, remove its directory and local record.
+* KillWorker: SIGTERM to the worker's process group, or SIGKILL to every process of the
+  worker (``containment``) once the slot says so.
+* CleanupWorker: keep the worker's log, remove its directory, cgroup and local record.
+* ReportProblem: a verdict that ended a worker (memory, start timeout) goes to the
+  topology's errors, where ``squall status`` and the web UI show it.
 
 Each launched worker is recorded in ``supervisor-state.json`` (pid and process start time) so
 that a restarted supervisor adopts workers that are alive and still assigned
@@ -31,10 +34,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Mapping
@@ -46,47 +45,51 @@ import structlog
 import yaml
 
 from squall.daemons import local_state
-from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
-from squall.daemons.credentials import without_daemon_secret_env, without_daemon_secrets
-from squall.daemons.credentials import write_credentials
+from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
-from squall.daemons.state import Assignment, ClusterState, ClusterStateError, NodeAssignment, SupervisorInfo
+from squall.daemons.nimbus.access import AccessError
+from squall.daemons.state import (
+    Assignment,
+    ClusterState,
+    ClusterStateError,
+    ErrorInfo,
+    NodeAssignment,
+    SupervisorInfo,
+)
+from squall.daemons.state.records import WORKER_COMPONENT
+from squall.daemons.supervisor import cgroups, launcher, worker_files
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.assigned import port_assignments
-from squall.daemons.nimbus.access import AccessError
+from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
 from squall.daemons.supervisor.downloads import CodeDownloads
-from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
-from squall.daemons.supervisor.worker_user import WorkerUser, WorkerUserError
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
+from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
+from squall.daemons.supervisor.processes import WorkerProc, worker_alive
 from squall.daemons.supervisor.reporter import Reporter
-from squall.daemons.supervisor.processes import (
-    WorkerProc,
-    parse_records,
-    process_create_time,
-    save_records,
-    signal_worker,
-    worker_alive,
-)
-from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker, sleep
+from squall.daemons.supervisor.worker_user import OWN, WorkerAccounts, WorkerIdentity, WorkerUserError
+from squall.daemons.supervisor.workers import LocalWorkers
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker
+from squall.state.stores import embedded_path, namespace, state_dir
 
 log = structlog.get_logger("squall.supervisor")
 
-DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
-FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading or killing
-CRASH_WINDOW = 60.0  # a worker dying this soon after its launch counts as a crash loop
-MAX_RELAUNCH_DELAY = 30.0  # cap of the crash-loop back-off
-ARCHIVED_LOGS_KEPT = 100  # logs of cleaned-up workers kept under <log dir>/workers
+FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading, killing or held
 LAYOUT_POLL_SECS = 2.0  # how often a supervisor waiting for an upgraded nimbus looks again
-# worker.out holds what a worker prints before its own rotating log is set up; if a worker
-# writes there anyway (output from before that, a child process), it is emptied past this.
-EARLY_OUTPUT_MAX_BYTES = 1 << 20
-# Keys the workers' copy of the config leaves out: user code runs in the workers.
+MEMORY_TICK = 1.0  # seconds between memory checks when the kernel does not enforce the limit
 
 
 class SupervisorError(RuntimeError):
     """The supervisor cannot start or go on (exit code 1); the message says why."""
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def load_supervisor_id(conf: Mapping[str, Any], layout: local_state.LocalLayout) -> str:
@@ -137,10 +140,12 @@ class Supervisor:
         self.log: Any = log
         self.state: ClusterState | None = None
         self.code: CodeDownloads | None = None
-        self.worker_user: WorkerUser | None = None
+        self.accounts = WorkerAccounts(OWN)
+        self.containment = Containment()
+        mb = conf.get("worker.memory.max.mb")
+        self.memory_max = int(mb) << 20 if mb else None
+        self.state_dir = state_dir(self.conf)
         self.slots: dict[int, _slot.SlotState] = {}
-        self.workers: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
-        self.children: dict[str, subprocess.Popen[bytes]] = {}  # workers launched by this process
         self.started_at = 0.0
         self.malformed_beats = 0
         self._stopping = False  # a plain flag: set from signal handlers
@@ -154,10 +159,11 @@ class Supervisor:
         self._watch: Any = None
         self._lock_fd: int | None = None
         self._warned: set[Any] = set()  # one-off warnings already given
-        self._crash_hold: dict[str, float] = {}  # worker id -> relaunch not before
-        self._exits_logged: set[str] = set()
         self._zk_down = False
         self.metrics = SupervisorMetrics(self.layout, clock.time)
+        self.local = LocalWorkers(self.layout, self.log_dir, self.state_path, clock, self.containment,
+                                  self.metrics.counts, log)
+        self.worker_conf = b""
         self.endpoints: Endpoints | None = None
         self._tokens_watch: Any = None
         self.handovers = Handovers()
@@ -167,29 +173,25 @@ class Supervisor:
         """Lock the local dir, settle the id, write the workers' config, connect, recover the
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
-        try:
-            self.worker_user = WorkerUser.from_conf(self.conf)
-        except WorkerUserError as exc:
-            raise SupervisorError(str(exc)) from None
+        self._check_accounts()
         try:
             local_state.private_dir(self.local_dir)
             self.workers_dir.mkdir(exist_ok=True)
-            if self.worker_user is not None:  # a way through for the workers' group, nothing to list
-                self.worker_user.share(self.local_dir, 0o710)
-                self.worker_user.share(self.workers_dir, 0o710)
+            if self.accounts.switches:  # a way through for workers to what is theirs, nothing to list
+                for path in (self.local_dir, self.workers_dir, self.layout.topologies_dir, self.state_dir):
+                    worker_files.pass_through(path)
             self._take_lock()
             self.id = load_supervisor_id(self.conf, self.layout)
             self.conf["supervisor.id"] = self.id
-            # The effective config without the daemons' secrets, once: workers read it
-            # through SQUALL_CONF; their own topology's credentials come per launch.
-            local_state.write_atomic(self.conf_path, yaml.safe_dump(
-                without_daemon_secrets(self.conf), sort_keys=True).encode())
-            if self.worker_user is not None:
-                self.worker_user.share(self.conf_path, 0o640)
+            # The effective config without the daemons' secrets, once: each worker gets a
+            # copy; their own topology's credentials come per launch.
+            self.worker_conf = yaml.safe_dump(without_daemon_secrets(self.conf), sort_keys=True).encode()
+            local_state.write_atomic(self.conf_path, self.worker_conf)
         except OSError as exc:
             self._release_lock()
             raise SupervisorError(f"cannot use local dir {self.local_dir}: {exc}") from None
-        self.log = log.bind(supervisor=self.id)
+        self.log = self.local.log = log.bind(supervisor=self.id)
+        self._contain()
         try:
             self.endpoints = Endpoints(self.conf, self.host, self.clock, self.log)
             self.endpoints.serve_metrics(self.metrics_series)
@@ -198,11 +200,13 @@ class Supervisor:
             raise SupervisorError(str(exc)) from None
         try:
             self.code = CodeDownloads(self.layout.topologies_dir, self.conf, self.log, self._waker.wake, self.clock,
-                                      self.worker_user)
+                                      root_mode=worker_files.PASS_THROUGH if self.accounts.switches else 0o700)
         except AccessError as exc:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         warn_insecure(self.conf, self.log)
+        for sentence in self.accounts.warnings():
+            self.log.warning(sentence)
         if self.code.access.token is None:
             self.log.warning("SECURITY OFF: no squall.token (or SQUALL_TOKEN): a secured nimbus refuses this "
                              "supervisor's code downloads; an open one serves anyone")
@@ -210,7 +214,8 @@ class Supervisor:
             self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
                              "unverified except for its sha256")
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
-                      worker_user=self.worker_user.name if self.worker_user else None)
+                      workers_as=self.accounts.mode, memory_max_mb=self.memory_max >> 20 if self.memory_max else None,
+                      **describe(self.containment))
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
@@ -269,6 +274,44 @@ class Supervisor:
         except ClusterStateError:
             return None
 
+    def _check_accounts(self) -> None:
+        """Settle whom workers run as; SupervisorError when that user could not start one."""
+        try:
+            self.accounts = WorkerAccounts.from_conf(self.conf)
+        except WorkerUserError as exc:
+            raise SupervisorError(str(exc)) from None
+        who = self.accounts.probe_identity()
+        problem = launcher.probe(launcher.worker_prefix(self.conf), who) if who is not None else None
+        if problem is not None:
+            raise SupervisorError(
+                f"workers run as {self.accounts.describe()}, but {problem}: install squall and its Python where "
+                "every user can read them (not under a private home directory such as /root), or set "
+                "supervisor.worker.user ('root' runs workers as root: SECURITY OFF)")
+
+    def _contain(self) -> None:
+        """The cgroups of this supervisor's workers where the host allows, and the child
+        subreaper role either way (see containment)."""
+        become_subreaper()
+        setting = str(self.conf["supervisor.cgroup.dir"])
+        try:
+            parent = cgroups.parent_dir(setting, _read_text(cgroups.PROC_MOUNTINFO),
+                                        _read_text(cgroups.PROC_CGROUP))
+            groups = cgroups.WorkerGroups.open(parent, self.id) if parent is not None else None
+            if groups is not None:
+                Containment(groups).try_join()
+        except cgroups.CgroupError as exc:
+            if setting != "auto":
+                self._release_lock()
+                raise SupervisorError(f"supervisor.cgroup.dir {setting!r}: {exc}") from None
+            self.log.info("workers run without cgroups; their process trees are tracked instead", reason=str(exc))
+            groups = None
+        self.containment = self.local.containment = Containment(groups)
+
+    @property
+    def workers(self) -> dict[str, WorkerProc]:
+        """Every worker this supervisor owns, by worker id."""
+        return self.local.records
+
     def stop(self) -> None:
         """Ask ``run`` to return (safe from signal handlers and other threads)."""
         self._stopping = True
@@ -276,7 +319,8 @@ class Supervisor:
 
     def run(self) -> None:
         """The loop, until ``stop()``: tick on every assignment change, every monitor period,
-        and often while a slot is in motion. Then shut down."""
+        and often while a slot is in motion; write the supervisor node when it changed. Then
+        shut down."""
         poll = Every(self.monitor_secs, self.clock)
         try:
             while not self._stopping:
@@ -288,8 +332,11 @@ class Supervisor:
                     self.log.exception("supervisor tick failed")
                 self._register()
                 wait = poll.left()
-                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) for s in self.slots.values()):
+                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) or s.hold_until is not None
+                       for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
+                if self.workers and self.memory_max is not None and not self.containment.kernel_memory:
+                    wait = min(wait, MEMORY_TICK)
                 self._waker.wait(wait)
         finally:
             self._shutdown()
@@ -365,9 +412,12 @@ class Supervisor:
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
+        """Give up the local dir (on a failed start as on a stop), and the cgroups made for it."""
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        if self.containment.groups is not None:  # only groups no process is left in
+            self.containment.groups.close()
 
     # -- ZooKeeper ---------------------------------------------------------------------------
     def _on_assignments(self, snapshot: dict[str, NodeAssignment | None]) -> None:
@@ -447,8 +497,8 @@ class Supervisor:
 
     # -- recovery after a restart ------------------------------------------------------------
     def _recover(self, snapshot: Mapping[str, NodeAssignment | None]) -> None:
-        records = self._load_state()
-        self._kill_orphans(records)
+        records = self.local.load()
+        self.local.kill_orphans(records, self.timeouts.shutdown_sleep)
         assigned = self.my_assignments(snapshot, {rec.port: _slot.SlotAssignment(
             rec.topology_id, [(s, e) for s, e in rec.executors], rec.code_digest) for rec in records.values()})
         now = self.clock.time()
@@ -457,10 +507,10 @@ class Supervisor:
             if rec.port in by_port:  # should not happen: one worker per port
                 self.log.warning("two workers recorded for one port; killing the older", port=rec.port,
                                  worker=rec.worker_id)
-                self._kill_now(rec)
+                self.local.kill_now(rec, self.timeouts.shutdown_sleep)
                 continue
             by_port[rec.port] = rec
-        self.workers = {rec.worker_id: rec for rec in by_port.values()}
+        self.local.records.update({rec.worker_id: rec for rec in by_port.values()})
         for port in sorted(set(self.ports) | set(by_port)):
             rec = by_port.get(port)
             assignment = assigned.get(port) if port in self.ports else None
@@ -476,80 +526,19 @@ class Supervisor:
                 self.log.info("recorded worker no longer assigned; killing it", **fields)
             else:
                 self.log.info("recorded worker is gone; cleaning up", **fields)
-        self._save_state()
-
-    def _load_state(self) -> dict[str, WorkerProc]:
-        try:
-            raw = self.state_path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        try:
-            records, problems = parse_records(raw)
-        except ValueError as exc:
-            bad = self.state_path.with_name(f"{self.state_path.name}.corrupt-{int(self.clock.time())}")
-            os.replace(self.state_path, bad)
-            self.log.error("local state file is malformed; set aside (unknown workers will be killed)",
-                           path=str(self.state_path), moved_to=str(bad), error=str(exc))
-            return {}
-        for problem in problems:
-            self.log.warning("malformed worker record skipped", path=str(self.state_path), error=problem)
-        return records
-
-    def _save_state(self) -> None:
-        try:
-            save_records(self.state_path, self.id, self.workers)
-        except OSError as exc:
-            self.log.error("cannot write the local state file", path=str(self.state_path), error=str(exc))
-
-    def _kill_orphans(self, records: Mapping[str, WorkerProc]) -> None:
-        """Worker dirs without a record (a crash between launch and record, or a lost state
-        file): kill a process that still runs there, then remove the dir."""
-        for entry in sorted(self.workers_dir.iterdir()):
-            if entry.name in records or not entry.is_dir():
-                continue
-            pid = local_state.read_pid(self.layout, entry.name)
-            orphan = WorkerProc(entry.name, 0, "unrecorded", [], "", pid, None, 0.0)
-            if pid is not None and worker_alive(pid, None, entry.name):
-                self.log.warning("killing unrecorded worker", worker=entry.name, pid=pid)
-                self._kill_now(orphan)
-            self._remove_worker_dir(orphan)
-
-    def _kill_now(self, rec: WorkerProc, grace: float | None = None) -> None:
-        """SIGTERM, wait ``grace`` (default the shutdown sleep), SIGKILL: for start-up and
-        exit, not the loop."""
-        signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGTERM)
-        if not self._wait_gone(rec, self.timeouts.shutdown_sleep if grace is None else grace):
-            self.log.warning("worker did not stop in time: SIGKILL", worker=rec.worker_id, pid=rec.pid)
-            signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGKILL)
-            self._wait_gone(rec, 5.0)
-
-    def _wait_gone(self, rec: WorkerProc, secs: float) -> bool:
-        """Wait at most ``secs`` for the worker to end; True once it has."""
-        deadline = self.clock.monotonic() + secs
-        while worker_alive(rec.pid, rec.create_time, rec.worker_id):
-            if self.clock.monotonic() >= deadline:
-                return False
-            self._reap()
-            sleep(0.05)
-        return True
+        self.local.save(self.id)
 
     def kill_all_workers(self) -> None:
         """Stop every worker of this node (``--kill-workers-on-exit``)."""
-        for rec in list(self.workers.values()):
-            signal_worker(rec.pid, rec.create_time, rec.worker_id, signal.SIGTERM)
-        # One shutdown sleep for all of them, not one each: they were all told at once.
-        deadline = self.clock.monotonic() + self.timeouts.shutdown_sleep
-        for rec in list(self.workers.values()):
-            self._kill_now(rec, max(0.0, deadline - self.clock.monotonic()))
-            self.log.info("worker stopped", port=rec.port, topology=rec.topology_id, worker=rec.worker_id)
-            self._cleanup(_slot.CleanupWorker(rec.worker_id, "supervisor exiting"))
+        self.local.stop_all(self.timeouts.shutdown_sleep)
+        self.local.save(self.id)
         self.slots = {p: _slot.SlotState(port=p) for p in self.ports}
 
     # -- one tick ----------------------------------------------------------------------------
     def tick(self) -> None:
         """Observe and step every port, carry out the actions, drop unused code."""
         assert self.code is not None
-        self._reap()
+        self.local.reap()
         with self._snapshot_lock:
             snapshot = self._snapshot
         assigned = self.my_assignments(snapshot or {})
@@ -560,7 +549,7 @@ class Supervisor:
                 self.log.exception("slot step failed", port=port)
         for port in [p for p, s in self.slots.items() if p not in self.ports and s.name is _slot.State.EMPTY]:
             del self.slots[port]  # a recorded port no longer configured, now cleaned up
-        self._bound_early_output()
+        self.local.bound_early_output()
         if snapshot is not None:
             keep = {a.topology_id for a in assigned.values()}
             keep |= {s.assignment.topology_id for s in self.slots.values() if s.assignment is not None}
@@ -568,35 +557,23 @@ class Supervisor:
             for topology_id in self.code.cleanup(keep):
                 self.log.info("code removed; topology no longer assigned here", topology=topology_id)
 
-    def _bound_early_output(self) -> None:
-        for rec in self.workers.values():
-            path = self.layout.worker_early_output(rec.worker_id)
-            try:
-                emptied = local_state.truncate_if_over(path, EARLY_OUTPUT_MAX_BYTES)
-            except OSError as exc:
-                self._warn_once(("early", rec.worker_id), "cannot bound worker output", path=str(path),
-                                error=str(exc))
-                continue
-            if emptied:
-                self.log.warning("worker output outside its log passed its bound; emptied", path=str(path),
-                                 worker=rec.worker_id, max_bytes=EARLY_OUTPUT_MAX_BYTES)
-
     def _step_port(self, port: int, assignment: _slot.SlotAssignment | None) -> None:
         assert self.code is not None
         state = self.slots[port]
         now = self.clock.time()
+        view = self.local.view(state.worker_id)
         rec = self.workers.get(state.worker_id) if state.worker_id else None
-        alive = rec is not None and worker_alive(rec.pid, rec.create_time, rec.worker_id)
-        beat_time, beat_execs = self._beat(state.worker_id) if state.worker_id and alive else (None, None)
-        if self._hold_relaunch(state, assignment, alive, now):
-            return
+        beat_time, beat_execs, ready = self._beat(state.worker_id) if state.worker_id and view.alive \
+            else (None, None, None)
         obs = _slot.Observation(
             now=now, assignment=assignment,
             code_present=assignment is not None and self.code.present(assignment.topology_id,
                                                                       assignment.code_digest),
-            worker_alive=alive, worker_pid=rec.pid if rec else None,
+            worker_alive=view.alive, worker_pid=rec.pid if rec else None,
             heartbeat_time=beat_time, heartbeat_executors=beat_execs,
             timeouts=self.timeouts, new_worker_id=uuid.uuid4().hex,
+            worker_leftovers=view.leftovers, worker_ready=ready, memory_bytes=view.memory,
+            memory_max_bytes=self.memory_max, oom_killed=view.oom_killed,
         )
         new, actions = _slot.step(state, obs)
         self.slots[port] = new
@@ -605,53 +582,27 @@ class Supervisor:
             self.log.info("slot state changed", port=port, topology=current.topology_id if current else None,
                           worker=new.worker_id or state.worker_id, previous=state.name.value,
                           state=new.name.value)
+        if new.hold_until is not None and state.hold_until is None:
+            self.log.warning("worker keeps dying; delaying its relaunch", port=port,
+                             topology=new.assignment.topology_id if new.assignment else None,
+                             crashes=new.crashes, delay_secs=round(new.hold_until - now, 1))
         for action in actions:
             self._perform(port, action)
             if isinstance(action, _slot.LaunchWorker) and new.relaunch_count and action.worker_id in self.workers:
                 self.metrics.counts["restarts"] += 1
 
-    def _hold_relaunch(self, state: _slot.SlotState, assignment: _slot.SlotAssignment | None,
-                       alive: bool, now: float) -> bool:
-        """Crash-loop back-off: a worker of an unchanged assignment that died soon after its
-        launch, and not for the first time, is relaunched after 1, 2, 4 ... seconds."""
-        if (alive or state.worker_id is None or state.relaunch_count < 1 or assignment != state.assignment
-                or state.name not in (_slot.State.WAITING_FOR_WORKER_START, _slot.State.RUNNING)
-                or state.launch_time is None or now - state.launch_time > CRASH_WINDOW):
-            return False
-        delay = min(2.0 ** (state.relaunch_count - 1), MAX_RELAUNCH_DELAY)
-        until = self._crash_hold.setdefault(state.worker_id, now + delay)
-        if now < until:
-            self._warn_once(("hold", state.worker_id), "worker keeps dying; delaying its relaunch",
-                            port=state.port, topology=state.assignment.topology_id if state.assignment else None,
-                            worker=state.worker_id, relaunches=state.relaunch_count, delay_secs=delay)
-            return True
-        return False
-
-    def _beat(self, worker_id: str) -> tuple[float | None, frozenset[tuple[int, int]] | None]:
+    def _beat(self, worker_id: str) -> tuple[float | None, frozenset[tuple[int, int]] | None, bool | None]:
+        """The worker's heartbeat: its time, executors, and whether its components finished
+        starting (None when it does not say)."""
         path = self.layout.heartbeat_file(worker_id)
         try:
             beat = local_state.read_heartbeat(self.layout, worker_id)
-            return (None, None) if beat is None else (beat.time, beat.executors)
+            return (None, None, None) if beat is None else (beat.time, beat.executors, beat.ready)
         except (ValueError, OSError) as exc:
             self.malformed_beats += 1
             self._warn_once(("beat", worker_id, str(exc)), "malformed worker heartbeat ignored",
                             worker=worker_id, path=str(path), error=str(exc))
-            return None, None
-
-    def _reap(self) -> None:
-        """Collect exit codes of our own children (so they do not linger as zombies)."""
-        for worker_id, child in list(self.children.items()):
-            code = child.poll()
-            if code is None or worker_id in self._exits_logged:
-                continue
-            self._exits_logged.add(worker_id)
-            rec = self.workers.get(worker_id)
-            fields = dict(worker=worker_id, pid=child.pid, exit_code=code,
-                          port=rec.port if rec else None, topology=rec.topology_id if rec else None)
-            if code == 0:
-                self.log.info("worker exited", **fields)
-            else:
-                self.log.warning("worker exited", **fields)
+            return None, None, None
 
     # -- actions -----------------------------------------------------------------------------
     def _perform(self, port: int, action: _slot.Action) -> None:
@@ -663,52 +614,56 @@ class Supervisor:
         elif isinstance(action, _slot.LaunchWorker):
             self._launch(action)
         elif isinstance(action, _slot.KillWorker):
-            self._kill(port, action)
+            if action.worker_id is not None:
+                self.local.signal(action.worker_id, action.force, port, action.reason)
         elif isinstance(action, _slot.CleanupWorker):
-            self._cleanup(action)
+            self.local.cleanup(action.worker_id, action.reason)
+            self._warned = {k for k in self._warned if action.worker_id not in k}
+            self.local.save(self.id)
+        elif isinstance(action, _slot.ReportProblem):
+            self._report(action)
 
     def worker_command(self, action: _slot.LaunchWorker) -> list[str]:
-        prefix = self.conf.get("supervisor.worker.command") or DEFAULT_WORKER_COMMAND
-        return [*prefix, "start", action.topology_id, self.id, str(action.port), action.worker_id]
+        return [*launcher.worker_prefix(self.conf), "start", action.topology_id, self.id, str(action.port),
+                action.worker_id]
 
     def _launch(self, action: _slot.LaunchWorker) -> None:
         fields = dict(port=action.port, topology=action.topology_id, worker=action.worker_id)
-        wdir = self.layout.worker_dir(action.worker_id)
         cmd = self.worker_command(action)
         handover = self._handover(action.topology_id, fields)
         if handover is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
-        as_user: dict[str, Any] = {}
         try:
-            wdir.mkdir(parents=True, exist_ok=True)
-            # The supervisor's API token and ZooKeeper password stay with it, environment included.
-            env = without_daemon_secret_env(os.environ)
-            env["SQUALL_CONF"] = str(self.conf_path)
-            env[CREDENTIALS_ENV] = str(write_credentials(wdir, handover.credentials))
+            who = self._identity(action.topology_id, handover.name)
             launch_file = self._write_launch_assignment(action, handover.active)
-            if self.worker_user is not None:
-                self.worker_user.own(wdir)
-                self.worker_user.own(Path(env[CREDENTIALS_ENV]), mode=0o600)
-                if launch_file.exists():
-                    self.worker_user.own(launch_file, mode=0o600)
-                env, as_user = self.worker_user.environ(env), self.worker_user.popen_args()
-            with open(self.layout.worker_early_output(action.worker_id), "ab") as out:
-                # Own session: signals reach the worker (and its children) alone, and a
-                # Ctrl-C or SIGTERM meant for the supervisor does not.
-                child = subprocess.Popen(cmd, cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True, **as_user)
-        except OSError as exc:
+            child = launcher.launch(cmd, self.layout.worker_dir(action.worker_id), self.layout, action.worker_id,
+                                    self.worker_conf, handover.credentials, launch_file, who, self.containment,
+                                    self.memory_max)
+        except (OSError, launcher.LaunchError, WorkerUserError) as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
-        self.children[action.worker_id] = child
-        self.metrics.counts["launches"] += 1
-        rec = WorkerProc(action.worker_id, action.port, action.topology_id,
-                         [[s, e] for s, e in sorted(action.executors)], action.code_digest,
-                         child.pid, process_create_time(child.pid), self.clock.time())
-        self.workers[action.worker_id] = rec
-        self._save_state()
-        self.log.info("worker launched", pid=child.pid, reason=action.reason,
-                      executors=rec.executors, **fields)
+        rec = self.local.add(action.worker_id, action.port, action.topology_id, action.executors,
+                             action.code_digest, child, who.uid if who else None)
+        self.local.save(self.id)
+        self.log.info("worker launched", pid=child.pid, reason=action.reason, executors=rec.executors,
+                      uid=who.uid if who else os.getuid(), **fields)
+
+    def _identity(self, topology_id: str, name: str | None) -> WorkerIdentity | None:
+        """Whom the topology's worker runs as, with its code and state dir given to it."""
+        held = {r.topology_id: r.uid for r in self.workers.values() if r.uid is not None}
+        state = self._state_dir(name) if name else None
+        who = self.accounts.identity(topology_id, name or topology_id, held, worker_files.owners(
+            self.state_dir, but=state) if self.accounts.switches else ())
+        if who is not None:
+            assert self.code is not None
+            worker_files.share_code(self.code.root / topology_id, who.gid)
+            if state is not None:
+                worker_files.own_state_dir(state, who)
+        return who
+
+    def _state_dir(self, name: str) -> Path:
+        """The directory of a topology's embedded state files on this host (by its name)."""
+        return embedded_path(self.state_dir, namespace(name, "x", 0)).parent
 
     def _handover(self, topology_id: str, fields: dict[str, Any]) -> TopologyHandover | None:
         """The topology's credentials and status for its worker (see handover)."""
@@ -758,47 +713,16 @@ class Supervisor:
             pass
         return self._whole.get(topology_id)
 
-    def _kill(self, port: int, action: _slot.KillWorker) -> None:
-        rec = self.workers.get(action.worker_id or "")
-        if rec is None:
-            return
-        sig = signal.SIGKILL if action.force else signal.SIGTERM
-        sent = signal_worker(rec.pid, rec.create_time, rec.worker_id, sig)
-        if sent:
-            self.metrics.counts[f"kill:{sig.name}"] += 1
-        self.log.info("worker signalled", port=port, topology=rec.topology_id, worker=rec.worker_id,
-                      pid=rec.pid, signal=sig.name, sent=sent, reason=action.reason)
-
-    def _cleanup(self, action: _slot.CleanupWorker) -> None:
-        rec = self.workers.pop(action.worker_id, None)
-        child = self.children.pop(action.worker_id, None)
-        if child is not None:
-            child.poll()
-        self._exits_logged.discard(action.worker_id)
-        self._crash_hold.pop(action.worker_id, None)
-        self._warned = {k for k in self._warned if action.worker_id not in k}
-        self._remove_worker_dir(rec or WorkerProc(action.worker_id, 0, "unrecorded", [], "", None, None, 0.0))
-        self._save_state()
-        self.log.info("worker cleaned up", worker=action.worker_id, reason=action.reason,
-                      port=rec.port if rec else None, topology=rec.topology_id if rec else None)
-
-    def _remove_worker_dir(self, rec: WorkerProc) -> None:
-        wdir = self.layout.worker_dir(rec.worker_id)
-        self._archive_log(self.layout.worker_log(rec.worker_id), rec, "")
-        self._archive_log(self.layout.worker_early_output(rec.worker_id), rec, "-early")
-        shutil.rmtree(wdir, ignore_errors=True)
-
-    def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
-        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``."""
-        if not path.is_file() or path.stat().st_size == 0:
-            return
-        dest_dir = self.log_dir / "workers"
+    def _report(self, action: _slot.ReportProblem) -> None:
+        """A verdict that ended a worker, in its topology's errors (``squall status``, the UI)."""
+        problem = action.problem
+        self.log.warning("worker ended by the supervisor", kind=problem.kind, error=problem.text, port=action.port,
+                         topology=action.topology_id, worker=action.worker_id)
+        self.metrics.counts[f"ended:{problem.kind}"] += 1
+        if self.state is None or not self.state.connected:
+            return  # said in the log; ZooKeeper's errors cannot take it now
+        error = ErrorInfo(self.clock.time(), WORKER_COMPONENT, -1, self.host, action.port, problem.text)
         try:
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
-            kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
-            for old in kept[:-ARCHIVED_LOGS_KEPT]:
-                old.unlink(missing_ok=True)
-        except OSError as exc:
-            self.log.warning("cannot keep worker log", worker=rec.worker_id, error=str(exc))
-
+            self.state.report_error(action.topology_id, error)
+        except (ClusterStateError, ValueError) as exc:
+            self.log.warning("cannot report the worker's end", topology=action.topology_id, error=str(exc))

@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from squall.daemons.local_state import make_private, private_dir
+from squall.daemons.local_state import make_private
 from squall.daemons.nimbus.access import ApiAccess
-from squall.daemons.supervisor.worker_user import WorkerUser
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
@@ -33,19 +32,21 @@ class CodeDownloads:
     """Topology code under ``<local dir>/topologies/<id>/``, fetched from nimbus in the background.
 
     A complete bundle directory holds ``.digest`` (the sha256 it was checked against); it only
-    appears by a rename, so a half-extracted bundle is never seen as present.
+    appears by a rename, so a half-extracted bundle is never seen as present. Bundles are
+    the supervisor's alone (0700); it shares one with its workers' group at their launch.
+    ``root_mode``: 0711 when workers run as other users (they pass through to their code).
     """
 
     def __init__(self, root: Path, conf: Mapping[str, Any], logger: Any,
                  on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
-                 worker_user: WorkerUser | None = None) -> None:
+                 root_mode: int = 0o700) -> None:
         self.clock = clock
         self.root = root
         self.conf = conf
         self.log = logger
         self.on_done = on_done
         self.failures = 0
-        self.worker_user = worker_user  # code is shared read-only with its group
+        self.root_mode = root_mode
         self.access = ApiAccess.from_conf(conf)  # the supervisor token and the CA that signs nimbus
         self.max_unpacked = int(conf["supervisor.code.max.unpacked.bytes"])
         self.max_members = int(conf["supervisor.code.max.members"])
@@ -98,9 +99,8 @@ class CodeDownloads:
         """Download, verify and install one bundle; BundleError saying what is wrong."""
         if not digest:
             raise BundleError("the assignment names no code digest")
-        private_dir(self.root)
-        if self.worker_user is not None:
-            self.worker_user.share(self.root, 0o710)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, self.root_mode)
         limit = int(self.conf["nimbus.code.max.upload.bytes"])
         work = Path(tempfile.mkdtemp(prefix=f".tmp-{topology_id}-", dir=self.root))
         try:
@@ -122,8 +122,6 @@ class CodeDownloads:
                 raise BundleError(f"bad code bundle: no {', '.join(missing)}")
             (tree / ".digest").write_text(digest + "\n", encoding="utf-8")
             make_private(tree)  # the data filter keeps group/other read bits: drop them
-            if self.worker_user is not None:
-                self.worker_user.share_tree(tree)
             self._install(tree, self.root / topology_id)
             return size
         finally:

@@ -27,6 +27,7 @@ class NoSecrets(HandoverUnavailable):
 class TopologyHandover:
     credentials: WorkerCredentials
     active: bool  # the topology's status was "active" when read
+    name: str | None = None  # the topology's name (its embedded state is kept by name)
     from_memory: bool = False  # read at an earlier launch: ZooKeeper did not answer now
 
 
@@ -49,12 +50,12 @@ class Handovers:
             if known is None:
                 raise HandoverUnavailable(f"cannot read the topology's secrets ({exc}) and none "
                                           "were read earlier") from None
-            return TopologyHandover(known.credentials, known.active, from_memory=True)
+            return TopologyHandover(known.credentials, known.active, known.name, from_memory=True)
         if secrets is None:
             raise NoSecrets("topology has no secrets in ZooKeeper (submitted before this version? "
                             "resubmit it)")
         handover = TopologyHandover(WorkerCredentials(topology_id, secrets, state.auth.daemon_id),
-                                    info is not None and info.status == "active")
+                                    info is not None and info.status == "active", info.name if info else None)
         self._known[topology_id] = handover
         return handover
 

@@ -1,13 +1,17 @@
 """Bounded reads of a worker's rotated log files (``worker.log``, ``worker.log.1``, ...).
 
 Plain file reading, no HTTP: the logviewer calls these with paths it made itself from
-known worker ids, never from request text.
+known worker ids, never from request text. A worker owns its directory and may put a link
+or a FIFO where its log should be: only regular files are read, and no link is followed
+(the supervisor would otherwise serve any file it can read to the topology's owner).
 """
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 CHUNK = 64 * 1024
 
@@ -27,12 +31,21 @@ class LogRead:
 def rotated_files(path: Path, backups: int) -> list[Path]:
     """The current file and its backups, newest first, those that exist."""
     names = [path] + [path.with_name(f"{path.name}.{i}") for i in range(1, backups + 1)]
-    return [p for p in names if p.is_file()]
+    return [p for p in names if os.path.lexists(p)]
+
+
+def open_log(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (no link followed); OSError else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def _tail_of(path: Path, lines: int, max_bytes: int) -> tuple[bytes, int, bool]:
     """The last ``lines`` lines of one file, at most ``max_bytes``: (data, newlines, cut)."""
-    with open(path, "rb") as fh:
+    with open_log(path) as fh:
         end = fh.seek(0, os.SEEK_END)
         pos, data = end, b""
         while pos > 0 and data.count(b"\n") <= lines and len(data) < max_bytes:
@@ -81,13 +94,13 @@ def read_from(path: Path, offset: int, max_bytes: int, inode: int | None = None)
     """Whole lines of the current file from byte ``offset`` on, at most ``max_bytes``;
     from 0 when the file was rotated since (another ``inode``, or shorter than ``offset``)."""
     try:
-        with open(path, "rb") as fh:
+        with open_log(path) as fh:
             st = os.fstat(fh.fileno())
             same = inode is None or inode == st.st_ino
             start = offset if same and 0 <= offset <= st.st_size else 0
             fh.seek(start)
             data = fh.read(max_bytes)
-    except FileNotFoundError:
+    except OSError:  # absent, or not a regular file
         return LogRead("", 0, 0, False)
     truncated = False
     if b"\n" in data:
@@ -103,7 +116,7 @@ def read_from(path: Path, offset: int, max_bytes: int, inode: int | None = None)
 
 def _identity(path: Path) -> tuple[int, int]:
     try:
-        st = path.stat()
+        st = os.lstat(path)
     except OSError:
         return 0, 0
     return st.st_size, st.st_ino

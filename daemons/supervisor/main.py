@@ -16,6 +16,7 @@ from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, par
 from squall.daemons.local_state import valid_id
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.supervisor.daemon import Supervisor, SupervisorError
+from squall.daemons.supervisor.worker_user import WorkerUserError, uid_range
 
 log = structlog.get_logger("squall.supervisor")
 
@@ -44,6 +45,13 @@ def check_conf(conf: Mapping[str, Any]) -> None:
         raise _config.ConfigError(f"config key 'supervisor.id' {fixed!r} cannot be used as a node id")
     if conf.get("supervisor.worker.command") == []:
         raise _config.ConfigError("config key 'supervisor.worker.command' must not be empty (null: the default)")
+    try:
+        uid_range(conf["supervisor.worker.uids"])
+    except WorkerUserError as exc:
+        raise _config.ConfigError(f"config key {exc}") from None
+    memory = conf.get("worker.memory.max.mb")
+    if memory is not None and memory <= 0:
+        raise _config.ConfigError(f"config key 'worker.memory.max.mb' must be positive (null: no limit), got {memory}")
 
 
 # --- command line -----------------------------------------------------------------------------

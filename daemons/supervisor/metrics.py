@@ -2,7 +2,8 @@
 series read from the snapshot file the worker keeps next to its heartbeat.
 
 Served by ``endpoints`` on ``supervisor.metrics.port`` (bound to ``supervisor.host``, behind
-the API tokens), so Prometheus needs one target per host. Files are read at scrape time: nothing is kept between scrapes.
+the API tokens), so Prometheus needs one target per host. Files are read at scrape time:
+nothing is kept between scrapes.
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ class WorkerProc:
     pid: int | None
     create_time: float | None  # the process's start time (psutil), guards against pid reuse
     launch_time: float
+    uid: int | None = None  # the user it runs as when not the supervisor's (worker_user)
 
     def to_record(self) -> _slot.WorkerRecord:
         return _slot.WorkerRecord(self.worker_id, self.pid, self.topology_id,
@@ -56,7 +57,7 @@ class WorkerProc:
         return cls(worker_id=worker_id, port=need("port", (int,)), topology_id=need("topology_id", (str,)),
                    executors=rows, code_digest=need("code_digest", (str,)),
                    pid=need("pid", (int,), True), create_time=need("create_time", (int, float), True),
-                   launch_time=float(need("launch_time", (int, float))))
+                   launch_time=float(need("launch_time", (int, float))), uid=need("uid", (int,), True))
 
 
 def process_create_time(pid: int) -> float | None:

@@ -2,24 +2,32 @@
 
 The supervisor keeps one :class:`SlotState` per port. Each tick it gathers an
 :class:`Observation` about that port (the assignment it read, whether the code is on disk,
-the worker process and its local heartbeat), calls :func:`step`, performs the returned
-actions in order, and keeps the new state. All knowledge of time, processes and files lives
-in the observation, so every transition can be tested without starting anything.
+the worker process, what else of the worker still runs, its memory and its local
+heartbeat), calls :func:`step`, performs the returned actions in order, and keeps the new
+state. All knowledge of time, processes and files lives in the observation, so every
+transition can be tested without starting anything; the verdicts on a worker are in
+:mod:`squall.daemons.supervisor.verdicts`.
 
 States (Storm's names)::
 
     EMPTY --assignment--> WAITING_FOR_BLOB --code present--> WAITING_FOR_WORKER_START
       ^         \\--code already present-------------------------^        |
-      |                                                     heartbeat     |
+      |                                          heartbeat, prepared      |
       |                                                          v         |
       +-- KILL <--assignment changed/removed-- RUNNING <----------+         |
                                                    |  silent / exited       |
-                      KILL_AND_RELAUNCH <----------+------- no beat by start timeout
+                      KILL_AND_RELAUNCH <----------+------- not started by start timeout
+                                                   |
+                                   over worker.memory.max.mb (SIGKILL at once, reported)
 
 A kill sends SIGTERM, then SIGKILL once ``shutdown_sleep`` has passed while the process
 lives, then cleans up; KILL_AND_RELAUNCH then relaunches the same assignment, KILL moves on
 to whatever is assigned now (possibly nothing). A worker whose process is already gone is
-cleaned up and relaunched in the same step.
+cleaned up and relaunched in the same step, unless it died soon after its launch more than
+once in a row: then the slot stays EMPTY, holding that assignment's relaunch for a back-off
+that belongs to it alone (any other assignment starts at once). Processes a worker leaves
+behind (children that outlive it) are SIGKILLed as soon as its own process is gone, and
+nothing else starts on the port until they are gone too.
 """
 from __future__ import annotations
 
@@ -28,10 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
-ExecutorId = tuple[int, int]
-
-# Storm's SYSTEM_EXECUTOR_ID: a worker may report it; it is never in an assignment.
-SYSTEM_EXECUTOR: ExecutorId = (-1, -1)
+from squall.daemons.supervisor import verdicts
+from squall.daemons.supervisor.verdicts import ExecutorId, Problem
 
 
 class State(str, enum.Enum):
@@ -44,7 +50,7 @@ class State(str, enum.Enum):
 
 
 def _executors(executors: Iterable[Any]) -> frozenset[ExecutorId]:
-    return frozenset((int(e[0]), int(e[1])) for e in executors)
+    return verdicts.executors(executors)
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class SlotState:
     kill_time: float | None = None  # when SIGTERM was sent; None: not yet
     relaunch_count: int = 0  # relaunches of this same assignment in a row
     download_time: float | None = None  # when the code was last asked for
+    crashes: int = 0  # quick deaths in a row of this assignment's workers (verdicts.crashes_after)
+    hold_until: float | None = None  # EMPTY: ``assignment``'s relaunch waits until then
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,11 @@ class Observation:
     heartbeat_executors: frozenset[ExecutorId] | None = None  # None: beat named no executors
     timeouts: Timeouts = field(default_factory=Timeouts)
     new_worker_id: str | None = None
+    worker_leftovers: bool = False  # processes of the worker other than its own still run
+    worker_ready: bool | None = None  # every open/prepare returned (None: the beat does not say)
+    memory_bytes: int | None = None  # what the worker's processes use together
+    memory_max_bytes: int | None = None  # worker.memory.max.mb; None: no limit
+    oom_killed: bool = False  # the kernel ended the worker at its cgroup's memory limit
 
 
 # --- actions: plain data the supervisor carries out in order -------------------------------
@@ -154,7 +167,17 @@ class CleanupWorker:
     reason: str = ""
 
 
-Action = Union[DownloadCode, LaunchWorker, KillWorker, CleanupWorker]
+@dataclass(frozen=True)
+class ReportProblem:
+    """Tell the topology's errors why the supervisor ended one of its workers."""
+
+    topology_id: str
+    port: int
+    worker_id: str
+    problem: Problem
+
+
+Action = Union[DownloadCode, LaunchWorker, KillWorker, CleanupWorker, ReportProblem]
 Result = tuple[SlotState, list[Action]]
 
 
@@ -164,6 +187,8 @@ def step(state: SlotState, obs: Observation) -> Result:
     """Advance one port's state machine by one observation; returns (new state, actions)."""
     if state.worker_id is not None and obs.worker_pid is not None:
         state = replace(state, pid=obs.worker_pid)
+    if state.worker_id is not None and not obs.worker_alive and obs.worker_leftovers:
+        return _end_leftovers(state, obs)
     return _HANDLERS[state.name](state, obs)
 
 
@@ -173,19 +198,22 @@ def _prepare(state: SlotState, obs: Observation, relaunch: bool, reason: str) ->
     if assignment is None:
         return SlotState(port=state.port), []
     count = state.relaunch_count + 1 if relaunch else 0
+    crashes = state.crashes if relaunch else 0
     if obs.code_present:
-        return _launch(state.port, assignment, obs, count, reason)
+        return _launch(state.port, assignment, obs, count, crashes, reason)
     waiting = SlotState(
         port=state.port,
         name=State.WAITING_FOR_BLOB,
         assignment=assignment,
         relaunch_count=count,
         download_time=obs.now,
+        crashes=crashes,
     )
     return waiting, [DownloadCode(assignment.topology_id, assignment.code_digest)]
 
 
-def _launch(port: int, assignment: SlotAssignment, obs: Observation, count: int, reason: str) -> Result:
+def _launch(port: int, assignment: SlotAssignment, obs: Observation, count: int, crashes: int,
+            reason: str) -> Result:
     if not obs.new_worker_id:
         raise ValueError(f"port {port}: launching a worker needs observation.new_worker_id")
     starting = SlotState(
@@ -195,6 +223,7 @@ def _launch(port: int, assignment: SlotAssignment, obs: Observation, count: int,
         worker_id=obs.new_worker_id,
         launch_time=obs.now,
         relaunch_count=count,
+        crashes=crashes,
     )
     launch = LaunchWorker(
         assignment.topology_id, obs.new_worker_id, port,
@@ -203,14 +232,51 @@ def _launch(port: int, assignment: SlotAssignment, obs: Observation, count: int,
     return starting, [launch]
 
 
+def _report(state: SlotState, problem: Problem) -> list[Action]:
+    if state.assignment is None or state.worker_id is None:
+        return []
+    return [ReportProblem(state.assignment.topology_id, state.port, state.worker_id, problem)]
+
+
 def _after_death(state: SlotState, obs: Observation, relaunch: bool, reason: str) -> Result:
-    """The worker's process is gone: clean it up, then start on the current assignment."""
+    """The worker's processes are gone: clean it up, then start on the current assignment;
+    the same assignment after quick deaths in a row waits out its back-off first."""
     actions: list[Action] = []
     if state.worker_id is not None:
         actions.append(CleanupWorker(state.worker_id, reason))
     same = relaunch and obs.assignment == state.assignment
+    if same:
+        crashes = verdicts.crashes_after(state.crashes, state.launch_time, obs.now)
+        state = replace(state, crashes=crashes)
+        delay = verdicts.relaunch_delay(crashes)
+        if delay > 0:
+            held = SlotState(port=state.port, assignment=state.assignment, relaunch_count=state.relaunch_count,
+                             crashes=crashes, hold_until=obs.now + delay)
+            return held, actions
     new_state, more = _prepare(state, obs, same, reason)
     return new_state, actions + more
+
+
+def _died(state: SlotState, obs: Observation, reason: str) -> Result:
+    """A starting or running worker of the current assignment is gone (reported when the
+    kernel ended it at its memory limit)."""
+    report = _report(state, verdicts.oom_problem(obs.memory_max_bytes)) if obs.oom_killed else []
+    new_state, actions = _after_death(state, obs, True, reason)
+    return new_state, report + actions
+
+
+def _end_leftovers(state: SlotState, obs: Observation) -> Result:
+    """The worker's own process is gone but processes it started live on (a child that
+    ignores SIGTERM and left its session): SIGKILL them now, and start nothing here until
+    they are gone (they may hold the port)."""
+    actions: list[Action] = []
+    if state.name in (State.RUNNING, State.WAITING_FOR_WORKER_START):
+        relaunch = obs.assignment == state.assignment
+        if relaunch and obs.oom_killed:
+            actions += _report(state, verdicts.oom_problem(obs.memory_max_bytes))
+        state = replace(state, name=State.KILL_AND_RELAUNCH if relaunch else State.KILL, kill_time=obs.now)
+    kill = KillWorker(state.pid, True, state.worker_id, "processes the worker left behind")
+    return state, actions + [kill]
 
 
 def _begin_kill(state: SlotState, obs: Observation, name: State, reason: str) -> Result:
@@ -221,8 +287,20 @@ def _begin_kill(state: SlotState, obs: Observation, name: State, reason: str) ->
     return killing, [KillWorker(state.pid, False, state.worker_id, reason)]
 
 
+def _kill_for(state: SlotState, obs: Observation, problem: Problem, force: bool) -> Result:
+    """End a worker for a verdict, and report it; ``force``: SIGKILL without the grace."""
+    if not force:
+        new_state, actions = _begin_kill(state, obs, State.KILL_AND_RELAUNCH, problem.text)
+        return new_state, _report(state, problem) + actions
+    killing = replace(state, name=State.KILL_AND_RELAUNCH, kill_time=obs.now)
+    return killing, _report(state, problem) + [KillWorker(state.pid, True, state.worker_id, problem.kind)]
+
+
 def _handle_empty(state: SlotState, obs: Observation) -> Result:
-    return _prepare(state, obs, relaunch=False, reason="assigned")
+    held = state.hold_until is not None and obs.assignment == state.assignment
+    if held and obs.now < state.hold_until:  # type: ignore[operator]
+        return state, []
+    return _prepare(state, obs, relaunch=held, reason="relaunching after back-off" if held else "assigned")
 
 
 def _handle_waiting_for_blob(state: SlotState, obs: Observation) -> Result:
@@ -230,7 +308,7 @@ def _handle_waiting_for_blob(state: SlotState, obs: Observation) -> Result:
         return _prepare(state, obs, relaunch=False, reason="assignment changed")
     assert state.assignment is not None
     if obs.code_present:
-        return _launch(state.port, state.assignment, obs, state.relaunch_count, "code present")
+        return _launch(state.port, state.assignment, obs, state.relaunch_count, state.crashes, "code present")
     if state.download_time is None or obs.now - state.download_time >= obs.timeouts.download_retry:
         again = replace(state, download_time=obs.now)
         return again, [DownloadCode(state.assignment.topology_id, state.assignment.code_digest)]
@@ -239,24 +317,26 @@ def _handle_waiting_for_blob(state: SlotState, obs: Observation) -> Result:
 
 def _beat_problem(state: SlotState, obs: Observation) -> str | None:
     """Why the worker's heartbeat is not good enough to call it running, or None."""
-    if obs.heartbeat_time is None:
-        return "no heartbeat"
-    if obs.heartbeat_executors is not None and state.assignment is not None:
-        reported = _executors(obs.heartbeat_executors) - {SYSTEM_EXECUTOR}
-        if reported != state.assignment.executors:
-            return "heartbeat reports other executors"
-    if obs.now - obs.heartbeat_time > obs.timeouts.worker:
-        return "heartbeat timed out"
-    return None
+    assigned = state.assignment.executors if state.assignment is not None else None
+    return verdicts.beat_problem(assigned, obs.heartbeat_time, obs.heartbeat_executors, obs.now,
+                                 obs.timeouts.worker)
 
 
 def _handle_waiting_for_worker_start(state: SlotState, obs: Observation) -> Result:
     if obs.assignment != state.assignment:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
-        return _begin_kill(state, obs, State.KILL_AND_RELAUNCH, "worker exited while starting")
+        return _died(state, obs, "worker exited while starting")
+    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
+    if memory is not None:
+        return _kill_for(state, obs, memory, force=True)
     problem = _beat_problem(state, obs)
     if problem is None:
+        start = verdicts.start_problem(obs.worker_ready, state.launch_time, obs.now, obs.timeouts.start)
+        if start is not None:
+            return _kill_for(state, obs, start, force=False)
+        if obs.worker_ready is False:  # beating, still in open/prepare
+            return state, []
         return replace(state, name=State.RUNNING), []
     if problem == "heartbeat reports other executors":
         return _begin_kill(state, obs, State.KILL_AND_RELAUNCH, problem)
@@ -270,7 +350,10 @@ def _handle_running(state: SlotState, obs: Observation) -> Result:
     if obs.assignment != state.assignment:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
-        return _begin_kill(state, obs, State.KILL_AND_RELAUNCH, "worker exited")
+        return _died(state, obs, "worker exited")
+    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
+    if memory is not None:
+        return _kill_for(state, obs, memory, force=True)
     problem = _beat_problem(state, obs)
     if problem == "no heartbeat":
         # An adopted worker (see recover) may not have beaten yet: same grace as a start.

@@ -33,6 +33,7 @@ from typing import Any
 import psutil
 import structlog
 
+from squall.compiled import compiled_modules
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
@@ -40,6 +41,7 @@ from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentE
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
+from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,
@@ -58,7 +60,6 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
     with_capacity,
 )
-from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.runtime.worker_runtime import WorkerRuntime
@@ -118,6 +119,7 @@ class Worker:
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
         self.stats_failures = 0
+        self._executors_started = False  # start_executors returned (it waits 60 s at most)
         self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
         self._process: Any = None  # psutil.Process of this worker, made on first use
@@ -224,9 +226,11 @@ class Worker:
         self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
         self._checkpoint()
         self.rt.start_executors()
+        self._executors_started = True
         self.rt.start_transfer()
         self.log.info("worker has finished loading", executors=len(self.executors),
-                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2))
+                      active=self.rt.active, secs=round(self.clock.time() - self.started_at, 2),
+                      compiled=",".join(m for m, built in compiled_modules().items() if built) or "none")
 
     def _write_pid(self) -> None:
         try:
@@ -317,9 +321,15 @@ class Worker:
 
     # -- timer callbacks ----------------------------------------------------------------
     def local_heartbeat(self) -> None:
-        """The heartbeat file the supervisor watches."""
+        """The heartbeat file the supervisor watches; ``ready`` once every spout's open and
+        bolt's prepare has returned (the supervisor relaunches a worker that is not ready
+        within supervisor.worker.start.timeout.secs)."""
         local_state.write_heartbeat(self.layout, local_state.heartbeat_of(
-            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors))
+            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors,
+            ready=self._ready()))
+
+    def _ready(self) -> bool:
+        return self._executors_started and all(t.started.is_set() for t in self.rt.threads)
 
     def write_stats(self) -> None:
         """The executor stats (trimmed to STATS_BUDGET_BYTES) the supervisor puts in its next

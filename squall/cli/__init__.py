@@ -10,12 +10,9 @@ what they share (the daemons' own mains use it too).
 """
 from __future__ import annotations
 
-import importlib
-
 import click
 
-COMMAND_MODULES = ("squall.cli.local", "squall.cli.cluster", "squall.cli.security", "squall.cli.logs",
-                   "squall.cli.errors", "squall.cli.spark")
+from squall.cli import cluster, errors, local, logs, security, spark
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,16 +21,6 @@ def main() -> None:
     """squall: a Storm-style distributed stream processor."""
 
 
-def _register() -> None:
-    for module in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        for command in getattr(mod, "COMMANDS", []):
-            main.add_command(command)
-
-
-_register()
+for _module in (local, cluster, security, logs, errors, spark):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)

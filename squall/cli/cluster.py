@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -113,6 +114,8 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
         topology_conf["topology.acker.executors"] = topology_conf["topology.workers"]
     else:
         topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
+    # The consumers decide which system bolts take task ids: fixed here too.
+    topology_conf.setdefault("topology.metrics.consumer.register", conf["topology.metrics.consumer.register"])
     try:
         warnings = check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:
@@ -247,7 +250,7 @@ def status(name: str, as_json: bool, watch: bool, interval: float, overrides: tu
 def _watch(draw: Any, interval: float) -> None:
     """Redraw ``draw()`` every ``interval`` seconds until Ctrl-C (exit 0). On a terminal the
     screen is cleared first; a failure (nimbus away) is shown and the watch goes on."""
-    clear = "\x1b[H\x1b[2J" if click.get_text_stream("stdout").isatty() else ""
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
     try:
         while True:
             try:

@@ -5,8 +5,11 @@ submit ...``), ``security/`` (the API token file, a CA and nimbus's TLS certific
 afresh at every start), ``zookeeper/`` (its data survives restarts), ``nimbus/`` and
 ``supervisor-<i>/`` (each daemon's own ``squall.yaml`` and local dir) and ``logs/``.
 Secure by default: the API wants a token (the client config holds the admin token,
-supervisors a supervisor token) and speaks TLS only.
-ZooKeeper runs as a child JVM started from the main thread (it dies with this process);
+supervisors a supervisor token) and speaks TLS only; ZooKeeper is bounded and refuses
+writes outside squall's root to clients without the daemons' credential
+(``squall.cli.dev_zookeeper``); run as root, workers run as users of their own.
+ZooKeeper runs as a child JVM started from the main thread (it dies with this process,
+and is restarted, within a budget, if it dies first);
 nimbus and the supervisors run as child processes in their own sessions, so Ctrl-C
 reaches only this process, which then stops them by PID: SIGTERM, then SIGKILL.
 """
@@ -28,14 +31,18 @@ from typing import Any
 import click
 import yaml
 
+from squall.cli import dev_zookeeper
 from squall.cli.zookeeper_server import ZooKeeperError, ZooKeeperServer, ensure_zookeeper_installed, free_port
-from squall.config import TOKEN_ENV
+from squall.config import TOKEN_ENV, load_defaults
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.nimbus.credentials import CredentialsError, create, daemon_auth_conf
+from squall.daemons.supervisor import launcher
+from squall.daemons.supervisor.worker_user import ROOT_USER, WorkerAccounts
 
 FIRST_SLOT_PORT = 6700
+ZK_ROOT = "/squall"
 READY_TIMEOUT_SECS = 60.0
 # Daemons stop within this of SIGTERM (supervisors stop their workers, within their shutdown
 # sleep, 3 s); with ZooKeeper's own stop the whole cluster is gone within 10 s of Ctrl-C.
@@ -96,6 +103,23 @@ def zookeeper_security(directory: Path) -> dict[str, Any]:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         yaml.safe_dump(auth, fh)
     return auth
+
+
+def workers_setting(conf: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The supervisors' ``supervisor.worker.user`` and what to tell the user about it.
+
+    Run as root, workers get users of their own; when such a user cannot run this Python
+    (one under /root, say) the dev cluster runs them as root instead and says so loudly,
+    rather than not starting."""
+    accounts = WorkerAccounts.from_conf(conf)
+    who = accounts.probe_identity()
+    problem = launcher.probe(launcher.worker_prefix(conf), who) if who is not None else None
+    if problem is None:
+        return {}, None
+    return {"supervisor.worker.user": ROOT_USER}, (
+        f"SECURITY OFF: workers run as root, so topologies can read this dev cluster's tokens and "
+        f"keys: {problem}. Install squall where every user can read it (e.g. python3 -m venv "
+        f"/opt/squall) for workers that run as users of their own.")
 
 
 def _without_token(environ: Mapping[str, str]) -> dict[str, str]:
@@ -198,10 +222,12 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
     children: list[_Child] = []
     zk: ZooKeeperServer | None = None
     try:
+        zk_auth = zookeeper_security(directory)
         try:
             ensure_zookeeper_installed()
-            zk = ZooKeeperServer(work_dir=directory / "zookeeper")
-            zk.start(timeout=60)  # from the main thread: the JVM dies with this process
+            zk = dev_zookeeper.locked_server(directory / "zookeeper")
+            zk.start(timeout=dev_zookeeper.START_TIMEOUT_SECS)  # main thread: the JVM dies with this process
+            dev_zookeeper.lock(zk, zk_auth, ZK_ROOT)
         except ZooKeeperError as exc:
             raise DevClusterError(f"ZooKeeper: {exc}") from None
         try:
@@ -209,24 +235,27 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
         except CredentialsError as exc:
             raise DevClusterError(str(exc)) from None
         nimbus_port = free_port()
-        base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": "/squall",
+        base = {"zookeeper.servers": [zk.host], "zookeeper.port": zk.port, "zookeeper.root": ZK_ROOT,
                 "nimbus.host": "127.0.0.1", "nimbus.port": nimbus_port}
         client = {**base, **creds.client_conf()}
         client_conf = _write_yaml(directory / "squall.yaml", client)
         base["supervisor.logviewer.port"] = 0
-        daemon_base = {**base, **zookeeper_security(directory)}
+        daemon_base = {**base, **zk_auth}
         logs_dir = directory / "logs"
         nimbus_dir = directory / "nimbus"
         nimbus_conf = _write_yaml(nimbus_dir / "squall.yaml", {**daemon_base, **creds.nimbus_conf(),
                                                                "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
+        workers_as, warning = workers_setting(load_defaults())
+        if warning:
+            click.echo(warning, err=True)
         port_ranges = pick_slot_ports(supervisors, slots)
         metrics_ports = [free_port() for _ in port_ranges]
         for i, (ports, metrics_port) in enumerate(zip(port_ranges, metrics_ports), start=1):
             sup_dir = directory / f"supervisor-{i}"
             conf_path = _write_yaml(sup_dir / "squall.yaml", {
-                **daemon_base, **creds.supervisor_conf(), "squall.local.dir": str(sup_dir),
+                **daemon_base, **creds.supervisor_conf(), **workers_as, "squall.local.dir": str(sup_dir),
                 "supervisor.slots.ports": ports,
                 "supervisor.host": "127.0.0.1", "supervisor.metrics.port": metrics_port})
             # The dev cluster owns its workers: they stop with their supervisor.
@@ -253,14 +282,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             f"  {squall} submit {example_topology()}\n"
             f"  {squall} list; {squall} status wordcount; {squall} kill wordcount\n"
             f"Press Ctrl-C to stop.")
-        reported: set[str] = set()
-        while not stop.wait(1.0):
-            for child in children:
-                if not child.alive() and child.name not in reported:
-                    reported.add(child.name)
-                    click.echo(f"{child.name} exited with code {child.proc.returncode} "
-                               f"(log {child.log_path}): {child.log_tail()}", err=True)
-        return 0
+        return _watch(children, dev_zookeeper.Keeper(zk), stop)
     finally:
         _stop_all(children)
         if zk is not None:
@@ -269,6 +291,24 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
             signal.signal(sig, handler)
         if children or zk is not None:
             click.echo("squall dev cluster stopped")
+
+
+def _watch(children: list[_Child], keeper: dev_zookeeper.Keeper, stop: threading.Event) -> int:
+    """Until stopped: report daemons that exit, and restart ZooKeeper when it dies (on this,
+    the main thread); 1 once ZooKeeper is beyond its restart budget."""
+    reported: set[str] = set()
+    while not stop.wait(1.0):
+        for child in children:
+            if not child.alive() and child.name not in reported:
+                reported.add(child.name)
+                click.echo(f"{child.name} exited with code {child.proc.returncode} "
+                           f"(log {child.log_path}): {child.log_tail()}", err=True)
+        said = keeper.check(time.monotonic())
+        if said:
+            click.echo(said, err=True)
+        if keeper.given_up:
+            return 1
+    return 0
 
 
 def _stop_all(children: list[_Child]) -> None:

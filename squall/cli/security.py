@@ -7,7 +7,8 @@ with an admin and a supervisor token, a CA, nimbus's certificate and key, a clie
 and ``supervisor.env``, the daemons' environment file: the supervisor token
 (``SQUALL_TOKEN``) and the daemons' ZooKeeper password (``SQUALL_ZOOKEEPER_PASSWORD``).
 Nimbus and supervisors need both (nimbus's code sync presents the supervisor token), so one
-file serves both.
+file serves both. ``squall lock-zookeeper`` closes the nodes outside squall's root (``/``,
+``/zookeeper``, the root's ancestors) to clients without credentials.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from pathlib import Path
 import click
 import yaml
 
-from squall.command_line import Failure
+from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.access import TOKEN_ENV
 from squall.daemons.nimbus.auth import ROLES, TokenFileError, add_token, parse_entries, write_private
 from squall.daemons.nimbus.credentials import CA_CERT, DAEMON_USER, CredentialsError, create, daemon_auth_conf
+from squall.daemons.state import ClusterState, ClusterStateError
 from squall.daemons.state.acls import PASSWORD_ENV
 
 CLIENT_FILE = "client.yaml"
@@ -88,8 +90,9 @@ def secure_init(directory: str, hosts: tuple[str, ...], supervisor_hosts: tuple[
                 mount: str | None, uid: int | None) -> None:
     """Make tokens, a CA, nimbus's and the supervisors' certificates in DIRECTORY, plus
     client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the daemons'
-    SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors). A ZooKeeper password already in supervisor.env is kept: ZooKeeper's ACLs
-    name its hash, and a new one would lock the daemons out of their own nodes."""
+    SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors). A ZooKeeper
+    password already in supervisor.env is kept: ZooKeeper's ACLs name its hash, and a new one
+    would lock the daemons out of their own nodes."""
     target = Path(directory).resolve()
     env_path = target / DAEMON_ENV_FILE
     try:
@@ -160,4 +163,26 @@ def read_env_file(path: str | os.PathLike[str]) -> dict[str, str]:
     return out
 
 
-COMMANDS = [token, secure_init]
+@click.command("lock-zookeeper")
+@OVERRIDES
+def lock_zookeeper(overrides: tuple[str, ...]) -> None:
+    """Refuse writes outside squall's root to ZooKeeper clients without credentials.
+
+    A fresh ZooKeeper lets anyone create nodes under / and /zookeeper, enough to fill its
+    memory and crash it. This gives those nodes (and the ancestors of zookeeper.root) an ACL
+    that lets the daemons' credential do anything and everyone else only read. Run it with
+    the daemons' configuration (zookeeper.auth.user, and the password in
+    zookeeper.auth.password or $SQUALL_ZOOKEEPER_PASSWORD); running it again changes nothing."""
+    conf = base_config(parse_overrides(overrides))
+    try:
+        with ClusterState(conf) as state:
+            changed = state.lock_outside()
+    except (ClusterStateError, ValueError) as exc:
+        raise Failure(str(exc)) from None
+    if changed:
+        click.echo(f"locked {', '.join(changed)}: only the daemons' credential may write there")
+    else:
+        click.echo("nothing to lock: no node outside the root is writable without credentials")
+
+
+COMMANDS = [token, secure_init, lock_zookeeper]

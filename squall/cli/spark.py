@@ -14,6 +14,7 @@ import structlog
 
 from squall import config as _config
 from squall import logs
+from squall.cli.status_view import plural
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.loader import TopologyFileError, load_topology
 from squall.spark import progress as _progress
@@ -34,7 +35,7 @@ def _pairs(values: tuple[str, ...], option: str, left: str) -> list[tuple[str, s
 
 
 def _summary(result, spark_secs: float, total: float, written: dict[str, str], fmt: str) -> list[str]:
-    lines = [f"ran {len(result.order)} components in {result.seconds:.1f}s "
+    lines = [f"ran {plural(len(result.order), 'component')} in {result.seconds:.1f}s "
              f"(Spark start {spark_secs:.1f}s, total {total:.1f}s)"]
     for comp in result.order:
         s = result.stats.get(comp, {})

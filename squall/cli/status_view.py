@@ -95,6 +95,11 @@ def render(st: Mapping[str, Any]) -> str:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(err["time"]))
             first = last_line(err["error"])
             errors.append(f"  {comp['id']}: {when} task {err['task']} on {err['host']}:{err['port']}: {first}")
+    worker_error = st.get("worker_error")
+    if worker_error:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(worker_error["time"]))
+        errors.append(f"  worker {worker_error['host']}:{worker_error['port']}: {when}: "
+                      f"{last_line(worker_error['error'])}")
     for w in st["workers"]:
         if w.get("dropped_by_cause"):
             drops.append(f"  worker {w['host']}:{w['port']}: " + _causes(w["dropped_by_cause"]))

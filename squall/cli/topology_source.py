@@ -83,7 +83,7 @@ def load(file: str, use_flux: bool, filter_file: str | None, env_filter: bool,
 
 def shell_scripts(topology: Topology) -> list[tuple[str, str]]:
     """(component, script path relative to the code directory) of every shell component."""
-    out = []
+    out: list[tuple[str, str]] = []
     for spec in topology.components.values():
         component = spec.instantiate()
         paths = getattr(component, "script_paths", None)

@@ -2,7 +2,9 @@
 
 ``ZooKeeperServer`` runs Apache ZooKeeper (``QuorumPeerMain``) as a child JVM on a free
 127.0.0.1 port with its own data directory; ``free_port`` hands out ports for it and for the
-other local processes.
+other local processes. Its data holds every topology's ZooKeeper password and CURVE secret
+key, so the server runs with umask 077: the data directory is 0700 and its transaction logs
+and snapshots 0600 (files an older run left readable are made private at start).
 
 The jars come from Debian's ``zookeeper`` package (``/usr/share/java``); set
 ``SQUALL_ZOOKEEPER_CLASSPATH`` to use another installation.
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import weakref
 from pathlib import Path
 from types import TracebackType
@@ -95,6 +98,27 @@ def ensure_zookeeper_installed() -> str:
 
 # --- the server ------------------------------------------------------------------------
 
+def make_private(work_dir: Path) -> None:
+    """The work dir and its ``data`` tree owner-only: directories 0700, files 0600 (the JVM's
+    umask keeps new files so; this fixes what an older run left)."""
+    data = work_dir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    os.chmod(work_dir, 0o700)
+    for dirpath, _, filenames in os.walk(data):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, 0o600)
+        fh.write(data)
+
+
 # Ports handed out by free_port in this process: never handed out twice.
 _HANDED: set[int] = set()
 _PICK_WINDOW = 12_000  # how many ports below the kernel's ephemeral range free_port draws from
@@ -158,7 +182,8 @@ def _stop_live_servers() -> None:
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     # PR_SET_PDEATHSIG: the JVM gets SIGTERM when the thread that started it dies,
     # so even a SIGKILLed test run leaves no server behind.
-    _LIBC.prctl(1, signal.SIGTERM)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -172,6 +197,11 @@ class ZooKeeperServer:
     sets ``forceSync=no``. The work directory (zoo.cfg, data/, zookeeper.log) is a temporary
     directory removed by ``stop()`` unless ``keep_data`` is set or ``work_dir`` was given.
     ``die_with_parent`` ties the JVM's life to the thread that calls ``start()`` (Linux).
+    Bounds (``squall dev-cluster`` sets them; the test harness leaves the first unbounded):
+    ``max_client_cnxns`` connections per client address (``maxClientCnxns``; 0: no bound),
+    ``max_request_bytes`` the largest request or node (``jute.maxbuffer``; None: ZooKeeper's
+    1 MiB) and ``outstanding_limit`` requests queued in the server (``globalOutstandingLimit``;
+    None: ZooKeeper's 1000), which with the request bound caps what clients can make it hold.
     """
 
     def __init__(
@@ -187,6 +217,9 @@ class ZooKeeperServer:
         fsync: bool = False,
         heap_mb: int = 256,
         die_with_parent: bool = True,
+        max_client_cnxns: int = 0,
+        max_request_bytes: int | None = None,
+        outstanding_limit: int | None = None,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -200,8 +233,11 @@ class ZooKeeperServer:
         self.fsync = fsync
         self.heap_mb = heap_mb
         self.die_with_parent = die_with_parent and _LIBC is not None
+        self.max_client_cnxns = max_client_cnxns
+        self.max_request_bytes = max_request_bytes
+        self.outstanding_limit = outstanding_limit
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: typing.BinaryIO | None = None
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -224,6 +260,11 @@ class ZooKeeperServer:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def exit_code(self) -> int | None:
+        """The exit code of a server process that ended on its own; None while it runs."""
+        return self._proc.poll() if self._proc is not None else None
+
+    @property
     def log_path(self) -> Path | None:
         return None if self.work_dir is None else self.work_dir / "zookeeper.log"
 
@@ -235,7 +276,7 @@ class ZooKeeperServer:
         classpath = ensure_zookeeper_installed()
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="squall-zk-"))
-        (self.work_dir / "data").mkdir(parents=True, exist_ok=True)
+        make_private(self.work_dir)
         # With a port of our own choosing another process may grab it first: retry.
         attempts = 1 if self._requested_port is not None else 3
         for attempt in range(attempts):
@@ -248,7 +289,7 @@ class ZooKeeperServer:
                 return self
             except ZooKeeperError:
                 self._stop_process()
-                if attempt + 1 == attempts or "Address already in use" not in self._log_tail():
+                if attempt + 1 == attempts or "Address already in use" not in self.log_tail():
                     raise
         raise AssertionError("unreachable")
 
@@ -292,10 +333,11 @@ class ZooKeeperServer:
             f"clientPortAddress={self.host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-            # Tests and dev clusters open many connections from the one address.
-            "maxClientCnxns=0",
+            f"maxClientCnxns={self.max_client_cnxns}",
             f"forceSync={'yes' if self.fsync else 'no'}",
         ]
+        if self.outstanding_limit is not None:
+            lines.append(f"globalOutstandingLimit={self.outstanding_limit}")
         if self.min_session_timeout is not None:
             lines.append(f"minSessionTimeout={self.min_session_timeout}")
         if self.max_session_timeout is not None:
@@ -308,19 +350,22 @@ class ZooKeeperServer:
         if java is None:
             raise ZooKeeperError("no java executable found (set JAVA_HOME or install a JRE)")
         cfg = self.work_dir / "zoo.cfg"
-        cfg.write_text(self._config(), encoding="utf-8")
+        _write_private(cfg, self._config().encode())
         self._close_log()
-        self._log_file = open(self.work_dir / "zookeeper.log", "ab")  # noqa: SIM115
-        cmd = [
-            java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.net.preferIPv4Stack=true", "-cp", classpath, MAIN_CLASS, str(cfg),
-        ]
+        self._log_file = os.fdopen(os.open(self.work_dir / "zookeeper.log",
+                                           os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        cmd = [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Djava.net.preferIPv4Stack=true"]
+        if self.max_request_bytes is not None:
+            cmd.append(f"-Djute.maxbuffer={self.max_request_bytes}")
+        cmd += ["-cp", classpath, MAIN_CLASS, str(cfg)]
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
             cwd=self.work_dir, preexec_fn=_die_with_parent if self.die_with_parent else None,
             # Not in the caller's process group: Ctrl-C on a foreground `squall dev-cluster`
             # must reach the dev cluster, which stops the daemons before their ZooKeeper.
             start_new_session=True,
+            umask=0o077,  # its snapshots and transaction logs hold secrets: owner only
         )
 
     def _wait_ready(self, timeout: float) -> None:
@@ -330,7 +375,7 @@ class ZooKeeperServer:
                 code = None if self._proc is None else self._proc.returncode
                 raise ZooKeeperError(
                     f"ZooKeeper exited with code {code} while starting on {self.host}:{self.port}: "
-                    f"{self._log_tail()}")
+                    f"{self.log_tail()}")
             try:
                 if "Mode:" in self.four_letter("srvr", timeout=1.0):
                     return
@@ -338,7 +383,7 @@ class ZooKeeperServer:
                 pass
             time.sleep(0.05)
         raise ZooKeeperError(
-            f"ZooKeeper on {self.host}:{self.port} did not serve within {timeout}s: {self._log_tail()}")
+            f"ZooKeeper on {self.host}:{self.port} did not serve within {timeout}s: {self.log_tail()}")
 
     def _stop_process(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
@@ -360,7 +405,8 @@ class ZooKeeperServer:
             self._log_file.close()
             self._log_file = None
 
-    def _log_tail(self, lines: int = 8) -> str:
+    def log_tail(self, lines: int = 8) -> str:
+        """The last ``lines`` of the server's log, on one line."""
         path = self.log_path
         if path is None or not path.is_file():
             return "(no log)"

@@ -69,7 +69,7 @@ def describe(value: Any) -> tuple:
         for k, v in value.items():
             key, val = merge(key, describe(k), "map keys"), merge(val, describe(v), "map values")
         return ("map", key, val)
-    for base, t in SCALARS.items():  # subclasses (a str enum, an int flag, ...)
+    for base in SCALARS:  # subclasses (a str enum, an int flag, ...)
         if base is not type(None) and isinstance(value, base):
             return describe(base(value))
     raise SchemaError(f"a {type(value).__module__}.{type(value).__qualname__} value has no column type")

@@ -26,8 +26,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from squall.contrib.line_spout import LineRules, LineSpout, MalformedLine
 from squall.components import DEFAULT_STREAM
+from squall.contrib.line_spout import LineRules, LineSpout, MalformedLine
 from squall.contrib.lines import DEFAULT_MAX_LINE_BYTES
 
 DEFAULT_MAX_DEPTH = 64

@@ -27,6 +27,7 @@ import structlog
 from squall.components import Bolt, OutputFieldsDeclarer, Spout
 from squall.multilang import codedir, protocol
 from squall.multilang.child import LineBudget
+from squall.multilang.shell_metrics import ShellMetrics
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM
 
 _LEVELS = ("debug", "debug", "info", "warning", "error")
@@ -104,7 +105,7 @@ class _Adapter:
         self.generation = 0
         self.last_targets: list[int] = []
         self.restarts = 0
-        self.metrics: dict[str, list] = {}
+        self.metrics = ShellMetrics(context, conf)  # the component's ``metrics`` messages
         self.comp = self._make()
 
     def _make(self) -> Any:
@@ -151,9 +152,11 @@ class _Adapter:
         elif command == "error":
             self.collector.report_error(f"pystorm component reported: {str(msg.get('msg'))[:10_000]}")
         elif command == "metrics":
-            entry = self.metrics.setdefault(str(msg.get("name")), [0, None])
-            entry[0] += 1
-            entry[1] = msg.get("params")
+            name = msg.get("name")
+            problem = self.metrics.update(name, msg.get("params")) if isinstance(name, str) and name else \
+                f"metrics needs a non-empty string 'name', got {name!r:.80}"
+            if problem is not None:
+                self.collector.report_error(f"pystorm component: {problem}")
 
     def _crashed(self, exc: BaseException, where: str) -> None:
         """pystorm's run loop caught ``exc``: its handler already reported and failed what it

@@ -67,7 +67,6 @@ class ShellBolt(ShellComponentMixin, Bolt):
         self.inputs: dict[str, Tuple] = {}
         self.ids = itertools.count(1)
         self.failed_while_down = 0
-        self.metrics: dict[str, list] = {}  # name -> [updates, last params] of ``metrics`` commands
         now = _monotonic()
         self.hb_sent: float | None = None
         self.next_hb = now + HEARTBEAT_SECS
@@ -203,14 +202,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         elif command == "error":
             self.collector.report_error(f"shell bolt child reported: {msg.msg[:10_000]}")
         elif command == "metrics":
-            entry = self.metrics.get(msg.name)
-            if entry is None:
-                if len(self.metrics) >= 1000:
-                    self.link.bad_message(f"more than 1000 metric names; {msg.name!r:.40} dropped")
-                    return
-                entry = self.metrics[msg.name] = [0, None]
-            entry[0] += 1
-            entry[1] = msg.params
+            self._metrics_command(msg)
 
     def _emit(self, msg: protocol.ShellMsg) -> None:
         anchors = None

@@ -14,6 +14,7 @@ from squall.multilang import codedir, protocol
 from squall.multilang.framing import serializer_name
 from squall.multilang.link import ChildLink
 from squall.multilang.settings import ShellSettings
+from squall.multilang.shell_metrics import ShellMetrics
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
 
@@ -82,9 +83,15 @@ class ShellComponentMixin:
         self.log = structlog.get_logger("squall.multilang").bind(
             topology=context.topology_id, component=context.this_component_id, task=context.this_task_id)
         self.settings = ShellSettings.from_conf(conf, self.serializer)
+        self.metrics = ShellMetrics(context, conf)  # the child's ``metrics`` commands
         return ChildLink(self.kind, self.command, codedir.child_cwd(self.cwd, self.change_cwd),
                          codedir.child_env(self.env), self.settings, conf, protocol.context_info(context),
                          self.log, report)
+
+    def _metrics_command(self, msg: protocol.ShellMsg) -> None:
+        problem = self.metrics.update(msg.name, msg.params)
+        if problem is not None:
+            self.link.bad_message(problem)
 
     def _emit_and_answer(self, msg: protocol.ShellMsg, last: Any) -> None:
         """A child's emit, with ``last`` its anchors (bolts) or message id (spouts); the

@@ -160,7 +160,8 @@ class ShellSpout(ShellComponentMixin, Spout):
             self.link.child_log(msg, _monotonic())
         elif command == "error":
             self.collector.report_error(f"shell spout child reported: {msg.msg[:10_000]}")
-        # metrics: accepted; squall has no registered shell metrics yet
+        elif command == "metrics":
+            self._metrics_command(msg)
 
     def _emit(self, msg: protocol.ShellMsg) -> None:
         self._emit_and_answer(msg, None if msg.id is None else (self.link.generation, msg.id))

@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.grouping import DIRECT, Chooser, make_chooser
-from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
+from squall.runtime.acker import ROOT_RANDOM_BITS, TASK_BITS, AckerLedger, new_root
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 _rand = random.getrandbits
 _new = object.__new__
 Deliver = Callable[[int, list], None]
+WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 
 
 class EmitError(ValueError):
@@ -38,9 +39,11 @@ class Outbox:
     no ack message is sent at all.
     """
 
-    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred")
+    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred",
+                 "interval", "held_since")
 
-    def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int) -> None:
+    def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
+                 interval: float = 0.0) -> None:
         self.bufs: dict[int, list] = {}
         self.acks: dict[int, int] = {}           # root -> XOR of edge ids
         self.fails: dict[int, list] = {}         # acker task -> [root, ...]
@@ -50,6 +53,8 @@ class Outbox:
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
         self.ledger: AckerLedger | None = None
         self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
+        self.interval = interval  # how long a partial batch may wait (flush_due), real seconds
+        self.held_since = -1.0    # when flush_due first left something buffered; -1: nothing
 
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
@@ -82,6 +87,34 @@ class Outbox:
             self.ledger.fail(root)
         else:
             self.fails.setdefault(self.acker_of(root), []).append(root)
+
+    def flush_due(self, now: float) -> float:
+        """End of a spout's turn: send what is buffered once it has waited ``interval``
+        seconds (``now``: real time), so a spout that emits a trickle still sends batches
+        instead of a few tuples per turn; every turn when ``interval`` is 0. Returns how
+        long until the next flush is due (``WAIT_NOTHING`` when nothing waits)."""
+        interval = self.interval
+        if interval <= 0.0:
+            self.flush()
+            return WAIT_NOTHING
+        since = self.held_since
+        if since < 0.0:
+            if not self.holding():
+                return WAIT_NOTHING
+            self.held_since = now
+            return interval
+        if now - since >= interval:
+            self.held_since = -1.0
+            self.flush()
+            return WAIT_NOTHING
+        return since + interval - now
+
+    def holding(self) -> bool:
+        """Is anything buffered: tuples, or acker traffic still to send?"""
+        for b in self.bufs.values():
+            if b:
+                return True
+        return bool(self.fails) or (self.ledger is None and bool(self.acks))
 
     def flush(self) -> None:
         deliver = self.deliver
@@ -128,7 +161,9 @@ class Route:
         self.direct_tasks = direct_tasks
         self.emitted = 0
         # When the targets never vary (global, a single target task), skip the chooser call.
-        self.fixed = getattr(choosers[0], "fixed", None) if len(choosers) == 1 else None
+        # tuple[int, ...] | None; typed Any: where ``buf`` is set it is one target, which the
+        # emitters return as is (a check per tuple to show mypy would cost the hot path).
+        self.fixed: Any = getattr(choosers[0], "fixed", None) if len(choosers) == 1 else None
         # One fixed target: emitters append straight to its buffer (set by the collector).
         self.target: int = self.fixed[0] if self.fixed and len(self.fixed) == 1 else 0
         self.buf: list | None = None
@@ -326,11 +361,11 @@ class BoltCollector(_Collector):
                 if cls is TreeTuple and buf is not None:
                     # The common case, inline: one anchor in one tree, one target.
                     edge = _rand(64)
-                    anchors.ack_val ^= edge
+                    anchors.ack_val ^= edge  # type: ignore[union-attr]  # cls is TreeTuple
                     tup = _new(TreeTuple)
                     tup.values = values
                     tup.source = route.source
-                    tup.root = anchors.root
+                    tup.root = anchors.root  # type: ignore[union-attr]
                     tup.edge = edge
                     tup.ack_val = 0
                     buf.append(tup)
@@ -341,7 +376,7 @@ class BoltCollector(_Collector):
                     targets = route.fixed or route.choose(values)
                     self._anchored(route, values, targets, anchors)
                     return targets
-        tup = _new(Tuple)
+        tup = _new(Tuple)  # type: ignore[assignment]  # the same name for the untracked tuple
         tup.values = values
         tup.source = route.source
         if buf is not None:
@@ -415,8 +450,10 @@ class BoltCollector(_Collector):
 
 
 def make_routes(component: str, task: int, streams: dict[str, Any], subscribers: Callable,
-                tasks_of: Callable[[str], list[int]], local_tasks: frozenset[int], context: Any) -> dict[str, Route]:
-    """Build the Route of every declared stream of one task."""
+                tasks_of: Callable[[str], list[int]], local_tasks: frozenset[int], context: Any,
+                loads: Any = None) -> dict[str, Route]:
+    """Build the Route of every declared stream of one task (``loads``: the worker's task
+    loads, for load-aware shuffles; squall.runtime.load)."""
     routes = {}
     for stream, decl in streams.items():
         source = Source(component, task, stream, decl.fields)
@@ -425,7 +462,9 @@ def make_routes(component: str, task: int, streams: dict[str, Any], subscribers:
             if grouping.kind == DIRECT:
                 direct_tasks.update(tasks_of(bolt))
                 continue
-            choosers.append(make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task,
-                                         context, stream))
+            chooser = make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task, context, stream,
+                                   loads)
+            if chooser is not None:  # None only for a direct grouping, skipped above
+                choosers.append(chooser)
         routes[stream] = Route(source, choosers, decl.direct, frozenset(direct_tasks))
     return routes

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from squall.components import Spout
 from squall.context import TopologyContext
 from squall.logs import error_text, last_line
 from squall.metrics import MetricRegistry, task_snapshots
@@ -33,6 +34,9 @@ _TICK_FIELDS = Fields(["rate_secs"])
 # real clock; decisions about time (ticks, timeouts) read the worker's clock (link.clock).
 _monotonic = time.monotonic
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
+_NO_DEADLINE = float("inf")
+_NO_ACK = Spout.ack  # a spout that does not override ack
+STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about)
 
 
 class ErrorThrottle:
@@ -72,7 +76,8 @@ class Executor:
         self.log = structlog.get_logger("squall.runtime").bind(
             topology=topo.topology_id, component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
         self.outbox = Outbox(link.deliver, int(conf["topology.producer.batch.size"]),
-                             topo.acker_tasks, component, self.task_ids[0])
+                             topo.acker_tasks, component, self.task_ids[0],
+                             float(self.conf["topology.batch.flush.interval.millis"]) / 1000.0)
         self.throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0
@@ -91,7 +96,8 @@ class Executor:
         topo = self.topology
         decls = {s: d for s, d in self.spec.streams.items() if streams is None or s in streams}
         return make_routes(self.component, task, decls, topo.system.subscribers,
-                           topo.component_to_tasks.__getitem__, topo.local_tasks, self.context(task))
+                           topo.component_to_tasks.__getitem__, topo.local_tasks, self.context(task),
+                           self.link.loads)
 
     def system_collector(self, task: int) -> BoltCollector:
         """A collector for the component's system streams (ids starting ``__``, which the
@@ -216,8 +222,10 @@ class BoltExecutor(Executor):
         return out
 
     def step(self, now: float) -> float:
-        inputs = self.inputs
-        for task, tuples in self.queue.get_all():
+        inputs, queue = self.inputs, self.queue
+        # A bounded bite: what is left stays in the queue, where backpressure and the load
+        # peers shuffle by (squall.runtime.load) see it, and is taken on the next step.
+        for task, tuples in queue.get_some(STEP_TUPLES):
             inputs[task](tuples)
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
@@ -227,7 +235,9 @@ class BoltExecutor(Executor):
         self.outbox.flush()
         link = self.link
         if link.bp_tasks:
-            link.relieve(self.task_ids, self.queue)
+            link.relieve(self.task_ids, queue)
+        if queue._size:
+            return 0.0  # more is waiting
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
@@ -346,9 +356,13 @@ class SpoutExecutor(Executor):
             if link.overloaded():
                 wait = self.idle_wait  # backpressure: hold emits until the queues drain
             else:
-                emitted, capped = self._emit(now)
-                wait = 0.0 if emitted else IDLE if capped else self.idle_wait
-        self.outbox.flush()
+                # Capped by max pending: acks wake it. Ran dry (a call emitted nothing):
+                # the wait strategy, as when it emits nothing at all. Else at once.
+                capped, dry = self._emit(now)
+                wait = IDLE if capped else self.idle_wait if dry else 0.0
+        due = self.outbox.flush_due(_monotonic())
+        if due < wait:
+            wait = due
         for task, t in tasks.items():
             coll = t.coll
             if coll.immediate_acks:
@@ -372,18 +386,20 @@ class SpoutExecutor(Executor):
                 for msg_id in expired:
                     self._call(task, t.spout.fail, msg_id)
 
-    def _emit(self, now: float) -> tuple[int, bool]:
-        """Call next_tuple in chunks; (tuples emitted, whether max pending stopped it)."""
+    def _emit(self, now: float) -> tuple[bool, bool]:
+        """Call next_tuple in chunks, for at most ``flush_interval`` (real time; 0: no
+        limit); (whether max pending stopped it, whether a spout ran dry)."""
         max_pending, batch = self.max_pending, self.batch
-        deadline = _monotonic() + self.flush_interval
-        emitted, capped = 0, False
+        deadline = _monotonic() + self.flush_interval if self.flush_interval > 0.0 else _NO_DEADLINE
+        capped = dry = False
         for task, t in self.tasks.items():
             if t.wrapper is not None and not t.wrapper.may_emit():
+                dry = True  # its wrapper holds its emits (a checkpoint is under way)
                 continue
             coll, pending = t.coll, t.pending
             coll.now = now
             routes = coll._routes.values()
-            start = before = sum(r.emitted for r in routes)
+            before = sum(r.emitted for r in routes)
             next_tuple = t.emitter.next_tuple
             n = 0
             while n < batch:
@@ -397,14 +413,17 @@ class SpoutExecutor(Executor):
                         next_tuple()
                 except Exception as exc:
                     self.user_error(task, exc, "next_tuple")
+                    dry = True
                     break
                 n += k
                 after = sum(r.emitted for r in routes)
-                if after == before or _monotonic() > deadline:
-                    break  # nothing to emit right now, or time to flush
+                if after - before < k:
+                    dry = True  # a call emitted nothing: nothing more to emit right now
+                    break
+                if _monotonic() > deadline:
+                    break  # time to flush
                 before = after
-            emitted += sum(r.emitted for r in routes) - start
-        return emitted, capped
+        return capped, dry
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:
@@ -424,11 +443,20 @@ class SpoutExecutor(Executor):
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                ack = spout.ack
                 acked = 0
+                if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
+                    # The spout keeps no record of acks: no call per tuple.
+                    for root in tup.values[0]:
+                        entry = pop(root, None)
+                        if entry is not None:  # None: it timed out (and was failed) already
+                            acked += 1
+                            lat(now - entry[1])
+                    book.acked += acked
+                    continue
+                ack = spout.ack
                 for root in tup.values[0]:
                     entry = pop(root, None)
-                    if entry is not None:  # None: it timed out (and was failed) already
+                    if entry is not None:
                         acked += 1
                         lat(now - entry[1])
                         try:

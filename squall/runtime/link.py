@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.clock import SYSTEM_CLOCK, Clock
-from squall.context import TopologyContext
+from squall.context import TopologyContext, WorkerContext
 from squall.metrics import MetricRegistry
+from squall.runtime.load import TaskLoads
 from squall.runtime.queues import BatchQueue
 from squall.topology import Topology
 
@@ -28,14 +29,15 @@ Drop = Callable[..., None]                       # DropCounter.add: (cause, n, e
 
 class WorkerTopology:
     """What a worker's executors know of their topology: its system topology (with the
-    acker and checkpoint edges), task maps, the worker's own tasks and its config."""
+    acker and checkpoint edges), task maps, the worker's own tasks and its config, and the
+    WorkerContext its tasks share (resources; their metric registries, for ``__system``)."""
 
     __slots__ = ("topology_id", "system", "task_to_component", "component_to_tasks", "acker_tasks",
-                 "local_tasks", "port", "conf")
+                 "local_tasks", "port", "conf", "worker")
 
     def __init__(self, topology_id: str, system: Topology, task_to_component: Mapping[int, str],
                  component_to_tasks: Mapping[str, list[int]], local_tasks: frozenset[int], port: int,
-                 conf: Mapping[str, Any], acker: str) -> None:
+                 conf: Mapping[str, Any], acker: str, worker: WorkerContext | None = None) -> None:
         self.topology_id = topology_id
         self.system = system
         self.task_to_component = task_to_component
@@ -44,13 +46,17 @@ class WorkerTopology:
         self.local_tasks = local_tasks
         self.port = port
         self.conf = conf
+        self.worker = worker if worker is not None else WorkerContext(
+            topology_id, conf, task_to_component, component_to_tasks, local_tasks, port)
 
     def context(self, task: int, conf: Mapping[str, Any], clock: Clock,
                 metrics: MetricRegistry | None = None) -> TopologyContext:
         """The TopologyContext of one task (``conf``: its component's merged config;
         ``metrics``: the task's registry for ``register_metric``, which its stats read)."""
+        if metrics is not None:
+            self.worker.track_metrics(task, metrics)
         return TopologyContext(self.topology_id, self.system, self.task_to_component, self.component_to_tasks,
-                               task, self.local_tasks, self.port, conf, clock, metrics)
+                               task, self.local_tasks, self.port, conf, clock, metrics, self.worker)
 
 
 def _nothing_dies(component: str, executor: tuple[int, int], exc: BaseException) -> None:
@@ -66,17 +72,20 @@ class WorkerLink:
     Called by executors: ``queue(task)``, ``deliver(task, tuples)``, ``report_error(component,
     task, text)``, ``drop(cause, n, executor, error=...)``, ``overloaded()`` (should spouts
     hold their emits), ``relieve(task_ids, queue)``, ``executor_died(component, executor,
-    exc)``. Written by the worker: ``active`` and ``bp_tasks``.
+    exc)``. Written by the worker: ``active`` and ``bp_tasks``. ``loads``: the worker's
+    view of task loads for load-aware shuffles (squall.runtime.load.TaskLoads), or None
+    to shuffle evenly.
     """
 
     __slots__ = ("topology", "clock", "active", "bp_tasks", "stopping", "cpu", "queues", "deliver",
-                 "report_error", "drop", "overloaded", "relieve", "executor_died")
+                 "report_error", "drop", "overloaded", "relieve", "executor_died", "loads")
 
     def __init__(self, topology: WorkerTopology, queues: Mapping[int, BatchQueue], deliver: Deliver,
                  report_error: ErrorReport, drop: Drop, overloaded: Callable[[], bool],
                  relieve: Callable[[list[int], BatchQueue], None], clock: Clock = SYSTEM_CLOCK,
                  stopping: threading.Event | None = None, cpu: int | None = None,
-                 executor_died: Callable[[str, tuple[int, int], BaseException], None] = _nothing_dies) -> None:
+                 executor_died: Callable[[str, tuple[int, int], BaseException], None] = _nothing_dies,
+                 loads: TaskLoads | None = None) -> None:
         self.topology = topology
         self.clock = clock
         self.active = False
@@ -90,6 +99,7 @@ class WorkerLink:
         self.overloaded = overloaded
         self.relieve = relieve
         self.executor_died = executor_died
+        self.loads = loads
 
     def queue(self, task: int) -> BatchQueue:
         """The receive queue of the executor that runs ``task``."""

@@ -106,6 +106,22 @@ class BatchQueue:
         lock.release()
         return items
 
+    def get_some(self, limit: int) -> list:
+        """The oldest batches, up to about ``limit`` tuples (at least one batch); the rest
+        stays queued, counted in ``len`` (and so in backpressure and load)."""
+        if self._size <= limit:
+            return self.get_all()
+        lock = self._lock
+        lock.acquire()
+        items, out, n = self._items, [], 0
+        while items and n < limit:
+            item = items.popleft()
+            out.append(item)
+            n += len(item[1])
+        self._size -= n
+        lock.release()
+        return out
+
     def wait(self, timeout: float) -> list:
         """Everything queued, waiting up to ``timeout`` seconds for something to arrive."""
         items = self.get_all()

@@ -127,7 +127,8 @@ class TupleSerializer:
 
     def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
         if type(group) is not list or len(group) != 4:
-            raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
+            raise GroupRejected(drops.BAD_GROUP,
+                                f"malformed tuple entry {group!r:.80}: not [task, stream, values, ids]")
         task, stream, values, ids = group
         if type(task) is not int or type(stream) is not str:  # before they key a dict
             raise GroupRejected(drops.BAD_GROUP, f"malformed tuple entry: source {task!r:.20}/{stream!r:.40}")
@@ -156,7 +157,8 @@ class TupleSerializer:
                 if type(i) is dict and len(i) == 1:  # one tree: the common case first
                     root, = i
                     edge = i[root]
-                    if not (type(root) is int is type(edge)):
+                    # Not chained: Cython 3.3 miscompiles `a is b is c`.
+                    if type(root) is not int or type(edge) is not int:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
                     t = _new(TreeTuple)
                     t.root = root

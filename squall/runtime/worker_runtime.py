@@ -22,8 +22,17 @@ from typing import Any
 import structlog
 
 from squall.clock import SYSTEM_CLOCK, Clock
+from squall.context import WorkerContext
 from squall.messaging import Connection, Context, codec
-from squall.model import ACKER, ACKER_STREAMS, component_tasks, executor_tasks, system_topology, task_ids
+from squall.model import (
+    ACKER,
+    ACKER_STREAMS,
+    component_tasks,
+    executor_tasks,
+    system_executors,
+    system_topology,
+    task_ids,
+)
 from squall.runtime import drops
 from squall.runtime.admission import Admission
 from squall.runtime.affinity import choose_cpu, pin_thread
@@ -31,10 +40,13 @@ from squall.runtime.drops import DropCounter
 from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
+from squall.runtime.hook_runner import WorkerHooks
 from squall.runtime.link import WorkerLink, WorkerTopology
+from squall.runtime.load import LOAD_SECS, TaskLoads
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.runtime.transfer import Transfer
+from squall.system_component import SYSTEM_TASK
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
 
@@ -70,10 +82,12 @@ class WorkerRuntime:
         self.task_to_component = task_ids(self.system)
         self.component_to_tasks = component_tasks(self.task_to_component)
         self.acker_tasks = self.component_to_tasks.get(ACKER, [])
-        self.executor_ids = sorted(executors)
+        # Those assigned, and __system's when the topology has metrics consumers.
+        self.executor_ids = sorted({*executors, *system_executors(self.system)})
         self.port, self.host, self.endpoint = port, host, (host, port)
         self.context = context
         self.local_tasks = frozenset(t for ex in self.executor_ids for t in executor_tasks(ex))
+        self._reported_tasks = self.local_tasks - {SYSTEM_TASK}  # every worker has -1: peers never hear of it
         self.log = structlog.get_logger("squall.worker").bind(topology=topology_id, port=port)
         self._error_sink = error_sink
         self._on_fatal = on_fatal
@@ -105,6 +119,7 @@ class WorkerRuntime:
         self._remote = RemoteBackpressure(self.local_tasks, self.task_to_component)
         self._bp_changed = True
         self._bp_sent_at = float("-inf")
+        self._load_sent_at = float("-inf")
         self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
         key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
@@ -119,11 +134,20 @@ class WorkerRuntime:
         self.transfer = Transfer(self.transfer_queue, int(conf["worker.transfer.held.max.bytes"]),
                                  self.stopping, self.log, self._control_frames, self.cpu, clock)
         self.started_at = time.time()
+        # What the worker's tasks and hooks share: resources, and the tasks' metrics for __system.
+        keep_datapoints = bool(system_executors(self.system))
+        self.worker_context = WorkerContext(topology_id, self.conf, self.task_to_component, self.component_to_tasks,
+                                            self.local_tasks, port, host, keep_datapoints=keep_datapoints)
+        self.hooks = WorkerHooks(topology.worker_hooks, self.worker_context, self.conf, self.log, self.report_error)
         topology_facts = WorkerTopology(topology_id, self.system, self.task_to_component, self.component_to_tasks,
-                                        self.local_tasks, port, self.conf, ACKER)
+                                        self.local_tasks, port, self.conf, ACKER, self.worker_context)
         # All the executors see of this worker (squall.runtime.link).
+        # Load-aware shuffles (Storm's topology.disable.loadaware.messaging turns them off).
+        self.loads = None if conf.get("topology.disable.loadaware.messaging") else \
+            TaskLoads(lambda task: min(1.0, self.queues[task].fill), self._remote_loads)
         self.link = WorkerLink(topology_facts, self.queues, self.deliver, self.report_error, self.drops.add,
-                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died)
+                               self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died,
+                               self.loads)
 
     @property
     def active(self) -> bool:
@@ -174,7 +198,9 @@ class WorkerRuntime:
 
     def start_executors(self, timeout: float = 60.0) -> None:
         """Create every executor, start the executor threads, and wait until each has
-        prepared its executors."""
+        prepared its executors. The worker hooks' start runs first (Storm's order), so
+        tasks find the resources they set."""
+        self.hooks.start()
         tune_gc()
         for i, (made, bell) in enumerate(zip(self.create_executors(), self.doorbells)):
             self.executors.extend(made)
@@ -349,19 +375,36 @@ class WorkerRuntime:
                 if conn is not None:
                     conn.record_load({task: float(load)})
 
+    def _remote_loads(self, tasks: Sequence[int]) -> dict[int, float]:
+        """The loads other workers last reported for ``tasks`` (0 for those not reported)."""
+        conns, endpoints, out = self.connections, self.task_endpoint, {}
+        for task in tasks:
+            conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
+            if conn is not None:
+                out.update(conn.get_load((task,)))
+        return out
+
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
-        once when it changed and every RESEND_SECS (with the load of every task); stale
-        peer reports expire here too."""
+        once when it changed and every RESEND_SECS; the load of every task every
+        LOAD_SECS, when this worker's load-aware choosers are refreshed too; stale peer
+        reports expire here too."""
+        frames: list[tuple[int, Any]] = []
+        if now - self._load_sent_at >= LOAD_SECS:
+            self._load_sent_at = now
+            if self.loads is not None:
+                self.loads.refresh()
+            queues = self.queues
+            frames.append((codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self._reported_tasks}))
         if not self._bp_changed and now - self._bp_sent_at < RESEND_SECS:
-            return []
+            return frames
         self._bp_changed = False
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
-        bp, queues = self.link.bp_tasks, self.queues
-        return [(codec.KIND_BACKPRESSURE, {t: t in bp for t in self.local_tasks}),
-                (codec.KIND_LOAD, {t: min(1.0, queues[t].fill) for t in self.local_tasks})]
+        bp = self.link.bp_tasks
+        frames.append((codec.KIND_BACKPRESSURE, {t: t in bp for t in self._reported_tasks}))
+        return frames
 
     def relieve(self, task_ids: list[int], queue: BatchQueue) -> None:
         """An executor of ``task_ids`` drained ``queue``: below the low mark, its tasks
@@ -427,7 +470,8 @@ class WorkerRuntime:
                 "transfer_queue_capacity": self.transfer_queue.capacity}
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Storm's worker shutdown*: close sockets, stop executors, drain transfer, close."""
+        """Storm's worker shutdown*: close sockets, stop executors, drain transfer, close;
+        then the worker hooks' shutdown."""
         self.log.info("shutting down worker runtime")
         if self._server is not None:
             self._server.close()
@@ -444,3 +488,4 @@ class WorkerRuntime:
             self.transfer.routing = ({}, {})
         for conn in conns.values():
             conn.close()
+        self.hooks.shutdown()

@@ -57,7 +57,8 @@ class BackfillResult(Mapping):
         self.stages: list[list[str]] = [list(s.components) for s in stages]
         self._stage_of = {name: sink_stage(stages, comp).id for name, (comp, _) in plan.sinks.items()}
         self.rows: dict[str, int] = {
-            name: int(stats.get(comp, {}).get("emitted", {}).get(stream, 0)) for name, (comp, stream) in self.sinks.items()}
+            name: int(stats.get(comp, {}).get("emitted", {}).get(stream, 0))
+            for name, (comp, stream) in self.sinks.items()}
         inputs = stats.get("__inputs__", {})
         self.malformed: dict[str, int] = {k: int(inputs.get(k, {}).get("malformed", 0)) for k in plan.inputs}
         self.malformed_texts: dict[str, list[str]] = {k: list(inputs.get(k, {}).get("malformed_texts", []))

@@ -20,8 +20,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from squall.contrib.line_spout import LineRules, TextLineRules
 from squall.contrib.jsonl import JsonLineRules
+from squall.contrib.line_spout import LineRules, TextLineRules
 from squall.contrib.lines import TOO_LONG, LineReader
 from squall.contrib.parquet_spout import parquet_rows
 from squall.spark.plan import BackfillError

@@ -70,7 +70,8 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
         if fmt == "parquet":
             jobs[sink] = result[sink].write.mode(mode).parquet
         else:
-            jobs[sink] = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink)).write.mode(mode).text
+            frame = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink))
+            jobs[sink] = frame.write.mode(mode).text
     out = {sink: sink_dir(output, sink) for sink in jobs}
     python = getattr(result._spark.sparkContext, "pythonExec", "python3")
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:

@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
+from squall.contrib.columns import ColumnTypes
 from squall.spark import progress as _progress
 from squall.spark.collector import BatchBoltCollector, BoxRoute
-from squall.contrib.columns import ColumnTypes
 from squall.spark.stages import Stage
 from squall.spark.stateful import BatchTask
 from squall.spark.tasks import ERRORS_KEPT, BoltTaskError, PlanRef, WorkerPlan, merge_stats
@@ -172,7 +172,7 @@ class StageRun:
         sinks = {cs: name for name, cs in plan.sinks.items()}
         for stream, route in routes.items():
             fields = route.source.fields
-            for bolt, grouping in topo.subscribers(comp, stream):
+            for bolt, _grouping in topo.subscribers(comp, stream):
                 if bolt not in plan.running:
                     continue
                 if bolt in fused:

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from squall.contrib.columns import ColumnTypes
-from squall.spark.schema import spark_schema
 from squall.spark.plan import BackfillError
+from squall.spark.schema import spark_schema
 
 _JSON_SCALARS = frozenset({str, int, bool, float, type(None)})
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.context import TopologyContext
+from squall.contrib.columns import ColumnTypes
 from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
 from squall.spark.collector import BoxRoute
-from squall.contrib.columns import ColumnTypes
 from squall.spark.stages import LevelLayout, Stage
 from squall.topology import Topology
 

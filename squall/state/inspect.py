@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.model import CHECKPOINT
 from squall.state.checkpoint_spout import RECORD_KEY
 from squall.state.kv import decode, decode_key
-from squall.model import CHECKPOINT
 from squall.state.protocol import TxRecord
 from squall.state.stores import StoreError, namespace, open_store
 

@@ -49,7 +49,8 @@ class KeyValueState:
 
     def _set_data(self, data: dict[Any, Any]) -> None:
         self._data = data
-        self.get = data.get  # the dict's own method: no Python frame on the hot path
+        # The dict's own method: no Python frame on the hot path.
+        self.get = data.get  # type: ignore[method-assign,assignment]
 
     # -- the user's side -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 # The barrier stream every component declares, and its fields: part of the system topology.
 from squall.model import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
@@ -61,8 +61,8 @@ class TxRecord:
         if not isinstance(d, dict):
             raise ValueError(f"checkpoint record is not a mapping: {d!r:.80}")
         txid, phase, epoch, n = d.get("txid"), d.get("phase"), d.get("epoch"), d.get("recoveries", 0)
-        if not (all(isinstance(x, int) and x >= 0 for x in (txid, epoch, n))
-                and phase in (COMMITTED, PREPARING, COMMITTING)):
+        if not (isinstance(txid, int) and isinstance(epoch, int) and isinstance(n, int)
+                and min(txid, epoch, n) >= 0 and phase in (COMMITTED, PREPARING, COMMITTING)):
             raise ValueError(f"malformed checkpoint record {d!r:.80}")
         return cls(txid, phase, epoch, n)
 
@@ -140,7 +140,7 @@ class Coordinator:
         self.recovering = True
 
 
-class AlignmentActions:
+class AlignmentActions(Protocol):
     """What an ``Alignment`` asks of the task it serves (the executor implements these)."""
 
     def execute(self, tuples: list) -> None: ...

@@ -4,16 +4,18 @@
 ZooKeeper, each with its own local dir and config file, and can kill, restart and inspect
 them. The cluster is secured as ``squall dev-cluster`` is (tokens and TLS, made under
 ``base_dir/security``), or as docker-compose.yml does it from a ``squall secure-init``
-directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by PID on ``stop()``, workers included (a
-supervisor leaves its workers running when it stops, as Storm's does).
+directory; ``client`` and ``cli()`` act as its admin. Every process it starts is stopped by
+PID on ``stop()``, workers included (a supervisor leaves its workers running when it stops, as Storm's does).
 """
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,10 @@ from typing import Any
 import yaml
 
 from squall.cli.security import CLIENT_FILE, DAEMON_ENV_FILE, read_env_file
+from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.access import TOKEN_ENV, ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
-from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.nimbus.credentials import (
     CA_CERT,
     NIMBUS_CERT,
@@ -36,6 +38,7 @@ from squall.daemons.nimbus.credentials import (
     create,
     daemon_auth_conf,
 )
+from squall.daemons.supervisor import cgroups
 from squall.testing.zookeeper import free_port
 
 # Short periods so failures are noticed in seconds, not minutes.
@@ -58,6 +61,14 @@ FAST = {
 }
 
 
+# Run as root, a supervisor gives workers users of their own, which cannot run an interpreter
+# kept where other users cannot read it (a Python under /root, as on many test hosts): the
+# harness runs them as root (SECURITY OFF, said in the supervisors' logs). A test of that
+# isolation passes {"supervisor.worker.user": None} and a supervisor_prefix that makes the
+# interpreter readable.
+WORKERS_AS = {"supervisor.worker.user": "root"} if os.geteuid() == 0 else {}
+
+
 def _outer_env() -> dict[str, str]:
     """This process's environment without $SQUALL_TOKEN: it would win over the token in the
     configs the harness writes."""
@@ -66,7 +77,7 @@ def _outer_env() -> dict[str, str]:
 
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
-                 conf: Mapping[str, Any] | None = None, supervisor_prefix: list[str] = (),
+                 conf: Mapping[str, Any] | None = None, supervisor_prefix: Sequence[str] = (),
                  secure_init_dir: Path | None = None,
                  supervisor_hosts: Sequence[tuple[str, list[str]]] | None = None,
                  python: str | None = None) -> None:
@@ -85,6 +96,7 @@ class ProcessCluster:
         self.base.mkdir(parents=True, exist_ok=True)
         self.supervisor_hosts = list(supervisor_hosts or [])
         self.python = python or sys.executable
+        self.env: dict[str, str]
         if secure_init_dir is None:
             hosts = ["127.0.0.1", "localhost", str((conf or {}).get("nimbus.host", "127.0.0.1")),
                      *(host for host, _ in self.supervisor_hosts)]
@@ -95,7 +107,7 @@ class ProcessCluster:
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
                        "nimbus.host": "127.0.0.1", "nimbus.port": free_port(), "supervisor.host": "127.0.0.1",
                        "supervisor.logviewer.port": 0,
-                       **FAST, **zk_auth, **(conf or {})}
+                       **FAST, **WORKERS_AS, **zk_auth, **(conf or {})}
         client = {**without_daemon_secrets(self.common), **self.credentials.client_conf()}
         self.client_conf = self._write(self.base / "client.yaml", client)
         self.n_supervisors, self.slots = supervisors, slots
@@ -110,12 +122,12 @@ class ProcessCluster:
         write_private(path, yaml.safe_dump(dict(data)))  # configs hold tokens
         return path
 
-    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: list[str] = ()) -> subprocess.Popen:
+    def _spawn(self, name: str, command: str, conf: Mapping[str, Any], prefix: Sequence[str] = ()) -> subprocess.Popen:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([*prefix, self.python, "-m", "squall.cli", command], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=self.base, start_new_session=True)
+        proc = subprocess.Popen([*prefix, self.python, "-m", "squall.cli", command],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
 
@@ -166,6 +178,18 @@ class ProcessCluster:
     def metrics_port(self, i: int) -> int:
         """The port of supervisor ``i``'s /metrics."""
         return int(yaml.safe_load((self.base / f"supervisor-{i}.yaml").read_text())["supervisor.metrics.port"])
+
+    def scrape(self, token: str) -> str:
+        """Every supervisor's ``/metrics`` text, read over the cluster's TLS with ``token``
+        (e.g. ``credentials.add_user("prom", "viewer")``)."""
+        ctx = ssl.create_default_context(cafile=str(self.credentials.ca_file))
+        text = ""
+        for i in range(self.n_supervisors):
+            req = urllib.request.Request(f"https://127.0.0.1:{self.metrics_port(i)}/metrics",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=10, context=ctx) as reply:
+                text += reply.read().decode()
+        return text
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**_outer_env(), "SQUALL_CONF": str(self.client_conf)}
@@ -228,6 +252,10 @@ class ProcessCluster:
             time.sleep(0.05)
         for pid in workers:
             signal_pid(pid, signal.SIGKILL)
+        for i in range(self.n_supervisors):  # what workers left behind, and the cgroups
+            base = cgroups.supervisor_base(self.supervisor_dir(i))
+            if base is not None:
+                cgroups.end_tree(base)
 
     def __enter__(self) -> "ProcessCluster":
         return self.start()

@@ -6,6 +6,8 @@
 - Sinks: ``RecordingBolt`` (in this process), ``FileRecordingBolt`` (tasks in other processes:
   workers, Spark executors), ``NullBolt`` (acks and keeps nothing).
 - Stages: ``EchoBolt`` (passes values on), ``StatefulKeyedCount`` (counts per key in state).
+- Metrics: ``RecordingMetricsConsumer`` (a metrics consumer that records what it is handed,
+  in this process or in files; ``recorded_metrics`` reads the files).
 
 In local mode each task runs its own copy of a component, so results are kept in a
 process-wide registry by name: ``Recorder.get(name)`` is how a test sees what its bolts saw.
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.components import Bolt, Spout
+from squall.metrics_consumer import DataPoint, MetricsConsumer, TaskInfo
 from squall.state.components import StatefulBolt, StatefulSpout
 
 
@@ -131,6 +134,48 @@ def recorded(folder: str | os.PathLike) -> list[tuple[int, str, str, list]]:
         for line in text.split("\n")[:-1]:
             task, component, stream, values = json.loads(line)
             out.append((task, component, stream, values))
+    return out
+
+
+class RecordingMetricsConsumer(MetricsConsumer):
+    """Records every batch of data points it is handed: with a name as its registration's
+    ``argument``, as (TaskInfo, [DataPoint]) in ``Recorder.get(name)``; with
+    ``{"folder": path}``, as JSON lines ``[task_info, [[name, value], ...]]`` in
+    ``metrics-<pid>-<task>.jsonl`` there (workers), which ``recorded_metrics`` reads.
+
+    Register it with ``{"class": "squall.testing.components.RecordingMetricsConsumer",
+    "argument": ...}`` in ``topology.metrics.consumer.register``."""
+
+    def prepare(self, conf, argument, context, error_reporter):
+        self.name: str = ""
+        self.file = None
+        if isinstance(argument, dict):
+            folder = Path(argument["folder"])
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"metrics-{os.getpid()}-{context.this_task_id}.jsonl"
+            self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in cleanup)
+        else:
+            self.name = str(argument)
+
+    def handle_data_points(self, task_info, data_points):
+        if self.file is None:
+            Recorder.add(self.name, (task_info, data_points))
+            return
+        self.file.write(json.dumps([list(task_info), [list(p) for p in data_points]]) + "\n")
+        self.file.flush()  # read by the test while the topology runs
+
+    def cleanup(self):
+        if self.file is not None:
+            self.file.close()
+
+
+def recorded_metrics(folder: str | os.PathLike) -> list[tuple[TaskInfo, list[DataPoint]]]:
+    """What RecordingMetricsConsumers wrote to ``folder``, file by file."""
+    out = []
+    for path in sorted(Path(folder).glob("metrics-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").split("\n")[:-1]:
+            info, points = json.loads(line)
+            out.append((TaskInfo(*info), [DataPoint(*p) for p in points]))
     return out
 
 

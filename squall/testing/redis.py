@@ -36,8 +36,10 @@ def ensure_redis_installed() -> str:
 
 class RedisServer:
     def __init__(self, directory: str | Path | None = None) -> None:
-        self._tmp = None if directory else tempfile.mkdtemp(prefix="squall-redis-")
-        self.dir = Path(directory or self._tmp)
+        self._tmp: str | None = None
+        if not directory:
+            directory = self._tmp = tempfile.mkdtemp(prefix="squall-redis-")
+        self.dir = Path(directory)
         self.port = 0
         self.proc: subprocess.Popen | None = None
 

@@ -79,7 +79,8 @@ class WindowedBoltRunner(Bolt):
             conf[TICK_KEY] = tick
         return conf
 
-    def check_in_topology(self, id: str, inputs: Sequence[Any], streams: dict[str, dict], config: Mapping[str, Any]) -> None:
+    def check_in_topology(self, id: str, inputs: Sequence[Any], streams: dict[str, dict],
+                          config: Mapping[str, Any]) -> None:
         """Build-time checks that need the inputs: the timestamp field, the late stream's
         fields (declared here), and a count window's size against the bound."""
         spec = self.spec

@@ -6,11 +6,14 @@ tests/unit/test_compose_files.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -25,14 +28,15 @@ from squall.daemons.nimbus.credentials import DAEMON_USER
 from squall.daemons.state.acls import PASSWORD_ENV
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
-from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE
+from support.paths import CLUSTER_TOPOLOGIES, COMPOSE_CONF, COMPOSE_FILE, docker_compose
+from support.worker_users import reachable_python
 
 MOUNT = "/etc/squall/security"  # where docker-compose.yml mounts ./secrets
 TOPOLOGY = CLUSTER_TOPOLOGIES / "cluster_wordcount.py"
-DAEMONS = ("nimbus", "supervisor-1", "supervisor-2")
+FIRST_WORKER_UID = 1900000000  # supervisor.worker.uids' first
+DAEMONS = ("nimbus", "supervisor-1", "supervisor-2", "zookeeper-lock")  # what gets supervisor.env
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
 def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: Path) -> None:
     """docker-compose itself resolves the file: nimbus and both supervisors get the token and
     the ZooKeeper password from secrets/supervisor.env, ZooKeeper and Prometheus get neither."""
@@ -41,7 +45,7 @@ def test_docker_compose_hands_the_secure_init_env_to_the_daemons_only(tmp_path: 
     assert result.exit_code == 0, result.output
     env = read_env_file(tmp_path / "secrets" / DAEMON_ENV_FILE)
     assert set(env) == {TOKEN_ENV, PASSWORD_ENV}
-    resolved = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    resolved = subprocess.run([docker_compose(), "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
     for name, service in services.items():
@@ -59,6 +63,11 @@ def _compose_conf_here(secrets: Path) -> dict[str, Any]:
     return {k: v.replace(MOUNT, str(secrets)) if isinstance(v, str) else v for k, v in conf.items()}
 
 
+def services_command(name: str) -> list[str]:
+    """The command docker-compose.yml runs a service with (the image's entrypoint is squall)."""
+    return list(yaml.safe_load(COMPOSE_FILE.read_text())["services"][name]["command"])
+
+
 def _environ(pid: int) -> dict[bytes, bytes]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     return dict(item.partition(b"=")[::2] for item in raw.split(b"\0") if item)
@@ -69,8 +78,10 @@ def _acked(out: Path) -> int:
 
 
 @pytest.mark.cluster
-def test_secure_init_then_daemons_configured_as_compose_does(zk_server, zk_root, tmp_path,
+def test_secure_init_then_daemons_configured_as_compose_does(own_zk_server, zk_root, open_tmp_path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    zk_server = own_zk_server  # compose's own ZooKeeper, which its zookeeper-lock step locks
+    tmp_path = open_tmp_path  # supervisors run as root, workers as users of their own: they pass through
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     secrets = tmp_path / "secrets"
@@ -80,13 +91,25 @@ def test_secure_init_then_daemons_configured_as_compose_does(zk_server, zk_root,
     password, token = env[PASSWORD_ENV], env[TOKEN_ENV]
     out = tmp_path / "out"
     out.mkdir()
+    os.chmod(out, 0o1777)  # where the topology's workers write what they acked
     cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=1, slots=1,
-                             conf=_compose_conf_here(secrets), secure_init_dir=secrets)
+                             conf={**_compose_conf_here(secrets), "supervisor.worker.user": None},
+                             secure_init_dir=secrets,
+                             supervisor_prefix=reachable_python(FIRST_WORKER_UID, FIRST_WORKER_UID, tmp_path))
+    # The zookeeper-lock service: `squall lock-zookeeper` with the compose config and env file.
+    lock_conf = tmp_path / "lock.yaml"
+    lock_conf.write_text(yaml.safe_dump({**_compose_conf_here(secrets), "zookeeper.servers": ["127.0.0.1"],
+                                         "zookeeper.port": zk_server.port, "zookeeper.root": zk_root}))
+    locked = subprocess.run([sys.executable, "-m", "squall.cli", *services_command("zookeeper-lock")],
+                            env={**os.environ, **env, "SQUALL_CONF": str(lock_conf)}, capture_output=True,
+                            text=True, timeout=60)
+    assert locked.returncode == 0 and "locked /, /zookeeper, /zookeeper/quota" in locked.stdout, locked.stderr
     daemon_zk = authenticated_client(zk_server.hosts, {"zookeeper.auth.user": DAEMON_USER,
                                                        "zookeeper.auth.password": password})
     anonymous = KazooClient(hosts=zk_server.hosts)
     anonymous.start(timeout=10)
     try:
+        os.chmod(tmp_path / "cluster", 0o711)
         cluster.start()
         for name in ("nimbus", "supervisor-0"):  # neither secret sits in a daemon's config file
             text = (cluster.base / f"{name}.yaml").read_text()
@@ -97,6 +120,7 @@ def test_secure_init_then_daemons_configured_as_compose_does(zk_server, zk_root,
         assert res.returncode == 0, res.stdout + res.stderr
         cluster.wait_for(lambda: cluster.worker_pids() and _acked(out) > 10, 60, "the worker acking tuples")
         for pid in cluster.worker_pids().values():  # ... its workers do not
+            assert psutil.Process(pid).uids().real >= FIRST_WORKER_UID  # a user of their own
             environ = _environ(pid)
             assert not {PASSWORD_ENV.encode(), TOKEN_ENV.encode()} & environ.keys()
             assert not any(password.encode() in v or token.encode() in v for v in environ.values())

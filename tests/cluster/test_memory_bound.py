@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from squall.config import build_config
-from squall.messaging import codec
 from squall.daemons.state import ClusterState
+from squall.messaging import codec
 from squall.messaging.curve import CurveKeys
 from squall.testing.wire import raw_sender
 from support.paths import CLUSTER_TOPOLOGIES

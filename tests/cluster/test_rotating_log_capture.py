@@ -3,7 +3,6 @@ it prints, writes raw to fd 2 and its last words all land in the rotated files, 
 import subprocess
 import sys
 
-
 CAPTURE = """
 import os, sys
 from squall.rotating_log import RotatingLogFile

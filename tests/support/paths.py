@@ -1,4 +1,5 @@
 """Where the tests' files are: the repository root and the topology files tests submit or load."""
+import shutil
 from pathlib import Path
 
 SUPPORT = Path(__file__).resolve().parent
@@ -16,3 +17,13 @@ SPARK_TOPOLOGIES = SUPPORT / "spark_topologies"
 CHAOS_TOPOLOGY = SUPPORT / "chaos_topology"
 # A topology directory of its own: the worker-user test bundles the whole directory.
 WORKER_USER_TOPOLOGY = SUPPORT / "worker_user_topology"
+# Hostile topologies (snooping, forking, hogging memory, stuck in prepare) and two tenants
+# they meet: the isolation tests.
+ISOLATION_TOPOLOGIES = SUPPORT / "isolation_topologies"
+
+
+def docker_compose() -> str:
+    """Debian's docker-compose, which scripts/test.sh installs: the compose checks run, never skip."""
+    found = shutil.which("docker-compose")
+    assert found, "docker-compose is missing: scripts/test.sh installs it (apt-get install docker-compose)"
+    return found

@@ -56,6 +56,18 @@ def _start_zookeeper() -> ZooKeeperServer:
     return server
 
 
+@pytest.fixture
+def own_zk_server() -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of this test's own, as it comes, for a test that locks it (the shared
+    one's root must stay open to the other tests)."""
+    server = ZooKeeperServer(tick_time=ZK_TICK_MS, min_session_timeout=ZK_MIN_SESSION_MS)
+    server.start(timeout=60)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def zk_server(pytestconfig: pytest.Config) -> ZooKeeperServer:
     """A standalone ZooKeeper on a free 127.0.0.1 port, shared by the whole run."""

@@ -31,10 +31,10 @@ class SteppedWorker:
                  clock: FakeClock | None = None, name: str = "stepped") -> None:
         self.clock = clock or FakeClock()
         self.name = f"{name}-{next(_ids)}"
-        # A spout's turn ends when it has nothing more to emit or its batch is full, never
-        # because the machine was slow (the flush deadline is real time): steps are
-        # the same on a loaded machine.
-        settled = {"topology.batch.flush.interval.millis": 60_000, **(conf or {})}
+        # Interval 0: a spout's turn ends when it has nothing more to emit or its batch is
+        # full, never because the machine was slow (the flush deadline is real time), and
+        # what it emitted is sent at the end of its turn: steps are the same on a loaded machine.
+        settled = {"topology.batch.flush.interval.millis": 0, **(conf or {})}
         self.conf = _config.build_config({**settled, "topology.name": self.name},
                                          {"squall.messaging.transport": "local"})
         system = system_topology(topology, self.conf)

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from squall.daemons.nimbus.process import NimbusProcess
 
-from support.browser import HeadlessChromium, find_chromium
-from support.paths import CLUSTER_TOPOLOGIES, REPO
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
+from support.browser import HeadlessChromium, find_chromium
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")]
@@ -154,7 +154,9 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
     name = "observed"
     submit(cluster, name)
     cluster.wait_for(lambda: running(cluster, name), 60, "all executors reporting")
-    cluster.wait_for(lambda: cluster.client.topology_errors(name)["errors"], 30, "an error report")
+    cluster.wait_for(lambda: any("no moons here" in e["error"] for e in cluster.client.topology_errors(name)["errors"])
+                     and any("round number" in e["error"] for e in cluster.client.topology_errors(name)["errors"]),
+                     30, "a reported error and a raised one")
     base = f"https://127.0.0.1:{cluster.common['nimbus.port']}"
 
     # -- the cluster page: the UI's files load without a token, its data does not -----------
@@ -192,8 +194,13 @@ def test_cluster_and_topology_pages_actions_and_worker_log(cluster, browser, sta
         for ex in comp["executors"]:
             cells = rows[f"executor:{ex['executor'][0]}-{ex['executor'][1]}"][0]
             assert cells["component"] == comp["id"] and cells["where"] == f"{ex['host']}:{ex['port']}"
-    assert "round number" in rows["component:square"][0]["last_error"]
+    last = rows["component:square"][0]["last_error"]  # the newest: one or the other
+    assert "round number" in last or "ValueError: no moons here" in last, last
     assert any("round number" in e["error"] for e in rows["error"])
+    # An exception in user code: the row opens on its traceback, down to the user's line.
+    raised = [e["error"] for e in rows["error"] if "ValueError: no moons here" in e["error"]]
+    assert raised and "Traceback (most recent call last):" in raised[0], rows["error"]
+    assert "in look_for_moons" in raised[0] and "observed.py" in raised[0], raised[0]
     assert rows["conf:topology.max.spout.pending"][0]["value"] == "200"
     edges = browser.evaluate("[...document.querySelectorAll('g.edge')].map(g => "
                              "[g.dataset.from, g.dataset.to, g.querySelector('text').dataset.rate])")

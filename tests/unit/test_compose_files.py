@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from squall.cli import dev_zookeeper
 from squall.cli.security import DAEMON_ENV_FILE
 from squall.config import ConfigError, build_config, read_yaml_file
 from squall.daemons.insecure import insecure_settings
@@ -75,3 +76,19 @@ def test_compose_conf_and_compose_file_agree(monkeypatch: pytest.MonkeyPatch) ->
             else:
                 assert source is None, (name, key)  # supervisors: the CA and their own certificate
     assert "ports" not in services["zookeeper"]  # ZooKeeper stays on the compose network
+
+
+def test_compose_locks_and_bounds_zookeeper_and_runs_workers_apart() -> None:
+    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    zk = services["zookeeper"]["environment"]
+    assert zk["ZOO_MAX_CLIENT_CNXNS"] == str(dev_zookeeper.MAX_CLIENT_CONNECTIONS)
+    assert zk["ZOO_CFG_EXTRA"] == f"globalOutstandingLimit={dev_zookeeper.OUTSTANDING_LIMIT}"
+    assert zk["JVMFLAGS"].split() == [f"-Xmx{dev_zookeeper.HEAP_MB}m",
+                                      f"-Djute.maxbuffer={dev_zookeeper.MAX_REQUEST_BYTES}"]
+    lock = services["zookeeper-lock"]
+    assert lock["command"] == ["lock-zookeeper"] and lock["env_file"] == f"./secrets/{DAEMON_ENV_FILE}"
+    assert _mounts(lock) == {"/etc/squall/squall.yaml": "./conf/compose.yaml"}  # no key, no token file
+    assert services["nimbus"]["depends_on"] == {"zookeeper-lock": {"condition": "service_completed_successfully"}}
+    # Supervisors run as root, and so start workers as users of their own (the default).
+    conf = read_yaml_file(COMPOSE_CONF)
+    assert services["supervisor-1"]["user"] == "root" and "supervisor.worker.user" not in conf

@@ -3,7 +3,7 @@ import collections
 
 import pytest
 
-from squall.grouping import Grouping, CustomStreamGrouping, fields_task_index, make_chooser, stable_hash
+from squall.grouping import CustomStreamGrouping, Grouping, fields_task_index, make_chooser, stable_hash
 from squall.tuple import Fields
 
 F = Fields(["word", "n"])

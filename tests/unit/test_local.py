@@ -317,6 +317,7 @@ class Lifecycle(Spout):
 
     def deactivate(self):
         Recorder.add(self.key, "deactivate")
+        Recorder.add(self.key + ".emitted", self.n)  # next_tuple runs on this thread: the last n
 
     def next_tuple(self):
         self.n += 1
@@ -336,8 +337,10 @@ def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, mode):
     wait_for(lambda: len(Recorder.get(name + ".out")) > 10, 10, what="flow")
     cluster.deactivate(name)
     wait_for(lambda: Recorder.get(name + ".life")[-1:] == ["deactivate"], 5, what="deactivate()")
-    time.sleep(0.2)
-    before = len(Recorder.get(name + ".out"))
+    (before,) = Recorder.get(name + ".life.emitted")
+    # What was emitted before arrives (from another worker it may take a while on a busy
+    # machine); then nothing more.
+    wait_for(lambda: len(Recorder.get(name + ".out")) == before, 10, what="tuples emitted before deactivate()")
     time.sleep(0.5)
     assert len(Recorder.get(name + ".out")) == before
     cluster.activate(name)

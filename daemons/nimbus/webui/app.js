@@ -52,7 +52,8 @@
     return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
            `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
   }
-  const firstLine = text => (String(text || "").trim().split("\n").pop() || "");
+  // An error's last line: the exception itself, below its traceback.
+  const lastLine = text => (String(text || "").trim().split("\n").pop() || "");
   const statusBadge = s => h("span", {class: `status status-${s}`, "data-col": "status"}, s);
   const enc = encodeURIComponent;
 
@@ -268,7 +269,7 @@
           cell("complete_latency_ms", fixed(c.complete_latency_ms, 3), "num"),
           numCell("acked", c.acked), numCell("failed", c.failed),
           cell("last_error", c.last_error ? h("span", {class: "error-text", title: c.last_error.error},
-            `${when(c.last_error.time)} task ${c.last_error.task}: ${firstLine(c.last_error.error)}`) : "")))));
+            `${when(c.last_error.time)} task ${c.last_error.task}: ${lastLine(c.last_error.error)}`) : "")))));
 
       const logLink = (node, host, port) => node && port !== null
         ? h("a", {href: `#/log/${enc(name)}/${enc(node)}/${port}`, class: "log-link"}, `${host}:${port}`)
@@ -284,7 +285,10 @@
           cell("capacity", fixed(ex.capacity, 3), "num"), numCell("acked", ex.acked),
           numCell("failed", ex.failed))))));
 
-      workers.replaceChildren(h("h2", {}, "Workers"), st.workers.length ? table(
+      const we = st.worker_error;  // the last worker a supervisor ended: over its memory, not started
+      const workerError = we ? h("p", {id: "worker-error", class: "error-text"},
+        `Last worker ended by its supervisor: ${we.host}:${we.port} at ${when(we.time)}: ${firstLine(we.error)}`) : "";
+      workers.replaceChildren(h("h2", {}, "Workers"), workerError, st.workers.length ? table(
         [["host:port (log)"], ["node"], ["executors", "num"], ["uptime"]],
         st.workers.map(w => h("tr", {"data-row": `worker:${w.host}:${w.port}`},
           cell("where", logLink(w.node, w.host, w.port)), cell("node", h("code", {}, w.node)),
@@ -296,7 +300,7 @@
         errs.errors.map(e => h("tr", {"data-row": "error"},
           cell("time", when(e.time)), cell("component", e.component), numCell("task", e.task),
           cell("where", `${e.host}:${e.port}`),
-          cell("error", h("details", {}, h("summary", {}, firstLine(e.error)),
+          cell("error", h("details", {}, h("summary", {}, lastLine(e.error)),
                            h("pre", {class: "error-text"}, e.error))))))
         : h("p", {class: "muted"}, "No errors reported."));
 

@@ -23,7 +23,8 @@ def subscribed_topics(available: Iterable[str], topics: Sequence[str] | None, pa
     return sorted(t for t in (topics or ()) if t in names)
 
 
-def all_partitions(partitions_by_topic: Mapping[str, int | Iterable[int]], topics: Iterable[str]) -> list[TopicPartition]:
+def all_partitions(partitions_by_topic: Mapping[str, int | Iterable[int]],
+                   topics: Iterable[str]) -> list[TopicPartition]:
     out: list[TopicPartition] = []
     for topic in topics:
         parts = partitions_by_topic.get(topic, ())
@@ -39,7 +40,8 @@ def task_partitions(partitions: Sequence[TopicPartition], task_index: int, n_tas
     return sorted(partitions)[task_index::n_tasks]
 
 
-def changes(old: Iterable[TopicPartition], new: Iterable[TopicPartition]) -> tuple[list[TopicPartition], list[TopicPartition]]:
+def changes(old: Iterable[TopicPartition],
+            new: Iterable[TopicPartition]) -> tuple[list[TopicPartition], list[TopicPartition]]:
     """(added, revoked) between two assignments."""
     o, n = set(old), set(new)
     return sorted(n - o), sorted(o - n)

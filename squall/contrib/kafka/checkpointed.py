@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from squall.components import Spout
-from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.failures import Key, label
+from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.spout import KafkaSpout
 from squall.state.components import StatefulSpout
 

@@ -10,7 +10,9 @@ markers) are never emitted and so hold nothing back.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
+from itertools import islice
 
 
 class OffsetManager:
@@ -92,6 +94,8 @@ class OffsetManager:
     def next_commit(self) -> int:
         """The offset the group may commit now (== ``committed`` when nothing moved)."""
         order, acked = self._order, self._acked
+        if order and len(acked) == len(order):  # every listed offset acked (acked is a subset)
+            return order[-1] + 1
         nxt = self.committed
         for off in order:
             if off not in acked:
@@ -104,13 +108,14 @@ class OffsetManager:
         if offset <= self.committed:
             self.committed_since = 0
             return
-        order, acked, pending = self._order, self._acked, self._pending
-        n = 0
-        while order and order[0] < offset:
-            off = order.popleft()
-            acked.discard(off)
-            pending.discard(off)
-            n += 1
+        order = self._order
+        # In C rather than one offset at a time: a commit covers a whole period's records.
+        n = bisect_left(order, offset)
+        gone = list(islice(order, n))
+        self._order = deque(islice(order, n, None)) if n < len(order) else deque()
+        self._acked.difference_update(gone)
+        if self._pending:
+            self._pending.difference_update(gone)
         self.committed_since = n
         self.committed = offset
         if self._last_emitted < offset - 1:

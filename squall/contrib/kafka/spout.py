@@ -27,8 +27,6 @@ import structlog
 
 from squall.components import OutputFieldsDeclarer, Spout
 from squall.contrib.kafka import assignment
-from squall.contrib.kafka.commits import GroupCommits
-from squall.contrib.kafka.failures import Key, RecordFailures, label
 from squall.contrib.kafka.client import (
     CONSUMER_FIXED,
     ClientErrors,
@@ -37,6 +35,8 @@ from squall.contrib.kafka.client import (
     component_conf,
     confluent,
 )
+from squall.contrib.kafka.commits import GroupCommits
+from squall.contrib.kafka.failures import Key, RecordFailures, label
 from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.retry import RetrySchedule
 from squall.contrib.kafka.settings import SpoutSettings, commit_metadata, committed_by, start_offset

@@ -156,7 +156,8 @@ class FluxBuilder:
     def _component(self, builder: TopologyBuilder, c: ComponentDef, base: type) -> tuple[Any, dict[str, Any]]:
         obj = self.make(c)
         kind = "spout" if base is Spout else "bolt"
-        comp_conf = self._checked_config(c.config, lambda k: Where(c.where.file, c.where.line, f"{c.where.key}.config.{k}"))
+        comp_conf = self._checked_config(
+            c.config, lambda k: Where(c.where.file, c.where.line, f"{c.where.key}.config.{k}"))
         shell = hasattr(obj, "add_component_config")
         if shell:  # its own config (a shell bolt's tick period is its child's)
             for key, value in comp_conf.items():

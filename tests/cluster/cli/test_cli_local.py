@@ -61,9 +61,10 @@ def test_wheel_ships_every_package_and_the_defaults(tmp_path):
     assert out.returncode == 0, out.stderr
     (wheel,) = tmp_path.glob("squall-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ["squall/conf/defaults.yaml", "squall/messaging/zmq.py", "squall/messaging/local.py",
-                   "squall/daemons/state/cluster_state.py", "squall/daemons/nimbus/scheduler.py", "squall/daemons/worker/main.py",
-                   "squall/daemons/supervisor/slot.py", "squall/cli/__init__.py",
+    for needed in ["squall/py.typed",  # PEP 561: users' type checkers read squall's hints
+                   "squall/conf/defaults.yaml", "squall/messaging/zmq.py", "squall/messaging/local.py",
+                   "squall/daemons/state/cluster_state.py", "squall/daemons/nimbus/scheduler.py",
+                   "squall/daemons/worker/main.py", "squall/daemons/supervisor/slot.py", "squall/cli/__init__.py",
                    "squall/daemons/nimbus/webui/index.html", "squall/daemons/nimbus/webui/app.js",
                    "squall/daemons/nimbus/webui/graph.js", "squall/daemons/nimbus/webui/style.css"]:
         assert needed in names, needed

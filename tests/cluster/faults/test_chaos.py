@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from support.chaos import ChaosCluster, chaos_line, longest_stall, machine_state
 from squall.testing.cluster import FAST
+from support.chaos import ChaosCluster, chaos_line, longest_stall, machine_state
 
 pytestmark = pytest.mark.cluster
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from support.chaos import ChaosCluster
 from squall.testing.cluster import FAST
+from support.chaos import ChaosCluster
 
 pytestmark = pytest.mark.cluster
 

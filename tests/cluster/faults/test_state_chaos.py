@@ -97,6 +97,7 @@ def test_state_chaos(chaos_case, state_conf, zk_server, zk_root, tmp_path):
     restores = record.recoveries - 1  # every restore after the first start
     print(f"\nstate-chaos: events={n} keys={keys} wrong={wrong} restores={restores} "
           f"(provider={provider}, workers killed={len(killed)}, txid={record.txid})")
-    assert wrong == 0, {k: (counts.get(k), want.get(k)) for k in set(want) | set(counts) if counts.get(k) != want.get(k)}
+    assert wrong == 0, {k: (counts.get(k), want.get(k))
+                        for k in set(want) | set(counts) if counts.get(k) != want.get(k)}
     assert sum(counts.values()) == n
     assert restores >= 1

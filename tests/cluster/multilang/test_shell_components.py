@@ -8,7 +8,7 @@ import pytest
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.multilang import ShellBolt, ShellSpout
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
-from support.multilang.harness import SUPPORT, error_text, run_until
+from support.multilang.harness import METERED_WORDS, SUPPORT, error_text, metered_conf, metric_totals, run_until
 
 FAST = {"squall.log.level": "WARNING", "topology.message.timeout.secs": 10,
         "topology.subprocess.timeout.secs": 10}
@@ -73,6 +73,21 @@ def test_raising_pystorm_bolt_is_reported_restarted_and_replayed(code_dir, names
     assert sorted(v[0] for *_, v in names.get("rec")) == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize("serializer", ["json", "msgpack"])
+def test_a_childs_metrics_commands_update_registered_metrics_that_reach_consumers(code_dir, names, serializer):
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), METERED_WORDS, ["word"]))
+    b.set_bolt("m", ShellBolt(pystorm("Metered", serializer), ["word"], serializer=serializer)).shuffle("s")
+
+    def counted():
+        totals = metric_totals(names.get("metrics"), "m")
+        return {k: totals.get(k) for k in ("words", "letters")} == {"words": 30, "letters": 120}
+
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), metered_conf(names("metrics")), counted, "the child's metrics at the consumer")
+    assert "metrics 'words': a count metric's params must be an integer, got 'one'" in error_text(errors, "m")
+
+
 class Sink(Bolt):
     def __init__(self, name):
         self.name = name
@@ -102,8 +117,8 @@ def test_pystorm_reliable_spout_and_activation(code_dir, names):
 
 
 def node_env():
-    if shutil.which("node") is None:
-        pytest.skip("Node.js is not on this machine")
+    # The machine has Node.js (Debian's nodejs, with npm): the second language runs, never skips.
+    assert shutil.which("node"), "Node.js is missing: install Debian's nodejs and npm"
     assert (NODE_MODULES / "node-storm").is_dir(), \
         "node-storm is missing: scripts/test.sh installs it into tests/support/node"
     return {"NODE_PATH": str(NODE_MODULES)}

@@ -1,7 +1,8 @@
 """A small topology for the web UI and worker-log tests: numbers -> square -> total.
 
-``square`` prints a marker line for four of every 500 numbers (``test.print.every``) (worker logs must show it) and
-reports an error for every number divisible by 1000 (the UI's error list must show it).
+``square`` prints a marker line for four of every 500 numbers (``test.print.every``) (worker
+logs must show it), reports an error for every number divisible by 1000 and raises on every
+1000th number after 500 (the UI's error list must show both, the exception's traceback too).
 The spout emits at a bounded rate with message ids, so counters settle soon after a
 deactivation.
 """
@@ -30,6 +31,10 @@ class Numbers(Spout):
         declarer.declare(["n"])
 
 
+def look_for_moons(n: int) -> None:
+    raise ValueError(f"no moons here ({n})")
+
+
 class Square(Bolt):
     def prepare(self, conf, context, collector):
         self.collector, self.task = collector, context.this_task_id
@@ -42,6 +47,8 @@ class Square(Bolt):
             print(f"square-marker task={self.task} n={n}", flush=True)
         if n % 1000 == 0:
             self.collector.report_error(f"round number {n} seen by task {self.task}")
+        if n % 1000 == 500:
+            look_for_moons(n)
         self.collector.emit([n, n * n], anchors=tuple)
         self.collector.ack(tuple)
 

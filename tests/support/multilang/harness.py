@@ -43,3 +43,24 @@ def run_until(cluster: Any, topology: Any, conf: dict, done: Callable[[], Any], 
 
 def error_text(errors: dict, component: str) -> str:
     return "\n".join(e["error"] for e in errors.get(component, []))
+
+
+METERED_WORDS = [["apple"], ["fig"], ["kiwi"]] * 10  # 30 words, 120 letters
+
+
+def metered_conf(recorder: str) -> dict:
+    """Shell metrics in small buckets, handed to a RecordingMetricsConsumer named ``recorder``."""
+    return {"topology.builtin.metrics.bucket.size.secs": 0.05,
+            "topology.metrics.consumer.register": [
+                {"class": "squall.testing.components.RecordingMetricsConsumer", "argument": recorder}]}
+
+
+def metric_totals(recorded: list, component: str) -> dict[str, int]:
+    """Counter data points of ``component`` summed by name (RecordingMetricsConsumer's records)."""
+    out: dict[str, int] = {}
+    for info, points in recorded:
+        if info.src_component_id == component:
+            for p in points:
+                if isinstance(p.value, int):
+                    out[p.name] = out.get(p.name, 0) + p.value
+    return out

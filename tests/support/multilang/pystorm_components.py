@@ -104,3 +104,20 @@ class Activations(Spout):
 
     def next_tuple(self):
         pass
+
+
+class Metered(Bolt):
+    """Counts words and their letters with Storm's ``metrics`` command (a shell metric per
+    name); the first word also sends a count that is not an integer, which is refused."""
+
+    def initialize(self, conf, ctx):
+        self.first = True
+
+    def process(self, tup):
+        word = tup.values[0]
+        if self.first:
+            self.first = False
+            self.send_message({"command": "metrics", "name": "words", "params": "one"})
+        self.send_message({"command": "metrics", "name": "words", "params": 1})
+        self.send_message({"command": "metrics", "name": "letters", "params": len(word)})
+        self.emit([word])

@@ -34,7 +34,8 @@ def test_secure_init_and_token_commands(tmp_path):
     again = runner.invoke(main, ["secure-init", str(target), "--host", "127.0.0.1", "--mount", "/etc/squall/security"])
     assert again.exit_code == 0 and "kept the daemons' ZooKeeper password" in again.output, again.output
     daemon_env2 = read_env_file(target / "supervisor.env")
-    assert daemon_env2["SQUALL_ZOOKEEPER_PASSWORD"] == zk_password and daemon_env2["SQUALL_TOKEN"] != daemon_env["SQUALL_TOKEN"]
+    assert daemon_env2["SQUALL_ZOOKEEPER_PASSWORD"] == zk_password
+    assert daemon_env2["SQUALL_TOKEN"] != daemon_env["SQUALL_TOKEN"]
     printed = yaml.safe_load(again.output.split(":\n", 1)[1].split("kept the")[0])
     assert printed["zookeeper.auth.user"] == "squall" and printed["nimbus.tls.ca.file"] == "/etc/squall/security/ca.crt"
     assert not {"squall.token", "zookeeper.auth.password"} & printed.keys() and zk_password not in again.output

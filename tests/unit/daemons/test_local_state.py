@@ -81,3 +81,53 @@ def test_early_output_is_emptied_past_its_bound_and_appenders_go_on(tmp_path):
     os.close(writer)
     assert path.read_bytes() == b"after\n"
     assert not ls.truncate_if_over(tmp_path / "missing", 1)
+
+
+def test_a_heartbeat_says_whether_the_worker_finished_starting(tmp_path):
+    layout = ls.LocalLayout(tmp_path)
+    for ready in (False, True):
+        ls.write_heartbeat(layout, ls.heartbeat_of(1.0, "t1", 6700, "w1", 42, [(1, 1)], ready=ready))
+        assert ls.read_heartbeat(layout, "w1").ready is ready
+    layout.heartbeat_file("w1").write_text(json.dumps({"time": 1.0, "ready": "yes"}))
+    with pytest.raises(ValueError, match="'ready'"):
+        ls.read_heartbeat(layout, "w1")
+
+
+# --- what a worker may plant in its own directory ----------------------------------------------
+
+def test_files_read_from_a_worker_directory_are_never_links_fifos_or_too_large(tmp_path):
+    layout = ls.LocalLayout(tmp_path)
+    secret = tmp_path / "secret.key"
+    secret.write_text("-----BEGIN PRIVATE KEY-----")
+    wdir = layout.worker_dir("w1")
+    wdir.mkdir(parents=True)
+    layout.heartbeat_file("w1").symlink_to(secret)
+    layout.metrics_file("w1").symlink_to(secret)
+    layout.pid_file("w1").symlink_to(secret)
+    with pytest.raises(OSError):
+        ls.read_heartbeat(layout, "w1")
+    with pytest.raises(OSError):
+        ls.read_metrics(layout, "w1")
+    assert ls.read_pid(layout, "w1") is None
+    layout.heartbeat_file("w1").unlink()
+    os.mkfifo(layout.heartbeat_file("w1"))  # opening it to read would wait for a writer forever
+    with pytest.raises(ValueError, match="not a regular file"):
+        ls.read_heartbeat(layout, "w1")
+    layout.heartbeat_file("w1").unlink()
+    layout.heartbeat_file("w1").write_bytes(b" " * (ls.HEARTBEAT_MAX_BYTES + 1))
+    with pytest.raises(ValueError, match="larger than"):
+        ls.read_heartbeat(layout, "w1")
+
+
+def test_early_output_is_bounded_through_no_link(tmp_path):
+    target = tmp_path / "someone-elses.log"
+    target.write_bytes(b"x" * 100)
+    out = tmp_path / "worker.out"
+    out.symlink_to(target)
+    with pytest.raises(OSError):
+        ls.truncate_if_over(out, 10)
+    assert target.stat().st_size == 100  # untouched
+    out.unlink()
+    out.write_bytes(b"x" * 100)
+    assert ls.truncate_if_over(out, 10) and out.stat().st_size == 0
+    assert not ls.truncate_if_over(out, 10) and not ls.truncate_if_over(tmp_path / "none", 10)

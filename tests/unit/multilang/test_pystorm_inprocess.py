@@ -6,7 +6,7 @@ import pytest
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
-from support.multilang.harness import Names, run_until
+from support.multilang.harness import METERED_WORDS, Names, error_text, metered_conf, metric_totals, run_until
 
 M = "support.multilang.pystorm_components"
 FAST = {"squall.log.level": "WARNING", "topology.message.timeout.secs": 5}
@@ -118,3 +118,17 @@ def test_reliable_spout_in_process(names):
         run_until(c, b.build(), {"test.words": 120}, lambda: len(Recorder.get(names("sink"))) == 120, "words")
     words = Recorder.get(names("sink"))
     assert len(words) == 120 and set(words) == {"dog", "cat", "zebra", "elephant", "ant", "bee"}
+
+
+def test_metrics_messages_update_registered_metrics_that_reach_consumers(names):
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), METERED_WORDS, ["word"]))
+    b.set_bolt("m", PystormBolt(f"{M}:Metered", {"default": ["word"]})).shuffle("s")
+
+    def counted():
+        totals = metric_totals(Recorder.get(names("metrics")), "m")
+        return {k: totals.get(k) for k in ("words", "letters")} == {"words": 30, "letters": 120}
+
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), metered_conf(names("metrics")), counted, "the metrics at the consumer")
+    assert "metrics 'words': a count metric's params must be an integer, got 'one'" in error_text(errors, "m")

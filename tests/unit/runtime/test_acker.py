@@ -2,7 +2,8 @@
 import random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.clock import FakeClock

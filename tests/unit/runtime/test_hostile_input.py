@@ -151,8 +151,10 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.di
 tasks = st.sampled_from([ACKER_TASK, *SINK_TASKS, SPOUT_TASK, 0, 99, -1, MAX_U64]) | st.integers(-(1 << 63), MAX_U64)
 streams = st.sampled_from(["default", ACK_ACK, ACK_FAIL, "nope", "__tick"]) | values
 ids = st.none() | st.lists(st.none() | st.dictionaries(scalars, scalars, max_size=3), max_size=4)
-groups = st.lists(tasks | values, max_size=5) | st.tuples(tasks, streams, st.lists(st.lists(values, max_size=3), max_size=4), ids)
-payloads = st.binary(max_size=64) | st.lists(groups | values, max_size=4).map(lambda g: msgpack.packb(g, use_bin_type=True))
+groups = (st.lists(tasks | values, max_size=5)
+          | st.tuples(tasks, streams, st.lists(st.lists(values, max_size=3), max_size=4), ids))
+payloads = (st.binary(max_size=64)
+            | st.lists(groups | values, max_size=4).map(lambda g: msgpack.packb(g, use_bin_type=True)))
 task_frames = st.lists(st.tuples(tasks, payloads), max_size=4).map(
     lambda entries: bytes((codec.VERSION, codec.KIND_TASKS)) + msgpack.packb(entries, use_bin_type=True))
 control_frames = st.tuples(st.sampled_from([codec.KIND_LOAD, codec.KIND_BACKPRESSURE]),

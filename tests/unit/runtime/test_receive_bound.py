@@ -36,7 +36,8 @@ def test_a_peer_ignoring_backpressure_cannot_grow_the_receive_queue():
                          "zmq.hwm": 4, "zmq.bind.host": "127.0.0.1", "worker.pin.cpu": False}, user_file=False)
     Counting.seen = 0
     numbers = itertools.count()
-    frames = [codec.encode_tasks([(1, msgpack.packb([[2, "default", [[next(numbers)] for _ in range(per_batch)], None]]))])
+    frames = [codec.encode_tasks([(1, msgpack.packb([[2, "default", [[next(numbers)] for _ in range(per_batch)],
+                                                      None]]))])
               for _ in range(batches)]
     stop = threading.Event()
     with runtime_over_zmq("flood-1-1", b.build(), conf, [(1, 1)]) as rt, raw_sender(rt.port) as push:

@@ -28,7 +28,9 @@ def test_executors_run_on_a_worker_link_alone():
     b.set_spout("rows", FixedTupleSpout(name, [[i] for i in range(50)], ["n"]))
     b.set_bolt("sink", RecordingBolt(name + ".out"), 2).shuffle("rows")
     topology = b.build()
-    conf = build_config({"topology.name": name, "topology.acker.executors": 1}, user_file=False)
+    # Interval 0: a spout sends what it emitted at the end of each turn (support.stepping).
+    conf = build_config({"topology.name": name, "topology.acker.executors": 1,
+                         "topology.batch.flush.interval.millis": 0}, user_file=False)
     system = system_topology(topology, conf)
     tasks = task_ids(system)
     execs = sorted(executors(system, tasks))

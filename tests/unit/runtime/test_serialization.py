@@ -99,8 +99,8 @@ def test_round_trip_and_malformed_payloads():
 
 def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
     with LocalCluster() as cluster:
-        tid = cluster.submit("frames", {"topology.workers": 2, "topology.serializers": {path(Point): path(PointSerializer)}},
-                             _topology("frames", "point"))
+        conf = {"topology.workers": 2, "topology.serializers": {path(Point): path(PointSerializer)}}
+        tid = cluster.submit("frames", conf, _topology("frames", "point"))
         worker = cluster._get("frames").workers[0]
         client = cluster._context.connect(tid, "local", worker.port)
         some_task = min(worker.local_tasks)

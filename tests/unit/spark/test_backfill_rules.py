@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from squall import TopologyBuilder
 from squall.contrib import JsonLineRules, JsonLinesSpout, MalformedLine, TextLineRules
+from squall.contrib.columns import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
 from squall.contrib.lines import TOO_LONG, LineReader
 from squall.loader import load_module
 from squall.spark import progress
 from squall.spark.plan import make_plan
-from squall.contrib.columns import BOOL, DOUBLE, LONG, NULL, STRING, ColumnTypes, SchemaError, describe, merge
 from squall.spark.sinks import JsonLines, SinkValueError
 from squall.spark.stages import layout, plan_stages, stage_levels
 from squall.testing.components import EchoBolt

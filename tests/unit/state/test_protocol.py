@@ -1,8 +1,20 @@
 """The checkpoint protocol as plain code: the coordinator's decisions and barrier alignment."""
 import pytest
 
-from squall.state.protocol import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, COMMITTED, COMMITTING, INIT,
-                                   PREPARE, PREPARING, ROLLBACK, Alignment, Coordinator, TxRecord)
+from squall.state.protocol import (
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_STREAM,
+    COMMIT,
+    COMMITTED,
+    COMMITTING,
+    INIT,
+    PREPARE,
+    PREPARING,
+    ROLLBACK,
+    Alignment,
+    Coordinator,
+    TxRecord,
+)
 from squall.tuple import Fields, Source, Tuple
 
 DATA = Fields(["x"])

@@ -83,7 +83,7 @@ def test_stateful_windows_keep_their_contents_through_rollbacks():
     b.set_bolt("relay", FlakyRelay()).global_("rows")
     b.set_bolt("sums", WindowSums().with_tumbling_window(Duration(10)).with_timestamp_field("ts")).global_("relay")
     want = collections.Counter()
-    for i, ts, v in rows[:-1]:
+    for _i, ts, v in rows[:-1]:
         want[(ts // 10 + 1) * 10] += v
     with LocalCluster() as cluster:
         cluster.submit(name, {"topology.state.checkpoint.interval.ms": 100, "topology.max.spout.pending": 50,

@@ -5,8 +5,17 @@ import uuid
 import pytest
 
 from squall.state.kv import KeyValueState, StateError
-from squall.state.stores import (EmbeddedStore, MemoryStore, RedisStore, StoreError, describe_load, embedded_path,
-                                 namespace, open_store, redis_client)
+from squall.state.stores import (
+    EmbeddedStore,
+    MemoryStore,
+    RedisStore,
+    StoreError,
+    describe_load,
+    embedded_path,
+    namespace,
+    open_store,
+    redis_client,
+)
 from support.store_contract import (  # noqa: F401 (collected here, run on this module's stores)
     test_a_dropped_prepare_stays_dropped_when_its_txid_is_reused,
     test_key_value_state_round_trip,

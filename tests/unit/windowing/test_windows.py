@@ -16,7 +16,6 @@ from squall.testing.waiting import wait_for
 from squall.windowing.manager import WindowManager
 from squall.windowing.spec import WindowSpec
 
-
 # -- the reference ------------------------------------------------------------------------
 
 def reference(events, spec):
@@ -243,7 +242,7 @@ def test_processing_time_tumbling_windows_fire_on_their_own_and_ack_everything()
     windows = Recorder.get(name)
     ids = [i for w in windows for i in w[2]]
     assert sorted(ids) == list(range(300))  # tumbling: each tuple in exactly one window
-    for start, end, tuples, new, expired in windows:
+    for start, end, tuples, new, _expired in windows:
         assert end - start == 0.5 and abs(end / 0.5 - round(end / 0.5)) < 1e-9 and new == tuples
     # The windows are exactly those of the rows' arrival times (the clock's, not the machine's).
     want, _ = reference(arrived + [("a", clock.time(), "clock")], WindowSpec(Duration(0.5), Duration(0.5)))

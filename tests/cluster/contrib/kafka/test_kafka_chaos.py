@@ -17,9 +17,7 @@ import collections
 import os
 import random
 import signal
-import ssl
 import time
-import urllib.request
 
 import pytest
 
@@ -71,17 +69,6 @@ def kill_workers(cluster: ProcessCluster, rng: random.Random, kills: int, progre
         cluster.wait_for(lambda: len(cluster.worker_pids()) == 3 and victim not in cluster.worker_pids().values(),
                          90, "the killed worker relaunched")
     return done
-
-
-def scrape(cluster: ProcessCluster, token: str) -> str:
-    ctx = ssl.create_default_context(cafile=str(cluster.credentials.ca_file))
-    text = ""
-    for i in range(cluster.n_supervisors):
-        req = urllib.request.Request(f"https://127.0.0.1:{cluster.metrics_port(i)}/metrics",
-                                     headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as reply:
-            text += reply.read().decode()
-    return text
 
 
 def sample_value(text: str, name: str, **labels: str) -> float:
@@ -162,7 +149,7 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
         dead = read_all(bs, t_dead, BAD + LATE_BAD, idle=1.0)
         token = cluster.credentials.add_user("prom", "viewer")
         metrics = cluster.wait_for(lambda: (lambda t: t if sample_value(
-            t, "squall_metric_kafka_decode_failures_total") >= LATE_BAD else None)(scrape(cluster, token)),
+            t, "squall_metric_kafka_decode_failures_total") >= LATE_BAD else None)(cluster.scrape(token)),
             60, "decode failures in the supervisors' /metrics")
         status = cluster.cli("status", "kpipe")
         worker_alive = set(cluster.worker_pids().values()) == before
@@ -183,7 +170,8 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
     dups = sum(c - 1 for k, c in seen.items() if k in want)
     dead_coords = {(m.key(), m.value()) for m in dead}
     line = (f"kafka-chaos: records={len(want) + BAD} kills={done_kills} lost={len(lost)} duplicates={dups} "
-            f"undecodable={BAD + LATE_BAD} dead_letters={len(dead)} commit_samples={samples} violations={len(violations)} "
+            f"undecodable={BAD + LATE_BAD} dead_letters={len(dead)} commit_samples={samples} "
+            f"violations={len(violations)} "
             f"broker_away_secs=30 seconds={time.monotonic() - started:.0f}")
     with capsys.disabled():
         print("\n" + line)

@@ -6,24 +6,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
 from squall.cli import main
 from squall.cli.security import KAFKA_ENV_FILE, KAFKA_PASSWORD_FILE, read_env_file
-from support.paths import COMPOSE_FILE
+from support.paths import COMPOSE_FILE, docker_compose
 
 
-
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose")
 def test_compose_kafka_broker_requires_the_secure_init_password(tmp_path: Path) -> None:
     shutil.copy(COMPOSE_FILE, tmp_path / COMPOSE_FILE.name)
     result = CliRunner().invoke(main, ["secure-init", str(tmp_path / "secrets"), "--host", "nimbus"])
     assert result.exit_code == 0, result.output
     password = (tmp_path / "secrets" / KAFKA_PASSWORD_FILE).read_text().strip()
     assert len(password) >= 32 and (tmp_path / "secrets" / KAFKA_PASSWORD_FILE).stat().st_mode & 0o077 == 0
-    resolved = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    resolved = subprocess.run([docker_compose(), "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
     kafka = services["kafka"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -49,6 +50,16 @@ def request(nimbus: NimbusProcess, method: str, path: str, token: str | None, bo
         return resp.status, json.loads(resp.read() or b"{}")
     finally:
         conn.close()
+
+
+def plain_http(nimbus: NimbusProcess, raw: bytes) -> bytes:
+    """Send ``raw`` over plain TCP to nimbus's port; what comes back until it closes."""
+    with socket.create_connection((nimbus.conf["nimbus.host"], nimbus.conf["nimbus.port"]), timeout=10) as sock:
+        sock.sendall(raw)
+        got = b""
+        while chunk := sock.recv(65536):  # ConnectionResetError here: the answer was lost
+            got += chunk
+    return got
 
 
 @pytest.fixture
@@ -145,9 +156,15 @@ def test_tls_refuses_a_wrong_ca_and_plain_http(secured, tmp_path):
             with pytest.raises(NimbusUnavailable) as info:
                 call()
             assert text in str(info.value), str(info.value)
+    # What curl sends: the 400 cheroot answers arrives whole (not a reset), the body too.
+    for raw in (b"GET /api/v1/cluster HTTP/1.1\r\nHost: nimbus\r\nUser-Agent: curl/8\r\nAccept: */*\r\n\r\n",
+                b"POST /api/v1/topologies HTTP/1.1\r\nHost: nimbus\r\nContent-Length: 30000\r\n\r\n"
+                + b"x" * 30000):
+        assert plain_http(nimbus, raw).startswith(b"HTTP/1.1 400 Bad Request\r\n")
+        assert b"this server only speaks HTTPS on this port" in plain_http(nimbus, raw)
     assert snapshot(state, nimbus) == before
     refused = nimbus.client().cluster()["api"]["refused"]
-    assert refused["connection"] >= 4 and refused["unauthenticated"] == refused["forbidden"] == 0, refused
+    assert refused["connection"] >= 8 and refused["unauthenticated"] == refused["forbidden"] == 0, refused
     # cheroot's own stderr lines are replaced by structured, counted ones
     assert not [line for line in nimbus.log_tail(200).splitlines() if line.startswith("Client (")]
     # A supervisor with the wrong CA, or the right CA and a wrong token, gets no code.

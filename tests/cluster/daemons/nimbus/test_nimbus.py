@@ -22,6 +22,10 @@ from typing import Any
 
 import pytest
 
+from squall.daemons.nimbus.client import NimbusError
+from squall.daemons.nimbus.code_store import build_bundle
+from squall.daemons.nimbus.credentials import create
+from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import (
     Assignment,
     ClusterState,
@@ -29,10 +33,6 @@ from squall.daemons.state import (
     SupervisorInfo,
     WorkerBeat,
 )
-from squall.daemons.nimbus.code_store import build_bundle
-from squall.daemons.nimbus.client import NimbusError
-from squall.daemons.nimbus.credentials import create
-from squall.daemons.nimbus.process import NimbusProcess
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import TcpRelay

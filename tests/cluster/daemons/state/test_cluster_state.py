@@ -19,8 +19,8 @@ from squall.daemons.state import (
     TopologyInfo,
     WorkerBeat,
 )
-from squall.testing.zookeeper import drop_connection, expire_session
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import drop_connection, expire_session
 
 pytestmark = pytest.mark.cluster
 

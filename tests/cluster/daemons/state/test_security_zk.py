@@ -11,6 +11,8 @@ import structlog.testing
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
+
+from squall.config import build_config
 from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets
 from squall.daemons.nimbus.auth import token_hash
 from squall.daemons.nimbus.secrets import new_topology_secrets
@@ -24,8 +26,6 @@ from squall.daemons.state import (
     WorkerBeat,
 )
 from squall.daemons.state.acls import topology_user
-
-from squall.config import build_config
 
 
 @pytest.fixture

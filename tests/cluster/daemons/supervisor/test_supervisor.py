@@ -32,12 +32,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.nimbus.auth import token_hash
+from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.reports import SupervisorReport, parse_report
 from squall.daemons.state import Assignment, ClusterState, PublishedTokens
+from squall.daemons.supervisor import cgroups
+from squall.testing.cluster import WORKERS_AS
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
+from support.daemon_logs import log_events
 
 pytestmark = pytest.mark.cluster
 
@@ -61,7 +64,7 @@ def main():
     port = int(port)
     here = Path.cwd()
     (here / "pid").write_text(str(os.getpid()))
-    if (CONTROL / "crash").exists():
+    if (CONTROL / "crash").exists() or (CONTROL / f"crash-{topology_id}").exists():
         sys.exit(3)
     stopping = []
 
@@ -208,6 +211,7 @@ class Node:
             "supervisor.worker.start.timeout.secs": 10,
             "supervisor.worker.timeout.secs": WORKER_TIMEOUT,
             "supervisor.worker.command": [sys.executable, str(self.fake)],
+            **WORKERS_AS,
             "worker.heartbeat.frequency.secs": 0.2,
             "nimbus.host": "127.0.0.1",
             "nimbus.port": server.port,
@@ -248,15 +252,7 @@ class Node:
                 for family in text_string_to_metric_families(text) for s in family.samples}
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("event") == event:
-                out.append(entry)
-        return out
+        return log_events(self.log_path, event)
 
     # -- its workers -------------------------------------------------------------------------
     def recorded(self) -> dict[int, dict[str, Any]]:
@@ -310,6 +306,9 @@ class Node:
                 psutil.Process(pid).wait(5)
             except (psutil.Error, ChildProcessError):
                 pass
+        base = cgroups.supervisor_base(self.local)
+        if base is not None:
+            cgroups.end_tree(base)
 
 
 def is_fake_worker(pid: int, script: Path) -> bool:
@@ -420,7 +419,11 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     proc = psutil.Process(rec["pid"])
     assert os.getpgid(rec["pid"]) == rec["pid"]  # its own process group
     assert proc.cmdline()[-5:] == ["start", "topo-1-100", sid, str(PORTS[0]), rec["worker_id"]]
-    assert proc.environ()["SQUALL_CONF"] == str(node.local / "supervisor-conf.yaml")
+    # Its own copy of the supervisor's config, without the daemons' secrets.
+    conf_copy = node.local / "workers" / rec["worker_id"] / "squall.yaml"
+    assert proc.environ()["SQUALL_CONF"] == str(conf_copy)
+    assert conf_copy.read_bytes() == (node.local / "supervisor-conf.yaml").read_bytes()
+    assert proc.environ()["SQUALL_WORKER_ID"] == rec["worker_id"]
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
     # Its reports to nimbus carry the worker's beat: the launch's topology, port and executors.
     report = wait_for(lambda: next((r for r in reversed(server.reports) if r.beats), None), what="a worker's beat")
@@ -602,7 +605,8 @@ def test_unreachable_zookeeper_exits_1(tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("")
     result = subprocess.run(
         [sys.executable, "-m", "squall.daemons.supervisor.main", "-c", f"zookeeper.port={closed_port}",
-         "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}"],
+         "-c", "zookeeper.connection.timeout.ms=1000", "-c", f"squall.local.dir={tmp_path / 'sup'}",
+         *[arg for k, v in WORKERS_AS.items() for arg in ("-c", f"{k}={v}")]],
         cwd=tmp_path, env={**os.environ, "SQUALL_CONF": str(tmp_path / "empty.yaml")},
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr
@@ -660,3 +664,23 @@ def test_crash_looping_worker_is_relaunched_with_growing_delays(
 
     (node.control / "crash").unlink()  # the cause is fixed: the next relaunch sticks
     node.wait_running(PORTS[0])
+
+
+def test_a_crash_loops_back_off_is_not_the_next_topologys(node: Node, zk: ClusterState,
+                                                          server: BundleServer) -> None:
+    """A topology whose worker keeps dying is held longer each time; the topology placed on
+    the slot next starts at once."""
+    (node.control / "crash-topo-12-100").touch()
+    node.start()
+    sid = node.id
+    assign(zk, sid, "topo-12-100", publish(server, "topo-12-100"), PORTS[0])
+    wait_for(lambda: len(node.events("worker launched")) >= 5, what="five launches (then a 4 s hold)")
+    zk.remove_assignment("topo-12-100")
+    placed = time.monotonic()
+    assign(zk, sid, "topo-13-100", publish(server, "topo-13-100"), PORTS[0])
+    rec = node.wait_running(PORTS[0])
+    took = time.monotonic() - placed
+    assert rec["topology_id"] == "topo-13-100"
+    assert took < 3.0, took  # a tick or two, not the 4 s (or more) the last one was held
+    launched = [e for e in node.events("worker launched") if e["topology"] == "topo-13-100"]
+    assert len(launched) == 1

@@ -6,16 +6,14 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
-import tempfile
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
 
 from squall.testing.cluster import ProcessCluster
 from support.paths import WORKER_USER_TOPOLOGY
+from support.worker_users import reachable_python
 
 pytestmark = [
     pytest.mark.cluster,
@@ -37,41 +35,12 @@ def system_user():
         subprocess.run(["userdel", name], capture_output=True, timeout=30)
 
 
-@pytest.fixture
-def base():
-    # pytest's tmp_path is 0700 root: the worker user could not even reach its own directory.
-    path = Path(tempfile.mkdtemp(prefix="squall-worker-user-"))
-    os.chmod(path, 0o711)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def reachable_python(user: str, base: Path) -> list[str]:
-    """A command prefix under which ``user`` can run this interpreter: none, or (when the
-    interpreter lives in a directory closed to others, such as /root on a dev box) a private
-    mount namespace where that directory is an open tmpfs holding only the interpreter's tree."""
-    probe = ["runuser", "-u", user, "--", sys.executable, "-c", "import squall"]
-    if subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
-        return []
-    real = Path(os.path.realpath(sys.executable))
-    closed = next((p for p in reversed(real.parents) if p != Path("/") and not p.stat().st_mode & 0o001), None)
-    if closed is None or shutil.which("unshare") is None:
-        pytest.skip(f"{user} cannot run {sys.executable}")
-    keep = closed / real.relative_to(closed).parts[0]
-    stash = base / "stash"
-    stash.mkdir()
-    script = ('set -e; mount --bind "$1" "$2"; mount -t tmpfs -o mode=755,size=1m tmpfs "$3"; '
-              'mkdir -p "$1"; mount --bind "$2" "$1"; shift 3; exec "$@"')
-    return ["unshare", "--mount", "sh", "-c", script, "sh", str(keep), str(stash), str(closed)]
-
-
-def test_workers_run_as_the_worker_user_and_cannot_read_daemon_secrets(zk_server, zk_root, system_user, base):
+def test_workers_run_as_the_worker_user_and_cannot_read_daemon_secrets(zk_server, zk_root, system_user, open_tmp_path):
+    base = open_tmp_path
     uid = pwd.getpwnam(system_user).pw_uid
     cluster = ProcessCluster(zk_server.port, zk_root, base / "cluster", supervisors=1, slots=1,
                              conf={"supervisor.worker.user": system_user},
-                             supervisor_prefix=reachable_python(system_user, base))
+                             supervisor_prefix=reachable_python(uid, pwd.getpwnam(system_user).pw_gid, base))
     os.chmod(base / "cluster", 0o711)
     secrets = [cluster.base / "supervisor-0.yaml", cluster.credentials.tokens_file]
     try:

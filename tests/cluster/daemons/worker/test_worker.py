@@ -18,6 +18,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
+from squall.compiled import MODULES, pure_requested
 from squall.config import build_config
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
@@ -31,8 +32,8 @@ from squall.loader import load_topology
 from squall.model import executors as executors_of
 from squall.model import system_topology, task_ids
 from squall.testing.components import recorded
-from squall.testing.zookeeper import TcpRelay, free_port
 from squall.testing.waiting import wait_for
+from squall.testing.zookeeper import TcpRelay, free_port
 from support.paths import TOPOLOGIES
 
 TOPOLOGY_SOURCE = TOPOLOGIES / "numbers_topo.py"
@@ -265,6 +266,11 @@ def test_reliable_tuples_complete_across_two_worker_processes(harness):
     # Both left beats (for their supervisor's report) naming their own executors.
     assert sorted(harness.beat(port_a).executors) == sorted(harness.of("numbers") + ackers[:1])
     assert sorted(harness.beat(port_b).executors) == sorted(harness.of("sink") + ackers[1:])
+    # The worker command runs the runtime's compiled modules (squall/compiled.py) when built.
+    if shutil.which("cc") and not pure_requested():
+        for proc in (a, b):
+            loaded = next(line for line in harness.log_of(proc).splitlines() if "worker has finished loading" in line)
+            assert all(module in loaded for module in MODULES), loaded
     for proc in (a, b):
         proc.send_signal(signal.SIGTERM)
     assert harness.wait_exit(a) == 0 and harness.wait_exit(b) == 0

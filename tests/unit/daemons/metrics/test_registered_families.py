@@ -56,3 +56,15 @@ def test_one_kind_per_name_the_rest_is_counted():
     add_worker_snapshot(s, snapshot({"3": {"m": {"kind": "gauge", "value": 1}},
                                      "4": {"m": {"kind": "counter", "value": 1}}}), "topo", 6700, 101.0)
     assert len(s.samples["squall_metric_m"]) == 1 and s.conflicts == 1
+
+
+def test_the_system_task_of_every_worker_is_exported_and_other_ids_refused():
+    snap = snapshot({"-1": {"uptimeSecs": {"kind": "gauge", "value": 12.5}}})
+    snap["executors"][0].update(component="__system", executor=[-1, -1])
+    s = Series()
+    add_worker_snapshot(s, snap, "topo", 6700, 101.0)
+    assert 'squall_metric_uptimeSecs{component="__system",task="-1",topology="topo"} 12.5' in exposition(s)
+    for span in ([0, 0], [-2, -2], [1.5, 2]):
+        snap["executors"][0]["executor"] = span
+        with pytest.raises(ValueError, match="not a task id"):
+            add_worker_snapshot(Series(), snap, "topo", 6700, 101.0)

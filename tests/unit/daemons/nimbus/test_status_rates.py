@@ -16,7 +16,8 @@ def test_rates_over_the_window_of_steady_counters():
     samples = [(T0 + t, (100 * t, 50 * t, 50 * t, 0)) for t in range(0, 91, 3)]
     assert window_rates(samples, now=T0 + 91) == {"emitted": 100.0, "executed": 50.0, "acked": 50.0, "failed": 0.0}
     # A burst more than a minute ago does not count.
-    burst = [(T0, (0, 0, 0, 0)), (T0 + 1, (10_000, 0, 0, 0))] + [(T0 + t, (10_000 + t, 0, 0, 0)) for t in range(70, 131, 3)]
+    burst = [(T0, (0, 0, 0, 0)), (T0 + 1, (10_000, 0, 0, 0))]
+    burst += [(T0 + t, (10_000 + t, 0, 0, 0)) for t in range(70, 131, 3)]
     assert window_rates(burst, now=T0 + 131)["emitted"] == pytest.approx(1.0)
 
 

@@ -13,7 +13,18 @@ from squall.config import build_config
 from squall.daemons.credentials import WorkerCredentials, read_credentials, without_daemon_secrets, write_credentials
 from squall.daemons.insecure import insecure_settings
 from squall.daemons.nimbus.secrets import new_topology_secrets
-from squall.daemons.state.acls import PASSWORD_ENV, WORKER_RW, Credential, ZkAuth, node_acl, parts_of, topology_user
+from squall.daemons.state.acls import (
+    PASSWORD_ENV,
+    WORKER_RW,
+    Credential,
+    ZkAuth,
+    node_acl,
+    open_to_anyone,
+    outside_acl,
+    outside_nodes,
+    parts_of,
+    topology_user,
+)
 from squall.daemons.worker.decisions import bind_host, merge_worker_conf
 
 DAEMON = Credential("squall", "daemon-secret").digest_id
@@ -119,3 +130,17 @@ def test_half_a_daemon_credential_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="zookeeper.auth.user' and 'zookeeper.auth.password'"):
         build_config({"zookeeper.auth.user": "squall"}, user_file=False)
     assert build_config({"zookeeper.auth.user": "u", "zookeeper.auth.password": "p"}, user_file=False)
+
+
+def test_outside_the_root_every_node_zookeeper_makes_open_is_listed():
+    assert outside_nodes("/squall") == ["/", "/zookeeper", "/zookeeper/quota"]
+    assert outside_nodes("/apps/team/squall") == ["/", "/apps", "/apps/team", "/zookeeper", "/zookeeper/quota"]
+    assert outside_nodes("/") == ["/", "/zookeeper", "/zookeeper/quota"]
+
+
+def test_the_outside_acl_lets_only_the_daemons_write_and_anyone_read():
+    acl = outside_acl(DAEMON)
+    assert _perms(acl) == {DAEMON: Permissions.ALL, "anyone": Permissions.READ}
+    assert not open_to_anyone(acl)
+    assert open_to_anyone(OPEN_ACL_UNSAFE)
+    assert not open_to_anyone(node_acl((), DAEMON))

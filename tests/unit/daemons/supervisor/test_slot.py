@@ -8,12 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squall.config import build_config
+from squall.daemons.supervisor import verdicts
 from squall.daemons.supervisor.slot import (
     CleanupWorker,
     DownloadCode,
     KillWorker,
     LaunchWorker,
     Observation,
+    ReportProblem,
     SlotAssignment,
     SlotState,
     State,
@@ -219,6 +221,143 @@ def test_kill_and_relaunch_follows_an_assignment_that_changed_meanwhile():
     assert actions[-1].topology_id == "t2" and state.relaunch_count == 0
 
 
+# --- processes a worker leaves behind ------------------------------------------------------
+
+def test_a_dead_worker_whose_children_live_on_has_them_killed_before_anything_else():
+    state = running()
+    # Its own process exited; a child that ignores SIGTERM (and left the session) lives on.
+    state, actions = step(state, obs(11, code_present=True, worker_leftovers=True, new_worker_id="w2"))
+    assert state.name is State.KILL_AND_RELAUNCH and state.worker_id == "w@0.0"
+    assert actions == [KillWorker(42, True, "w@0.0", "processes the worker left behind")]
+    state, actions = step(state, obs(11.5, code_present=True, worker_leftovers=True, new_worker_id="w3"))
+    assert [type(a) for a in actions] == [KillWorker] and actions[0].force  # again, until they are gone
+    state, actions = step(state, obs(12, code_present=True, new_worker_id="w4"))
+    assert actions == [CleanupWorker("w@0.0", "worker stopped"),
+                       LaunchWorker("t1", "w4", PORT, A.executors, "digest-a", "worker stopped")]
+
+
+def test_leftovers_of_a_killed_worker_are_sigkilled_at_once_and_the_next_topology_waits_for_them():
+    state = killing(new=B)  # SIGTERM sent at 11
+    state, actions = step(state, obs(11.2, B, code_present=True, worker_leftovers=True, new_worker_id="wb"))
+    assert state.name is State.KILL  # not the shutdown sleep: the worker itself is gone already
+    assert actions == [KillWorker(42, True, "w@0.0", "processes the worker left behind")]
+    state, actions = step(state, obs(11.4, B, code_present=True, new_worker_id="wb"))
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker] and actions[1].topology_id == "t2"
+
+
+# --- memory and start verdicts -------------------------------------------------------------
+
+MB = 1 << 20
+
+
+@pytest.mark.parametrize("starting", [True, False])
+def test_a_worker_over_its_memory_limit_is_sigkilled_and_reported(starting):
+    state = launched() if starting else running()
+    state, actions = step(state, obs(20, worker_alive=True, worker_pid=42, heartbeat_time=20,
+                                     memory_bytes=300 * MB, memory_max_bytes=256 * MB))
+    assert state.name is State.KILL_AND_RELAUNCH and state.kill_time == 20
+    report, kill = actions
+    assert kill == KillWorker(42, True, "w@0.0", verdicts.MEMORY)
+    assert isinstance(report, ReportProblem) and (report.topology_id, report.port, report.worker_id) == \
+        ("t1", PORT, "w@0.0")
+    assert report.problem.kind == verdicts.MEMORY and "300 MB" in report.problem.text
+    state, actions = step(state, obs(21, code_present=True, new_worker_id="w2"))
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]  # relaunched
+
+
+def test_memory_under_the_limit_is_left_alone():
+    state = running()
+    state, actions = step(state, obs(20, worker_alive=True, heartbeat_time=20, memory_bytes=256 * MB,
+                                     memory_max_bytes=256 * MB))
+    assert state.name is State.RUNNING and actions == []
+
+
+def test_a_worker_the_kernel_ended_at_its_limit_is_reported_and_relaunched():
+    state = running()
+    state, actions = step(state, obs(20, code_present=True, oom_killed=True, memory_max_bytes=256 * MB,
+                                     new_worker_id="w2"))
+    assert [type(a) for a in actions] == [ReportProblem, CleanupWorker, LaunchWorker]
+    assert actions[0].problem == verdicts.oom_problem(256 * MB)
+
+
+def test_a_worker_that_beats_but_never_finishes_prepare_is_reported_and_relaunched():
+    state = launched()
+    beating = dict(worker_alive=True, worker_pid=42, worker_ready=False)
+    state, actions = step(state, obs(30, heartbeat_time=30, **beating))
+    assert state.name is State.WAITING_FOR_WORKER_START and actions == []  # beating, still starting
+    state, actions = step(state, obs(121, heartbeat_time=121, **beating))
+    assert state.name is State.KILL_AND_RELAUNCH
+    report, kill = actions
+    assert report.problem.kind == verdicts.START and kill == KillWorker(42, False, "w@0.0", report.problem.text)
+    state, actions = step(state, obs(122, code_present=True, new_worker_id="w2"))
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]
+
+
+def test_a_worker_that_finishes_starting_runs():
+    state = launched()
+    state, actions = step(state, obs(30, worker_alive=True, heartbeat_time=30, worker_ready=False))
+    state, actions = step(state, obs(31, worker_alive=True, heartbeat_time=31, worker_ready=True))
+    assert state.name is State.RUNNING and actions == []
+
+
+# --- relaunch back-off: it belongs to the topology's worker, not the slot --------------------
+
+def crash(state: SlotState, now: float, assignment=A, new_id=None) -> tuple[SlotState, list]:
+    """The worker launched at ``state.launch_time`` dies at ``now``."""
+    return step(state, obs(now, assignment, code_present=True, new_worker_id=new_id or f"w@{now}"))
+
+
+def test_a_crash_looping_worker_is_held_longer_each_time():
+    state = launched(0.0)
+    state, actions = crash(state, 1)  # first quick death: relaunched at once
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker] and state.crashes == 1
+    state, actions = crash(state, 2)  # second: held 1 s
+    assert actions == [CleanupWorker("w@1", "worker exited while starting")]
+    assert state.name is State.EMPTY and state.assignment == A and state.hold_until == 3
+    assert step(state, obs(2.9, code_present=True, new_worker_id="x")) == (state, [])
+    state, actions = step(state, obs(3, code_present=True, new_worker_id="w@3"))
+    assert actions == [LaunchWorker("t1", "w@3", PORT, A.executors, "digest-a", "relaunching after back-off")]
+    state, actions = crash(state, 4)  # third: held 2 s
+    assert state.hold_until == 6 and state.crashes == 3
+
+
+def test_the_next_topology_on_a_slot_starts_at_once_whatever_the_last_one_did():
+    state = launched(0.0)
+    for now in (1, 2):
+        state, _ = crash(state, now)
+    state, _ = step(state, obs(3, code_present=True, new_worker_id="w@3"))
+    for now in (4, 10, 20):  # held 2 s, then 4 s ...
+        state, _ = crash(state, now)
+        state, _ = step(state, obs(state.hold_until, code_present=True, new_worker_id=f"w@{now}b"))
+    state, _ = crash(state, 60)
+    assert state.hold_until is not None and state.hold_until - 60 >= 8
+    # The topology is killed and another one is placed on the slot: it starts now.
+    state, actions = step(state, obs(61, B, code_present=True, new_worker_id="wb"))
+    assert actions == [LaunchWorker("t2", "wb", PORT, B.executors, "digest-b", "assigned")]
+    assert state.crashes == 0 and state.hold_until is None and state.relaunch_count == 0
+    # Its own first crash is relaunched at once, as any topology's first.
+    state, actions = crash(state, 62, B, "wb2")
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker] and actions[1].topology_id == "t2"
+
+
+def test_a_held_assignment_that_goes_away_leaves_the_slot_empty():
+    state = launched(0.0)
+    for now in (1, 2):
+        state, _ = crash(state, now)
+    assert state.hold_until is not None
+    assert step(state, obs(2.5, None)) == (SlotState(PORT), [])
+
+
+def test_a_worker_that_lived_long_starts_the_count_again():
+    state = launched(0.0)
+    for now in (1, 2):
+        state, _ = crash(state, now)
+    state, _ = step(state, obs(3, code_present=True, new_worker_id="w@3"))
+    state, _ = step(state, obs(4, worker_alive=True, worker_pid=42, heartbeat_time=4))  # RUNNING
+    state, actions = crash(state, 3 + verdicts.CRASH_WINDOW + 10)
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker] and state.crashes == 0
+
+
 # --- recovery after a supervisor restart ---------------------------------------------------
 
 RECORD = WorkerRecord("w-old", 77, "t1", [(2, 2), (1, 1)], "digest-a", launch_time=100.0)
@@ -281,6 +420,8 @@ tick = st.fixed_dictionaries({
     "crash": st.booleans(),
     "obeys_sigterm": st.booleans(),
     "beats": st.booleans(),
+    "forks": st.booleans(),  # the worker starts a child that ignores SIGTERM and outlives it
+    "hog": st.booleans(),  # the worker goes over its memory limit
 })
 
 
@@ -289,11 +430,14 @@ tick = st.fixed_dictionaries({
 def test_simulated_world(ticks):
     ids = (f"w{i}" for i in itertools.count())
     alive: dict[str, dict] = {}  # worker id -> {"pid", "assignment", "beat"}
+    children: set[str] = set()  # worker ids with a child that only SIGKILL ends
     cleaned: set[str] = set()
     state, now = SlotState(PORT), 0.0
     for t in ticks:
         now += t["dt"]
         proc = alive.get(state.worker_id) if state.worker_id else None
+        if proc and t["forks"]:
+            children.add(state.worker_id)
         if proc and t["crash"]:
             del alive[state.worker_id]
             proc = None
@@ -305,26 +449,35 @@ def test_simulated_world(ticks):
             heartbeat_time=proc and proc["beat"],
             heartbeat_executors=proc and proc["assignment"].executors,
             timeouts=T, new_worker_id=next(ids),
+            worker_leftovers=state.worker_id in children, memory_max_bytes=100,
+            memory_bytes=200 if proc and t["hog"] else 50,
         )
         prev = state
         state, actions = step(state, o)
         for a in actions:
             if isinstance(a, LaunchWorker):
                 assert not alive, "a second worker was launched on the port"
+                assert not children, "a worker was launched beside a dead one's child (it holds the port)"
                 assert a.worker_id == o.new_worker_id and a.topology_id == o.assignment.topology_id
                 alive[a.worker_id] = {"pid": len(cleaned) + 1000, "assignment": state.assignment, "beat": None}
             elif isinstance(a, KillWorker):
                 assert a.worker_id == prev.worker_id
                 if a.force or t["obeys_sigterm"]:
                     alive.pop(a.worker_id, None)
+                if a.force:
+                    children.discard(a.worker_id)
             elif isinstance(a, CleanupWorker):
                 assert a.worker_id not in alive and a.worker_id not in cleaned
+                assert a.worker_id not in children, "cleaned up while its child still runs"
                 cleaned.add(a.worker_id)
+            elif isinstance(a, ReportProblem):
+                assert a.worker_id == prev.worker_id and a.problem.kind in (verdicts.MEMORY, verdicts.START)
             else:
                 assert isinstance(a, DownloadCode) and not o.code_present
         has_worker = state.name in (State.WAITING_FOR_WORKER_START, State.RUNNING,
                                     State.KILL, State.KILL_AND_RELAUNCH)
         assert (state.worker_id is not None) == has_worker
-        assert (state.assignment is None) == (state.name is State.EMPTY)
+        # EMPTY has no assignment, unless it holds that assignment's relaunch (back-off).
+        assert (state.assignment is None) == (state.name is State.EMPTY and state.hold_until is None)
         if state.name is State.RUNNING:
             assert o.assignment == state.assignment and o.worker_alive

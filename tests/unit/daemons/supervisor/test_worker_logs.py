@@ -16,6 +16,7 @@ from squall.daemons.supervisor import logviewer
 from squall.daemons.supervisor.log_reader import read_from, tail
 from squall.rotating_log import RotatingLogFile
 
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
@@ -193,3 +194,14 @@ def test_log_slots_by_component_and_task():
         log_slots(STATUS, task=8)  # not placed
     with pytest.raises(ValueError, match="runs task 99"):
         log_slots(STATUS, task=99)
+
+
+def test_a_log_replaced_by_a_link_is_not_followed(tmp_path):
+    """A worker owns its directory: a link to a file only the supervisor can read must not
+    turn the logviewer into a way to read it."""
+    key = tmp_path / "ca.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    log = tmp_path / "worker.log"
+    log.symlink_to(key)
+    assert "PRIVATE KEY" not in tail(log, 2, 10, 1 << 20).text
+    assert "PRIVATE KEY" not in read_from(log, 0, 1 << 20).text

@@ -1,7 +1,6 @@
 """A finite word count written with streamparse's DSL, as `sparse quickstart` lays it out."""
-from streamparse import Grouping, Topology
-
 from sp_components import Count, Words
+from streamparse import Grouping, Topology
 
 
 class FiniteWordCount(Topology):

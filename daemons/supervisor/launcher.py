@@ -1,0 +1,89 @@
+"""Starting one worker process: its directory and files, whom it runs as, where it lives.
+
+A worker starts in its own session (signals meant for the supervisor do not reach it) and,
+before it execs, joins its cgroup and drops to its identity (``worker_user``), so nothing it
+runs is ever outside its group or runs as the supervisor. Its directory holds what the
+supervisor hands it: a copy of the supervisor's config without the daemons' secrets
+(``SQUALL_CONF``), its topology's credentials (``SQUALL_WORKER_CREDENTIALS``, read and
+removed at its start) and the assignment it is launched for; ``SQUALL_WORKER_ID`` names it
+to every process it starts. What it prints before its own log is set up goes to
+``worker.out``.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from squall.daemons import local_state
+from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
+from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_env, write_credentials
+from squall.daemons.supervisor import worker_files
+from squall.daemons.supervisor.containment import WORKER_ID_ENV, Containment
+from squall.daemons.supervisor.worker_user import WorkerIdentity
+
+DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
+WORKER_CONF = "squall.yaml"
+PROBE_TIMEOUT_SECS = 60.0
+
+
+class LaunchError(RuntimeError):
+    """The worker could not be started; the message says why."""
+
+
+def worker_prefix(conf: Mapping[str, Any]) -> list[str]:
+    return list(conf.get("supervisor.worker.command") or DEFAULT_WORKER_COMMAND)
+
+
+def launch(cmd: Sequence[str], wdir: Path, layout: local_state.LocalLayout, worker_id: str,
+           worker_conf: bytes, credentials: WorkerCredentials, launch_file: Path,
+           who: WorkerIdentity | None, containment: Containment,
+           memory_max: int | None) -> subprocess.Popen[bytes]:
+    """Prepare ``wdir`` and start the worker there; LaunchError (or OSError) when it fails.
+    ``launch_file`` is the assignment written for it (it may not exist)."""
+    wdir.mkdir(parents=True, exist_ok=True)
+    conf_file = wdir / WORKER_CONF
+    local_state.write_atomic(conf_file, worker_conf)
+    env = without_daemon_secret_env(os.environ)  # the supervisor's token and password stay here
+    env.update({"SQUALL_CONF": str(conf_file), WORKER_ID_ENV: worker_id,
+                CREDENTIALS_ENV: str(write_credentials(wdir, credentials))})
+    # Opened while the directory is still the supervisor's: nothing can be planted there yet.
+    out = open(layout.worker_early_output(worker_id), "ab")  # noqa: SIM115 - closed below
+    fd = None
+    try:
+        if who is not None:
+            for path in (conf_file, Path(env[CREDENTIALS_ENV]), launch_file):
+                if path.exists():
+                    worker_files.give(path, who, 0o600)
+            worker_files.give(wdir, who, 0o700)
+            env = who.environ(env, str(wdir))
+        setup, fd = containment.prepare(worker_id, memory_max, who)
+        return subprocess.Popen(list(cmd), cwd=wdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=setup)
+    except subprocess.SubprocessError as exc:  # the setup failed in the child
+        raise LaunchError(f"cannot start the worker as uid {who.uid if who else os.getuid()}: {exc}") from None
+    finally:
+        out.close()
+        if fd is not None:
+            os.close(fd)
+
+
+def probe(prefix: Sequence[str], who: WorkerIdentity) -> str | None:
+    """Whether ``who`` can start the default worker command (its Python and squall must be
+    readable by that user): None if so, else why not."""
+    if list(prefix) != list(DEFAULT_WORKER_COMMAND):
+        return None  # a command of the operator's own: trusted to work for its user
+    setup, _ = Containment().prepare("probe", None, who)
+    try:
+        result = subprocess.run([prefix[0], "-c", "import squall.daemons.worker.main"], cwd="/",
+                                env={"PATH": os.environ.get("PATH", ""), "HOME": "/"},
+                                capture_output=True, timeout=PROBE_TIMEOUT_SECS, preexec_fn=setup)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"uid {who.uid} cannot run {prefix[0]}: {exc}"
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).decode(errors="replace").strip().splitlines()[-1:]
+        return f"uid {who.uid} cannot run {prefix[0]} with squall: {' '.join(tail) or result.returncode}"
+    return None

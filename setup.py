@@ -1,0 +1,68 @@
+"""Compiles the runtime's hot modules (squall/compiled.py's MODULES) with Cython, when it can.
+
+Everything else about the package is in pyproject.toml. Cython is a build requirement only
+(pyproject.toml's [build-system]); the extension modules are optional: where the machine has
+no C compiler, or SQUALL_PURE=1 is set for the install, squall installs as plain Python.
+The generated C goes to a temporary directory, so neither an install nor an editable
+install leaves build files in the working tree.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+compiled = runpy.run_path(str(HERE / "squall" / "compiled.py"))
+
+# Python semantics throughout (no C division, no bounds-check shortcuts); annotations stay
+# hints, as in the .py files, instead of becoming C types that refuse other values.
+DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": True, "embedsignature": False}
+
+
+class OptionalCythonBuildExt(build_ext):
+    """Cythonizes and compiles each module if it can; one that fails stays plain Python.
+    The C files and objects go to a temporary directory, removed after the build."""
+
+    def run(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="squall-build-") as tmp:
+            self._tmp = tmp
+            self.build_temp = tmp  # an editable install's objects would land in ./build
+            super().run()
+
+    def build_extensions(self) -> None:
+        self.check_extensions_list(self.extensions)
+        for ext in list(self.extensions):
+            if not self._built(ext):
+                self.extensions.remove(ext)  # nothing to copy beside its source
+
+    def _built(self, ext: Extension) -> bool:
+        sources = ext.sources
+        try:
+            from Cython.Build import cythonize
+
+            ext.sources = cythonize([Extension(ext.name, sources)], build_dir=self._tmp, quiet=True,
+                                    compiler_directives=DIRECTIVES)[0].sources
+            self.build_extension(ext)
+            return True
+        except Exception as exc:  # no Cython, no compiler, a compiler error: pure Python
+            print(f"squall: {ext.name} not compiled ({exc}); it runs as plain Python", file=sys.stderr)
+            return False
+        finally:
+            ext.sources = sources  # setup() lists sources relative to this directory
+
+
+def extensions() -> list[Extension]:
+    if compiled["pure_requested"]():
+        return []
+    return [Extension(name, [source], extra_compile_args=["-O2", "-w"])
+            for name, source in compiled["MODULES"].items()]
+
+
+os.chdir(HERE)
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalCythonBuildExt})
