@@ -15,8 +15,8 @@ executors over 40 workers each) are submitted through the API.
 
 First, in this process and without I/O, the scheduler alone: every topology's executors
 placed from scratch on the supervisors' slots, as a nimbus does for a cluster starting
-empty (``scheduler_from_scratch_cpu_secs``). Then, at steady state over ``--steady`` seconds once every worker is placed:
-ZooKeeper write transactions per second (the server's own zxid, read with ``srvr``: every
+empty (``scheduler_from_scratch_cpu_secs``). Then, at steady state over ``--steady`` seconds
+once every worker is placed: ZooKeeper write transactions per second (the server's own zxid, read with ``srvr``: every
 committed write, session changes and failed writes included), nimbus's CPU (cores) and
 memory, reports per second nimbus took, and the leader's round time (``/metrics``:
 ``squall_nimbus_round_seconds``). Then ``--deaths`` supervisors die at once (reports stop,
@@ -45,16 +45,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from sim_supervisors import Reporters, SimCluster  # noqa: E402
-
 from squall.config import build_config  # noqa: E402
 from squall.daemons.nimbus.access import ApiAccess  # noqa: E402
 from squall.daemons.nimbus.code_store import build_bundle  # noqa: E402
 from squall.daemons.nimbus.process import NimbusProcess  # noqa: E402
 from squall.daemons.nimbus.scheduler import RoundSlots, compute_assignment  # noqa: E402
-from squall.model import executors as executors_of  # noqa: E402
-from squall.model import system_counts, task_ids  # noqa: E402
 from squall.daemons.state import ClusterState  # noqa: E402
 from squall.loader import load_topology  # noqa: E402
+from squall.model import executors as executors_of  # noqa: E402
+from squall.model import system_counts, task_ids  # noqa: E402
 from squall.testing.zookeeper import ZooKeeperServer, daemon_auth_conf, ensure_zookeeper_installed  # noqa: E402
 
 TOPOLOGY = HERE / "topologies" / "wide.py"

@@ -2,7 +2,6 @@
 supervisors never run it; nimbus schedules it). 20 spout and 940 bolt executors; with one
 acker per worker (40 by default) a topology of 1,000 executors."""
 from perf_topologies import ConstSpout, NullBolt
-
 from squall import TopologyBuilder
 
 SPOUTS, BOLTS = 20, 940

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from dataclasses import dataclass
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 # The even round-robin placement lives in the model (local mode uses it too).
 from squall.model import ExecutorId, Slot, schedule_even  # noqa: F401 (schedule_even: part of this API)

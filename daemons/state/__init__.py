@@ -28,6 +28,7 @@ from squall.daemons.state.watchers import Watch, WatchSupport
 __all__ = [
     "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
     "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
-    "ExecutorId", "NimbusElection", "NodeAssignment", "PublishedTokens", "SupervisorInfo", "Slot", "TopologyInfo", "Watch",
+    "ExecutorId", "NimbusElection", "NodeAssignment", "PublishedTokens", "SupervisorInfo", "Slot",
+    "TopologyInfo", "Watch",
     "WatchSupport", "WorkerBeat",
 ]
