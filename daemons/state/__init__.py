@@ -5,6 +5,7 @@
 - ``election``: nimbus leader election (``NimbusElection``);
 - ``session``: the kazoo session with deadlines, retries and the restore thread (``ZkSession``);
 - ``nodes``: paths, ACLs, decoding, ephemeral nodes and watch registration (``ZkNodes``);
+- ``assignments``: topologies' assignments and each supervisor's part of them (``AssignmentNodes``);
 - ``cluster_state``: the ``ClusterState`` facade that daemons use, typed records on top.
 """
 from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
