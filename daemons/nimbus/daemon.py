@@ -52,7 +52,7 @@ from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.code_store import CodeStore, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.guard import ApiError, Guard
-from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
+from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
@@ -366,7 +366,10 @@ class Nimbus:
                          supervisor=sid)
         slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
                               {tid: a.executors for tid, a in assignments.items()})
-        for topology_id, info in sorted(infos.items()):
+        # Topologies that lost a supervisor first: a death is acted on within the round's first
+        # moments, not after every healthy topology has been looked at.
+        for topology_id, info in sorted(infos.items(), key=lambda kv: (not lost_node(assignments.get(kv[0]),
+                                                                                      supervisors), kv[0])):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
                     self._schedule(REMOVE, topology_id, self._message_timeout(info))

@@ -13,8 +13,9 @@ runs out, so that a death is acted on then rather than at the next periodic roun
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
+from squall.daemons.state import Assignment
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 
@@ -67,3 +68,12 @@ def next_judgement(heard: Iterable[float], timeout: float, after: float) -> floa
     already (it ran out while a round was running): then judge at once."""
     ends = [t + timeout for t in heard if t + timeout > after]
     return min(ends) if ends else None
+
+
+def lost_node(assignment: Assignment | None, live: Collection[str]) -> bool:
+    """Whether ``assignment`` places executors on a node not among the ``live`` supervisors
+    (looked at through its hosts, a few entries, not its executors)."""
+    if assignment is None:
+        return False
+    nodes = assignment.node_host.keys() or {node for node, _ in assignment.slots()}
+    return any(node not in live for node in nodes)

@@ -56,7 +56,7 @@ class SlotUse:
             owners.discard(topology_id)
             if not owners:
                 del self._owners[slot]
-        held = {(node, int(port)) for node, port in executors.values()}
+        held = set(executors.values())  # (node, port) tuples, as assignments hold them
         if held:
             self._held[topology_id] = held
         for slot in held:
@@ -93,7 +93,7 @@ def keeps_current(wanted: Sequence[ExecutorId], num_workers: int, current: Mappi
     asks this of every topology every round; most are healthy."""
     if dead or not current or len(wanted) != len(current) or any(ex not in current for ex in wanted):
         return False
-    sizes = Counter((node, int(port)) for node, port in current.values())
+    sizes = Counter(current.values())
     if len(sizes) != min(num_workers, len(wanted)):
         return False
     for node, port in sizes:

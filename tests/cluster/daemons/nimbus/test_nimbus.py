@@ -132,6 +132,24 @@ def slot_sizes(assignment: Assignment) -> Counter:
     return Counter(assignment.executors.values())
 
 
+def while_beating(beat: Callable[[], None], wait: Callable[[], Any]) -> Any:
+    """``beat()`` every 0.3 s on a thread of its own while ``wait()`` runs; what it returns."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            beat()
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        return wait()
+    finally:
+        stop.set()
+        thread.join(5)
+
+
 def only_topology(state: ClusterState) -> str:
     ids = state.topology_ids()
     assert len(ids) == 1, ids
@@ -473,22 +491,13 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
     first = state.assignment(tid)
     healthy, silent = sorted(first.slots())
-    stop = threading.Event()
 
     def beat() -> None:  # only the healthy worker beats (its supervisor reports it)
-        while not stop.is_set():
-            execs = first.executors_on(*healthy)
-            send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {})])
-            stop.wait(0.3)
+        execs = first.executors_on(*healthy)
+        send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {})])
 
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
-                         what="a new assignment")
-    finally:
-        stop.set()
-        thread.join(5)
+    moved = while_beating(beat, lambda: wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version
+                                                 and a, what="a new assignment"))
     for ex in first.executors_on(*healthy):
         assert moved.executors[ex] == healthy
     for ex in first.executors_on(*silent):
@@ -507,26 +516,19 @@ def test_workers_and_supervisors_of_an_earlier_squall_are_heard_through_zookeepe
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
     first = state.assignment(tid)
     healthy, silent = sorted(first.slots())
-    stop = threading.Event()
 
     def earlier_squall() -> None:
-        while not stop.is_set():
-            for sid in ("a", "b"):
-                register(state, sid, [7001, 7002])  # a node refresh: the old supervisor's heartbeat
-            state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy),
-                                         1.0, {}))
-            stop.wait(0.3)
+        for sid in ("a", "b"):
+            register(state, sid, [7001, 7002])  # a node refresh: the old supervisor's heartbeat
+        state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy), 1.0, {}))
 
-    thread = threading.Thread(target=earlier_squall, daemon=True)
-    thread.start()
-    try:
+    def moved_then_latest() -> tuple[Assignment, Assignment]:
         moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
                          what="a new assignment")
         time.sleep(3)  # past both timeouts again (the moved executors' new slot beats neither)
-        latest = state.assignment(tid)
-    finally:
-        stop.set()
-        thread.join(5)
+        return moved, state.assignment(tid)
+
+    moved, latest = while_beating(earlier_squall, moved_then_latest)
     for ex in first.executors_on(*healthy):
         assert moved.executors[ex] == healthy and latest.executors[ex] == healthy
     for ex in first.executors_on(*silent):

@@ -2,7 +2,8 @@
 the restart grace of a supervisor that stopped cleanly."""
 from __future__ import annotations
 
-from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
+from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
+from squall.daemons.state import Assignment
 from squall.daemons.timers import FakeClock
 
 
@@ -53,3 +54,11 @@ def test_the_next_judgement_is_when_the_first_silence_runs_out() -> None:
     # Ran out while the last round was running (judged at 110, now 127): at once.
     assert next_judgement([81.0, 97.0], timeout=30.0, after=110.0) == 111.0
     assert next_judgement([], timeout=30.0, after=0.0) is None
+
+
+def test_a_topology_with_executors_on_a_lost_node_is_found_by_its_hosts() -> None:
+    placed = Assignment("t", {(1, 1): ("a", 1), (2, 2): ("b", 1)}, {"a": "h1", "b": "h2"})
+    assert not lost_node(placed, {"a", "b", "c"})
+    assert lost_node(placed, {"a", "c"})
+    assert lost_node(Assignment("t", {(1, 1): ("b", 1)}), {"a"})  # no hosts (rebuilt): by its slots
+    assert not lost_node(None, set())
