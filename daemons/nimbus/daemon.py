@@ -59,10 +59,12 @@ from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     RoundSlots,
     Slot,
+    all_heard,
     available_slots,
+    by_slot,
     compute_assignment,
     dead_executors,
-    keeps_current,
+    even_split,
     slots_warning,
     start_times_after,
     worker_shortfall,
@@ -145,6 +147,7 @@ class Nimbus:
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
+        self._shapes: dict[str, tuple[Any, ...]] = {}  # by topology id: see _shape
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
         self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
@@ -392,6 +395,7 @@ class Nimbus:
         self.beats.retain(ids, self._sup_seen)
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
         self._components = {k: v for k, v in self._components.items() if k in ids}
+        self._shapes = {k: v for k, v in self._shapes.items() if k in ids}
         self.rates.retain(ids)
         self.rates.forget_stale(self.clock.time())
         self._judge_at = self._next_judgement(supervisors, now)
@@ -553,32 +557,33 @@ class Nimbus:
             self._observed_beats(topology_id, now, current)
             return current
         components = self._executor_components(info)
-        if components is not None:
-            wanted = sorted(components)
-        elif current is not None:
-            wanted = sorted(current.executors)  # no code here: keep the executor set as it is
-        else:
+        if components is None and current is None:
             self._warn_once(topology_id, "no-code", "cannot schedule: this nimbus has no code for it")
             return None
-        cur_map = dict(current.executors) if current else {}
-        cur_start = dict(current.executor_start) if current else {}
+        # Without code here, the executor set stays as it is.
+        wanted_set: Mapping[ExecutorId, Any] = (components if components is not None
+                                                else current.executors)  # type: ignore[union-attr]
+        cur_map: Mapping[ExecutorId, Slot] = current.executors if current else {}
+        cur_start = current.executor_start if current else {}
+        placed, even = self._shape(topology_id, current, wanted_set, info.num_workers)
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
             beats = self._observed_beats(topology_id, now, current)
-            dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
-        alive = set(cur_map) - dead
+            if not all_heard(placed, beats, now, self.task_timeout):
+                dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         if slots is None:
             slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
                                   {tid: a.executors for tid, a in assignments.items()})
-        others = slots.used.by_others(topology_id)
-        if not scratch and keeps_current(wanted, info.num_workers, cur_map, dead, slots.ports, others):
-            new = cur_map  # healthy and unchanged: the common case, without a full scheduling pass
+        if (not scratch and not dead and even and all(port in slots.ports.get(node, ()) and
+                                                      slots.used.held_alone(topology_id, (node, port))
+                                                      for node, port in placed)):
+            new = cur_map  # healthy and unchanged (scheduler.keeps_current): most topologies, most rounds
         else:
-            new = compute_assignment(wanted, info.num_workers, cur_map, alive, slots.ports, others,
-                                     scratch=scratch, live=slots.live)
+            new = compute_assignment(sorted(wanted_set), info.num_workers, cur_map, set(cur_map) - dead, slots.ports,
+                                     slots.used.by_others(topology_id), scratch=scratch, live=slots.live)
         if not new:
             self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
-                            executors=len(wanted))
+                            executors=len(wanted_set))
             return current
         self._warned.discard((topology_id, "no-slots"))
         node_host = {node: supervisors[node].host for node, _ in set(new.values())}
@@ -601,11 +606,24 @@ class Nimbus:
         log.info("assignment written", topology_id=topology_id, version=assignment.version,
                  workers=len(assignment.slots()), executors=len(new), moved=moved, dead=len(dead),
                  scratch=scratch)
-        short = worker_shortfall(info.num_workers, len(wanted), new)
+        short = worker_shortfall(info.num_workers, len(wanted_set), new)
         if short:
             log.warning("not enough free slots for the requested workers", topology_id=topology_id,
                         requested=info.num_workers, missing=short)
         return assignment
+
+    def _shape(self, topology_id: str, current: Assignment | None, wanted: Mapping[ExecutorId, Any],
+               num_workers: int) -> tuple[dict[Slot, frozenset[ExecutorId]], bool]:
+        """The assignment's executors by slot, and whether it is an even split of ``wanted``
+        (scheduler.even_split): worked out again only when the assignment, the executor set
+        or the worker count changes, not every round."""
+        cached = self._shapes.get(topology_id)
+        if cached is not None and cached[0] is current and cached[1] is wanted and cached[2] == num_workers:
+            return cached[3]
+        placed = by_slot(current.executors) if current is not None else {}
+        shape = (placed, current is not None and even_split(sorted(wanted), num_workers, current.executors, placed))
+        self._shapes[topology_id] = (current, wanted, num_workers, shape)
+        return shape
 
     def _warn_once(self, topology_id: str, kind: str, message: str, **fields: Any) -> None:
         if (topology_id, kind) not in self._warned:

@@ -62,6 +62,11 @@ class SlotUse:
         for slot in held:
             self._owners.setdefault(slot, set()).add(topology_id)
 
+    def held_alone(self, topology_id: str, slot: Slot) -> bool:
+        """Whether ``topology_id`` is the only one holding ``slot`` (it is not among
+        ``by_others``), found without building that set."""
+        return self._owners.get(slot) == {topology_id}
+
     def by_others(self, topology_id: str) -> set[Slot]:
         """Slots some other topology holds (``slots_in_use(..., exclude_topology)``)."""
         alone = {slot for slot in self._held.get(topology_id, ()) if len(self._owners[slot]) == 1}
@@ -84,22 +89,48 @@ class RoundSlots:
         return cls(ports, live_slots(ports), SlotUse(assignments))
 
 
+def by_slot(current: Mapping[ExecutorId, Slot]) -> dict[Slot, frozenset[ExecutorId]]:
+    """An assignment's executors grouped by slot."""
+    grouped: dict[Slot, list[ExecutorId]] = {}
+    for ex, slot in current.items():
+        grouped.setdefault(slot, []).append(ex)
+    return {slot: frozenset(execs) for slot, execs in grouped.items()}
+
+
+def even_split(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
+               slots: Mapping[Slot, Collection[ExecutorId]]) -> bool:
+    """Whether ``current`` (grouped as ``slots``) holds exactly ``wanted``, over as many slots
+    as the topology wants, in sizes of an even split: the shape :func:`compute_assignment`
+    keeps. Depends on the assignment alone: the leader works it out once per assignment."""
+    if not current or len(wanted) != len(current) or any(ex not in current for ex in wanted):
+        return False
+    if len(slots) != min(num_workers, len(wanted)):
+        return False
+    return Counter(len(execs) for execs in slots.values()) == even_sizes(len(wanted), len(slots))
+
+
 def keeps_current(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
                   dead: Collection[ExecutorId], supervisors: Mapping[str, Collection[int]],
                   used_by_others: Collection[Slot]) -> bool:
     """Whether :func:`compute_assignment` would give back ``current`` unchanged, found without
-    running it: nothing dead, the same executors, every slot of it still offered and held by
-    no one else, as many slots as the topology wants and sizes of an even split. The leader
-    asks this of every topology every round; most are healthy."""
-    if dead or not current or len(wanted) != len(current) or any(ex not in current for ex in wanted):
-        return False
-    sizes = Counter(current.values())
-    if len(sizes) != min(num_workers, len(wanted)):
-        return False
-    for node, port in sizes:
-        if port not in supervisors.get(node, ()) or (node, port) in used_by_others:
+    running it: nothing dead, an :func:`even_split` of the same executors, every slot still
+    offered and held by no one else. The leader asks this of every topology every round;
+    most are healthy."""
+    slots = by_slot(current)
+    return (not dead and even_split(wanted, num_workers, current, slots)
+            and all(port in supervisors.get(node, ()) and (node, port) not in used_by_others for node, port in slots))
+
+
+def all_heard(slots: Mapping[Slot, Collection[ExecutorId]], beats: Mapping[Slot, tuple[float, Iterable[ExecutorId]]],
+              now: float, task_timeout: float) -> bool:
+    """Whether every slot's worker beat within ``task_timeout``, naming every executor of the
+    slot: then :func:`dead_executors` finds none, whatever the start times (checked per slot,
+    not per executor)."""
+    for slot, execs in slots.items():
+        beat = beats.get(slot)
+        if beat is None or now - beat[0] > task_timeout or not set(execs).issubset(beat[1]):
             return False
-    return Counter(sizes.values()) == even_sizes(len(wanted), len(sizes))
+    return True
 
 
 def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:

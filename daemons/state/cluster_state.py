@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -134,12 +135,16 @@ class ClusterState(AssignmentNodes):
         return self._children(self._path("topologies"))
 
     def topologies(self) -> dict[str, TopologyInfo]:
-        return self._read_children(self._path("topologies"), TopologyInfo.from_dict)
+        """Every well-formed topology node by id."""
+        return {tid: info for tid, info in self.topology_entries().items() if info is not None}
 
     def topology_entries(self) -> dict[str, TopologyInfo | None]:
         """Every topology node by id; None for one whose data is malformed (it still exists:
-        its name stays taken and it can be killed by id)."""
-        return self._read_children(self._path("topologies"), TopologyInfo.from_dict, keep_malformed=True)
+        its name stays taken and it can be killed by id). Decoded again only when a node
+        changed (nimbus reads them every round); each call returns copies of its own."""
+        entries = self._read_children(self._path("topologies"), TopologyInfo.from_dict, keep_malformed=True,
+                                      cached=True)
+        return {tid: None if info is None else replace(info) for tid, info in entries.items()}
 
     def set_topology_status(self, topology_id: str, status: str) -> bool:
         """Change a topology's status; False when the topology does not exist (or is malformed)."""
