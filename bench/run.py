@@ -174,7 +174,7 @@ def _register_optional() -> None:
         return multilang_bench.multilang_vs_in_process(_measure_local, duration, warmup,
                                                        multilang_bench.UNACKED)
 
-    for module_name in ("cluster_bench", "latency", "api_bench", "load_aware"):
+    for module_name in ("cluster_bench", "latency", "api_bench", "load_aware", "http_bench"):
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:  # listed from its source; running them says what is missing

@@ -37,22 +37,24 @@ class SnapshotCollector:
         return series.families()
 
 
-def metrics_app(build: Callable[[], Series]) -> WSGIApp:
-    """A WSGI app answering ``GET /metrics`` (Prometheus text format, or OpenMetrics when
-    asked) with the series ``build`` returns; 404 elsewhere, 405 for other methods."""
+def serve(environ: dict[str, Any], start_response: Callable[..., Any],
+          build: Callable[[], Series]) -> Iterable[bytes]:
+    """Answer ``GET /metrics`` (Prometheus text format, or OpenMetrics when asked) with the
+    series ``build`` returns, built for this request (a caller may see only some); 404
+    elsewhere, 405 for other methods."""
+    path = environ.get("PATH_INFO") or "/"
+    if path.rstrip("/") != PATH:
+        return _plain(start_response, "404 Not Found", f"no such resource: {path[:200]} (try {PATH})\n")
+    if environ.get("REQUEST_METHOD", "GET").upper() not in ("GET", "HEAD"):
+        return _plain(start_response, "405 Method Not Allowed", "only GET\n", [("Allow", "GET")])
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(build))  # type: ignore[arg-type]
-    exporter = make_wsgi_app(registry)
+    return make_wsgi_app(registry)(environ, start_response)
 
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO") or "/"
-        if path.rstrip("/") != PATH:
-            return _plain(start_response, "404 Not Found", f"no such resource: {path} (try {PATH})\n")
-        if environ.get("REQUEST_METHOD", "GET").upper() not in ("GET", "HEAD"):
-            return _plain(start_response, "405 Method Not Allowed", "only GET\n", [("Allow", "GET")])
-        return exporter(environ, start_response)
 
-    return app
+def metrics_app(build: Callable[[], Series]) -> WSGIApp:
+    """A WSGI app serving ``serve`` with the same ``build`` for every caller."""
+    return lambda environ, start_response: serve(environ, start_response, build)
 
 
 def _plain(start_response: Callable[..., Any], status: str, text: str,

@@ -71,9 +71,9 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "squall_supervisor_worker_kills": (COUNTER, "Signals sent to stop workers.", ("signal",)),
     "squall_supervisor_bad_worker_snapshots": (COUNTER, "Worker metrics snapshots refused as malformed.", ()),
     "squall_supervisor_malformed_heartbeats": (COUNTER, "Worker heartbeat files ignored as malformed.", ()),
-    "squall_supervisor_http_refused": (COUNTER, "Requests to /metrics and the logviewer refused "
-                                       "(unauthenticated, forbidden) and failed TLS connections.", ("reason",)),
-    # any daemon serving HTTPS (daemons/nimbus/server.py)
+    # any daemon serving HTTP(S) (daemons/http/server.py)
+    "squall_http_refused": (COUNTER, "Requests and connections the daemon's HTTP servers refused, by reason "
+                                     "(docs/operations/security.md lists them).", ("reason",)),
     "squall_tls_reloads": (COUNTER, "Changed TLS certificate/key files put in force (loaded) or refused "
                                     "(the old ones kept).", ("result",)),
     # nimbus

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.config import TOKEN_ENV
-from squall.daemons.nimbus.tls_material import TlsMaterial
+from squall.daemons.http.tls_material import TlsMaterial
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 

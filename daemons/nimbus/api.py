@@ -1,4 +1,4 @@
-"""Nimbus's HTTP JSON API as a small WSGI app (served by cheroot, see ``server.py``).
+"""Nimbus's HTTP JSON API as a small WSGI app (served by ``squall.daemons.http.server``).
 
 Every request, reads included, needs ``Authorization: Bearer <token>`` when API security is
 on (``auth.py``): 401 without a known token, 403 without the right; either way nothing runs.
@@ -24,19 +24,22 @@ Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (
 without a token: they hold no data (the UI asks for a token and sends it to the API).
 
 A standby nimbus answers writes with 503 and ``{"leader": "host:port"}`` (the client
-retries there). A traceback never reaches the client: unexpected errors are logged with
-their stack and answered with 500.
+retries there). A topology the caller may not see is answered 404, as a missing one is.
+Who may act is decided before a body is read: bodies are streamed against their limit
+(a bundle straight to disk), and a malformed one is a 400. A traceback never reaches the
+client: unexpected errors are logged with their stack and answered with 500.
 """
 from __future__ import annotations
 
 import json
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import structlog
 
+from squall.daemons.http.body import PIECE, BodyError
 from squall.daemons.nimbus import web
 from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, REPORT, SUBMIT, Principal, authorize
 from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal, status_line
@@ -51,13 +54,19 @@ MAX_JSON_BODY = 1 << 20
 StartResponse = Callable[..., Any]
 
 
+class Sink(Protocol):
+    """Where a streamed body goes (nimbus's upload file)."""
+
+    def write(self, data: bytes) -> Any: ...
+
+
 class NimbusService(Protocol):
     """What the API needs of nimbus (``squall.daemons.nimbus.Nimbus``)."""
 
     max_upload: int
 
-    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]: ...
-    def owner_of(self, name: str) -> str: ...
+    def submit(self, name: str, receive: Callable[[Sink], None], owner: str) -> dict[str, Any]: ...
+    def owner_of(self, name: str) -> str | None: ...
     def kill(self, name: str, wait_secs: Any) -> dict[str, Any]: ...
     def activate(self, name: str) -> dict[str, Any]: ...
     def deactivate(self, name: str) -> dict[str, Any]: ...
@@ -76,43 +85,52 @@ _LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
 _REPORT = re.compile(r"^/supervisors/([^/]+)/report$")
 
 
+def no_such_topology(name: str) -> str:
+    """What a topology that does not exist, or that the caller may not see, is answered."""
+    return f"no topology named {name!r}"
+
+
 def _content_length(environ: dict[str, Any]) -> int | None:
     raw = environ.get("CONTENT_LENGTH") or ""
     if not raw:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"bad Content-Length {raw!r}") from None
-    if value < 0:
-        raise ApiError(400, f"bad Content-Length {raw!r}")
-    return value
+    if not raw.isdigit():
+        raise ApiError(400, f"bad Content-Length {raw[:40]!r}", reason="malformed")
+    return int(raw)
 
 
-def _read_body(environ: dict[str, Any], limit: int, what: str) -> bytes:
-    """The request body, refusing (413) anything over ``limit`` before reading it."""
+def body_pieces(environ: dict[str, Any], limit: int, what: str) -> Iterator[bytes]:
+    """The request body in pieces, refused (413) as soon as it passes ``limit``: a declared
+    length before a byte is read, a chunked body as it arrives. Never held whole."""
     length = _content_length(environ)
-    stream = environ["wsgi.input"]
-    if length is not None:
-        if length > limit:
-            raise ApiError(413, f"{what} is {length} bytes, above the limit of {limit} bytes")
-        return stream.read(length) if length else b""
-    data = stream.read(limit + 1)  # chunked upload: read one byte past the limit to detect it
-    if len(data) > limit:
-        raise ApiError(413, f"{what} is above the limit of {limit} bytes")
-    return data
+    if length is not None and length > limit:
+        raise ApiError(413, f"{what} is {length} bytes, above the limit of {limit} bytes", reason="too-large")
+    stream, total = environ["wsgi.input"], 0
+    while piece := stream.read(PIECE):
+        total += len(piece)
+        if total > limit:
+            raise ApiError(413, f"{what} is above the limit of {limit} bytes", reason="too-large")
+        yield piece
+
+
+def copy_body(environ: dict[str, Any], limit: int, what: str, out: Sink) -> None:
+    """Stream the request body into ``out`` (413 past ``limit``)."""
+    for piece in body_pieces(environ, limit, what):
+        out.write(piece)
 
 
 def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
-    data = _read_body(environ, MAX_JSON_BODY, "request body")
+    data = b"".join(body_pieces(environ, MAX_JSON_BODY, "request body"))
     if not data.strip():
         return {}
     try:
         body = json.loads(data)
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply", reason="malformed") from None
     except ValueError as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        raise ApiError(400, f"request body is not valid JSON: {exc}", reason="malformed") from None
     if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
+        raise ApiError(400, "request body must be a JSON object", reason="malformed")
     return body
 
 
@@ -155,12 +173,12 @@ def make_app(nimbus: NimbusService, guard: Guard,
                 query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
                 name = (query.get("name") or [""])[0]
                 return SUBMIT, None, lambda: reply(nimbus.submit(
-                    name, _read_body(environ, nimbus.max_upload, "bundle"), who.user))
+                    name, lambda out: copy_body(environ, nimbus.max_upload, "bundle", out), who.user))
             raise not_allowed(method, path, "GET, POST")
         if path == "/cluster":
             if method != "GET":
                 raise not_allowed(method, path, "GET")
-            return READ, None, lambda: reply({**nimbus.cluster_info(), "api": {"refused": guard.counts()}})
+            return READ, None, lambda: reply({**nimbus.cluster_info(), "api": {"refused": guard.refusals.counts()}})
         match = _REPORT.match(path)
         if match:
             if method != "POST":
@@ -168,7 +186,7 @@ def make_app(nimbus: NimbusService, guard: Guard,
             supervisor_id = match.group(1)
             # The body is read in the handler: after the caller was found to be a supervisor.
             return REPORT, None, lambda: reply(nimbus.take_report(
-                supervisor_id, _read_body(environ, MAX_REPORT_BYTES, "report")))
+                supervisor_id, b"".join(body_pieces(environ, MAX_REPORT_BYTES, "report"))))
         match = _TOPOLOGY.match(path)
         if match:
             if method != "GET":
@@ -207,9 +225,8 @@ def make_app(nimbus: NimbusService, guard: Guard,
         if method != "POST":
             raise not_allowed(method, path, "POST")
 
-        body = _json_body(environ)
-
         def control() -> list[bytes]:
+            body = _json_body(environ)  # only once the caller may act
             if action == "kill":
                 return reply(nimbus.kill(name, body.get("wait_secs")))
             if action == "activate":
@@ -237,11 +254,19 @@ def make_app(nimbus: NimbusService, guard: Guard,
             # PATH_INFO arrives %-decoded as latin-1 (PEP 3333); names are UTF-8.
             path = path.encode("latin-1").decode("utf-8", "replace")
             action, target, handler = route(method, path, environ, start_response, who)
-            owner = nimbus.owner_of(target) if target is not None else None
-            guard.check(who, action, owner, f"topology {target!r}" if target else f"{method} {API}{path}")
+            owner = None
+            if target is not None:
+                owner = nimbus.owner_of(target)
+                if owner is None:
+                    raise ApiError(404, no_such_topology(target), reason="not-found")
+            guard.check(who, action, owner, f"topology {target!r}" if target else f"{method} {API}{path}",
+                        missing=no_such_topology(target) if target is not None else None)
             return handler()
+        except BodyError as exc:  # counted by the server; 499: the client is gone
+            return json_response(start_response, exc.status if exc.status != 499 else 400, {"error": str(exc)})
         except ApiError as exc:
-            if exc.status in (401, 403):
+            if exc.reason is not None or exc.status == 404:
+                exc.reason = exc.reason or "not-found"
                 return refusal(guard, exc, environ, start_response)
             headers = [("Allow", exc.extra.pop("allow"))] if "allow" in exc.extra else []
             if exc.status >= 500:

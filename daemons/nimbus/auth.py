@@ -12,7 +12,9 @@ change within seconds (``TokenFile``). A presented token is
 hashed and compared with every entry by ``hmac.compare_digest`` (no early exit), so timing
 tells nothing about which entry came close.
 
-``authorize(role, user, action, owner)`` is the whole policy, a plain function:
+``authorize(role, user, action, owner)`` is the whole policy, a plain function (``decide``
+turns it into the status a request gets: a ``user`` asking about a topology it may not see
+gets the 404 of a missing one, never a 403 that would confirm the name):
 
 - ``admin``: everything;
 - ``user``: submit; read, control and fetch the code of its own topologies (lists show
@@ -34,6 +36,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -99,6 +102,43 @@ def authorize(role: str, user: str, action: str, owner: str | None) -> bool:
             return True
         return bool(owner) and owner == user  # "" (a record from before owners) is nobody's
     return False
+
+
+def may_see(role: str, user: str, owner: str | None) -> bool:
+    """May ``user`` with ``role`` learn that a topology owned by ``owner`` exists? A ``user``
+    sees only its own; ``admin`` and ``viewer`` see every topology, and so does ``supervisor``
+    (it fetches every topology's code)."""
+    if role in ("admin", "viewer", "supervisor"):
+        return True
+    return role == "user" and bool(owner) and owner == user
+
+
+def decide(role: str, user: str, action: str, owner: str | None) -> int:
+    """The status a request gets from the policy: 200 when ``authorize`` allows it; 404 when
+    it names a topology (``owner`` not None) the principal may not see, so that it is refused
+    exactly as a topology that does not exist; 403 otherwise."""
+    if authorize(role, user, action, owner):
+        return 200
+    if owner is not None and not may_see(role, user, owner):
+        return 404
+    return 403
+
+
+def topology_filter(principal: Principal, owner_of: Callable[[str], str | None]) -> Callable[[str], bool]:
+    """Which topologies' series a caller of a supervisor's ``/metrics`` is shown, by topology
+    id: all for roles that read every topology (``admin``, ``viewer``); for a ``user``, those
+    it owns (a topology whose owner cannot be found is shown to no user). Owners are looked
+    up once per topology."""
+    if principal.role in ("admin", "viewer"):
+        return lambda _topology_id: True
+    seen: dict[str, bool] = {}
+
+    def visible(topology_id: str) -> bool:
+        if topology_id not in seen:
+            owner = owner_of(topology_id)
+            seen[topology_id] = owner is not None and authorize(principal.role, principal.user, READ, owner)
+        return seen[topology_id]
+    return visible
 
 
 def token_hash(token: str) -> str:

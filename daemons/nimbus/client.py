@@ -17,7 +17,7 @@ from typing import Any
 from squall.daemons.nimbus.access import AccessError, ApiAccess
 
 API = "/api/v1"
-PLAIN_TO_TLS = b"only speaks HTTPS"  # cheroot's answer to plain HTTP on its TLS port
+PLAIN_TO_TLS = b"only speaks HTTPS"  # how squall.daemons.http answers plain HTTP on its TLS port
 
 
 class NimbusError(RuntimeError):

@@ -18,9 +18,10 @@ import os
 import shutil
 import tarfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from squall.daemons.nimbus.code_files import code_files
 from squall.topology import Topology
@@ -81,6 +82,30 @@ def build_bundle(topology_file: str | os.PathLike[str], topology: Topology,
     return raw.getvalue()
 
 
+class Upload:
+    """A bundle being received into ``dir/bundle.tar.gz``: ``write`` it piece by piece."""
+
+    def __init__(self, folder: Path, file: BinaryIO) -> None:
+        self.dir = folder
+        self.file = file
+        self.size = 0
+        self._hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+        self._hash.update(data)
+        self.size += len(data)
+
+    def reader(self) -> BinaryIO:
+        """The bundle written so far, from its start."""
+        self.file.flush()
+        self.file.seek(0)
+        return self.file
+
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+
 class CodeStore:
     """Bundles on nimbus's disk: ``<root>/<topology-id>/bundle.tar.gz`` plus its ``structure.json``.
 
@@ -100,21 +125,27 @@ class CodeStore:
     def bundle_path(self, topology_id: str) -> Path:
         return self._dir(topology_id) / BUNDLE_NAME
 
-    def put(self, topology_id: str, data: bytes, structure: Mapping[str, Any]) -> str:
-        """Store a bundle (replacing any earlier one) and return its digest."""
-        final = self._dir(topology_id)
+    @contextmanager
+    def upload(self) -> Iterator[Upload]:
+        """A bundle on its way in: written to a private temporary file in the store (never
+        held in memory) and hashed as it comes; ``put`` keeps it, otherwise it is removed."""
         tmp = self.root / f".tmp-{uuid.uuid4().hex}"
-        tmp.mkdir()
+        tmp.mkdir(mode=0o700)
         try:
-            (tmp / BUNDLE_NAME).write_bytes(data)
-            (tmp / STRUCTURE_NAME).write_text(json.dumps(dict(structure)), encoding="utf-8")
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(tmp, final)
-        except BaseException:
+            with open(os.open(tmp / BUNDLE_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), "w+b") as fh:
+                yield Upload(tmp, fh)
+        finally:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return digest(data)
+
+    def put(self, topology_id: str, upload: Upload, structure: Mapping[str, Any]) -> str:
+        """Store an uploaded bundle (replacing any earlier one) and return its digest."""
+        final = self._dir(topology_id)
+        upload.file.flush()
+        (upload.dir / STRUCTURE_NAME).write_text(json.dumps(dict(structure)), encoding="utf-8")
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(upload.dir, final)
+        return upload.digest()
 
     def has(self, topology_id: str) -> bool:
         return self.bundle_path(topology_id).is_file()

@@ -2,6 +2,7 @@
 leader and checked (Storm's nimbus code sync), so that it can take over and still serve it."""
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Callable
@@ -67,7 +68,7 @@ class CodeSync:
                 data, _ = client.download_bundle(topology_id)
                 if digest(data) != info.code_digest:
                     raise SubmissionError("digest does not match the topology's code_digest")
-                _, raw_structure = read_bundle(data, self.max_upload * UNPACK_FACTOR)
+                _, raw_structure = read_bundle(io.BytesIO(data), self.max_upload * UNPACK_FACTOR)
                 structure = json.loads(raw_structure)
                 if not isinstance(structure, dict):
                     raise SubmissionError("structure.json is not an object")
@@ -76,5 +77,7 @@ class CodeSync:
                 log.warning("code sync of a topology failed", topology_id=topology_id, leader=leader,
                             error=str(exc))
                 continue
-            self.store.put(topology_id, data, structure)
+            with self.store.upload() as upload:
+                upload.write(data)
+                self.store.put(topology_id, upload, structure)
             log.info("code synced from the leader", topology_id=topology_id, leader=leader)

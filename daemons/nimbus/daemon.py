@@ -35,21 +35,25 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from squall.daemons.http.limits import HttpLimits
+from squall.daemons.http.refusals import Refusals
+from squall.daemons.http.server import HttpServer
+from squall.daemons.http.tls_material import TlsMaterial, TlsMaterialError, server_context
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.local_state import private_dir
 from squall.daemons.metrics.exposition import metrics_app
 from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
-from squall.daemons.nimbus.api import make_app
+from squall.daemons.nimbus.api import MAX_JSON_BODY, make_app, no_such_topology
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
 from squall.daemons.nimbus.beats import BeatTable
-from squall.daemons.nimbus.code_store import CodeStore, digest
+from squall.daemons.nimbus.code_store import CodeStore, Upload, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
@@ -70,8 +74,13 @@ from squall.daemons.nimbus.scheduler import (
     worker_shortfall,
 )
 from squall.daemons.nimbus.secrets import new_topology_secrets
-from squall.daemons.nimbus.server import ApiServer
-from squall.daemons.nimbus.validate import SubmissionError, check_structure, validate_submission
+from squall.daemons.nimbus.validate import (
+    Submission,
+    SubmissionError,
+    check_name,
+    check_structure,
+    validate_submission,
+)
 from squall.daemons.reports import ReportedBeat, parse_report
 from squall.daemons.state import (
     Assignment,
@@ -152,7 +161,9 @@ class Nimbus:
         self._watch: Watch | None = None
         self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
         self._sync: CodeSync | None = None
-        self._server: ApiServer | None = None
+        self._server: HttpServer | None = None
+        self._tls: TlsMaterial | None = None  # the API's certificate and key, read again when changed
+        self.refusals = Refusals(clock)
         self.guard: Guard | None = None
         self.access = ApiAccess()
         self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
@@ -166,7 +177,7 @@ class Nimbus:
         """Bind the API (port 0 picks a free one), connect to ZooKeeper, contend for
         leadership and serve; NimbusStartError when any of it fails."""
         warn_insecure(self.conf, log)
-        self.guard = Guard(self._load_tokens(), self.clock)
+        self.guard = Guard(self._load_tokens(), self.refusals)
         try:
             private_dir(Path(self.conf["squall.local.dir"]))  # code and conf of every topology
         except OSError as exc:
@@ -178,11 +189,16 @@ class Nimbus:
         except AccessError as exc:
             raise NimbusStartError(str(exc)) from None
         try:
-            self._server = ApiServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
-                                     self.bind_host, self.port,
-                                     max_body=2 * self.max_upload + (1 << 20), tls=tls,
-                                     on_error=self.guard.server_error, clock=self.clock)
-        except (OSError, ValueError) as exc:
+            self._tls = None if tls is None else TlsMaterial(
+                tls, lambda: server_context(*tls), "TLS certificate and key", self.clock)
+        except TlsMaterialError as exc:
+            raise NimbusStartError(str(exc)) from None
+        try:
+            self._server = HttpServer(make_app(self, self.guard, metrics_app(self.metrics_series)),
+                                      self.bind_host, self.port, max_body=self.max_upload + MAX_JSON_BODY,
+                                      refusals=self.refusals, limits=HttpLimits.from_conf(self.conf),
+                                      tls=self._tls, name="nimbus", threads=int(self.conf["nimbus.http.threads"]))
+        except OSError as exc:
             raise NimbusStartError(f"nimbus cannot listen on {self.bind_host}:{self.port}: {exc}") from None
         if tls is None:
             log.warning("SECURITY OFF: the nimbus API serves plain HTTP: tokens and code travel in clear; "
@@ -644,7 +660,7 @@ class Nimbus:
         infos = status.with_unreadable(self.state.topology_entries())
         found = infos.get(name) or next((i for i in infos.values() if i.name == name), None)
         if found is None:
-            raise ApiError(404, f"no topology named {name!r}")
+            raise ApiError(404, no_such_topology(name))
         if found.status == status.UNREADABLE and not (unreadable and found.id == name):
             raise ApiError(409, f"the ZooKeeper node of topology {found.id} is unreadable (see nimbus's "
                                 f"log); an admin can kill it by id: squall kill {found.id}", id=found.id)
@@ -657,27 +673,39 @@ class Nimbus:
             if topology_id not in existing and not self.store.has(topology_id):
                 return topology_id
 
-    def owner_of(self, name: str) -> str:
-        """The user who submitted the topology with this name or id (404 if none; "" for an
-        unreadable one: admins only)."""
-        return self._lookup(name, unreadable=True).owner
-
-    def submit(self, name: str, data: bytes, owner: str) -> dict[str, Any]:
-        """Validate, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
-        self._require_leader()  # a standby refuses before spending time on the bundle
+    def owner_of(self, name: str) -> str | None:
+        """The user who submitted the topology with this name or id; None when there is none
+        ("" for one whose node is unreadable: admins only)."""
         try:
-            sub = validate_submission(name, data, self.max_upload)
-        except SubmissionError as exc:
-            log.info("submission refused", name=name, status=exc.status, error=str(exc))
-            raise ApiError(exc.status, str(exc)) from None
+            return self._lookup(name, unreadable=True).owner
+        except ApiError as exc:  # 409: named by its name, its node unreadable: admins may hear why
+            return "" if exc.status == 409 else None
+
+    def submit(self, name: str, receive: Callable[[Upload], None], owner: str) -> dict[str, Any]:
+        """Receive the bundle (``receive`` streams the request body into a private file),
+        validate it, store the code, write TopologyInfo (owned by ``owner``) and the assignment."""
+        self._require_leader()  # a standby refuses before reading the bundle
+        with self.store.upload() as upload:
+            try:
+                check_name(name)
+                receive(upload)
+                sub = validate_submission(name, upload.reader(), upload.size, self.max_upload)
+            except SubmissionError as exc:
+                log.info("submission refused", name=name, status=exc.status, error=str(exc))
+                raise ApiError(exc.status, str(exc)) from None
+            return self._admit(sub, upload, owner)
+
+    def _admit(self, sub: Submission, upload: Upload, owner: str) -> dict[str, Any]:
         with self._lock:
             self._require_leader()
             for info in status.with_unreadable(self.state.topology_entries()).values():
                 if info.name == sub.name:  # an unreadable node keeps its name taken until it is killed
                     extra = {"killed": " (it is being killed)",
-                             status.UNREADABLE: f" (its ZooKeeper node is unreadable: kill {info.id} first)"}
+                             status.UNREADABLE: " (its ZooKeeper node is unreadable: an admin can find it in "
+                                                "`squall list` and kill it by id)"}
+                    seen = {"id": info.id} if info.owner == owner else {}  # another user's id stays unknown
                     raise ApiError(409, f"a topology named {sub.name!r} is already running"
-                                        f"{extra.get(info.status, '')}", id=info.id)
+                                        f"{extra.get(info.status, '')}", **seen)
             conf = dict(sub.conf)
             conf["topology.name"] = sub.name
             workers = conf.get("topology.workers") or self.conf["topology.workers"]
@@ -688,7 +716,7 @@ class Nimbus:
                 conf["topology.acker.executors"] = int(workers)
             system = system_counts(sub.counts, conf)
             topology_id = self._new_id(sub.name)
-            code_digest = self.store.put(topology_id, data, sub.structure)
+            code_digest = self.store.put(topology_id, upload, sub.structure)
             self._counts[topology_id] = sub.counts
             info = TopologyInfo(
                 id=topology_id, name=sub.name, status="active", num_workers=int(workers),
@@ -705,7 +733,7 @@ class Nimbus:
                 self._undo_submit(topology_id)
                 raise
         log.info("topology submitted", topology_id=topology_id, name=sub.name, owner=owner, digest=code_digest,
-                 bytes=len(data), workers=len(assignment.slots()) if assignment else 0)
+                 bytes=upload.size, workers=len(assignment.slots()) if assignment else 0)
         reply: dict[str, Any] = {"id": topology_id, "name": sub.name, "owner": owner, "status": "active",
                                  "digest": code_digest,
                                  "workers": len(assignment.slots()) if assignment else 0,
@@ -918,8 +946,9 @@ class Nimbus:
                   "reports:refused": self.counts["reports_refused"] + sum(
                       n for k, n in self.beats.counts.items() if k.startswith("refused:"))}
         out = nimbus_series(self.is_leader, counts, statuses, rows, self.round_secs)
-        if self._server is not None:
-            out.extend(self._server.tls_series())
+        out.extend(self.refusals.series())
+        if self._tls is not None:
+            out.extend(self._tls.series())
         return out
 
     def bundle(self, topology_id: str) -> tuple[bytes, str]:

@@ -8,13 +8,12 @@ pass ``squall.config.validate``. Every failure is a SubmissionError naming the p
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 import tarfile
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from squall import config as _config
 from squall import grouping as g
@@ -23,6 +22,7 @@ from squall.model import CHECKPOINT
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
 MAX_JSON_BYTES = 1 << 20      # conf.json / structure.json
+MAX_JSON_DEPTH = 32           # lists and objects within each other in them
 UNPACK_FACTOR = 8             # unpacked bytes allowed per byte of the upload limit
 MAX_COMPONENTS = 1_000
 MAX_TASKS = 10_000            # user tasks of one topology
@@ -72,14 +72,15 @@ def _safe_member_name(name: str) -> str:
     return "/".join(parts)
 
 
-def read_bundle(data: bytes, max_unpacked: int) -> tuple[bytes, bytes]:
-    """Check the tar layout; return the raw (conf.json, structure.json) bytes."""
+def read_bundle(bundle: BinaryIO, max_unpacked: int) -> tuple[bytes, bytes]:
+    """Check the tar layout of ``bundle`` (read as a stream); return the raw (conf.json,
+    structure.json) bytes."""
     seen: set[str] = set()
     texts: dict[str, bytes] = {}
     code_files = 0
     total = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        with tarfile.open(fileobj=bundle, mode="r:gz") as tar:
             while True:
                 member = tar.next()  # lazily: stop a bomb at the first member over the bound
                 if member is None:
@@ -130,11 +131,25 @@ def read_bundle(data: bytes, max_unpacked: int) -> tuple[bytes, bytes]:
 def _load_json(name: str, raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw)
+    except RecursionError:
+        raise SubmissionError(f"{name} is nested too deeply") from None
     except ValueError as exc:  # JSON and UTF-8 errors
         raise SubmissionError(f"{name} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise SubmissionError(f"{name} must hold a JSON object, got {type(value).__name__}")
+    if _depth_over(value, MAX_JSON_DEPTH):  # it is written to ZooKeeper as JSON again
+        raise SubmissionError(f"{name} is nested more than {MAX_JSON_DEPTH} levels deep")
     return value
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Is ``value`` (parsed JSON) nested more than ``limit`` lists and objects deep?"""
+    level = [value]
+    for _ in range(limit):
+        level = [v for c in level if isinstance(c, (dict, list)) for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return False
+    return any(isinstance(c, (dict, list)) for c in level)
 
 
 def _is_int(v: Any) -> bool:
@@ -224,15 +239,16 @@ def check_conf(name: str, conf: dict[str, Any]) -> dict[str, Any]:
     return conf
 
 
-def validate_submission(name: Any, data: bytes, max_upload: int) -> Submission:
-    """Everything nimbus checks before it writes anything; raises SubmissionError."""
+def validate_submission(name: Any, bundle: BinaryIO, size: int, max_upload: int) -> Submission:
+    """Everything nimbus checks before it writes anything; raises SubmissionError.
+    ``bundle`` holds ``size`` bytes, read as a stream."""
     name = check_name(name)
-    if not data:
+    if not size:
         raise SubmissionError("empty upload: the body must be the bundle (tar.gz)")
-    if len(data) > max_upload:
-        raise SubmissionError(f"bundle is {len(data)} bytes, above nimbus.code.max.upload.bytes "
+    if size > max_upload:
+        raise SubmissionError(f"bundle is {size} bytes, above nimbus.code.max.upload.bytes "
                               f"({max_upload})", 413)
-    raw_conf, raw_structure = read_bundle(data, max_upload * UNPACK_FACTOR)
+    raw_conf, raw_structure = read_bundle(bundle, max_upload * UNPACK_FACTOR)
     conf = check_conf(name, _load_json("conf.json", raw_conf))
     structure = _load_json("structure.json", raw_structure)
     counts = check_structure(structure)

@@ -36,7 +36,7 @@ import fcntl
 import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -194,7 +194,7 @@ class Supervisor:
         self._contain()
         try:
             self.endpoints = Endpoints(self.conf, self.host, self.clock, self.log)
-            self.endpoints.serve_metrics(self.metrics_series)
+            self.endpoints.serve_metrics(self.metrics_series, self._owner_of)
         except EndpointError as exc:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
@@ -375,13 +375,13 @@ class Supervisor:
         if self.endpoints is not None:
             self.endpoints.stop()
 
-    def metrics_series(self) -> Any:
-        """This supervisor's series and its workers' (called on the metrics server's threads)."""
+    def metrics_series(self, visible: Callable[[str], bool] | None = None) -> Any:
+        """This supervisor's series and those of its workers whose topology ``visible`` allows
+        (called on the metrics server's threads)."""
         used = [p for p, s in list(self.slots.items()) if s.name is not _slot.State.EMPTY]
-        refused = self.endpoints.refused() if self.endpoints is not None else {}
-        out = self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats, refused)
+        out = self.metrics.series(self.ports, used, dict(self.workers), self.malformed_beats, visible)
         if self.endpoints is not None:
-            out.extend(self.endpoints.tls_series())
+            out.extend(self.endpoints.series())
         return out
 
     def _owner_of(self, topology_id: str) -> str | None:

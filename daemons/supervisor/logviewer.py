@@ -9,7 +9,8 @@ and never carry more than ``supervisor.logviewer.max.bytes`` of log.
 Who may read: the API's token scheme (``nimbus.guard``), with the tokens the leading
 nimbus publishes. A ``supervisor`` token reads every log (nimbus proxies ``squall logs``
 with its own after authorizing the caller); a ``user`` reads the logs of its own
-topologies, ``viewer`` and ``admin`` all. Which files: only the current logs of workers
+topologies, ``viewer`` and ``admin`` all. Another user's topology is answered 404, as a
+missing one is. Which files: only the current logs of workers
 this supervisor launched, found by (topology, port) in its own records, so no path is
 ever built from request text.
 """
@@ -71,7 +72,11 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
         if not match:
             return json_response(start_response, 404, {"error": f"no such resource: {path[:200]}"})
         topology_id, port = match.group(1), int(match.group(2))
-        guard.check(who, READ_LOGS, owner_of(topology_id), f"the logs of topology {topology_id!r}")
+        missing = f"no worker of {topology_id} runs on port {port} here"
+        owner = owner_of(topology_id)
+        if owner is None:
+            raise ApiError(404, missing, reason="not-found")
+        guard.check(who, READ_LOGS, owner, f"the logs of topology {topology_id!r}", missing=missing)
         try:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             lines = _int_param(query, "lines", 1, MAX_LINES)
@@ -81,7 +86,7 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
             return json_response(start_response, 400, {"error": str(exc)})
         found = lookup(topology_id, port)
         if found is None:
-            return json_response(start_response, 404, {"error": f"no worker of {topology_id} runs on port {port} here"})
+            return json_response(start_response, 404, {"error": missing})
         worker_id, log_path = found
         if offset is not None:
             read = read_from(log_path, offset, max_bytes, inode)
@@ -94,7 +99,7 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         try:
             return serve(environ, start_response)
-        except ApiError as exc:  # the guard's 401 / 403
+        except ApiError as exc:  # the guard's 401 / 403 / 404
             return refusal(guard, exc, environ, start_response)
 
     return app

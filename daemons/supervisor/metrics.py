@@ -4,6 +4,7 @@ series read from the snapshot file the worker keeps next to its heartbeat.
 Served by ``endpoints`` on ``supervisor.metrics.port`` (bound to ``supervisor.host``, behind
 the API tokens), so Prometheus needs one target per host. Files are read at scrape time:
 nothing is kept between scrapes.
+A ``user`` token is shown only its own topologies' worker series (``auth.topology_filter``).
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class SupervisorMetrics:
         self._warned: set[str] = set()
 
     def series(self, ports: Iterable[int], used: Iterable[int], workers: Mapping[str, WorkerProc],
-               malformed_heartbeats: int, http_refused: Mapping[str, int] | None = None) -> Series:
+               malformed_heartbeats: int, visible: Callable[[str], bool] | None = None) -> Series:
+        """``visible`` says, by topology id, whose workers' series the caller is shown (None: all)."""
         ports, used = set(ports), set(used) & set(ports)
         out = Series()
         out.add("squall_supervisor_slots_used", (), len(used))
@@ -43,12 +45,11 @@ class SupervisorMetrics:
         for sig in ("SIGTERM", "SIGKILL"):
             out.add("squall_supervisor_worker_kills", (sig,), self.counts[f"kill:{sig}"])
         out.add("squall_supervisor_malformed_heartbeats", (), malformed_heartbeats)
-        for reason, count in sorted((http_refused or {}).items()):
-            out.add("squall_supervisor_http_refused", (reason,), count)
         with self._lock:
             now = self.time()
             for rec in sorted(workers.values(), key=lambda r: r.port):
-                self._add_worker(out, rec, now)
+                if visible is None or visible(rec.topology_id):
+                    self._add_worker(out, rec, now)
             out.add("squall_supervisor_bad_worker_snapshots", (), self.bad_snapshots)
         return out
 

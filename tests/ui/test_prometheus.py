@@ -88,8 +88,9 @@ def test_prometheus_scrapes_executed_rate_per_component(start_cluster, tmp_path)
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5, context=ctx)
         assert err.value.code == 401
-    with pytest.raises(OSError):  # cheroot answers 400 or cuts the connection
+    with pytest.raises(urllib.error.HTTPError) as err:  # plain HTTP on the TLS port: told so
         urllib.request.urlopen(url.replace("https", "http"), timeout=5)
+    assert err.value.code == 400 and b"only speaks HTTPS" in err.value.read()
     refused = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in scrape().splitlines()
-               if line.startswith("squall_supervisor_http_refused_total{")}
-    assert refused["unauthenticated"] >= 2 and refused["connection"] >= 1, refused
+               if line.startswith("squall_http_refused_total{")}
+    assert refused["unauthenticated"] >= 2 and refused["plain-http"] >= 1, refused

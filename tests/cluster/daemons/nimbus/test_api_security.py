@@ -103,14 +103,20 @@ def test_hostile_requests_are_refused_and_change_nothing(secured, tmp_path):
     before = snapshot(state, nimbus)
     assert before[0][ids["alice"]][3] == "alice"
     bundle = make_bundle(tmp_path / "intruder", "intruder")
-    expected = {401: 0, 403: 0}
+    expected = {401: 0, 403: 0, 404: 0}
     for method, path, body, write in routes(ids, bundle):
         for token in (None, "not-a-token", tokens["alice"] + "x"):
             code, reply = request(nimbus, method, path, token, body)
             assert code == 401, (method, path, token, code, reply)
             expected[401] += 1
-        refused_by = ["bob"] if path.startswith("/topologies/") else []  # another user's topology
-        refused_by += ["val"] if write or path.endswith("/bundle") else []  # a viewer writing
+        if path.startswith("/topologies/"):  # another user's topology: as if it did not exist
+            name = path.split("/")[2]
+            code, reply = request(nimbus, method, path, tokens["bob"], body)
+            assert (code, reply) == (404, {"error": f"no topology named {name!r}"}), (method, path)
+            missing = request(nimbus, method, path.replace(name, "no-such-topo"), tokens["bob"], body)
+            assert missing == (404, {"error": "no topology named 'no-such-topo'"}), (method, path)
+            expected[404] += 2
+        refused_by = ["val"] if write or path.endswith("/bundle") else []  # a viewer writing
         refused_by += ["supervisor"] if not path.endswith("/bundle") else []
         for user in refused_by:
             code, reply = request(nimbus, method, path, tokens[user], body)
@@ -118,8 +124,16 @@ def test_hostile_requests_are_refused_and_change_nothing(secured, tmp_path):
             assert user in reply["error"] or user == "supervisor", reply
             expected[403] += 1
         assert snapshot(state, nimbus) == before, (method, path)
+    # A name is cluster-wide: bob learns that it is taken, not the topology's id.
+    bob = nimbus.client(token=tokens["bob"])
+    with pytest.raises(NimbusError) as taken:
+        bob.submit("alice-topo", make_bundle(tmp_path / "copy", "alice-topo"))
+    assert taken.value.status == 409 and "id" not in (taken.value.body or {}) and ids["alice"] not in str(taken.value)
     info = nimbus.client().cluster()
-    assert info["api"]["refused"] == {"unauthenticated": expected[401], "forbidden": expected[403], "connection": 0}
+    counts = info["api"]["refused"]
+    assert (counts["unauthenticated"], counts["forbidden"], counts["not-found"]) == \
+        (expected[401], expected[403], expected[404]), counts
+    assert sum(counts.values()) == sum(expected.values()), counts  # no connection was refused
     assert info["security"] == {"auth": True, "tls": True}
     # It listens on nimbus.host (127.0.0.1) only, not on every interface.
     listening = {c.laddr for c in psutil.Process(nimbus.pid).net_connections("tcp") if c.status == "LISTEN"}
@@ -156,7 +170,7 @@ def test_tls_refuses_a_wrong_ca_and_plain_http(secured, tmp_path):
             with pytest.raises(NimbusUnavailable) as info:
                 call()
             assert text in str(info.value), str(info.value)
-    # What curl sends: the 400 cheroot answers arrives whole (not a reset), the body too.
+    # What curl sends: the 400 arrives whole (not a reset), the body too.
     for raw in (b"GET /api/v1/cluster HTTP/1.1\r\nHost: nimbus\r\nUser-Agent: curl/8\r\nAccept: */*\r\n\r\n",
                 b"POST /api/v1/topologies HTTP/1.1\r\nHost: nimbus\r\nContent-Length: 30000\r\n\r\n"
                 + b"x" * 30000):
@@ -164,9 +178,9 @@ def test_tls_refuses_a_wrong_ca_and_plain_http(secured, tmp_path):
         assert b"this server only speaks HTTPS on this port" in plain_http(nimbus, raw)
     assert snapshot(state, nimbus) == before
     refused = nimbus.client().cluster()["api"]["refused"]
-    assert refused["connection"] >= 8 and refused["unauthenticated"] == refused["forbidden"] == 0, refused
-    # cheroot's own stderr lines are replaced by structured, counted ones
-    assert not [line for line in nimbus.log_tail(200).splitlines() if line.startswith("Client (")]
+    assert refused["tls-handshake"] >= 3 and refused["plain-http"] >= 7, refused
+    assert refused["unauthenticated"] == refused["forbidden"] == 0, refused
+    assert "Traceback" not in nimbus.log_tail(200)
     # A supervisor with the wrong CA, or the right CA and a wrong token, gets no code.
     digest = state.topology(secured["ids"]["alice"]).code_digest
     for conf, text in (({"nimbus.tls.ca.file": str(other.ca_file)}, "is not trusted"),

@@ -1,5 +1,7 @@
 """The nimbus API's policy as plain code, without sockets: who may do what (``authorize``),
-token files, the ignore rules of code bundles, and bounded refusal logging."""
+what a refusal is answered (``decide``: 404 for what a caller may not see), whose series a
+supervisor's /metrics shows, token files, the ignore rules of code bundles, and bounded
+refusal logging."""
 from __future__ import annotations
 
 import io
@@ -10,6 +12,7 @@ import pytest
 import structlog
 import structlog.testing
 
+from squall.daemons.http.refusals import LOG_WINDOW_SECS, LOGS_PER_WINDOW, REASONS, Refusals
 from squall.daemons.nimbus.auth import (
     ACTIONS,
     CONTROL,
@@ -18,15 +21,18 @@ from squall.daemons.nimbus.auth import (
     READ_LOGS,
     REPORT,
     SUBMIT,
+    Principal,
     TokenFile,
     TokenFileError,
     TokenTable,
     add_token,
     authorize,
+    decide,
     token_hash,
+    topology_filter,
 )
 from squall.daemons.nimbus.code_files import parse_ignore, skipped
-from squall.daemons.nimbus.guard import REFUSAL_LOG_WINDOW_SECS, REFUSAL_LOGS_PER_WINDOW, ApiError, Guard
+from squall.daemons.nimbus.guard import ApiError, Guard
 from squall.daemons.timers import FakeClock
 from support.bundles import make_bundle
 
@@ -54,6 +60,50 @@ def test_authorize_matrix():
     assert not authorize("root", "alice", READ, None)
     assert not authorize("admin", "alice", "delete-everything", None)
     assert not authorize("user", "", CONTROL, "")  # records without an owner belong to no user
+
+
+def test_a_topology_the_caller_may_not_see_is_refused_as_missing():
+    # (role, action, owner) -> status. A user asking about another user's topology gets the
+    # 404 a missing topology gets; roles that see every topology get 403 for what they may not do.
+    cases = {
+        ("user", READ, "bob"): 404, ("user", CONTROL, "bob"): 404, ("user", FETCH_CODE, "bob"): 404,
+        ("user", READ_LOGS, "bob"): 404, ("user", READ, ""): 404,  # a record without owner is nobody's
+        ("user", READ, "alice"): 200, ("user", CONTROL, "alice"): 200, ("user", SUBMIT, None): 200,
+        ("viewer", CONTROL, "bob"): 403, ("viewer", FETCH_CODE, "bob"): 403, ("viewer", READ, "bob"): 200,
+        ("supervisor", READ, "bob"): 403, ("supervisor", FETCH_CODE, "bob"): 200,
+        ("admin", CONTROL, "bob"): 200, ("viewer", SUBMIT, None): 403, ("supervisor", READ, None): 403,
+        ("root", READ, "bob"): 404, ("root", READ, None): 403,
+    }
+    for (role, action, owner), status in cases.items():
+        assert decide(role, "alice", action, owner) == status, (role, action, owner)
+
+
+def test_guard_answers_a_hidden_topology_with_the_missing_text_and_counts_it():
+    guard = Guard(None, Refusals(FakeClock()))
+    with pytest.raises(ApiError) as info:
+        guard.check(Principal("alice", "user"), CONTROL, "bob", "topology 'x'", missing="no topology named 'x'")
+    assert (info.value.status, str(info.value), info.value.reason) == (404, "no topology named 'x'", "not-found")
+    assert "alice" in info.value.detail  # the log says why; the client is not told
+    with pytest.raises(ApiError) as info:
+        guard.check(Principal("val", "viewer"), CONTROL, "bob", "topology 'x'", missing="no topology named 'x'")
+    assert (info.value.status, info.value.reason) == (403, "forbidden")
+
+
+def test_metrics_show_a_user_only_its_own_topologies():
+    owners = {"a-1": "alice", "b-1": "bob", "old-1": ""}
+    asked: list[str] = []
+
+    def owner_of(topology_id: str) -> str | None:
+        asked.append(topology_id)
+        return owners.get(topology_id)
+
+    ids = ["a-1", "b-1", "old-1", "gone-1"]
+    alice = topology_filter(Principal("alice", "user"), owner_of)
+    assert [t for t in ids + ids if alice(t)] == ["a-1", "a-1"]
+    assert asked == ids  # each owner looked up once per scrape
+    for role in ("admin", "viewer"):
+        assert all(topology_filter(Principal("v", role), owner_of)(t) for t in ids)
+    assert not any(topology_filter(Principal("s", "supervisor"), owner_of)(t) for t in ids)
 
 
 def test_token_table_maps_tokens_and_refuses_bad_files(tmp_path):
@@ -122,15 +172,21 @@ def test_bundle_leaves_out_dotfiles_vcs_and_ignored_files(tmp_path):
 def test_refusal_log_lines_are_bounded_and_counts_are_not(tmp_path):
     clock = FakeClock()
     add_token(tmp_path / "tokens.yaml", "alice", "user")
-    guard = Guard(TokenFile(tmp_path / "tokens.yaml", clock), clock)
+    refusals = Refusals(clock)
+    guard = Guard(TokenFile(tmp_path / "tokens.yaml", clock), refusals)
     with structlog.testing.capture_logs() as logs:
-        for _ in range(REFUSAL_LOGS_PER_WINDOW + 30):
-            with pytest.raises(ApiError):
+        for _ in range(LOGS_PER_WINDOW + 30):
+            with pytest.raises(ApiError) as info:
                 guard.principal({"HTTP_AUTHORIZATION": "Bearer nope"})
-            guard.log_refusal(status=401)
-        clock.advance(REFUSAL_LOG_WINDOW_SECS)
-        guard.log_refusal(status=401)
+            refusals.refuse(info.value.reason, status=401)
+        clock.advance(LOG_WINDOW_SECS)
+        refusals.refuse("tls-handshake", error="no TLS handshake within 5s")
     events = [e["event"] for e in logs]
-    assert events.count("request refused") == REFUSAL_LOGS_PER_WINDOW + 1
+    assert events.count("request refused") == LOGS_PER_WINDOW + 1
     assert [e["count"] for e in logs if e["event"] == "requests refused without a log line"] == [30]
-    assert guard.counts() == {"unauthenticated": REFUSAL_LOGS_PER_WINDOW + 30, "forbidden": 0, "connection": 0}
+    assert refusals.counts() == {**dict.fromkeys(REASONS, 0), "unauthenticated": LOGS_PER_WINDOW + 30,
+                                 "tls-handshake": 1}
+    exported = {labels[0]: value for labels, value in refusals.series().samples["squall_http_refused"]}
+    assert exported == refusals.counts()
+    with pytest.raises(ValueError):
+        refusals.refuse("bored")

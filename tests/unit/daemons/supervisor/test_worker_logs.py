@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from squall.cli.logs import LogSlot, log_slots
+from squall.daemons.http.refusals import Refusals
 from squall.daemons.nimbus.auth import PublishedTokenSource, token_hash
 from squall.daemons.nimbus.guard import Guard
 from squall.daemons.state import PublishedTokens
@@ -109,7 +110,7 @@ def viewer(tmp_path):
     (tmp_path / "secret.txt").write_text("not for you\n")
     known = {("topo-1", 6700): ("w1", log)}
     source = PublishedTokenSource()
-    guard = Guard(source)
+    guard = Guard(source, Refusals())
     app = logviewer.make_app(lambda t, p: known.get((t, p)), {"topo-1": "alice"}.get, guard,
                              backups=2, max_bytes=400)
     app.source, app.guard = source, guard
@@ -135,7 +136,7 @@ def test_logviewer_serves_known_workers_only_with_the_token(viewer):
     assert call(viewer, "/logs/topo-1/6700", query="lines=-5")[0] == 400
     assert call(viewer, "/logs/topo-1/6700", query="offset=abc")[0] == 400
     assert call(viewer, "/logs/topo-1/6700", method="POST")[0] == 405
-    assert viewer.guard.counts()["unauthenticated"] == 6
+    assert viewer.guard.refusals.counts()["unauthenticated"] == 6
 
 
 def test_logviewer_roles_follow_the_published_tokens(viewer):
@@ -146,14 +147,17 @@ def test_logviewer_roles_follow_the_published_tokens(viewer):
     assert {status(t) for t in TOKENS} == {401}
     viewer.source.update(published())
     assert {t: status(t) for t in TOKENS} == {
-        "admin-token-0123456789": 200, "alice-token-0123456789": 200, "bob-token-0123456789ab": 403,
+        "admin-token-0123456789": 200, "alice-token-0123456789": 200, "bob-token-0123456789ab": 404,
         "viewer-token-012345678": 200, "nimbus-token-012345678": 200}
-    # A user learns nothing of a topology it does not own, existing or not.
-    assert status("alice-token-0123456789", "topo-2") == 403
+    # A user learns nothing of a topology it does not own: answered as one that does not exist.
+    assert call(viewer, "/logs/topo-1/6700", token="bob-token-0123456789ab") == \
+        (404, {"error": "no worker of topo-1 runs on port 6700 here"})
+    assert call(viewer, "/logs/topo-2/6700", token="alice-token-0123456789") == \
+        (404, {"error": "no worker of topo-2 runs on port 6700 here"})
     assert status("admin-token-0123456789", "topo-2") == 404
     # A node deleted or malformed keeps the last table: bad data never opens the door.
     assert viewer.source.update(None) == "kept"
-    assert status("bob-token-0123456789ab") == 403 and call(viewer, "/logs/topo-1/6700", token=None)[0] == 401
+    assert status("bob-token-0123456789ab") == 404 and call(viewer, "/logs/topo-1/6700", token=None)[0] == 401
     # Revocation: the next table without alice's token refuses her.
     viewer.source.update(PublishedTokens(True, tuple(e for e in published().entries if e[1] != "alice")))
     assert status("alice-token-0123456789") == 401 and status("admin-token-0123456789") == 200

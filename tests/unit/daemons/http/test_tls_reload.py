@@ -13,8 +13,8 @@ import pytest
 import structlog.testing
 
 from squall.daemons.file_watch import FileWatch, settled_change
+from squall.daemons.http.tls_material import TlsMaterial, TlsMaterialError, server_context
 from squall.daemons.nimbus.credentials import issue_cert, make_tls
-from squall.daemons.nimbus.tls_material import TlsMaterial, TlsMaterialError, server_context
 from squall.daemons.timers import FakeClock
 from support.tls import HOSTS, install
 

@@ -1,6 +1,6 @@
 """TLS contexts built from files and built again when the files change, so that a new
 certificate or CA needs no restart: an API server's certificate and key
-(:class:`~squall.daemons.nimbus.server.ApiServer`), a client's CA file
+(:class:`~squall.daemons.http.server.HttpServer`), a client's CA file
 (:class:`~squall.daemons.nimbus.access.ApiAccess`).
 
 A new context only serves connections made after it (a context is fixed for a connection at
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from squall.daemons.file_watch import RELOAD_CHECK_SECS, FileWatch
+from squall.daemons.metrics.families import Series
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 log = structlog.get_logger("squall.tls")
@@ -117,3 +118,10 @@ class TlsMaterial:
         self._context = context
         self.loaded += 1
         log.info(f"new {self.what} in force", files=list(self.files))
+
+    def series(self) -> Series:
+        """``squall_tls_reloads``: changes put in force and refused."""
+        out = Series()
+        out.add("squall_tls_reloads", ("loaded",), self.loaded)
+        out.add("squall_tls_reloads", ("refused",), self.refused)
+        return out

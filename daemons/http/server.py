@@ -1,0 +1,364 @@
+"""The daemons' HTTP(S) server: nimbus's API, a supervisor's ``/metrics`` and logviewer.
+
+One event loop (asyncio, on a thread of its own) holds every connection: it accepts, does
+the TLS handshake, reads the request head and the body, each within its deadline
+(:class:`~squall.daemons.http.limits.HttpLimits`), and hands complete heads to a small pool
+of threads that run the WSGI application. A connection that is slow, idle or never starts
+TLS costs the loop a socket and a few kilobytes, never a thread, so dozens of them do not
+hold up a real request; past ``max_connections`` new connections are closed at once.
+
+Why not cheroot, which served before (measured, see docs/operations/security.md): cheroot
+does the TLS handshake on its one accepting thread, so each silent TCP connection stopped
+every new connection for its socket timeout; and it gives each new connection a pool thread
+that waits for the head with only a per-recv timeout, so a client sending one header byte
+every few seconds held a thread for as long as it liked. Neither is a setting. The standard
+library's ``asyncio`` gives handshake deadlines (``ssl_handshake_timeout``) and thousands of
+idle sockets for free; the HTTP/1.1 framing squall needs is small and lives in ``head.py``
+and ``body.py``, strict and tested without sockets.
+
+A connection serves up to ``MAX_REQUESTS`` requests one after another (HTTP/1.1 keep-alive,
+while replies have a length and bodies were read whole); an idle one is closed quietly after
+``header_secs``. Refusals (a failed or
+late handshake, a late or malformed head, a body too slow or too large, a full server, a
+client gone mid-request) are answered where HTTP allows, counted by reason and logged within
+a bound (:class:`~squall.daemons.http.refusals.Refusals`); none gets a traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import re
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from squall.daemons.http.body import BodyReader, InputStream
+from squall.daemons.http.head import Head, HeadError, framing, keeps_alive, parse_head
+from squall.daemons.http.limits import HttpLimits
+from squall.daemons.http.refusals import Refusals
+from squall.daemons.http.tls_material import TlsMaterial
+from squall.daemons.http.wsgi import Reply, WSGIApp, call, environ_of, finish, plain_reply
+
+DEFAULT_LIMITS = HttpLimits()
+BACKLOG = 1024
+LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing (so the reply survives)
+LINGER_SECS = 2.0
+CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
+MAX_REQUESTS = 1000     # on one connection
+PLAIN_TO_TLS = "The client sent a plain HTTP request, but this server only speaks HTTPS on this port."
+PLAIN_DRAIN_BYTES = 64 * 1024  # of a plain HTTP request read before its 400 (so the close sends FIN, not RST)
+PLAIN_DRAIN_SECS = 0.5
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")
+
+
+def _whole_request(seen: bytes) -> bool:
+    """Has ``seen`` (the start of a plain HTTP request) its head and its declared body?"""
+    head, end, body = seen.partition(b"\r\n\r\n")
+    if not end:
+        return False
+    length = _CONTENT_LENGTH.search(head)
+    return len(body) >= (int(length.group(1)) if length else 0)
+
+
+class HttpServer:
+    """Binds on construction (OSError when it cannot); ``start()`` serves on a thread of its
+    own, ``stop()`` closes every connection and ends the threads. ``tls`` (certificate and key,
+    read again when they change) makes it HTTPS only. ``max_body`` is a backstop: applications
+    read bodies against their own, smaller limits."""
+
+    def __init__(self, app: WSGIApp, host: str, port: int, *, max_body: int, refusals: Refusals,
+                 limits: HttpLimits = DEFAULT_LIMITS, tls: TlsMaterial | None = None,
+                 name: str = "squall", threads: int = 8) -> None:
+        self._app, self.limits, self.refusals, self._tls = app, limits, refusals, tls
+        self._max_body = max_body
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self._sock.setblocking(False)
+        self.host, self.port = host, int(self._sock.getsockname()[1])
+        self.tls = tls is not None
+        self._loop = asyncio.new_event_loop()
+        self._conns: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Event | None = None
+        self._stop_wanted = False
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._workers = [threading.Thread(target=self._work, name=f"{name}-http-{i}", daemon=True)
+                         for i in range(threads)]
+        self._thread = threading.Thread(target=self._run, name=f"{name}-http", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        for worker in self._workers:
+            worker.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._request_stop)
+            self._thread.join(timeout)
+        for _ in self._workers:
+            self._jobs.put(None)
+        self._sock.close()
+
+    def _request_stop(self) -> None:
+        self._stop_wanted = True  # it may come before _serve made the event
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.set_exception_handler(self._loop_error)
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """What asyncio would print (a transport failing outside any await): counted and
+        logged within the bound like any other failure."""
+        exc = context.get("exception")
+        self.refusals.refuse("error", error=str(context.get("message", ""))[:300],
+                             exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else False)
+
+    async def _serve(self) -> None:
+        self._stopping = asyncio.Event()
+        if self._stop_wanted:
+            self._stopping.set()
+        accepting = asyncio.create_task(self._accept())
+        await self._stopping.wait()
+        accepting.cancel()
+        for task in list(self._conns):
+            task.cancel()
+        await asyncio.wait([accepting, *self._conns], timeout=CLOSE_SECS)
+
+    # -- connections -----------------------------------------------------------------------
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(self._sock)
+            except OSError as exc:  # out of file descriptors, say: wait for some to close
+                self.refusals.refuse("capacity", error=f"accept failed: {exc}")
+                await asyncio.sleep(0.1)
+                continue
+            if len(self._conns) >= self.limits.max_connections:
+                self.refusals.refuse("capacity", remote=addr[0],
+                                     error=f"{self.limits.max_connections} connections open already")
+                sock.close()
+                continue
+            # Small writes at once (asyncio sets this only on sockets made with proto 6): with
+            # Nagle, a reply waits behind the TLS session tickets for the client's delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = loop.create_task(self._connection(sock, addr))
+            self._conns.add(task)
+            task.add_done_callback(self._conns.discard)
+
+    async def _connection(self, sock: socket.socket, addr: tuple[Any, ...]) -> None:
+        remote = str(addr[0])
+        writer: asyncio.StreamWriter | None = None
+        try:
+            streams = await self._open(sock, remote)
+            if streams is not None:
+                reader, writer = streams
+                await self._exchange(reader, writer, remote, int(addr[1]))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a fault in one connection must not end the server
+            self.refusals.refuse("error", remote=remote, exc_info=True)
+        finally:
+            if writer is not None:
+                await self._close(writer)
+            else:
+                sock.close()
+
+    async def _open(self, sock: socket.socket, remote: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """The connection's streams, TLS done within its deadline; None when refused."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=self.limits.max_header_bytes, loop=loop)
+
+        def protocol() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(reader, loop=loop)
+
+        if self._tls is None:
+            transport, proto = await loop.connect_accepted_socket(protocol, sock)
+            return reader, asyncio.StreamWriter(transport, proto, reader, loop)
+        deadline = loop.time() + self.limits.handshake_secs
+        try:
+            async with asyncio.timeout_at(deadline):
+                first = await self._peek(sock)
+                if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
+                    await self._refuse_plain(sock, remote)
+                    return None
+                if not first:
+                    raise ConnectionError("closed before the TLS handshake")
+                transport, proto = await loop.connect_accepted_socket(
+                    protocol, sock, ssl=self._tls.context(), ssl_handshake_timeout=max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            self.refusals.refuse("tls-handshake", remote=remote,
+                                 error=f"no TLS handshake within {self.limits.handshake_secs:g}s")
+            return None
+        except OSError as exc:  # ssl.SSLError, a reset, the handshake deadline (ConnectionAbortedError)
+            self.refusals.refuse("tls-handshake", remote=remote, error=str(exc)[:300] or type(exc).__name__)
+            return None
+        return reader, asyncio.StreamWriter(transport, proto, reader, loop)
+
+    @staticmethod
+    async def _peek(sock: socket.socket) -> bytes:
+        """The connection's first byte, left in the socket."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return sock.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                pass
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(sock.fileno(), finish, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(sock.fileno())
+
+    async def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
+        """Plain HTTP on the TLS port: a 400 that says so, after reading the request (bounded),
+        since closing a socket with unread data resets it and the client would lose the 400."""
+        self.refusals.refuse("plain-http", remote=remote, error="plain HTTP on the TLS port")
+        loop = asyncio.get_running_loop()
+        seen = b""
+        try:
+            async with asyncio.timeout(PLAIN_DRAIN_SECS):
+                while len(seen) < PLAIN_DRAIN_BYTES and not _whole_request(seen):
+                    chunk = await loop.sock_recv(sock, PLAIN_DRAIN_BYTES - len(seen))
+                    if not chunk:
+                        break
+                    seen += chunk
+            async with asyncio.timeout(1.0):
+                await loop.sock_sendall(sock, plain_reply(400, PLAIN_TO_TLS))
+        except (TimeoutError, OSError):
+            pass
+
+    async def _close(self, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        try:
+            async with asyncio.timeout(CLOSE_SECS):
+                await writer.wait_closed()
+        except (TimeoutError, OSError):
+            writer.transport.abort()
+
+    # -- requests --------------------------------------------------------------------------
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                        remote_port: int) -> None:
+        """Serve requests on one connection until one of them ends it."""
+        for served in range(MAX_REQUESTS):
+            head = await self._read_head(reader, writer, remote, idle_first=served > 0)
+            if head is None or not await self._request(head, reader, writer, remote, remote_port):
+                return
+
+    async def _request(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                       remote_port: int) -> bool:
+        """Run one request through the application; whether the connection may serve another."""
+        try:
+            frame = framing(head)
+        except HeadError as exc:
+            await self._refuse_head(writer, exc, remote)
+            return False
+        loop = asyncio.get_running_loop()
+        body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer))
+        stream = InputStream(body, loop, self.limits.body_read_secs)
+        reply = Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head))
+        environ = environ_of(head, stream, (self.host, self.port), (remote, remote_port), self.tls)
+        done: asyncio.Future[None] = loop.create_future()
+        self._jobs.put((environ, reply, done))
+        await done
+        if stream.error is not None:
+            self.refusals.refuse(stream.error.reason, error=str(stream.error), remote=remote, method=head.method,
+                                 path=environ["PATH_INFO"][:200])
+            return False
+        if reply.keep:
+            return True
+        if not body.done and not body.held_back:  # the reply did not need the body: drop some of it,
+            # so that the close does not reset the connection under the reply
+            try:
+                async with asyncio.timeout(LINGER_SECS):
+                    await body.discard(LINGER_BYTES)
+            except TimeoutError:
+                pass
+        return False
+
+    async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
+                         idle_first: bool = False) -> Head | None:
+        """The next request's head, within its deadline; None when there is none to serve.
+        With ``idle_first`` (a kept connection) the client may first stay silent for as long,
+        and is then closed quietly: an idle connection is not a refusal."""
+        first = b""
+        if idle_first:
+            try:
+                async with asyncio.timeout(self.limits.header_secs):
+                    first = await reader.readexactly(1)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                return None
+        try:
+            async with asyncio.timeout(self.limits.header_secs):
+                data = first + await reader.readuntil(b"\r\n\r\n")
+        except TimeoutError:
+            self.refusals.refuse("header-timeout", remote=remote,
+                                 error=f"no complete request head within {self.limits.header_secs:g}s")
+            await self._answer(writer, 408, f"request head not complete within {self.limits.header_secs:g}s")
+            return None
+        except asyncio.LimitOverrunError:
+            await self._refuse_head(writer, HeadError(431, f"request head above {self.limits.max_header_bytes} bytes"),
+                                    remote)
+            return None
+        except asyncio.IncompleteReadError as exc:
+            if first or exc.partial:  # an empty one is a client that opened a connection and did not use it
+                self.refusals.refuse("reset", remote=remote,
+                                     error="connection closed in the middle of the request head")
+            return None
+        except ConnectionError as exc:
+            self.refusals.refuse("reset", remote=remote, error=f"connection reset in the request head: {exc}")
+            return None
+        try:
+            return parse_head(data)
+        except HeadError as exc:
+            await self._refuse_head(writer, exc, remote)
+            return None
+
+    async def _refuse_head(self, writer: asyncio.StreamWriter, exc: HeadError, remote: str) -> None:
+        self.refusals.refuse("too-large" if exc.status == 431 else "malformed", remote=remote, status=exc.status,
+                             error=str(exc))
+        await self._answer(writer, exc.status, str(exc))
+
+    async def _answer(self, writer: asyncio.StreamWriter, status: int, text: str) -> None:
+        """The server's own short answer; a client that does not take it is not waited for."""
+        try:
+            writer.write(plain_reply(status, text))
+            async with asyncio.timeout(1.0):
+                await writer.drain()
+        except (TimeoutError, ConnectionError):
+            writer.transport.abort()
+
+    @staticmethod
+    def _continuer(head: Head, writer: asyncio.StreamWriter) -> Callable[[], Any] | None:
+        """``Expect: 100-continue``: the client waits for a go before sending the body, which it
+        gets only once the application reads it (after authentication and permission)."""
+        if head.version != "HTTP/1.1" or (head.get("expect") or "").lower() != "100-continue":
+            return None
+
+        async def go_on() -> None:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return go_on
+
+    # -- the application's threads ---------------------------------------------------------
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            environ, reply, done = job
+            try:
+                call(self._app, environ, reply, self.refusals)
+            finally:
+                try:
+                    self._loop.call_soon_threadsafe(finish, done)
+                except RuntimeError:  # the loop has closed: the server is stopping
+                    pass
