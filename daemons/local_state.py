@@ -7,7 +7,9 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
     <local dir>/
       supervisor-id, supervisor-conf.yaml, supervisor-state.json, supervisor.lock
       topologies/<topology id>/       extracted code bundles (code/, topology.bin, conf.json)
-      workers/<worker id>/            pid, heartbeat.json, metrics.json, worker.log (rotated by the
+      workers/<worker id>/            pid, heartbeat.json, stats.json (executor stats for nimbus,
+                                      sent on in the supervisor's reports), metrics.json,
+                                      worker.log (rotated by the
                                       worker: worker.log.1 ...), worker.out (output before the
                                       worker's log is set up, captured by the supervisor);
                                       from the supervisor at each launch: credentials.json and
@@ -151,6 +153,9 @@ class LocalLayout:
     def metrics_file(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "metrics.json"
 
+    def stats_file(self, worker_id: str) -> Path:
+        return self.worker_dir(worker_id) / "stats.json"
+
     def launch_assignment_file(self, worker_id: str) -> Path:
         """The assignment the supervisor launched the worker for (see launch_assignment)."""
         return self.worker_dir(worker_id) / "assignment.json"
@@ -237,7 +242,10 @@ def executor_rows(rows: Any) -> list[ExecutorId]:
 
 def parse_heartbeat(raw: bytes, worker_id: str) -> LocalHeartbeat:
     """A heartbeat file's content, checked; ValueError naming the problem."""
-    beat = json.loads(raw)
+    try:
+        beat = json.loads(raw)
+    except RecursionError:  # a file of "[[[[..." written by user code
+        raise ValueError("heartbeat is nested too deeply") from None
     if not isinstance(beat, dict):
         raise ValueError(f"expected a JSON object, got {type(beat).__name__}")
     t = beat.get("time")
@@ -301,3 +309,49 @@ def read_metrics(layout: LocalLayout, worker_id: str) -> Any:
     except FileNotFoundError:
         return None
     return json.loads(raw)
+
+
+# --- the worker's executor stats (for nimbus, through the supervisor's report) ------------------
+
+STATS_MAX_BYTES = 512_000  # a stats file larger than this is refused unread (workers write < 256 kB)
+
+
+@dataclass(frozen=True)
+class WorkerStats:
+    """What a worker adds to its beat in its supervisor's report: its uptime and executor
+    stats (opaque JSON for nimbus's status; checked where it is shown)."""
+
+    uptime: float
+    stats: dict[str, Any]
+
+    def to_json(self) -> bytes:
+        return json.dumps({"uptime": self.uptime, "stats": self.stats}, separators=(",", ":")).encode()
+
+
+def write_stats(layout: LocalLayout, worker_id: str, stats: WorkerStats) -> None:
+    """Not synced: stats lost in a crash are replaced seconds later."""
+    write_atomic(layout.stats_file(worker_id), stats.to_json(), sync=False)
+
+
+def read_stats(layout: LocalLayout, worker_id: str) -> WorkerStats | None:
+    """The worker's last stats, None when there are none yet; ValueError (or OSError) when
+    the file cannot be used."""
+    path = layout.stats_file(worker_id)
+    try:
+        raw = read_regular(path, STATS_MAX_BYTES)  # the worker's directory: nothing there is trusted
+    except FileNotFoundError:
+        return None
+    try:
+        obj = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("stats"), dict):
+        raise ValueError(f"{path} holds no stats object")
+    uptime = obj.get("uptime")
+    if isinstance(uptime, bool) or not isinstance(uptime, (int, float)):
+        raise ValueError(f"{path}: uptime is {uptime!r}")
+    return WorkerStats(float(uptime), obj["stats"])
+
+
+def remove_stats(layout: LocalLayout, worker_id: str) -> None:
+    layout.stats_file(worker_id).unlink(missing_ok=True)

@@ -84,6 +84,10 @@ SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "squall_nimbus_scheduling_rounds": (COUNTER, "Leader rounds that checked beats and reassigned.", ()),
     "squall_nimbus_assignments_written": (COUNTER, "Assignments written (new, moved or rebalanced).", ()),
     "squall_nimbus_executors_moved": (COUNTER, "Executors moved from one slot to another.", ()),
+    "squall_nimbus_round_seconds": (GAUGE, "How long the leader's last round took.", ()),
+    "squall_nimbus_round_cpu_seconds": (GAUGE, "CPU the leader's last round used (its thread).", ()),
+    "squall_nimbus_supervisor_reports": (COUNTER, "Supervisor reports taken or refused, by result.",
+                                         ("result",)),
 }
 
 MAX_LABEL = 200  # longest label value taken from a snapshot

@@ -17,6 +17,8 @@ Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx st
     GET  /topologies/<name>/logs/<node>/<port>?lines=N | ?offset=O&inode=I
                                             -> a worker's log, from its supervisor's logviewer
     GET  /cluster                           -> supervisors, slots, nimbus leader
+    POST /supervisors/<id>/report           a supervisor's report (role supervisor, the leader)
+                                            -> {"supervisor", "beats"}
 
 Outside ``/api/v1``, ``GET /`` and ``/ui/...`` serve the web UI's static files (``web.py``),
 without a token: they hold no data (the UI asks for a token and sends it to the API).
@@ -39,8 +41,9 @@ import structlog
 
 from squall.daemons.http.body import PIECE, BodyError
 from squall.daemons.nimbus import web
-from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, SUBMIT, Principal, authorize
+from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, REPORT, SUBMIT, Principal, authorize
 from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal, status_line
+from squall.daemons.reports import MAX_REPORT_BYTES
 from squall.daemons.state import ClusterStateError
 
 log = structlog.get_logger("squall.nimbus.api")
@@ -72,12 +75,14 @@ class NimbusService(Protocol):
     def topology_status(self, name: str) -> dict[str, Any]: ...
     def cluster_info(self) -> dict[str, Any]: ...
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
+    def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]: ...
 
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
 _ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|bundle)$")
 _READ = re.compile(r"^/topologies/([^/]+)/(conf|errors)$")
 _LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
+_REPORT = re.compile(r"^/supervisors/([^/]+)/report$")
 
 
 def no_such_topology(name: str) -> str:
@@ -174,6 +179,14 @@ def make_app(nimbus: NimbusService, guard: Guard,
             if method != "GET":
                 raise not_allowed(method, path, "GET")
             return READ, None, lambda: reply({**nimbus.cluster_info(), "api": {"refused": guard.refusals.counts()}})
+        match = _REPORT.match(path)
+        if match:
+            if method != "POST":
+                raise not_allowed(method, path, "POST")
+            supervisor_id = match.group(1)
+            # The body is read in the handler: after the caller was found to be a supervisor.
+            return REPORT, None, lambda: reply(nimbus.take_report(
+                supervisor_id, b"".join(body_pieces(environ, MAX_REPORT_BYTES, "report"))))
         match = _TOPOLOGY.match(path)
         if match:
             if method != "GET":

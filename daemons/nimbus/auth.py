@@ -20,9 +20,10 @@ gets the 404 of a missing one, never a 403 that would confirm the name):
 - ``user``: submit; read, control and fetch the code of its own topologies (lists show
   only those); read the cluster;
 - ``viewer``: read everything (not code bundles: they carry the topology's conf);
-- ``supervisor``: fetch code bundles (supervisors and a standby nimbus's code sync), and
-  read worker logs from a supervisor's logviewer (nimbus proxies ``squall logs`` there after
-  authorizing its own caller).
+- ``supervisor``: fetch code bundles (supervisors and a standby nimbus's code sync), report
+  (a supervisor's heartbeat with its workers' beats and stats), and read worker logs from a
+  supervisor's logviewer (nimbus proxies ``squall logs`` there after authorizing its own
+  caller).
 
 Supervisors check tokens against the table the leading nimbus publishes in ZooKeeper
 (``published_tokens`` / ``PublishedTokenSource``), so one token file serves the cluster.
@@ -51,7 +52,8 @@ log = structlog.get_logger("squall.nimbus.auth")
 
 ROLES = ("admin", "user", "viewer", "supervisor")
 READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS = "read", "submit", "control", "fetch-code", "read-logs"
-ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS)
+REPORT = "report"
+ACTIONS = (READ, SUBMIT, CONTROL, FETCH_CODE, READ_LOGS, REPORT)
 MAX_TOKENS = 10_000
 MAX_FILE_BYTES = 4 << 20
 MIN_TOKEN_CHARS = 16
@@ -84,7 +86,9 @@ def authorize(role: str, user: str, action: str, owner: str | None) -> bool:
     if role == "admin":
         return True
     if role == "supervisor":
-        return action in (FETCH_CODE, READ_LOGS)
+        return action in (FETCH_CODE, READ_LOGS, REPORT)
+    if action == REPORT:  # what only supervisors send
+        return False
     if action == READ_LOGS:  # for everyone else a log is read like the topology itself
         if role == "user":  # ... which a user must own (None: no such topology)
             return bool(owner) and owner == user

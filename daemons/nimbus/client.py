@@ -1,7 +1,8 @@
 """A small client for nimbus's HTTP JSON API (the CLI, standby nimbuses, supervisors).
 
 Standard library only (urllib), so the CLI starts fast. A write sent to a standby nimbus
-gets 503 with the leader's address; the client retries it once at that leader.
+(or a read only the leader answers: a topology's status) gets 503 with the leader's address;
+the client retries it once at that leader.
 """
 from __future__ import annotations
 
@@ -118,8 +119,8 @@ class NimbusClient:
     def _json(self, method: str, path: str, body: bytes | None = None,
               content_type: str | None = None) -> Any:
         status, _, data = self._request(method, path, body, content_type)
-        if status == 503 and method != "GET" and _leader(data):
-            # A standby: send the write to the leader it names, once.
+        if status == 503 and _leader(data):
+            # A standby: send the write (or a read only the leader answers) to the leader it names, once.
             host, _, port = _leader(data).rpartition(":")
             if (host, port) != (self.host, str(self.port)) and port.isdigit():
                 status, _, data = NimbusClient(host, int(port), self.timeout, self.access)._request(

@@ -8,13 +8,17 @@ serves the read-only GETs from ZooKeeper and answers writes with 503 and the lea
 topology's bundle from the leader, so that it can take over and still serve the code
 (Storm's nimbus code sync).
 
-Leader loop: every ``nimbus.monitor.freq.secs``, and at once when the set of supervisors
-changes (a watch), it reassigns the executors of active and inactive topologies whose
-worker has been silent past ``nimbus.task.timeout.secs`` (newly assigned ones get
-``nimbus.task.launch.secs``) or whose supervisor is gone or silent past
-``nimbus.supervisor.timeout.secs``; an assignment is written only if it changed. Beats and
-supervisor refreshes are timed by nimbus's own clock when it sees them change (as in
-Storm), so clock skew between hosts does not matter.
+Leader loop: every ``nimbus.monitor.freq.secs``, at once when the set of supervisors
+changes (a watch), and when a silence is due to run out, it reassigns the executors of
+active and inactive topologies whose worker has been silent past ``nimbus.task.timeout.secs``
+(newly assigned ones get ``nimbus.task.launch.secs``) or whose supervisor is gone or silent
+past ``nimbus.supervisor.timeout.secs``; an assignment is written only if it changed. Worker
+beats and supervisor heartbeats come in the supervisors' reports (``take_report``, kept in
+memory by ``beats.BeatTable``; nothing per interval goes to ZooKeeper) and are timed by
+nimbus's own clock when it sees them advance (as in Storm), so clock skew between hosts does
+not matter. A new leader has heard nothing yet: it judges nothing dead for the task timeout
+(``liveness.ReconnectGrace``), and it first makes every supervisor's part of the assignments
+agree with them (``ClusterState.reconcile_node_parts``).
 
 Kill and rebalance delays (``wait_secs``) are deadlines of the leader. A new leader resumes
 them: a killed topology is removed after its ``topology.message.timeout.secs`` counted from
@@ -29,6 +33,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -47,19 +52,23 @@ from squall.daemons.nimbus import status, worker_logs
 from squall.daemons.nimbus.access import AccessError, ApiAccess, server_tls_files
 from squall.daemons.nimbus.api import MAX_JSON_BODY, make_app, no_such_topology
 from squall.daemons.nimbus.auth import TokenFile, TokenFileError, published_tokens
+from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.code_store import CodeStore, Upload, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.guard import ApiError, Guard
-from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
+from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
     ExecutorId,
+    RoundSlots,
     Slot,
+    all_heard,
     available_slots,
+    by_slot,
     compute_assignment,
     dead_executors,
-    slots_in_use,
+    even_split,
     slots_warning,
     start_times_after,
     worker_shortfall,
@@ -72,6 +81,7 @@ from squall.daemons.nimbus.validate import (
     check_structure,
     validate_submission,
 )
+from squall.daemons.reports import ReportedBeat, parse_report
 from squall.daemons.state import (
     Assignment,
     ClusterState,
@@ -140,11 +150,16 @@ class Nimbus:
         self._timers = DeadlineQueue(clock)  # keys: (action, topology id)
         self._ids = itertools.count(1)
         self._prev_status: dict[str, str] = {}  # rebalancing topology -> status to return to
-        self._beat_seen: dict[tuple[str, Slot], tuple[float, float]] = {}  # -> (beat time, seen at)
+        self.beats = BeatTable()  # what supervisors reported (leader only)
+        self._judge_at: float | None = None  # when the next silence runs out (nimbus time)
+        self._parts_checked = False  # this leadership has reconciled the supervisors' parts
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
+        self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
+        self._shapes: dict[str, tuple[Any, ...]] = {}  # by topology id: see _shape
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
+        self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
         self._sync: CodeSync | None = None
         self._server: HttpServer | None = None
         self._tls: TlsMaterial | None = None  # the API's certificate and key, read again when changed
@@ -152,7 +167,8 @@ class Nimbus:
         self.guard: Guard | None = None
         self.access = ApiAccess()
         self._published: PublishedTokens | None = None  # the token table last put in ZooKeeper
-        self.counts: Counter[str] = Counter()  # rounds, assignments, moved (for /metrics)
+        self.counts: Counter[str] = Counter()  # rounds, assignments, moved, reports refused (/metrics)
+        self.round_secs: tuple[float, float] | None = None  # the last leader round: (seconds, CPU seconds)
         self.rates = RateHistory()  # recent executor counters, for rates in status
         self.exit_code = 0
 
@@ -195,7 +211,7 @@ class Nimbus:
         except ClusterStateError as exc:
             self._server.stop()
             raise NimbusStartError(str(exc)) from None
-        self._watch = self.state.watch_supervisors(lambda _sups: self._wake.set())
+        self._watch = self.state.watch_supervisors(self._on_supervisors)
         self.election = self.state.elect_nimbus(self.identifier, self._lead)
         self._sync = CodeSync(self.state, self.store, self.identifier, self.max_upload, self.monitor_freq,
                               lambda: self.is_leader, self._stopping, access)
@@ -284,11 +300,14 @@ class Nimbus:
         """Runs on the election thread for as long as this nimbus leads."""
         with self._lock:
             self._timers.clear()
-            self._beat_seen.clear()
+            self.beats.clear()
             self._sup_seen.clear()
             self._prev_status.clear()
             self._published = None  # a new leader publishes its own table
-        log.info("nimbus is the leader", nimbus=self.identifier)
+            self._parts_checked = False
+            self._grace.restart(self.state.connections)  # no history yet: nothing is judged dead
+        log.info("nimbus is the leader; no reassignment until workers could be heard", nimbus=self.identifier,
+                 hold_secs=self._grace.period)
         try:
             while not lost.is_set() and not self._stopping.is_set():
                 self._wake.clear()
@@ -296,8 +315,10 @@ class Nimbus:
                     with self._lock:
                         if lost.is_set():
                             break
+                        started, cpu = time.perf_counter(), time.thread_time()  # measurements: real clocks
                         self._run_due_timers()
                         self._monitor()
+                        self.round_secs = (time.perf_counter() - started, time.thread_time() - cpu)
                 except ClusterStateError as exc:
                     log.warning("monitor round skipped: ZooKeeper unavailable", error=str(exc))
                 except Exception:  # noqa: BLE001 - one bad round must not end leadership
@@ -318,7 +339,10 @@ class Nimbus:
 
     def _next_wait(self) -> float:
         with self._lock:
-            return self._timers.wait_secs(self.monitor_freq)
+            wait = self._timers.wait_secs(self.monitor_freq)
+            if self._judge_at is not None:  # a silence runs out before the next round
+                wait = min(wait, max(0.0, self._judge_at - self.clock.time()) + 0.05)
+            return wait
 
     def _schedule(self, action: str, topology_id: str, delay: float) -> None:
         self._timers.schedule((action, topology_id), delay)
@@ -333,6 +357,7 @@ class Nimbus:
                 self._do_rebalance(topology_id)
             elif action == SWEEP and topology_id not in self.state.topology_ids():
                 self.state.teardown_topology(topology_id)
+                self.state.remove_node_parts(topology_id)  # looked for under every node
 
     def _monitor(self) -> None:
         """One leader round: reassign what needs it, resume timers, clean orphans."""
@@ -343,8 +368,14 @@ class Nimbus:
         self._observe_connection(now)
         self._publish_tokens()
         supervisors = self._live_supervisors(now)
-        infos = self.state.topologies()
+        entries = self.state.topology_entries()
+        infos = {tid: info for tid, info in entries.items() if info is not None}
+        ids = set(entries)  # malformed topology nodes count as present: they keep their workers
         assignments = self.state.assignments()
+        unreadable = set(self.state.assignment_ids()) - set(assignments)
+        if not self._parts_checked:
+            self._reconcile_parts(assignments, unreadable)
+        self._recover_unreadable(ids - set(infos), unreadable & ids, assignments)
         # The reads above may have waited for a reconnection: judge by the count after them.
         self._observe_connection(self.clock.time())
         hold = self._grace.active()
@@ -352,7 +383,12 @@ class Nimbus:
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
-        for topology_id, info in sorted(infos.items()):
+        slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+                              {tid: a.executors for tid, a in assignments.items()})
+        # Topologies that lost a supervisor first: a death is acted on within the round's first
+        # moments, not after every healthy topology has been looked at.
+        for topology_id, info in sorted(infos.items(), key=lambda kv: (not lost_node(assignments.get(kv[0]),
+                                                                                      supervisors), kv[0])):
             if info.status == "killed":
                 if (REMOVE, topology_id) not in self._timers:
                     self._schedule(REMOVE, topology_id, self._message_timeout(info))
@@ -361,11 +397,10 @@ class Nimbus:
                     self._schedule(REBALANCE, topology_id, 0.0)
             else:
                 try:
-                    self._reassign(info, assignments, supervisors, now, hold=hold)
+                    self._reassign(info, assignments, supervisors, now, hold=hold, slots=slots)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once(topology_id, "bad-record", "cannot schedule topology",
                                     error=str(exc))
-        ids = set(self.state.topology_ids())  # malformed topology nodes count as present
         for topology_id in sorted(assignments.keys() - ids):
             log.warning("removing assignment of unknown topology", topology_id=topology_id)
             self.state.remove_assignment(topology_id)
@@ -373,9 +408,49 @@ class Nimbus:
             if topology_id not in ids:
                 log.info("removing code of unknown topology", topology_id=topology_id)
                 self.store.remove(topology_id)
-        self._beat_seen = {k: v for k, v in self._beat_seen.items() if k[0] in ids}
+        self.beats.retain(ids, self._sup_seen)
         self._counts = {k: v for k, v in self._counts.items() if k in ids}
+        self._components = {k: v for k, v in self._components.items() if k in ids}
+        self._shapes = {k: v for k, v in self._shapes.items() if k in ids}
         self.rates.retain(ids)
+        self.rates.forget_stale(self.clock.time())
+        self._judge_at = self._next_judgement(supervisors, now)
+
+    def _next_judgement(self, supervisors: Mapping[str, SupervisorInfo], judged: float) -> float | None:
+        """When the next beat or supervisor heartbeat heard runs out of its timeout (what ran
+        out before ``judged``, this round's time, was judged in it)."""
+        reported = self.beats.reported_at()
+        sups = next_judgement((last_heard(self._sup_seen[sid][1], reported.get(sid)) for sid in supervisors
+                               if sid in self._sup_seen and not supervisors[sid].away),
+                              self.supervisor_timeout, judged)
+        beats = next_judgement(self.beats.seen_times(), self.task_timeout, judged)
+        return min((t for t in (sups, beats) if t is not None), default=None)
+
+    def _recover_unreadable(self, topologies: set[str], assignments_unreadable: set[str],
+                            assignments: dict[str, Assignment]) -> None:
+        """Damaged but not lost: a topology whose node is malformed keeps its workers and its
+        name (it is reported, and can be killed by id); a malformed assignment is rebuilt from
+        the supervisors' parts of it, so that rewriting it moves nothing."""
+        for topology_id in sorted(topologies):
+            self._warn_once(topology_id, "unreadable", "topology node unreadable: its workers keep "
+                            "running and its name stays taken; an admin can kill it by id")
+        for topology_id in sorted(assignments_unreadable):
+            rebuilt = self.state.assignment_from_parts(topology_id)
+            if rebuilt is not None:
+                # Start times are lost with the node: every executor gets the launch grace again.
+                rebuilt.executor_start = dict.fromkeys(rebuilt.executors, self.clock.time())
+                assignments[topology_id] = rebuilt
+                log.warning("assignment unreadable; rewriting it from the supervisors' parts",
+                            topology_id=topology_id, executors=len(rebuilt.executors))
+
+    def _reconcile_parts(self, assignments: Mapping[str, Assignment], malformed: set[str]) -> None:
+        """Once per leadership: every supervisor's part of the assignments made to agree with
+        them (an earlier leader may have died between writes, or been of a version that wrote
+        whole assignments only). Malformed assignments keep their parts."""
+        writes = self.state.reconcile_node_parts(assignments, malformed)
+        self._parts_checked = True
+        if writes:
+            log.info("supervisors' parts of the assignments brought up to date", writes=writes)
 
     def _publish_tokens(self) -> None:
         """Put the API tokens in force into ZooKeeper when they changed: supervisors check
@@ -398,20 +473,35 @@ class Nimbus:
         if self._grace.observe(self.state.connections):
             log.info("connected to ZooKeeper: no reassignment until workers could be heard",
                      hold_secs=self._grace.period)
-            self._beat_seen = {k: (v[0], now) for k, v in self._beat_seen.items()}
+            self.beats.restart_silence(now)
             self._sup_seen = {k: (v[0], now) for k, v in self._sup_seen.items()}
 
+    def _on_supervisors(self, supervisors: dict[str, SupervisorInfo]) -> None:
+        # kazoo's thread: keep the set (a round then reads no supervisor node) and wake the loop.
+        self._registered = supervisors
+        self._wake.set()
+
+    def _supervisors(self) -> dict[str, SupervisorInfo]:
+        """Every registered supervisor: as the watch last delivered them (kept current by
+        ZooKeeper's events, resynchronised after a reconnection), else read now."""
+        registered = self._registered
+        return registered if registered is not None else self.state.supervisors()
+
     def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
-        """Registered supervisors whose node was refreshed within the supervisor timeout."""
+        """Registered supervisors heard within the supervisor timeout: a report, or a change
+        of their node (supervisors of an earlier squall refresh it instead of reporting);
+        silence counts from this leadership's start at the earliest."""
         out: dict[str, SupervisorInfo] = {}
-        sups = self.state.supervisors()
+        sups = self._supervisors()
+        reported = self.beats.reported_at()
         self._away_expired = []
         for sid, info in sups.items():
             seen = self._sup_seen.get(sid)
             if seen is None or seen[0] != (info.time, info.away):
                 seen = ((info.time, info.away), now)
                 self._sup_seen[sid] = seen
-            if supervisor_alive(info.away, now - seen[1], self.supervisor_timeout, self.restart_grace):
+            heard = seen[1] if info.away else last_heard(seen[1], reported.get(sid))
+            if supervisor_alive(info.away, now - heard, self.supervisor_timeout, self.restart_grace):
                 out[sid] = info
                 self._warned.discard(("supervisor", sid))
                 continue
@@ -420,25 +510,23 @@ class Nimbus:
             elif ("supervisor", sid) not in self._warned:
                 self._warned.add(("supervisor", sid))
                 log.warning("supervisor silent; its slots are not used", supervisor=sid,
-                            silent_secs=round(now - seen[1], 1))
+                            silent_secs=round(now - heard, 1))
         self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
         return out
 
     def _observed_beats(self, topology_id: str, now: float,
                         assignment: Assignment | None) -> dict[Slot, tuple[float, list[ExecutorId]]]:
-        """Beats by slot, timed by when this nimbus saw each beat change; their counters
-        go to the rate history."""
-        out: dict[Slot, tuple[float, list[ExecutorId]]] = {}
-        beats = self.state.worker_beats(topology_id)
-        self.rates.record(topology_id, status.counter_samples(assignment, beats))
-        for slot, beat in beats.items():
-            key = (topology_id, slot)
-            seen = self._beat_seen.get(key)
-            if seen is None or seen[0] != beat.time:
-                seen = (beat.time, now)
-                self._beat_seen[key] = seen
-            out[slot] = (seen[1], beat.executors)
-        return out
+        """Beats by slot, timed by when this nimbus saw each beat advance. A slot the reports
+        do not cover (with stats) is looked up in ZooKeeper too: a worker of an earlier squall
+        beats there during a rolling upgrade (its counters go to the rate history then)."""
+        heard = self.beats.heard(topology_id)
+        if assignment is not None and self.beats.wants_legacy(topology_id, assignment.slots()):
+            legacy = self.state.worker_beats(topology_id)
+            self.beats.take_legacy(topology_id, legacy, now)
+            for beat in legacy.values():
+                self.rates.add(topology_id, ReportedBeat.of(beat).samples())
+            heard = self.beats.heard(topology_id)
+        return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
     def _component_counts(self, topology_id: str) -> dict[str, tuple[int, int]] | None:
         """component -> (parallelism, num_tasks) from the stored structure.json, or None."""
@@ -456,47 +544,62 @@ class Nimbus:
         return counts
 
     def _executor_components(self, info: TopologyInfo) -> dict[ExecutorId, str] | None:
+        """Executor -> component, computed again only when the parallelism or the ackers
+        change (every round asks it of every topology)."""
         counts = self._component_counts(info.id)
         if counts is None:
             return None
+        key = (tuple(sorted(info.component_parallelism.items())), info.conf.get("topology.acker.executors"))
+        cached = self._components.get(info.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         system = system_counts(counts, info.conf)
-        return executors_of(system, task_ids(system), info.component_parallelism)
+        components = executors_of(system, task_ids(system), info.component_parallelism)
+        self._components[info.id] = (key, components)
+        return components
 
     # -- scheduling -----------------------------------------------------------------
     def _reassign(self, info: TopologyInfo, assignments: dict[str, Assignment],
                   supervisors: Mapping[str, SupervisorInfo], now: float,
-                  scratch: bool = False, hold: bool = False) -> Assignment | None:
+                  scratch: bool = False, hold: bool = False, slots: RoundSlots | None = None) -> Assignment | None:
         """Compute the topology's assignment and write it if it changed; returns the one in force.
 
         ``hold`` (the grace after a reconnection): an existing assignment stays as it is; beats
-        are still read, so that they are timed from now."""
+        are still read, so that they are timed from now. ``slots``: the round's (its slot use
+        kept up to date here), else made from ``supervisors`` and ``assignments``."""
         topology_id = info.id
         current = assignments.get(topology_id)
         if hold and current is not None and not scratch:
             self._observed_beats(topology_id, now, current)
             return current
         components = self._executor_components(info)
-        if components is not None:
-            wanted = sorted(components)
-        elif current is not None:
-            wanted = sorted(current.executors)  # no code here: keep the executor set as it is
-        else:
+        if components is None and current is None:
             self._warn_once(topology_id, "no-code", "cannot schedule: this nimbus has no code for it")
             return None
-        cur_map = dict(current.executors) if current else {}
-        cur_start = dict(current.executor_start) if current else {}
+        # Without code here, the executor set stays as it is.
+        wanted_set: Mapping[ExecutorId, Any] = (components if components is not None
+                                                else current.executors)  # type: ignore[union-attr]
+        cur_map: Mapping[ExecutorId, Slot] = current.executors if current else {}
+        cur_start = current.executor_start if current else {}
+        placed, even = self._shape(topology_id, current, wanted_set, info.num_workers)
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
             beats = self._observed_beats(topology_id, now, current)
-            dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
-        alive = set(cur_map) - dead
-        others = {k: a.executors for k, a in assignments.items() if k != topology_id}
-        ports = {sid: s.ports for sid, s in supervisors.items()}
-        new = compute_assignment(wanted, info.num_workers, cur_map, alive, ports, slots_in_use(others),
-                                 scratch=scratch)
+            if not all_heard(placed, beats, now, self.task_timeout):
+                dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
+        if slots is None:
+            slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+                                  {tid: a.executors for tid, a in assignments.items()})
+        if (not scratch and not dead and even and all(port in slots.ports.get(node, ()) and
+                                                      slots.used.held_alone(topology_id, (node, port))
+                                                      for node, port in placed)):
+            new = cur_map  # healthy and unchanged (scheduler.keeps_current): most topologies, most rounds
+        else:
+            new = compute_assignment(sorted(wanted_set), info.num_workers, cur_map, set(cur_map) - dead, slots.ports,
+                                     slots.used.by_others(topology_id), scratch=scratch, live=slots.live)
         if not new:
             self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
-                            executors=len(wanted))
+                            executors=len(wanted_set))
             return current
         self._warned.discard((topology_id, "no-slots"))
         node_host = {node: supervisors[node].host for node, _ in set(new.values())}
@@ -507,19 +610,36 @@ class Nimbus:
             topology_id=topology_id, executors=new, node_host=node_host,
             executor_start=start_times_after(cur_map, new, cur_start, now),
             code_digest=info.code_digest, version=(current.version + 1) if current else 1)
-        self.state.set_assignment(assignment)
+        if current is not None:
+            self.state.set_assignment(assignment, current)
+        else:  # new, or its stored assignment is unreadable: the state layer looks for old parts
+            self.state.set_assignment(assignment)
         assignments[topology_id] = assignment
+        slots.used.update(topology_id, new)
         moved = sum(1 for ex, slot in new.items() if cur_map.get(ex) not in (None, slot))
         self.counts["assignments"] += 1
         self.counts["moved"] += moved
         log.info("assignment written", topology_id=topology_id, version=assignment.version,
                  workers=len(assignment.slots()), executors=len(new), moved=moved, dead=len(dead),
                  scratch=scratch)
-        short = worker_shortfall(info.num_workers, len(wanted), new)
+        short = worker_shortfall(info.num_workers, len(wanted_set), new)
         if short:
             log.warning("not enough free slots for the requested workers", topology_id=topology_id,
                         requested=info.num_workers, missing=short)
         return assignment
+
+    def _shape(self, topology_id: str, current: Assignment | None, wanted: Mapping[ExecutorId, Any],
+               num_workers: int) -> tuple[dict[Slot, frozenset[ExecutorId]], bool]:
+        """The assignment's executors by slot, and whether it is an even split of ``wanted``
+        (scheduler.even_split): worked out again only when the assignment, the executor set
+        or the worker count changes, not every round."""
+        cached = self._shapes.get(topology_id)
+        if cached is not None and cached[0] is current and cached[1] is wanted and cached[2] == num_workers:
+            return cached[3]
+        placed = by_slot(current.executors) if current is not None else {}
+        shape = (placed, current is not None and even_split(sorted(wanted), num_workers, current.executors, placed))
+        self._shapes[topology_id] = (current, wanted, num_workers, shape)
+        return shape
 
     def _warn_once(self, topology_id: str, kind: str, message: str, **fields: Any) -> None:
         if (topology_id, kind) not in self._warned:
@@ -533,15 +653,18 @@ class Nimbus:
         return float(value)
 
     # -- operations (API) -----------------------------------------------------------
-    def _lookup(self, name: str) -> TopologyInfo:
-        """The live topology with this name (or id); 404 when there is none."""
-        infos = self.state.topologies()
-        if name in infos:
-            return infos[name]
-        for info in infos.values():
-            if info.name == name:
-                return info
-        raise ApiError(404, no_such_topology(name))
+    def _lookup(self, name: str, unreadable: bool = False) -> TopologyInfo:
+        """The live topology with this name (or id); 404 when there is none. A topology whose
+        node is malformed is found by id (its stand-in, ``status.with_unreadable``) only with
+        ``unreadable`` (owner checks and kill); otherwise it is a 409 that says what to do."""
+        infos = status.with_unreadable(self.state.topology_entries())
+        found = infos.get(name) or next((i for i in infos.values() if i.name == name), None)
+        if found is None:
+            raise ApiError(404, no_such_topology(name))
+        if found.status == status.UNREADABLE and not (unreadable and found.id == name):
+            raise ApiError(409, f"the ZooKeeper node of topology {found.id} is unreadable (see nimbus's "
+                                f"log); an admin can kill it by id: squall kill {found.id}", id=found.id)
+        return found
 
     def _new_id(self, name: str) -> str:
         existing = set(self.state.topology_ids())
@@ -551,11 +674,12 @@ class Nimbus:
                 return topology_id
 
     def owner_of(self, name: str) -> str | None:
-        """The user who submitted the topology with this name or id; None when there is none."""
+        """The user who submitted the topology with this name or id; None when there is none
+        ("" for one whose node is unreadable: admins only)."""
         try:
-            return self._lookup(name).owner
-        except ApiError:
-            return None
+            return self._lookup(name, unreadable=True).owner
+        except ApiError as exc:  # 409: named by its name, its node unreadable: admins may hear why
+            return "" if exc.status == 409 else None
 
     def submit(self, name: str, receive: Callable[[Upload], None], owner: str) -> dict[str, Any]:
         """Receive the bundle (``receive`` streams the request body into a private file),
@@ -574,11 +698,14 @@ class Nimbus:
     def _admit(self, sub: Submission, upload: Upload, owner: str) -> dict[str, Any]:
         with self._lock:
             self._require_leader()
-            for info in self.state.topologies().values():
-                if info.name == sub.name:
-                    extra = " (it is being killed)" if info.status == "killed" else ""
+            for info in status.with_unreadable(self.state.topology_entries()).values():
+                if info.name == sub.name:  # an unreadable node keeps its name taken until it is killed
+                    extra = {"killed": " (it is being killed)",
+                             status.UNREADABLE: " (its ZooKeeper node is unreadable: an admin can find it in "
+                                                "`squall list` and kill it by id)"}
                     seen = {"id": info.id} if info.owner == owner else {}  # another user's id stays unknown
-                    raise ApiError(409, f"a topology named {sub.name!r} is already running{extra}", **seen)
+                    raise ApiError(409, f"a topology named {sub.name!r} is already running"
+                                        f"{extra.get(info.status, '')}", **seen)
             conf = dict(sub.conf)
             conf["topology.name"] = sub.name
             workers = conf.get("topology.workers") or self.conf["topology.workers"]
@@ -629,10 +756,12 @@ class Nimbus:
         wait = _number(wait_secs, "wait_secs")
         with self._lock:
             self._require_leader()
-            info = self._lookup(name)
+            info = self._lookup(name, unreadable=True)
             if wait is None:
                 wait = self._message_timeout(info)
-            self.state.set_topology_status(info.id, "killed")
+            if info.status == status.UNREADABLE:
+                log.warning("killing a topology whose ZooKeeper node is unreadable", topology_id=info.id)
+            self.state.set_topology_status(info.id, "killed")  # False (and nothing) when unreadable
             self._timers.cancel((REBALANCE, info.id))
             self._prev_status.pop(info.id, None)
             log.info("topology killed", topology_id=info.id, name=info.name, wait_secs=wait)
@@ -735,13 +864,16 @@ class Nimbus:
 
     # -- reads (any nimbus) ---------------------------------------------------------
     def list_topologies(self) -> list[dict[str, Any]]:
-        return status.topology_rows(self.state.topologies(), self.state.assignments(), self.clock.time())
+        """Every topology, one whose node is unreadable too (status ``unreadable``)."""
+        return status.topology_rows(status.with_unreadable(self.state.topology_entries()),
+                                    self.state.assignments(), self.clock.time())
 
     def topology_status(self, name: str) -> dict[str, Any]:
-        """Components with their executors (host, port, counters), workers, last errors."""
+        """Components with their executors (host, port, counters), workers, last errors.
+        The leader answers: the numbers come in the supervisors' reports, which only it hears."""
+        self._require_leader()
         info = self._lookup(name)
-        assignment, beats, now = self.state.assignment(info.id), self.state.worker_beats(info.id), self.clock.time()
-        self.rates.record(info.id, status.counter_samples(assignment, beats))
+        assignment, beats, now = self.state.assignment(info.id), self.beats.beats(info.id), self.clock.time()
         return status.topology_status(
             info, assignment, beats, self._executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
@@ -764,9 +896,29 @@ class Nimbus:
                                       self.state.supervisors(), node, port,
                                       lines=lines, offset=offset, inode=inode)
 
+    def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]:
+        """A supervisor's report (its heartbeat and its workers' beats and stats), kept in
+        memory by the leader; 503 naming the leader on a standby, 400 when malformed."""
+        if not self.is_leader:
+            self._require_leader()
+        try:
+            report = parse_report(data, supervisor_id)
+        except (ValueError, TypeError) as exc:
+            self.counts["reports_refused"] += 1
+            raise ApiError(400, f"bad report: {exc}") from None
+        kept = self.beats.take(report, self.clock.time())
+        for beat in report.beats:  # the rate history takes the counters as they come
+            self.rates.add(beat.topology_id, beat.samples())
+        return {"supervisor": supervisor_id, "beats": kept}
+
+    def _heartbeat_ages(self, now: float) -> dict[str, float] | None:
+        """Supervisor id -> seconds since its last report; None on a standby (it hears none)."""
+        return {sid: now - t for sid, t in self.beats.reported_at().items()} if self.is_leader else None
+
     def cluster_info(self) -> dict[str, Any]:
         now = self.clock.time()
-        rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+        rows = status.supervisor_rows(self._supervisors(), self.state.assignments(), now,
+                                      self._heartbeat_ages(now))
         return {
             "nimbus": {"this": self.identifier, "pid": os.getpid(), "is_leader": self.is_leader,
                        "leader": self.state.nimbus_leader(), "contenders": self.state.nimbus_contenders(),
@@ -784,11 +936,16 @@ class Nimbus:
         cannot be read."""
         now = self.clock.time()
         try:
-            statuses = [i.status for i in self.state.topologies().values()]
-            rows = status.supervisor_rows(self.state.supervisors(), self.state.assignments(), now)
+            statuses = [i.status for i in status.with_unreadable(self.state.topology_entries()).values()]
+            rows = status.supervisor_rows(self._supervisors(), self.state.assignments(), now,
+                                          self._heartbeat_ages(now))
         except ClusterStateError:
             statuses, rows = None, None
-        out = nimbus_series(self.is_leader, dict(self.counts), statuses, rows)
+        counts = {**self.counts, "reports:taken": self.beats.counts["reports"],
+                  "reports:stats_dropped": self.beats.counts["stats_dropped"],
+                  "reports:refused": self.counts["reports_refused"] + sum(
+                      n for k, n in self.beats.counts.items() if k.startswith("refused:"))}
+        out = nimbus_series(self.is_leader, counts, statuses, rows, self.round_secs)
         out.extend(self.refusals.series())
         if self._tls is not None:
             out.extend(self._tls.series())

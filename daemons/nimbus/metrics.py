@@ -12,15 +12,27 @@ from squall.daemons.metrics.families import Series
 STATUSES = ("active", "inactive", "rebalancing", "killed")
 
 
+REPORT_RESULTS = ("taken", "refused", "stats_dropped")
+
+
 def nimbus_series(is_leader: bool, counts: Mapping[str, int], statuses: Iterable[str] | None,
-                  supervisor_rows: list[dict[str, Any]] | None) -> Series:
+                  supervisor_rows: list[dict[str, Any]] | None,
+                  round_secs: tuple[float, float] | None = None) -> Series:
     """``statuses`` and ``supervisor_rows`` are None when ZooKeeper could not be read: the
-    series that need it are then left out rather than reported as zero."""
+    series that need it are then left out rather than reported as zero. ``counts`` holds the
+    leader loop's counters and the reports' (``reports:<result>``); ``round_secs`` the last
+    round's (seconds, CPU seconds of its thread: the difference is time spent waiting for a
+    core or for the interpreter's lock)."""
     out = Series()
     out.add("squall_nimbus_leader", (), 1 if is_leader else 0)
     out.add("squall_nimbus_scheduling_rounds", (), counts.get("rounds", 0))
     out.add("squall_nimbus_assignments_written", (), counts.get("assignments", 0))
     out.add("squall_nimbus_executors_moved", (), counts.get("moved", 0))
+    if round_secs is not None:
+        out.add("squall_nimbus_round_seconds", (), round_secs[0])
+        out.add("squall_nimbus_round_cpu_seconds", (), round_secs[1])
+    for result in REPORT_RESULTS:
+        out.add("squall_nimbus_supervisor_reports", (result,), counts.get(f"reports:{result}", 0))
     if statuses is not None:
         by_status = Counter(statuses)
         for status in sorted(set(STATUSES) | set(by_status)):

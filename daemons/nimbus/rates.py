@@ -1,13 +1,15 @@
 """Rates over the last minute for ``squall status``, from the counters in worker beats.
 
 Beats carry totals since each worker started. Nimbus keeps a short ring of recent totals
-per executor (``RateHistory``, bounded in samples, executors and topologies) whenever it
-reads beats, and ``window_rates`` turns a ring into per-second rates: plain code.
+per executor (``RateHistory``, bounded in samples, time, executors and topologies) as beats
+arrive in the supervisors' reports, and ``window_rates`` turns a ring into per-second
+rates: plain code.
 """
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
 ExecutorId = tuple[int, int]
@@ -15,6 +17,7 @@ COUNTERS = ("emitted", "executed", "acked", "failed")
 WINDOW_SECS = 60.0
 MAX_SAMPLES = 128         # per executor: a minute or more even with stats every 0.5 s
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
+WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters
 
 Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)
 
@@ -50,34 +53,58 @@ def sum_rates(rows: Iterable[dict[str, float] | None]) -> dict[str, float] | Non
 
 
 class RateHistory:
-    """Recent counter samples per topology and executor; safe from several threads."""
+    """Recent counter samples per topology and executor; safe from several threads. A ring
+    is a flat array of doubles (time and counters per sample): a cluster of 100,000
+    executors keeps a minute of samples in tens of megabytes, not hundreds."""
 
     def __init__(self, window: float = WINDOW_SECS, max_samples: int = MAX_SAMPLES,
                  max_topologies: int = MAX_TOPOLOGIES) -> None:
         self.window = window
         self._max_samples = max_samples
         self._max_topologies = max_topologies
-        self._rings: OrderedDict[str, dict[ExecutorId, deque[Sample]]] = OrderedDict()
+        self._rings: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
         self._lock = threading.Lock()
+        self._swept = float("-inf")  # when forget_stale last looked
 
-    def record(self, topology_id: str, samples: Mapping[ExecutorId, Sample]) -> None:
-        """Add each executor's sample (ignored unless newer than its last); executors not in
-        ``samples`` are forgotten (no longer assigned)."""
+    def add(self, topology_id: str, samples: Mapping[ExecutorId, Sample]) -> None:
+        """Add each executor's sample (ignored unless newer than its last); samples older than
+        the window before the newest, and past ``max_samples``, are dropped."""
         with self._lock:
             rings = self._rings.pop(topology_id, {})
-            self._rings[topology_id] = rings = {ex: rings[ex] for ex in samples if ex in rings}
-            for ex, sample in samples.items():
+            self._rings[topology_id] = rings
+            for ex, (t, counters) in samples.items():
                 ring = rings.get(ex)
                 if ring is None:
-                    ring = rings[ex] = deque(maxlen=self._max_samples)
-                if not ring or sample[0] > ring[-1][0]:
-                    ring.append(sample)
+                    ring = rings[ex] = array("d")
+                if ring and t <= ring[-WIDTH]:
+                    continue
+                ring.append(t)
+                ring.extend(counters)
+                drop = 0
+                while ring[drop] < t - self.window or len(ring) - drop > self._max_samples * WIDTH:
+                    drop += WIDTH
+                if drop:
+                    del ring[:drop]
             while len(self._rings) > self._max_topologies:
                 self._rings.popitem(last=False)
 
+    def forget_stale(self, now: float) -> None:
+        """Forget executors with no sample for two windows (moved away, or their topology's
+        workers stopped), and topologies left with none; a pass over every ring, done at
+        most once a window."""
+        if now < self._swept + self.window:
+            return
+        self._swept = now
+        with self._lock:
+            for topology_id, rings in list(self._rings.items()):
+                for ex in [ex for ex, ring in rings.items() if not ring or ring[-WIDTH] < now - 2 * self.window]:
+                    del rings[ex]
+                if not rings:
+                    del self._rings[topology_id]
+
     def rates(self, topology_id: str, now: float) -> dict[ExecutorId, dict[str, float] | None]:
         with self._lock:
-            rings = {ex: list(r) for ex, r in self._rings.get(topology_id, {}).items()}
+            rings = {ex: _samples(r) for ex, r in self._rings.get(topology_id, {}).items()}
         return {ex: window_rates(ring, now, self.window) for ex, ring in rings.items()}
 
     def retain(self, topology_ids: Iterable[str]) -> None:
@@ -85,3 +112,7 @@ class RateHistory:
         with self._lock:
             for topology_id in [t for t in self._rings if t not in keep]:
                 del self._rings[topology_id]
+
+
+def _samples(ring: array) -> list[Sample]:
+    return [(ring[i], tuple(int(v) for v in ring[i + 1:i + WIDTH])) for i in range(0, len(ring), WIDTH)]

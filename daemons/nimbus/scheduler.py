@@ -11,8 +11,10 @@ lost worker does not reshuffle the healthy ones.
 """
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 # The even round-robin placement lives in the model (local mode uses it too).
 from squall.model import ExecutorId, Slot, schedule_even  # noqa: F401 (schedule_even: part of this API)
@@ -36,6 +38,101 @@ def slots_in_use(
     }
 
 
+class SlotUse:
+    """Which topologies hold each slot, for one leader round: built once from every
+    assignment and updated as the round rewrites them, so that what the others hold costs a
+    topology a set difference, not a pass over every executor of the cluster."""
+
+    def __init__(self, assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> None:
+        self._owners: dict[Slot, set[str]] = {}
+        self._held: dict[str, set[Slot]] = {}
+        for topology_id, executors in assignments.items():
+            self.update(topology_id, executors)
+
+    def update(self, topology_id: str, executors: Mapping[ExecutorId, Slot]) -> None:
+        """``topology_id`` holds the slots of ``executors`` now (none: it holds nothing)."""
+        for slot in self._held.pop(topology_id, set()):
+            owners = self._owners[slot]
+            owners.discard(topology_id)
+            if not owners:
+                del self._owners[slot]
+        held = set(executors.values())  # (node, port) tuples, as assignments hold them
+        if held:
+            self._held[topology_id] = held
+        for slot in held:
+            self._owners.setdefault(slot, set()).add(topology_id)
+
+    def held_alone(self, topology_id: str, slot: Slot) -> bool:
+        """Whether ``topology_id`` is the only one holding ``slot`` (it is not among
+        ``by_others``), found without building that set."""
+        return self._owners.get(slot) == {topology_id}
+
+    def by_others(self, topology_id: str) -> set[Slot]:
+        """Slots some other topology holds (``slots_in_use(..., exclude_topology)``)."""
+        alone = {slot for slot in self._held.get(topology_id, ()) if len(self._owners[slot]) == 1}
+        return self._owners.keys() - alone
+
+
+@dataclass
+class RoundSlots:
+    """What one leader round places topologies on, made once for the round: the live
+    supervisors' ports, their slots, and which topology holds which (kept up to date)."""
+
+    ports: dict[str, list[int]]
+    live: set[Slot]
+    used: SlotUse
+
+    @classmethod
+    def of(cls, ports: Mapping[str, Iterable[int]],
+           assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> RoundSlots:
+        ports = {node: list(p) for node, p in ports.items()}
+        return cls(ports, live_slots(ports), SlotUse(assignments))
+
+
+def by_slot(current: Mapping[ExecutorId, Slot]) -> dict[Slot, frozenset[ExecutorId]]:
+    """An assignment's executors grouped by slot."""
+    grouped: dict[Slot, list[ExecutorId]] = {}
+    for ex, slot in current.items():
+        grouped.setdefault(slot, []).append(ex)
+    return {slot: frozenset(execs) for slot, execs in grouped.items()}
+
+
+def even_split(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
+               slots: Mapping[Slot, Collection[ExecutorId]]) -> bool:
+    """Whether ``current`` (grouped as ``slots``) holds exactly ``wanted``, over as many slots
+    as the topology wants, in sizes of an even split: the shape :func:`compute_assignment`
+    keeps. Depends on the assignment alone: the leader works it out once per assignment."""
+    if not current or len(wanted) != len(current) or any(ex not in current for ex in wanted):
+        return False
+    if len(slots) != min(num_workers, len(wanted)):
+        return False
+    return Counter(len(execs) for execs in slots.values()) == even_sizes(len(wanted), len(slots))
+
+
+def keeps_current(wanted: Sequence[ExecutorId], num_workers: int, current: Mapping[ExecutorId, Slot],
+                  dead: Collection[ExecutorId], supervisors: Mapping[str, Collection[int]],
+                  used_by_others: Collection[Slot]) -> bool:
+    """Whether :func:`compute_assignment` would give back ``current`` unchanged, found without
+    running it: nothing dead, an :func:`even_split` of the same executors, every slot still
+    offered and held by no one else. The leader asks this of every topology every round;
+    most are healthy."""
+    slots = by_slot(current)
+    return (not dead and even_split(wanted, num_workers, current, slots)
+            and all(port in supervisors.get(node, ()) and (node, port) not in used_by_others for node, port in slots))
+
+
+def all_heard(slots: Mapping[Slot, Collection[ExecutorId]], beats: Mapping[Slot, tuple[float, Iterable[ExecutorId]]],
+              now: float, task_timeout: float) -> bool:
+    """Whether every slot's worker beat within ``task_timeout``, naming every executor of the
+    slot: then :func:`dead_executors` finds none, whatever the start times (checked per slot,
+    not per executor)."""
+    for slot, execs in slots.items():
+        beat = beats.get(slot)
+        if beat is None or now - beat[0] > task_timeout or not set(execs).issubset(beat[1]):
+            return False
+    return True
+
+
 def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:
     """Order slots so consecutive picks alternate between supervisors (Storm's ``sort-slots``).
 
@@ -45,13 +142,14 @@ def interleave_slots(slots: Iterable[Slot]) -> list[Slot]:
     by_node: dict[str, list[int]] = {}
     for node, port in set(slots):
         by_node.setdefault(node, []).append(port)
-    columns = [
-        [(node, port) for port in sorted(ports)]
-        for node, ports in sorted(by_node.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    ]
+    nodes = sorted(by_node, key=lambda n: (-len(by_node[n]), n))
+    columns = [sorted(by_node[n]) for n in nodes]
     ordered: list[Slot] = []
-    for row in range(max((len(c) for c in columns), default=0)):
-        ordered.extend(c[row] for c in columns if row < len(c))
+    width = len(nodes)  # nodes are sorted by slot count: those with a slot in a row are a prefix
+    for row in range(len(columns[0]) if columns else 0):
+        while len(columns[width - 1]) <= row:
+            width -= 1
+        ordered.extend(zip(nodes[:width], [c[row] for c in columns[:width]]))
     return ordered
 
 
@@ -74,9 +172,13 @@ def available_slots(
 def _check_executors(executors: Iterable[ExecutorId]) -> list[ExecutorId]:
     checked = set()
     for ex in executors:
-        if len(ex) != 2 or not all(isinstance(t, int) for t in ex) or ex[0] > ex[1]:
+        try:
+            start, end = ex
+        except (TypeError, ValueError):
+            start = end = None
+        if type(start) is not int or type(end) is not int or start > end:  # a bool is no task id
             raise ValueError(f"bad executor {ex!r}: expected (start_task, end_task) with start <= end")
-        checked.add((ex[0], ex[1]))
+        checked.add((start, end))
     return sorted(checked)
 
 
@@ -98,6 +200,7 @@ def compute_assignment(
     used_by_others: Iterable[Slot],
     *,
     scratch: bool = False,
+    live: Collection[Slot] | None = None,
 ) -> dict[ExecutorId, Slot]:
     """One topology's new executor -> slot map (Storm's DefaultScheduler over EvenScheduler).
 
@@ -116,6 +219,8 @@ def compute_assignment(
     * Rebalance is the same call with a new ``num_workers`` and/or executor set: the split
       changes, so only slots that fit it survive. ``scratch=True`` ignores ``current``
       entirely (Storm's rebalance reschedules the topology from scratch).
+    * ``live``: :func:`live_slots` of ``supervisors``, when the caller has it already (a
+      round places many topologies on the same supervisors).
 
     Slot counts differ by at most one executor, and each executor appears exactly once.
     """
@@ -124,7 +229,10 @@ def compute_assignment(
     wanted = _check_executors(executors)
     wanted_set = set(wanted)
     alive = set(alive_executors)
-    usable = live_slots(supervisors) - {tuple(s) for s in used_by_others}  # type: ignore[misc]
+    if live is None:
+        live = live_slots(supervisors)
+    others = used_by_others if isinstance(used_by_others, (set, frozenset)) else set(map(tuple, used_by_others))
+    usable = set(live) - others  # type: ignore[arg-type]
 
     # The topology's current slots still usable, with the executors that survive on them.
     own: dict[Slot, list[ExecutorId]] = {}
@@ -163,11 +271,18 @@ def compute_assignment(
             return 0 if own[slot] else 2  # own with live executors first, own-but-dead last
 
         node_load = Counter(node for node, _ in kept)
-        candidates = sorted(usable - kept, key=lambda s: (group(s), order[s]))
+        # Each pick is the least (group, node's load, order); a pick raises one node's load,
+        # so an entry whose load is stale goes back with the new one (a lazy heap: a large
+        # cluster is not scanned once per pick).
+        heap = [(1, node_load.get(s[0], 0), order[s], s) for s in usable - kept - own.keys()]
+        heap += [(group(s), node_load[s[0]], order[s], s) for s in own.keys() - kept]
+        heapq.heapify(heap)
         chosen: list[Slot] = []
-        for _ in range(need):
-            best = min(candidates, key=lambda s: (group(s), node_load[s[0]], order[s]))
-            candidates.remove(best)
+        while len(chosen) < need:
+            g, load, rank, best = heapq.heappop(heap)
+            if load != node_load[best[0]]:
+                heapq.heappush(heap, (g, node_load[best[0]], rank, best))
+                continue
             chosen.append(best)
             node_load[best[0]] += 1
         # Round-robin over `need` slots reproduces exactly the remaining even sizes.
@@ -243,7 +358,7 @@ def dead_executors(
     heard: dict[Slot, set[ExecutorId]] = {}
     for slot, (last, reported) in beats.items():
         if now - last <= task_timeout:
-            heard[(slot[0], slot[1])] = {tuple(e) for e in reported}  # type: ignore[misc]
+            heard[(slot[0], slot[1])] = set(map(tuple, reported))  # type: ignore[arg-type]
     dead: set[ExecutorId] = set()
     for ex, slot in assignment.items():
         start = start_times.get(ex)

@@ -1,24 +1,18 @@
 """What nimbus reports (``squall list``, ``squall status``, ``/cluster``), as plain functions
-of records read from ZooKeeper and the code store; any nimbus, leader or standby, serves them."""
+of records read from ZooKeeper and the code store, and of the worker beats the supervisors
+report to the leader."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall.daemons.nimbus.rates import COUNTERS, Sample, sum_rates
+from squall.daemons.nimbus.rates import sum_rates
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
+from squall.daemons.reports import emitted_of, executor_of
 from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.model import ACKER
-
-
-def _executor_of(entry: Any) -> ExecutorId | None:
-    if not isinstance(entry, dict):
-        return None
-    ex = entry.get("executor")
-    if (isinstance(ex, (list, tuple)) and len(ex) == 2 and all(isinstance(t, int) for t in ex)):
-        return (ex[0], ex[1])
-    return None
 
 
 def _int(value: Any) -> int:
@@ -38,14 +32,6 @@ def _inputs(spec: Any) -> list[dict[str, str]]:
     rows = spec.get("inputs") if isinstance(spec, dict) else None
     return [{"component": r[0], "stream": r[1], "grouping": r[2]} for r in rows or []
             if isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)]
-
-
-def _emitted(entry: Mapping[str, Any]) -> int:
-    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
-    emitted = entry.get("emitted")
-    if isinstance(emitted, dict):
-        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
-    return _int(emitted)
 
 
 def _dropped(entry: Any) -> dict[str, int]:
@@ -102,17 +88,37 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     return round(sum(v * w for v, w in pairs) / total, 4)
 
 
+UNREADABLE = "unreadable"  # the status shown for a topology whose ZooKeeper node is malformed
+_ID = re.compile(r"^(.+)-\d+-\d+$")  # <name>-<n>-<time>, as nimbus makes ids
+
+
+def name_of_id(topology_id: str) -> str:
+    """The name a topology id was made from (the id itself when it is not of nimbus's form)."""
+    match = _ID.match(topology_id)
+    return match.group(1) if match else topology_id
+
+
+def with_unreadable(entries: Mapping[str, TopologyInfo | None]) -> dict[str, TopologyInfo]:
+    """Topologies by id, one whose node is malformed (None) stood in for by what its id
+    says: its name (taken while it exists), status ``unreadable``, no owner (admins only)."""
+    return {tid: info if info is not None else TopologyInfo(
+        id=tid, name=name_of_id(tid), status=UNREADABLE, num_workers=0, component_parallelism={},
+        code_digest="", submitted_at=float("nan"), conf={}, owner="") for tid, info in entries.items()}
+
+
 def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, Assignment],
                   now: float) -> list[dict[str, Any]]:
-    """One row per topology for ``squall list``."""
+    """One row per topology for ``squall list`` (an unreadable one has no uptime)."""
     out = []
     for info in sorted(infos.values(), key=lambda i: (i.name, i.id)):
         a = assignments.get(info.id)
+        unreadable = info.status == UNREADABLE
         out.append({
             "name": info.name, "id": info.id, "owner": info.owner, "status": info.status,
-            "workers": len(a.slots()) if a else 0, "requested_workers": info.num_workers,
+            "workers": len(a.slots()) if a else 0, "requested_workers": None if unreadable else info.num_workers,
             "executors": len(a.executors) if a else 0,
-            "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
+            "uptime": None if unreadable else round(now - info.submitted_at, 1),
+            "submitted_at": None if unreadable else info.submitted_at,
         })
     return out
 
@@ -125,28 +131,10 @@ def assigned_stats(assignment: Assignment | None,
     stats: dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]] = {}
     for slot, beat in beats.items():
         for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
-            ex = _executor_of(entry)
+            ex = executor_of(entry)
             if ex is not None and placed.get(ex) == slot:
                 stats[ex] = (entry, beat)
     return stats
-
-
-def _counters(entry: Mapping[str, Any]) -> dict[str, int]:
-    return {"emitted": _emitted(entry), "acked": _int(entry.get("acked")),
-            "failed": _int(entry.get("failed")), "executed": _int(entry.get("executed"))}
-
-
-def counter_samples(assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, Sample]:
-    """(time, counters) per executor for the rate history; the time is when the worker read
-    its counters (``stats.time``), else the beat's."""
-    out: dict[ExecutorId, Sample] = {}
-    for ex, (entry, beat) in assigned_stats(assignment, beats).items():
-        t = beat.stats.get("time")
-        if isinstance(t, bool) or not isinstance(t, (int, float)):
-            t = beat.time
-        counters = _counters(entry)
-        out[ex] = (float(t), tuple(counters[name] for name in COUNTERS))
-    return out
 
 
 def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
@@ -179,7 +167,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
             "host": hosts.get(node) if node else None,
             "port": port, "uptime": round(beat.uptime, 1) if beat else None,
             "beat_age": round(now - beat.time, 1) if beat else None,
-            "emitted": _emitted(entry), "acked": _int(entry.get("acked")),
+            "emitted": emitted_of(entry), "acked": _int(entry.get("acked")),
             "failed": _int(entry.get("failed")), "executed": executed,
             "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
             "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
@@ -245,15 +233,21 @@ def _transport(beat: Any) -> dict[str, int]:
 
 
 def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
-                    now: float) -> list[dict[str, Any]]:
-    """One row per supervisor for ``/cluster``: slots, used and free, uptime, beat age."""
-    used = slots_in_use({k: a.executors for k, a in assignments.items()})
+                    now: float, heartbeat_ages: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per supervisor for ``/cluster``: slots, used and free, uptime, and the age of
+    its last report where ``heartbeat_ages`` knows it (the leader), else of its node (a
+    supervisor of an earlier squall refreshes its node instead); None without
+    ``heartbeat_ages`` (a standby hears no reports)."""
+    used: dict[str, set[int]] = {}
+    for node, port in slots_in_use({k: a.executors for k, a in assignments.items()}):
+        used.setdefault(node, set()).add(port)
     rows = []
     for sid, s in sorted(sups.items()):
-        used_ports = sorted(p for node, p in used if node == sid)
+        used_ports = sorted(used.get(sid, ()))
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
                      "free": len(set(s.ports) - set(used_ports)),
-                     "uptime": round(now - s.started_at, 1), "heartbeat_age": round(now - s.time, 1),
+                     "uptime": round(now - s.started_at, 1), "heartbeat_age": None if heartbeat_ages is None
+                     else round(heartbeat_ages.get(sid, now - s.time), 1),
                      "logviewer_port": s.logviewer_port, "away": s.away})
     return rows

@@ -5,6 +5,7 @@
 - ``election``: nimbus leader election (``NimbusElection``);
 - ``session``: the kazoo session with deadlines, retries and the restore thread (``ZkSession``);
 - ``nodes``: paths, ACLs, decoding, ephemeral nodes and watch registration (``ZkNodes``);
+- ``assignments``: topologies' assignments and each supervisor's part of them (``AssignmentNodes``);
 - ``cluster_state``: the ``ClusterState`` facade that daemons use, typed records on top.
 """
 from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
@@ -16,6 +17,7 @@ from squall.daemons.state.records import (
     Assignment,
     ErrorInfo,
     ExecutorId,
+    NodeAssignment,
     PublishedTokens,
     Slot,
     SupervisorInfo,
@@ -27,6 +29,7 @@ from squall.daemons.state.watchers import Watch, WatchSupport
 __all__ = [
     "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
     "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
-    "ExecutorId", "NimbusElection", "PublishedTokens", "SupervisorInfo", "Slot", "TopologyInfo", "Watch",
+    "ExecutorId", "NimbusElection", "NodeAssignment", "PublishedTokens", "SupervisorInfo", "Slot",
+    "TopologyInfo", "Watch",
     "WatchSupport", "WorkerBeat",
 ]

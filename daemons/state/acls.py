@@ -6,9 +6,10 @@ Plain data and plain functions, tested without a server. Two kinds of identity e
   else from ``$SQUALL_ZOOKEEPER_PASSWORD``), shared by nimbus and supervisors: full rights on
   every node under the root;
 - one generated credential per topology (Storm's topology digest, made by nimbus at submit):
-  its workers read their topology's node and assignment, and read and write their own
-  topology's worker beats and errors. Nothing else, and never another
-  topology's nodes.
+  its workers read their topology's node and whole assignment, and read and write their
+  own topology's errors (and worker beats, which only workers of an earlier squall still
+  write). Nothing else: never another topology's nodes, nor the supervisors' parts of the
+  assignments (``/node-assignments``), which are the daemons' alone.
 
 Nodes are created with the ACL ``node_acl`` gives for their path; a client without
 credentials gets no permission anywhere under the root. With no daemon credential
@@ -30,7 +31,8 @@ from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Id, Permissio
 
 from squall.config import ZOOKEEPER_PASSWORD_ENV, zookeeper_auth
 
-# Per-topology subtrees its workers write: /<part>/<topology id>[/...]
+# Per-topology subtrees its workers write: /<part>/<topology id>[/...] ("workerbeats": workers
+# of an earlier squall, during a rolling upgrade).
 WORKER_WRITABLE = ("workerbeats", "errors")
 # Per-topology nodes its workers read: /<part>/<topology id>
 WORKER_READABLE = ("topologies", "assignments")

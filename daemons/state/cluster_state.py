@@ -10,13 +10,20 @@ thread) and ``nodes.ZkNodes`` (paths, ACLs, decoding, ephemerals, watches).
 Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{"v": 1, ...}``:
 
     /topologies/<id>                         TopologyInfo: metadata and status (no code)
-    /assignments/<id>                        Assignment
-    /supervisors/<id>                        SupervisorInfo (ephemeral)
-    /workerbeats/<topology>/<node>-<port>    WorkerBeat
+    /assignments/<id>                        Assignment (what workers read: every slot)
+    /node-assignments/<node>/<id>            NodeAssignment: one supervisor's part (daemons only)
+    /supervisors/<id>                        SupervisorInfo (ephemeral), written when it changes
     /errors/<topology>/<component>           {"errors": [ErrorInfo, ...]}, oldest first, bounded
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
     /credentials/<topology>                  TopologySecrets (daemons only)
     /tokens                                  PublishedTokens: the API token hashes (daemons only)
+    /layout                                  {"layout": 2} once assignments have node parts
+    /workerbeats/<topology>/<node>-<port>    WorkerBeat of workers of the previous layout only
+
+Nothing here is written per interval per worker: worker beats and executor stats travel
+worker -> supervisor -> nimbus (``squall.daemons.reports``). ``/workerbeats`` is read only
+for workers started by an earlier squall during a rolling upgrade
+(docs/operations/upgrades.md).
 
 Every node is created with the ACL ``acls.node_acl`` gives for its path; the client
 authenticates as ``auth`` (the daemons' credential from the conf, or a worker's topology
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -48,12 +56,11 @@ from kazoo.recipe.lock import Lock
 from kazoo.retry import ForceRetryError
 
 from squall.daemons.state.acls import Credential, ZkAuth, topology_user
+from squall.daemons.state.assignments import AssignmentNodes
 from squall.daemons.state.election import NimbusElection, contender_order
-from squall.daemons.state.nodes import ZkNodes
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
-    Assignment,
     ErrorInfo,
     NimbusId,
     PublishedTokens,
@@ -77,7 +84,7 @@ __all__ = ["ClusterState", "ClusterStateError"]
 log = structlog.get_logger("squall.state")
 
 
-class ClusterState(ZkNodes):
+class ClusterState(AssignmentNodes):
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
     def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
@@ -90,8 +97,8 @@ class ClusterState(ZkNodes):
 
     def _ensure_base_paths(self) -> None:
         client = self.client
-        for part in ("topologies", "assignments", "supervisors", "workerbeats", "errors",
-                     "nimbus", "credentials"):
+        for part in ("topologies", "assignments", "node-assignments", "supervisors", "workerbeats",
+                     "errors", "nimbus", "credentials"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
@@ -128,7 +135,16 @@ class ClusterState(ZkNodes):
         return self._children(self._path("topologies"))
 
     def topologies(self) -> dict[str, TopologyInfo]:
-        return self._read_children(self._path("topologies"), TopologyInfo.from_dict)
+        """Every well-formed topology node by id."""
+        return {tid: info for tid, info in self.topology_entries().items() if info is not None}
+
+    def topology_entries(self) -> dict[str, TopologyInfo | None]:
+        """Every topology node by id; None for one whose data is malformed (it still exists:
+        its name stays taken and it can be killed by id). Decoded again only when a node
+        changed (nimbus reads them every round); each call returns copies of its own."""
+        entries = self._read_children(self._path("topologies"), TopologyInfo.from_dict, keep_malformed=True,
+                                      cached=True)
+        return {tid: None if info is None else replace(info) for tid, info in entries.items()}
 
     def set_topology_status(self, topology_id: str, status: str) -> bool:
         """Change a topology's status; False when the topology does not exist (or is malformed)."""
@@ -185,38 +201,6 @@ class ClusterState(ZkNodes):
     def watch_api_tokens(self, callback: Callable[[PublishedTokens | None], None]) -> Watch:
         """Call ``callback(tokens)`` now and on every change (None: not published or malformed)."""
         return self._watch_node(self._path("tokens"), PublishedTokens.from_dict, callback, "API tokens")
-
-    # -- assignments ------------------------------------------------------------------
-    def set_assignment(self, assignment: Assignment) -> None:
-        path = self._path("assignments", check_name(assignment.topology_id, "topology id"))
-        self._write(path, assignment.to_dict())
-
-    def assignment(self, topology_id: str) -> Assignment | None:
-        return self._read(self._path("assignments", topology_id), Assignment.from_dict)
-
-    def assignment_exists(self, topology_id: str) -> bool:
-        """Whether the assignment node exists (ZooKeeper checks no ACL for this)."""
-        return self._retry(self._op, "exists", self._path("assignments", topology_id)) is not None
-
-    def assignment_ids(self) -> list[str]:
-        return self._children(self._path("assignments"))
-
-    def assignments(self) -> dict[str, Assignment]:
-        return self._read_children(self._path("assignments"), Assignment.from_dict)
-
-    def remove_assignment(self, topology_id: str) -> None:
-        self._delete(self._path("assignments", topology_id))
-
-    def watch_assignments(self, callback: Callable[[dict[str, Assignment]], None]) -> Watch:
-        """Call ``callback({topology id: Assignment})`` now and on any change of the set or
-        of any assignment's data. Malformed assignments are left out."""
-        return self._watch_children(self._path("assignments"), Assignment.from_dict, dict,
-                                    callback, "assignments")
-
-    def watch_assignment(self, topology_id: str, callback: Callable[[Assignment | None], None]) -> Watch:
-        """Call ``callback(assignment)`` now and whenever one topology's assignment changes."""
-        path = self._path("assignments", topology_id)
-        return self._watch_node(path, Assignment.from_dict, callback, f"assignment {topology_id}")
 
     # -- supervisors ------------------------------------------------------------------
     def register_supervisor(self, info: SupervisorInfo) -> None:
@@ -275,20 +259,24 @@ class ClusterState(ZkNodes):
         return self._read(self._path("supervisors", supervisor_id), SupervisorInfo.from_dict)
 
     def supervisors(self) -> dict[str, SupervisorInfo]:
-        return self._read_children(self._path("supervisors"), SupervisorInfo.from_dict)
+        """Every well-formed supervisor node (decoded again only when it changed)."""
+        return self._read_children(self._path("supervisors"), SupervisorInfo.from_dict, cached=True)
 
     def watch_supervisors(self, callback: Callable[[dict[str, SupervisorInfo]], None]) -> Watch:
         """Call ``callback({supervisor id: SupervisorInfo})`` now and on any change."""
         return self._watch_children(self._path("supervisors"), SupervisorInfo.from_dict, dict,
                                     callback, "supervisors")
 
-    # -- worker beats -----------------------------------------------------------------
+    # -- worker beats of the previous layout (a rolling upgrade) -------------------------
     def worker_beat(self, beat: WorkerBeat) -> None:
+        """What a worker of an earlier squall writes (workers of this version report through
+        their supervisor instead); kept for tests that play such a worker."""
         topology = check_name(beat.topology_id, "topology id")
         self._write(self._path("workerbeats", topology, slot_name(beat.node, beat.port)), beat.to_dict())
 
     def worker_beats(self, topology_id: str) -> dict[Slot, WorkerBeat]:
-        """The topology's beats keyed by (node, port); malformed ones are skipped."""
+        """The beats workers of an earlier squall wrote for the topology, keyed by (node, port);
+        malformed ones are skipped. One request when there are none."""
         beats = self._read_children(self._path("workerbeats", topology_id), WorkerBeat.from_dict)
         return {(b.node, b.port): b for b in beats.values()}
 
@@ -383,9 +371,10 @@ class ClusterState(ZkNodes):
 
     # -- teardown ---------------------------------------------------------------------
     def teardown_topology(self, topology_id: str) -> None:
-        """Remove the assignment, worker beats and errors; the topology node last."""
+        """Remove the assignment and the supervisors' parts of it, worker beats and errors;
+        the topology node last."""
         check_name(topology_id, "topology id")
-        self._delete(self._path("assignments", topology_id))
+        self.remove_assignment(topology_id)
         for part in ("workerbeats", "errors"):
             self._delete(self._path(part, topology_id), recursive=True)
         self._delete(self._path("credentials", topology_id))

@@ -95,18 +95,61 @@ class ZkNodes(ZkSession):
 
         return self._retry(fetch) if paths else {}
 
-    def _read_children(self, parent: str, parse: Callable[[dict[str, Any]], T]) -> dict[str, T]:
+    def _read_children(self, parent: str, parse: Callable[[dict[str, Any]], T],
+                       keep_malformed: bool = False, cached: bool = False) -> dict[str, Any]:
+        """Children by name, decoded; a malformed one is left out, or with
+        ``keep_malformed`` kept as None (it exists, its data cannot be used). ``cached``:
+        a child is fetched and decoded again only when its version changed (large records
+        read every round, such as assignments); the values returned are shared between
+        reads and must not be changed."""
         names = self._children(parent)
-        fetched = self._get_many([f"{parent}/{n}" for n in names])
-        out: dict[str, T] = {}
-        for name in names:
-            data = fetched[f"{parent}/{name}"]
-            if data is None:
+        paths = [f"{parent}/{n}" for n in names]
+        if cached:
+            decoded = self._cached_reads(parent, paths, parse)
+        else:
+            fetched = self._get_many(paths)
+            decoded = {p: self._decode(p, fetched[p], parse) for p in paths if fetched[p] is not None}
+        out: dict[str, T | None] = {}
+        for name, path in zip(names, paths):
+            if path not in decoded:
                 continue  # deleted between listing and reading
-            value = self._decode(f"{parent}/{name}", data, parse)
-            if value is not None:
+            value = decoded[path]
+            if value is not None or keep_malformed:
                 out[name] = value
         return out
+
+    def _cached_reads(self, parent: str, paths: list[str], parse: Callable[[dict[str, Any]], T]) -> dict[str, Any]:
+        """path -> decoded value (None: malformed) of the ``paths`` that exist, decoding only
+        those whose data changed since the last read (by the node's modification zxid)."""
+        with self._read_cache_lock:  # reads come from several threads (rounds, API requests)
+            cache = self._read_cache.setdefault(parent, {})
+            known = {p: v[0] for p, v in cache.items()}
+
+        def fetch() -> dict[str, tuple[int, bytes] | None]:
+            stats = [(p, self.client.exists_async(p)) for p in paths]
+            now = {p: r.get(timeout=self.session_timeout) for p, r in stats}
+            stale = [(p, self.client.get_async(p)) for p, stat in now.items()
+                     if stat is not None and known.get(p) != stat.mzxid]
+            out: dict[str, tuple[int, bytes] | None] = {p: None for p, stat in now.items() if stat is None}
+            for p, result in stale:
+                try:
+                    data, stat = result.get(timeout=self.session_timeout)
+                    out[p] = (stat.mzxid, data)
+                except NoNodeError:
+                    out[p] = None
+            return out
+
+        changed = self._retry(fetch) if paths else {}
+        decoded = {p: None if got is None else (got[0], self._decode(p, got[1], parse)) for p, got in changed.items()}
+        with self._read_cache_lock:
+            for path, entry in decoded.items():
+                if entry is None:
+                    cache.pop(path, None)
+                else:
+                    cache[path] = entry
+            for path in set(cache) - set(paths):
+                del cache[path]
+            return {p: cache[p][1] for p in paths if p in cache}
 
     def _write(self, path: str, payload: Mapping[str, Any]) -> None:
         data = encode(path, payload)
@@ -270,11 +313,11 @@ class ZkNodes(ZkSession):
 
     def _watch_children(self, parent: str, parse: Callable[[dict[str, Any]], Any],
                         transform: Callable[[dict[str, Any]], Any], callback: Callable[[Any], None],
-                        what: str) -> Watch:
+                        what: str, keep_malformed: bool = False) -> Watch:
         handle = Watch(what)
         if self.connected or not self._background:
             self._retry(self.client.ensure_path, parent, self._acl(parent))
         self._add_watcher(ChildrenWatcher(self, handle, parent, self._decoder(parse), transform,
-                                           callback))
+                                           callback, keep_malformed))
         return handle
 

@@ -10,11 +10,15 @@ Tuple-keyed maps of an Assignment are stored as rows: ``executors`` as
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 FORMAT_VERSION = 1
+# The cluster's layout: 2 adds each supervisor's part of every assignment and moves worker
+# beats off ZooKeeper (1: whole assignments only, beats in /workerbeats).
+LAYOUT = 2
 TOPOLOGY_STATUSES = ("active", "inactive", "killed", "rebalancing")
 MAX_NODE_BYTES = 1_000_000  # ZooKeeper's default jute.maxbuffer is 1 MiB
 MAX_ERROR_CHARS = 8000  # one error text; keeps kept-errors nodes far below the node limit
@@ -119,14 +123,17 @@ def executor_runs(executors: list[ExecutorId]) -> list[list[int]]:
 
 
 def expand_runs(rows: list[Any], limit: int = MAX_BEAT_EXECUTORS) -> list[ExecutorId]:
-    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them."""
+    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them. A run
+    is checked once, as a whole (what ``_executor`` checks of each of its executors)."""
     out: list[ExecutorId] = []
     for row in rows:
         start, width, count = (as_int(v, "executor run") for v in _row(row, 3, "executor_runs"))
         if width < 1 or count < 1 or len(out) + count > limit:
             raise ValueError(f"executor run {row!r} is empty or has more than {limit} executors")
-        for i in range(count):
-            out.append(_executor(start + i * width, start + (i + 1) * width - 1, "executor"))
+        if start < SYSTEM_TASK or start + width * count - 1 > MAX_TASK_ID or width > MAX_EXECUTOR_TASKS:
+            raise ValueError(f"executor run {row!r} names task ids outside {SYSTEM_TASK}..{MAX_TASK_ID} "
+                             f"or executors wider than {MAX_EXECUTOR_TASKS} tasks")
+        out.extend((start + i * width, start + (i + 1) * width - 1) for i in range(count))
     return out
 
 
@@ -220,6 +227,45 @@ class Assignment:
 
 
 @dataclass
+class NodeAssignment:
+    """One supervisor's part of one topology's assignment (Storm 2 keeps assignments per
+    node): what each of its ports runs, and the code that runs there. A supervisor reads
+    and watches only its own parts; workers still read their topology's whole
+    ``Assignment`` (they send to every slot). Stored as executor runs per port, so a part
+    stays small whatever the topology's size."""
+
+    topology_id: str
+    code_digest: str
+    ports: dict[int, list[ExecutorId]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topology_id": self.topology_id, "code_digest": self.code_digest,
+                "ports": [[port, executor_runs(execs)] for port, execs in sorted(self.ports.items())]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeAssignment:
+        ports: dict[int, list[ExecutorId]] = {}
+        for row in as_list(field_value(d, "ports"), "ports"):
+            port, runs = _row(row, 2, "ports")
+            port = as_int(port, "port")
+            if port in ports:
+                raise ValueError(f"port {port} appears twice")
+            ports[port] = expand_runs(as_list(runs, f"executors of port {port}"))
+            if not ports[port]:
+                raise ValueError(f"port {port} has no executors")
+        return cls(_str(d, "topology_id"), _str(d, "code_digest"), ports)
+
+
+def node_parts(assignment: Assignment) -> dict[str, NodeAssignment]:
+    """The per-supervisor parts of ``assignment``, by node id."""
+    by_node: dict[str, dict[int, list[ExecutorId]]] = {}
+    for ex, (node, port) in sorted(assignment.executors.items()):
+        by_node.setdefault(node, {}).setdefault(port, []).append(ex)
+    return {node: NodeAssignment(assignment.topology_id, assignment.code_digest, ports)
+            for node, ports in by_node.items()}
+
+
+@dataclass
 class SupervisorInfo:
     """A live supervisor and its slots; ``time`` is when the node was last refreshed.
     ``away``: it stopped cleanly and means to come back (a persistent node nimbus honours
@@ -304,6 +350,20 @@ class ErrorInfo:
     def from_dict(cls, d: Mapping[str, Any]) -> ErrorInfo:
         return cls(time=_num(d, "time"), component=_str(d, "component"), task=_int(d, "task"),
                    host=_str(d, "host"), port=_int(d, "port"), error=_str(d, "error"))
+
+
+@dataclass(frozen=True)
+class LayoutMark:
+    """The ``/layout`` node: the layout the leading nimbus keeps (see LAYOUT)."""
+
+    layout: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layout": self.layout}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LayoutMark:
+        return cls(_int(d, "layout"))
 
 
 @dataclass(frozen=True)
@@ -417,6 +477,24 @@ def check_depth(obj: Any, limit: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+
+def check_json_depth(data: bytes, limit: int) -> None:
+    """``check_depth`` on JSON text that parses, without walking the decoded values: strings
+    are cut out and everything but brackets dropped (C speed), then innermost pairs are
+    removed level by level. ValueError past ``limit``."""
+    skeleton = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    depth = 0
+    while skeleton:
+        depth += 1
+        if depth > limit:
+            raise ValueError(f"JSON nested deeper than {limit} levels")
+        skeleton = _INNERMOST.sub(b"", skeleton)
+
+
 def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:
     """Decode one node's data with ``parse``; ValueError/TypeError/KeyError when malformed."""
     if not data:
@@ -427,7 +505,7 @@ def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:
         obj = json.loads(data)  # JSON and UTF-8 errors are ValueErrors
     except RecursionError:
         raise ValueError(f"JSON nested deeper than the interpreter allows (limit {MAX_DEPTH})") from None
-    check_depth(obj, MAX_DEPTH)
+    check_json_depth(data, MAX_DEPTH)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if obj.get("v") != FORMAT_VERSION:

@@ -82,6 +82,8 @@ class ZkSession:
         self._ephemerals: dict[str, bytes] = {}  # path -> data we keep alive across sessions
         self._ephemeral_lock = threading.Lock()
         self._watchers: list[Watcher] = []
+        self._read_cache: dict[str, dict[str, tuple[int, Any]]] = {}  # parent -> path -> (mzxid, value)
+        self._read_cache_lock = threading.Lock()
         self._watchers_lock = threading.Lock()
         self._elections: list[NimbusElection] = []
         self._restore_wanted = threading.Event()

@@ -131,13 +131,15 @@ class NodeWatcher(Watcher):
 
 
 class ChildrenWatcher(Watcher):
-    """A parent's children with their decoded data, delivered once every child is loaded."""
+    """A parent's children with their decoded data, delivered once every child is loaded.
+    A malformed child is left out, or delivered as None with ``keep_malformed``."""
 
     def __init__(self, owner: WatchSupport, handle: Watch, parent: str,
                  decode: Callable[[str, bytes], Any], transform: Callable[[dict[str, Any]], Any],
-                 callback: Callable[[Any], None]) -> None:
+                 callback: Callable[[Any], None], keep_malformed: bool = False) -> None:
         super().__init__(owner, handle, callback)
         self._parent = parent
+        self._keep_malformed = keep_malformed
         self._decode = decode
         self._transform = transform
         self._children: set[str] = set()
@@ -222,5 +224,6 @@ class ChildrenWatcher(Watcher):
         with self._mutex:
             if self._children - self._values.keys():
                 return
-            loaded = {c: self._values[c] for c in sorted(self._children) if self._values[c] is not None}
+            loaded = {c: self._values[c] for c in sorted(self._children)
+                      if self._keep_malformed or self._values[c] is not None}
         self._deliver(self._transform(loaded))

@@ -1,8 +1,13 @@
 """``squall supervisor``: one per host; runs, watches, restarts and kills this node's workers.
 
-The supervisor registers its slots (ports) in ZooKeeper, follows the assignments (a watch is
-the fast path, a periodic re-read every ``supervisor.monitor.frequency.secs`` the safety net)
-and keeps one :mod:`squall.daemons.supervisor.slot` state machine per port. Each tick it observes every
+The supervisor registers its slots (ports) in ZooKeeper (an ephemeral node, written when it
+changes, not on a timer), follows its own parts of the assignments (``/node-assignments/<id>``:
+a watch is the fast path, a periodic re-read every ``supervisor.monitor.frequency.secs`` the
+safety net; what each port runs is decided by :mod:`squall.daemons.supervisor.assigned`), and
+reports its workers' beats and stats to the leading nimbus every
+``supervisor.heartbeat.frequency.secs`` (:mod:`squall.daemons.supervisor.reporter`; the
+report is this supervisor's heartbeat too). It keeps one
+:mod:`squall.daemons.supervisor.slot` state machine per port. Each tick it observes every
 port (the assignment for it, whether the code is on disk, the worker process and its local
 heartbeat file), calls ``slot.step`` and carries out the returned actions:
 
@@ -32,6 +37,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +49,25 @@ from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.nimbus.access import AccessError
-from squall.daemons.state import Assignment, ClusterState, ClusterStateError, ErrorInfo, SupervisorInfo
+from squall.daemons.state import (
+    Assignment,
+    ClusterState,
+    ClusterStateError,
+    ErrorInfo,
+    NodeAssignment,
+    SupervisorInfo,
+)
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.daemons.supervisor import cgroups, launcher, worker_files
 from squall.daemons.supervisor import slot as _slot
+from squall.daemons.supervisor.assigned import port_assignments
 from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
 from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
+from squall.daemons.supervisor.reporter import Reporter
 from squall.daemons.supervisor.worker_user import OWN, WorkerAccounts, WorkerIdentity, WorkerUserError
 from squall.daemons.supervisor.workers import LocalWorkers
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, Every, Waker
@@ -61,6 +76,7 @@ from squall.state.stores import embedded_path, namespace, state_dir
 log = structlog.get_logger("squall.supervisor")
 
 FAST_TICK = 0.5  # seconds between ticks while a slot is starting, downloading, killing or held
+LAYOUT_POLL_SECS = 2.0  # how often a supervisor waiting for an upgraded nimbus looks again
 MEMORY_TICK = 1.0  # seconds between memory checks when the kernel does not enforce the limit
 
 
@@ -117,7 +133,6 @@ class Supervisor:
         self.host = str(conf["supervisor.host"])
         self.timeouts = _slot.Timeouts.from_conf(conf)
         self.monitor_secs = float(conf["supervisor.monitor.frequency.secs"])
-        self.heartbeat_secs = float(conf["supervisor.heartbeat.frequency.secs"])
         self.workers_dir = self.layout.workers_dir
         self.conf_path = self.layout.supervisor_conf_file
         self.state_path = self.layout.supervisor_state_file
@@ -136,7 +151,10 @@ class Supervisor:
         self._stopping = False  # a plain flag: set from signal handlers
         self._waker = Waker()
         self._snapshot_lock = threading.Lock()
-        self._snapshot: dict[str, Assignment] | None = None
+        self._snapshot: dict[str, NodeAssignment | None] | None = None  # this node's parts by topology
+        self._whole: dict[str, Assignment] = {}  # whole assignments read at launches (outage fallback)
+        self._registered: SupervisorInfo | None = None  # the node's content as last written (time 0)
+        self.reporter: Reporter | None = None
         self._watch_seq = 0  # bumped by every watch delivery
         self._watch: Any = None
         self._lock_fd: int | None = None
@@ -201,7 +219,8 @@ class Supervisor:
         self.state = ClusterState(self.conf)
         try:
             self.state.start()
-            snapshot = self.state.assignments()
+            self._wait_for_layout()
+            snapshot = self.state.node_assignments(self.id)
         except ClusterStateError as exc:
             self.state.close()
             self._stop_endpoints()
@@ -213,8 +232,8 @@ class Supervisor:
         try:
             self._tokens_watch = self.state.watch_api_tokens(self.endpoints.tokens_published)
             self.endpoints.serve_logs(self._worker_log, self._owner_of)
-            self._heartbeat()
-            self._watch = self.state.watch_assignments(self._on_assignments)
+            self._register()
+            self._watch = self.state.watch_node_assignments(self.id, self._on_assignments)
         except (ClusterStateError, EndpointError) as exc:
             self.state.close()
             self._stop_endpoints()
@@ -222,8 +241,38 @@ class Supervisor:
             if isinstance(exc, EndpointError):
                 raise SupervisorError(str(exc)) from None
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
+        self.reporter = Reporter(self.conf, self.id, self.layout, lambda: list(self.workers.values()),
+                                 self._nimbus_leader, self.clock, self.code.access).start()
         self.log.info("supervisor started", ports=self.ports)
         return self
+
+    def _wait_for_layout(self) -> None:
+        """A cluster whose nimbus writes whole assignments only (an earlier squall) has no
+        parts for this supervisor to follow: acting on none would stop every worker here.
+        Wait, without registering, until a nimbus of this version leads and writes them."""
+        assert self.state is not None
+        warned = False
+        while not self._stopping and not self.state.layout_current():
+            if not warned:
+                warned = True
+                self.log.error("the leading nimbus is of an earlier squall (it writes whole assignments only); "
+                               "this supervisor waits for an upgraded nimbus and leaves its workers alone "
+                               "meanwhile: upgrade every nimbus first (docs/operations/upgrades.md)")
+            self._waker.wait(LAYOUT_POLL_SECS)
+        if self._stopping:
+            raise ClusterStateError("stopped while waiting for an upgraded nimbus")
+        if warned:
+            self.log.info("a nimbus of this version leads; going on")
+
+    def _nimbus_leader(self) -> str | None:
+        """The leading nimbus's host:port from ZooKeeper (the reporter's thread)."""
+        state = self.state
+        if state is None or not state.connected:
+            return None
+        try:
+            return state.nimbus_leader()
+        except ClusterStateError:
+            return None
 
     def _check_accounts(self) -> None:
         """Settle whom workers run as; SupervisorError when that user could not start one."""
@@ -270,10 +319,9 @@ class Supervisor:
 
     def run(self) -> None:
         """The loop, until ``stop()``: tick on every assignment change, every monitor period,
-        and often while a slot is in motion; refresh the supervisor node every heartbeat
-        period. Then shut down."""
+        and often while a slot is in motion; write the supervisor node when it changed. Then
+        shut down."""
         poll = Every(self.monitor_secs, self.clock)
-        beat = Every(self.heartbeat_secs, self.clock)
         try:
             while not self._stopping:
                 if poll.due():
@@ -282,9 +330,8 @@ class Supervisor:
                     self.tick()
                 except Exception:  # noqa: BLE001 - one bad tick must not end the node
                     self.log.exception("supervisor tick failed")
-                if beat.due():
-                    self._heartbeat()
-                wait = min(poll.left(), beat.left())
+                self._register()
+                wait = poll.left()
                 if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) or s.hold_until is not None
                        for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
@@ -301,6 +348,8 @@ class Supervisor:
         for watch in (self._watch, self._tokens_watch):
             if watch is not None:
                 watch.cancel()
+        if self.reporter is not None:
+            self.reporter.stop()
         if self.kill_workers_on_exit:
             self.kill_all_workers()
         else:
@@ -371,7 +420,7 @@ class Supervisor:
             self.containment.groups.close()
 
     # -- ZooKeeper ---------------------------------------------------------------------------
-    def _on_assignments(self, snapshot: dict[str, Assignment]) -> None:
+    def _on_assignments(self, snapshot: dict[str, NodeAssignment | None]) -> None:
         # kazoo's thread: store and wake the loop, nothing more.
         with self._snapshot_lock:
             self._snapshot = snapshot
@@ -379,14 +428,14 @@ class Supervisor:
         self._waker.wake()
 
     def _poll_assignments(self) -> None:
-        """The safety net: re-read every assignment in case a watch event went missing."""
+        """The safety net: re-read this node's parts in case a watch event went missing."""
         assert self.state is not None
         with self._snapshot_lock:
             seq = self._watch_seq
         try:
             if not self.state.connected:  # fail fast: the loop must keep ticking the slots
                 raise ClusterStateError("not connected to ZooKeeper")
-            snapshot = self.state.assignments()
+            snapshot = self.state.node_assignments(self.id)
         except ClusterStateError as exc:
             if not self._zk_down:
                 self.log.warning("cannot read assignments; keeping the last ones", error=str(exc))
@@ -400,6 +449,9 @@ class Supervisor:
                 self._snapshot = snapshot
 
     def _info(self) -> SupervisorInfo:
+        """This supervisor's node; ``time`` is when it was written. Written when its content
+        changes (a port starts or stops being used), never on a timer: liveness is in the
+        reports."""
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
@@ -412,31 +464,30 @@ class Supervisor:
         if state is not None and not state.connected:
             state.close()
 
-    def _heartbeat(self) -> None:
+    def _register(self) -> None:
+        """Write this supervisor's node when its content changed since the last write (the
+        session re-creates it after an expiry); while ZooKeeper is away, once it is back."""
         assert self.state is not None
-        if not self.state.connected:
-            return  # the session's restore re-creates the node on reconnection; the next beat refreshes it
+        info = self._info()
+        content = replace(info, time=0.0)
+        if content == self._registered or not self.state.connected:
+            return
         try:
-            self.state.register_supervisor(self._info())
+            self.state.register_supervisor(info)
+            self._registered = content
         except ClusterStateError as exc:
-            self.log.warning("supervisor heartbeat failed", error=str(exc))
+            self.log.warning("supervisor registration failed", error=str(exc))
 
-    def my_assignments(self, snapshot: Mapping[str, Assignment]) -> dict[int, _slot.SlotAssignment]:
-        """Port -> what this node should run there, from all topologies' assignments."""
-        out: dict[int, _slot.SlotAssignment] = {}
-        for topology_id in sorted(snapshot):
-            a = snapshot[topology_id]
-            for port in sorted({p for node, p in a.executors.values() if node == self.id}):
-                if port not in self.ports:
-                    self._warn_once(("port", topology_id, port), "assignment names a port this supervisor "
-                                    "does not have", topology=topology_id, port=port)
-                    continue
-                if port in out:
-                    self._warn_once(("clash", topology_id, port), "two topologies assigned to one port; "
-                                    "keeping the first", port=port, topology=topology_id,
-                                    kept=out[port].topology_id)
-                    continue
-                out[port] = _slot.SlotAssignment(topology_id, a.executors_on(self.id, port), a.code_digest)
+    def my_assignments(self, snapshot: Mapping[str, NodeAssignment | None],
+                       running: Mapping[int, _slot.SlotAssignment | None] | None = None
+                       ) -> dict[int, _slot.SlotAssignment]:
+        """Port -> what this node should run there, from its parts of the assignments; a
+        malformed part keeps what ``running`` (default: the slots) says runs there."""
+        if running is None:
+            running = {p: s.assignment for p, s in self.slots.items()}
+        out, problems = port_assignments(self.ports, snapshot, running)
+        for problem in problems:
+            self._warn_once(problem.key, problem.event, **problem.fields)
         return out
 
     def _warn_once(self, key: Any, event: str, **fields: Any) -> None:
@@ -445,10 +496,11 @@ class Supervisor:
             self.log.warning(event, **fields)
 
     # -- recovery after a restart ------------------------------------------------------------
-    def _recover(self, snapshot: Mapping[str, Assignment]) -> None:
+    def _recover(self, snapshot: Mapping[str, NodeAssignment | None]) -> None:
         records = self.local.load()
         self.local.kill_orphans(records, self.timeouts.shutdown_sleep)
-        assigned = self.my_assignments(snapshot)
+        assigned = self.my_assignments(snapshot, {rec.port: _slot.SlotAssignment(
+            rec.topology_id, [(s, e) for s, e in rec.executors], rec.code_digest) for rec in records.values()})
         now = self.clock.time()
         by_port: dict[int, WorkerProc] = {}
         for rec in sorted(records.values(), key=lambda r: r.launch_time, reverse=True):
@@ -632,11 +684,10 @@ class Supervisor:
         return handover
 
     def _write_launch_assignment(self, action: _slot.LaunchWorker, active: bool) -> Path:
-        """The assignment this launch is for (the worker's fallback while ZooKeeper is away);
-        an older file is removed when there is none to write."""
+        """The whole assignment this launch is for (the worker's fallback while ZooKeeper is
+        away); an older file is removed when there is none to write."""
         path = self.layout.launch_assignment_file(action.worker_id)
-        with self._snapshot_lock:
-            assignment = (self._snapshot or {}).get(action.topology_id)
+        assignment = self._whole_assignment(action.topology_id)
         try:
             if assignment is not None:
                 return write_launch_assignment(path, LaunchAssignment(assignment, active))
@@ -644,6 +695,23 @@ class Supervisor:
             self.log.warning("assignment not handed to the worker", error=str(exc), worker=action.worker_id)
         path.unlink(missing_ok=True)
         return path
+
+    def _whole_assignment(self, topology_id: str) -> Assignment | None:
+        """A topology's whole assignment, read now; while ZooKeeper does not answer, the one
+        read at an earlier launch (kept for the topologies assigned here only)."""
+        assert self.state is not None
+        with self._snapshot_lock:
+            assigned = set(self._snapshot or {})
+        self._whole = {t: a for t, a in self._whole.items() if t in assigned}
+        try:
+            if self.state.connected:
+                whole = self.state.assignment(topology_id)
+                if whole is not None:
+                    self._whole[topology_id] = whole
+                return whole
+        except ClusterStateError:
+            pass
+        return self._whole.get(topology_id)
 
     def _report(self, action: _slot.ReportProblem) -> None:
         """A verdict that ended a worker, in its topology's errors (``squall status``, the UI)."""

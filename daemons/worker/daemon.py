@@ -2,18 +2,20 @@
 
 Start-up follows Storm's mk-worker (worker.clj): pid file; conf and assignment; the topology from
 the extracted code bundle; bind the receive socket; one synchronous heartbeat, then the
-heartbeat timers (before executors load, so slow-loading tasks do not look dead);
+heartbeat and stats timers (before executors load, so slow-loading tasks do not look dead);
 refresh-connections and refresh-active once, each with its timer (the safety net) and a
 ZooKeeper watch (the fast path); executors; the transfer thread. When ZooKeeper does not
 answer within ``zookeeper.connection.timeout.ms`` at start, the worker runs on the assignment
 its supervisor launched it for (:mod:`squall.daemons.launch_assignment`) while the session
-keeps connecting; its watches and ZooKeeper beat come into force once ZooKeeper is back.
+keeps connecting; its watches come into force once ZooKeeper is back.
 
 Every timer is a *halting* timer: a callback that raises ends the worker with exit code 1,
 since a half-alive worker is worse than a dead one (the supervisor restarts it). ZooKeeper
 being unreachable is not such a failure: every request gives up after the session timeout,
-the timers log the outage once and the worker keeps running its last assignment (the
-supervisor watches its local heartbeat, not ZooKeeper; Storm 2 does the same). The
+the timers log the outage once and the worker keeps running its last assignment. Beats and
+executor stats never go to ZooKeeper: the worker leaves them on local disk (``heartbeat.json``,
+``stats.json``), and its supervisor watches the heartbeat and reports both to nimbus (Storm
+2's path; see :mod:`squall.daemons.reports`). The
 decisions (is this worker still assigned, which task lives where) are plain functions in
 :mod:`squall.daemons.worker.decisions`. Backpressure between workers travels over the
 transport, not ZooKeeper (see squall.runtime.flow).
@@ -37,7 +39,7 @@ from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentError, read_launch_assignment
 from squall.daemons.shutdown import StopDeadline
-from squall.daemons.state import Assignment, ClusterState, ClusterStateError, WorkerBeat
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
@@ -71,8 +73,8 @@ SHUTDOWN_DEADLINE_SECS = 15.0
 # How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
 # (kazoo queues requests while disconnected, without a deadline) is left behind.
 THREAD_JOIN_SECS = 2.0
-# Executor stats in one worker beat; the rest are left out (and counted) so that the beat
-# stays far below ZooKeeper's 1 MB node limit.
+# Executor stats one worker hands its supervisor; the rest are left out (and counted) so that
+# a supervisor's report of all its workers stays bounded (reports.MAX_REPORT_BYTES).
 STATS_BUDGET_BYTES = 256_000
 
 
@@ -116,7 +118,7 @@ class Worker:
         self.exit_code: int | None = None
         self.stop_reason = ""
         self._stats: dict[str, Any] = {}
-        self._stats_at = float("-inf")
+        self.stats_failures = 0
         self._executors_started = False  # start_executors returned (it waits 60 s at most)
         self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
@@ -208,10 +210,9 @@ class Worker:
         # Heartbeat once now (a failure here fails the start), then on timers, before the
         # executors load: slow-loading tasks must not make the worker look dead.
         self.local_heartbeat()
-        self.zk_heartbeat()
-        every = float(self.conf["worker.heartbeat.frequency.secs"])
-        self._timer("heartbeat", every, self.local_heartbeat)
-        self._timer("executor-heartbeat", every, self.zk_heartbeat)
+        self.write_stats()
+        self._timer("heartbeat", float(self.conf["worker.heartbeat.frequency.secs"]), self.local_heartbeat)
+        self._timer("stats", float(self.conf["task.heartbeat.frequency.secs"]), self.write_stats)
         self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.write_metrics)
         poll = float(self.conf["task.refresh.poll.secs"])
         if launch is not None:  # ZooKeeper is away: connect and run spouts by the supervisor's copy
@@ -330,22 +331,23 @@ class Worker:
     def _ready(self) -> bool:
         return self._executors_started and all(t.started.is_set() for t in self.rt.threads)
 
-    def zk_heartbeat(self) -> None:
-        """The worker beat nimbus watches; executor stats at most every task.heartbeat secs,
-        trimmed to STATS_BUDGET_BYTES. While ZooKeeper is away the beat is skipped: the
-        supervisor judges this worker by its local heartbeat alone."""
-        assert self.state is not None
+    def write_stats(self) -> None:
+        """The executor stats (trimmed to STATS_BUDGET_BYTES) the supervisor puts in its next
+        report to nimbus. Never halts the worker: a failed write is logged and counted, and
+        the next period writes again; the local heartbeat alone keeps the worker alive."""
         now = self.clock.time()
-        if self.rt is not None and self.rt.executors and \
-                now - self._stats_at >= float(self.conf["task.heartbeat.frequency.secs"]):
-            entries, dropped = fit_stats(self._executor_stats(), STATS_BUDGET_BYTES)
-            self._stats = {"executors": entries, "transport": self.rt.transport_stats(), "time": now}
-            if dropped:
-                self._stats["executors_left_out"] = dropped
-            self._stats_at = now
-        beat = WorkerBeat(self.topology_id, self.supervisor_id, self.port, now, list(self.executors),
-                          now - self.started_at, self._stats)
-        self._zk_call("worker beat", lambda: self.state.worker_beat(beat))  # type: ignore[union-attr]
+        try:
+            if self.rt is not None and self.rt.executors:
+                entries, dropped = fit_stats(self._executor_stats(), STATS_BUDGET_BYTES)
+                self._stats = {"executors": entries, "transport": self.rt.transport_stats(), "time": now}
+                if dropped:
+                    self._stats["executors_left_out"] = dropped
+            local_state.write_stats(self.layout, self.worker_id,
+                                    local_state.WorkerStats(now - self.started_at, self._stats))
+        except Exception as exc:  # noqa: BLE001
+            self.stats_failures += 1
+            if self.stats_failures in (1, 10, 100) or self.stats_failures % 1000 == 0:
+                self.log.warning("writing executor stats failed", error=repr(exc), failures=self.stats_failures)
 
     def _zk_call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run one ZooKeeper request of a timer; None while ZooKeeper is unreachable (each
@@ -480,15 +482,11 @@ class Worker:
             self.writer.stop(THREAD_JOIN_SECS)
         try:
             local_state.remove_heartbeat(self.layout, self.worker_id)
+            local_state.remove_stats(self.layout, self.worker_id)
             local_state.remove_metrics(self.layout, self.worker_id)
         except OSError as exc:
-            self.log.warning("removing the heartbeat or metrics file failed", error=str(exc))
+            self.log.warning("removing the heartbeat, stats or metrics file failed", error=str(exc))
         if self.state is not None:
-            if self.state.connected and self.executors:
-                try:
-                    self.state.remove_worker_beat(self.topology_id, self.supervisor_id, self.port)
-                except ClusterStateError as exc:
-                    self.log.warning("removing the worker beat failed", error=str(exc))
             self.state.close()
         self.log.info("worker shut down")
 

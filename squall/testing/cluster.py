@@ -78,18 +78,30 @@ def _outer_env() -> dict[str, str]:
 class ProcessCluster:
     def __init__(self, zk_port: int, root: str, base_dir: Path, supervisors: int = 2, slots: int = 2,
                  conf: Mapping[str, Any] | None = None, supervisor_prefix: Sequence[str] = (),
-                 secure_init_dir: Path | None = None) -> None:
+                 secure_init_dir: Path | None = None,
+                 supervisor_hosts: Sequence[tuple[str, list[str]]] | None = None,
+                 python: str | None = None) -> None:
         """Secured like a real cluster: API tokens and TLS, a generated daemons' ZooKeeper
         credential and CURVE between workers (``conf`` may turn the last two off, e.g. to
         measure their cost); ``supervisor_prefix`` goes before the supervisors' command.
         With ``secure_init_dir`` (made by ``squall secure-init``) the material is that, as in
         docker-compose.yml: the daemons get its ``supervisor.env`` as their environment and
-        no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user)."""
+        no token or ZooKeeper password in their configs (``conf`` names the ZooKeeper user).
+        ``supervisor_hosts``: per supervisor, its ``supervisor.host`` and the prefix that
+        starts it there (another network namespace: tests/support/netns.py); the TLS
+        certificates then name those hosts and ``nimbus.host``. ``python``: the interpreter
+        the daemons run with (another installed squall; settable between restarts, as in a
+        rolling upgrade), default this one."""
         self.base = Path(base_dir)
         self.base.mkdir(parents=True, exist_ok=True)
+        self.supervisor_hosts = list(supervisor_hosts or [])
+        self.python = python or sys.executable
         self.env: dict[str, str]
         if secure_init_dir is None:
-            self.credentials, self.env, zk_auth = create(self.base / "security"), {}, daemon_auth_conf()
+            hosts = ["127.0.0.1", "localhost", str((conf or {}).get("nimbus.host", "127.0.0.1")),
+                     *(host for host, _ in self.supervisor_hosts)]
+            self.credentials, self.env, zk_auth = create(self.base / "security", list(dict.fromkeys(hosts))), {}, \
+                daemon_auth_conf()
         else:
             (self.credentials, self.env), zk_auth = _from_secure_init(Path(secure_init_dir)), {}
         self.common = {"zookeeper.servers": ["127.0.0.1"], "zookeeper.port": zk_port, "zookeeper.root": root,
@@ -102,7 +114,7 @@ class ProcessCluster:
         self.supervisor_prefix = list(supervisor_prefix)  # e.g. a namespace to run supervisors in
         self.nimbus: subprocess.Popen | None = None
         self.supervisors: list[subprocess.Popen | None] = [None] * supervisors
-        self.client = NimbusClient("127.0.0.1", self.common["nimbus.port"], timeout=30,
+        self.client = NimbusClient(str(self.common["nimbus.host"]), self.common["nimbus.port"], timeout=30,
                                    access=ApiAccess.from_conf(client))
 
     @staticmethod
@@ -114,7 +126,7 @@ class ProcessCluster:
         cfg = self._write(self.base / f"{name}.yaml", conf)
         log = open(self.base / f"{name}.log", "ab")
         env = {**_outer_env(), **self.env, "SQUALL_CONF": str(cfg)}
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "squall.cli", command],
+        proc = subprocess.Popen([*prefix, self.python, "-m", "squall.cli", command],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.base, start_new_session=True)
         log.close()
         return proc
@@ -153,12 +165,15 @@ class ProcessCluster:
         conf = {**self.common, **self._daemon(self.credentials.supervisor_conf()),
                 "squall.local.dir": str(self.supervisor_dir(i)),
                 "supervisor.slots.ports": ports, "supervisor.metrics.port": free_port()}
+        prefix = self.supervisor_prefix
+        if i < len(self.supervisor_hosts):
+            conf["supervisor.host"], prefix = self.supervisor_hosts[i]
         prev = self.base / f"supervisor-{i}.yaml"
         if prev.exists():  # a restart keeps its slots and its metrics port
             kept = yaml.safe_load(prev.read_text())
             conf["supervisor.slots.ports"] = kept["supervisor.slots.ports"]
             conf["supervisor.metrics.port"] = kept["supervisor.metrics.port"]
-        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf, self.supervisor_prefix)
+        self.supervisors[i] = self._spawn(f"supervisor-{i}", "supervisor", conf, prefix)
 
     def metrics_port(self, i: int) -> int:
         """The port of supervisor ``i``'s /metrics."""

@@ -71,12 +71,17 @@ class ChaosCluster:
     """ZooKeeper + nimbus + two supervisors + the chaos topology, under ``base``."""
 
     def __init__(self, base: Path, ids: int, rate: float, supervisors: int = 2, slots: int = 3,
-                 conf: dict[str, Any] | None = None) -> None:
+                 conf: dict[str, Any] | None = None, host: str = "127.0.0.1",
+                 supervisor_hosts: list[tuple[str, list[str]]] | None = None, python: str | None = None) -> None:
+        """``host``: where ZooKeeper and nimbus listen; ``supervisor_hosts``: per supervisor,
+        its host and the prefix that starts it there; ``python``: the daemons' interpreter
+        (``ProcessCluster``)."""
         self.base = Path(base)
         self.ids, self.rate = ids, rate
         self.data = self.base / "data"
         self.data.mkdir(parents=True, exist_ok=True)
-        self.zk = ZooKeeperServer(tick_time=500, min_session_timeout=1000, work_dir=self.base / "zk")
+        self.host, self.supervisor_hosts, self.python = host, supervisor_hosts, python
+        self.zk = ZooKeeperServer(host=host, tick_time=500, min_session_timeout=1000, work_dir=self.base / "zk")
         self._zk_port: int | None = None  # kept by zookeeper_down for zookeeper_up
         self.n_supervisors, self.slots = supervisors, slots
         self.conf = {**CHAOS_CONF, **(conf or {})}
@@ -87,8 +92,10 @@ class ChaosCluster:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> ChaosCluster:
         self.zk.start(timeout=60)
-        self.cluster = ProcessCluster(self.zk.port, "/squall", self.base / "cluster",
-                                      supervisors=self.n_supervisors, slots=self.slots, conf=self.conf)
+        conf = {"zookeeper.servers": [self.host], "nimbus.host": self.host, **self.conf}
+        self.cluster = ProcessCluster(self.zk.port, "/squall", self.base / "cluster", supervisors=self.n_supervisors,
+                                      slots=self.slots, conf=conf, supervisor_hosts=self.supervisor_hosts,
+                                      python=self.python)
         self.cluster.start()
         return self
 

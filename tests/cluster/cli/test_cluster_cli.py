@@ -28,6 +28,7 @@ from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, Worker
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
 from support.paths import TOPOLOGIES
+from support.reports import report_beats
 
 pytestmark = pytest.mark.cluster
 
@@ -97,14 +98,16 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     listed = json.loads(squall(conf, "list", "--json").stdout)
     assert [(t["name"], t["id"], t["workers"]) for t in listed] == [("words", tid, 2)]
 
-    # What workers would report: beats with executor stats, and an error.
+    # What supervisors would report of their workers: beats with executor stats; and an error.
     assignment = state.assignment(tid)
+    beats = []
     for node, port in assignment.slots():
         execs = assignment.executors_on(node, port)
         stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0,
                   "dropped": {"bad_ids": 2}} for ex in execs]
-        state.worker_beat(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
-                                     {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
+        beats.append(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
+                                {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
+    report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
                                       "Traceback (most recent call last):\nKeyError: 'word'"))
     result = squall(conf, "status", "words")
@@ -326,8 +329,8 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
             # n, words emits n.
             stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (4, 4) else {},
                       "executed": n if ex in ((2, 2), (3, 3)) else 0, "acked": 0, "failed": 0} for ex in execs]
-            state.worker_beat(WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
-                                         {"executors": stats, "time": t}))
+            report_beats(nimbus, [WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
+                                             {"executors": stats, "time": t})])
 
         start = time.time() - 20
         beat(start, 1000)

@@ -1,6 +1,7 @@
 """A worker that dies while ZooKeeper is away comes back at once: its supervisor relaunches it
 with the assignment it launched it for, it runs its spout and acks without ZooKeeper, and once
-ZooKeeper returns its beat reappears, nimbus sees it and nothing is moved or restarted."""
+ZooKeeper returns nimbus leads again, sees its beat (in its supervisor's report) and nothing
+is moved or restarted."""
 from __future__ import annotations
 
 import time
@@ -8,7 +9,6 @@ import time
 import pytest
 
 from squall.daemons import local_state
-from squall.daemons.state import ClusterState
 from squall.testing.cluster import FAST
 from support.chaos import NAME, ChaosCluster
 
@@ -25,7 +25,6 @@ def test_a_worker_killed_while_zookeeper_is_down_restarts_runs_and_reappears_whe
         (spout_port,) = {row["port"] for comp in chaos.c.client.topology(NAME)["components"]
                          if comp["id"] == "ids" for row in comp["executors"]}
         (victim,) = [w for w in chaos.workers() if w.port == spout_port]
-        node = before.executors[min(victim.executors)][0]
 
         chaos.zookeeper_down()
         killed_at = time.time()
@@ -48,12 +47,8 @@ def test_a_worker_killed_while_zookeeper_is_down_restarts_runs_and_reappears_whe
 
         pids = {w.worker_id: w.pid for w in chaos.workers()}
         chaos.zookeeper_up()
-        with ClusterState(chaos.c.common) as state:
-            chaos.wait_until(lambda: (b := state.worker_beats(before.topology_id).get((node, spout_port)))
-                             is not None and b.uptime < time.time() - killed_at, 60,
-                             "the relaunched worker's beat in ZooKeeper")
 
-        def nimbus_sees_it() -> bool:
+        def nimbus_sees_it() -> bool:  # the relaunched worker's beat, in its supervisor's report
             rows = chaos.c.client.topology(NAME)["workers"]
             return any(r["port"] == spout_port and r["uptime"] is not None
                        and r["uptime"] < time.time() - killed_at for r in rows)

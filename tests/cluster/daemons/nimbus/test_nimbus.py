@@ -1,8 +1,9 @@
 """Nimbus as a real process against a real ZooKeeper: submission checks, scheduling, kill,
 status changes, rebalance, reassignment on lost supervisors and silent workers, failover.
 
-Supervisors and workers are stood in for by their ZooKeeper records (SupervisorInfo nodes
-and WorkerBeats written with ClusterState): nimbus only ever sees those.
+Supervisors and workers are stood in for by what nimbus hears of them: SupervisorInfo nodes
+written with ClusterState, and the reports supervisors post (support.reports) with their
+workers' beats: nimbus only ever sees those.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from squall.daemons.state import (
 from squall.loader import load_topology
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import TcpRelay
+from support.reports import report_beats, send_report
 
 pytestmark = pytest.mark.cluster
 
@@ -128,6 +130,24 @@ def register(state: ClusterState, sid: str, ports: list[int], host: str | None =
 
 def slot_sizes(assignment: Assignment) -> Counter:
     return Counter(assignment.executors.values())
+
+
+def while_beating(beat: Callable[[], None], wait: Callable[[], Any]) -> Any:
+    """``beat()`` every 0.3 s on a thread of its own while ``wait()`` runs; what it returns."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            beat()
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        return wait()
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 def only_topology(state: ClusterState) -> str:
@@ -337,12 +357,14 @@ def test_status_reports_executors_stats_and_errors(start_nimbus, state, tmp_path
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
     assignment = state.assignment(tid)
     now = time.time()
+    beats = []
     for node, port in assignment.slots():
         execs = assignment.executors_on(node, port)
         stats = [{"component": "?", "executor": list(ex), "kind": "bolt",
                   "emitted": {"default": 10, "__ack_init": 99}, "executed": 4, "acked": 2, "failed": 1}
                  for ex in execs]
-        state.worker_beat(WorkerBeat(tid, node, port, now, execs, 12.0, {"executors": stats}))
+        beats.append(WorkerBeat(tid, node, port, now, execs, 12.0, {"executors": stats}))
+    report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(now, "sink", 5, "host-a", 7001, "Traceback...\nValueError: boom"))
     st = nimbus.client().topology("numbers")
     assert st["id"] == tid and st["status"] == "active" and len(st["workers"]) == 2
@@ -469,24 +491,46 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
     first = state.assignment(tid)
     healthy, silent = sorted(first.slots())
-    stop = threading.Event()
 
-    def beat() -> None:  # only the healthy worker beats
-        while not stop.is_set():
-            execs = first.executors_on(*healthy)
-            state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {}))
-            stop.wait(0.3)
+    def beat() -> None:  # only the healthy worker beats (its supervisor reports it)
+        execs = first.executors_on(*healthy)
+        send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {})])
 
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
-                         what="a new assignment")
-    finally:
-        stop.set()
-        thread.join(5)
+    moved = while_beating(beat, lambda: wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version
+                                                 and a, what="a new assignment"))
     for ex in first.executors_on(*healthy):
         assert moved.executors[ex] == healthy
+    for ex in first.executors_on(*silent):
+        assert moved.executors[ex] not in (silent, healthy)
+
+
+def test_workers_and_supervisors_of_an_earlier_squall_are_heard_through_zookeeper(start_nimbus, state, tmp_path):
+    """A rolling upgrade (docs/operations/upgrades.md): supervisors of the earlier version
+    refresh their node instead of reporting, and their workers write beats to ZooKeeper.
+    Past the supervisor and task timeouts, the beating worker keeps its executors; only the
+    silent one's move."""
+    for sid in ("a", "b"):
+        register(state, sid, [7001, 7002])
+    nimbus = start_nimbus(**{"nimbus.task.launch.secs": 1.5, "nimbus.task.timeout.secs": 1.5,
+                             "nimbus.supervisor.timeout.secs": 2})
+    tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
+    first = state.assignment(tid)
+    healthy, silent = sorted(first.slots())
+
+    def earlier_squall() -> None:
+        for sid in ("a", "b"):
+            register(state, sid, [7001, 7002])  # a node refresh: the old supervisor's heartbeat
+        state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy), 1.0, {}))
+
+    def moved_then_latest() -> tuple[Assignment, Assignment]:
+        moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
+                         what="a new assignment")
+        time.sleep(3)  # past both timeouts again (the moved executors' new slot beats neither)
+        return moved, state.assignment(tid)
+
+    moved, latest = while_beating(earlier_squall, moved_then_latest)
+    for ex in first.executors_on(*healthy):
+        assert moved.executors[ex] == healthy and latest.executors[ex] == healthy
     for ex in first.executors_on(*silent):
         assert moved.executors[ex] not in (silent, healthy)
 
@@ -507,12 +551,12 @@ def test_after_reconnecting_nimbus_reassigns_nothing_for_the_task_timeout(start_
     beating.set()
     stop = threading.Event()
 
-    def beat() -> None:  # the workers' beats, paused while "ZooKeeper is away" for them too
+    def beat() -> None:  # the supervisors' reports, paused while "ZooKeeper is away" for them too
         while not stop.is_set():
             if beating.is_set():
-                for slot in first.slots():
-                    state.worker_beat(WorkerBeat(tid, slot[0], slot[1], time.time(),
-                                                 first.executors_on(*slot), 1.0, {}))
+                for node in {n for n, _ in first.slots()}:  # a standby's 503 while cut off: ignored
+                    send_report(nimbus, node, [WorkerBeat(tid, n, p, time.time(), first.executors_on(n, p), 1.0, {})
+                                               for n, p in first.slots() if n == node])
             stop.wait(0.3)
 
     thread = threading.Thread(target=beat, daemon=True)
@@ -541,7 +585,9 @@ def test_malformed_nodes_do_not_stop_nimbus(start_nimbus, state, zk_client, zk_r
     zk_client.create(f"{zk_root}/topologies/junk-1-1", b'{"v": 1, "id": 3}')
     nimbus = start_nimbus()
     tid = nimbus.client().submit("numbers", make_bundle(tmp_path / "code"))["id"]
-    assert [t["id"] for t in nimbus.client().topologies()] == [tid]
+    # Listed (issue 20: a damaged node must not hide a topology), as what it is.
+    assert [(t["id"], t["status"]) for t in nimbus.client().topologies()] == [
+        ("junk-1-1", "unreadable"), (tid, "active")]
     assert [s["id"] for s in nimbus.client().cluster()["supervisors"]] == ["a"]
     assert state.assignment(tid).slots() == {("a", 7001)}
 
@@ -598,3 +644,33 @@ def test_bundle_layout_is_deterministic_and_skips_caches(tmp_path):
     assert structure["sink"] == {"parallelism": 3, "num_tasks": 6, "kind": "bolt",
                                  "inputs": [["numbers", "default", "shuffle"]], "streams": {}}
     assert structure["numbers"]["streams"] == {"default": ["n"]}
+
+
+# --- damaged but not lost (issue 20) -----------------------------------------------------------
+
+def test_a_malformed_topology_node_stays_listed_keeps_its_name_and_is_killable_by_id(
+        start_nimbus, state, zk_client, zk_root, tmp_path):
+    register(state, "a", [7001, 7002])
+    nimbus = start_nimbus()
+    client = nimbus.client()
+    bundle = make_bundle(tmp_path / "code")
+    tid = client.submit("numbers", bundle)["id"]
+    placed = state.assignment(tid)
+    zk_client.set(f"{zk_root}/topologies/{tid}", b'{"v": 1, "id": 3}')  # damaged, not gone
+    rows = client.topologies()
+    assert [(r["id"], r["name"], r["status"], r["workers"]) for r in rows] == [(tid, "numbers", "unreadable", 2)]
+    # The name stays taken: a second "numbers" would run next to the first.
+    with pytest.raises(NimbusError) as err:
+        client.submit("numbers", make_bundle(tmp_path / "code2"))
+    assert err.value.status == 409 and "kill it by id" in str(err.value)
+    with pytest.raises(NimbusError) as err:
+        client.topology("numbers")
+    assert err.value.status == 409 and f"squall kill {tid}" in str(err.value)
+    time.sleep(5 * MONITOR_FREQ)  # rounds pass: its assignment (its workers) stays as it was
+    assert state.assignment(tid) == placed and state.topology_ids() == [tid]
+    with pytest.raises(NimbusError) as err:
+        client.kill("numbers", wait_secs=0)  # by name: which one is meant is unknowable
+    assert err.value.status == 409
+    assert client.kill(tid, wait_secs=0)["id"] == tid
+    assert state.topology_ids() == [] and state.assignment_ids() == []
+    assert client.submit("numbers", bundle)["name"] == "numbers"  # the name is free again

@@ -1,6 +1,7 @@
 """ClusterState against a real ZooKeeper: records, malformed data, watches, expiry, election."""
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -454,3 +455,81 @@ def test_teardown_removes_everything_of_one_topology(state: ClusterState, zk_cli
         assert zk_client.exists(f"{root}/{part}/kept-2-2") is not None, part
     assert state.topology_ids() == ["kept-2-2"]
     state.teardown_topology("doomed-1-1")  # idempotent
+
+
+# --- each supervisor's parts of the assignments --------------------------------------------------
+
+def part_ports(state: ClusterState, node: str) -> dict[str, dict[int, list[tuple[int, int]]]]:
+    return {t: p.ports for t, p in state.node_assignments(node).items() if p is not None}
+
+
+def test_each_supervisor_gets_its_part_and_only_changed_parts_are_written(state: ClusterState,
+                                                                         zk_client: KazooClient) -> None:
+    state.set_assignment(assignment())
+    assert part_ports(state, "sup-a") == {"wc-1-100": {6700: [(1, 2), (4, 6)]}}
+    assert part_ports(state, "sup-b") == {"wc-1-100": {6701: [(3, 3)]}}
+    assert state.layout_current()
+    b_path = f"{state.root}/node-assignments/sup-b/wc-1-100"
+    b_version = zk_client.exists(b_path).version
+    moved = assignment(version=2)
+    moved.executors[(1, 2)] = ("sup-c", 6700)  # one executor moves from a to c: b is untouched
+    state.set_assignment(moved, assignment())
+    assert part_ports(state, "sup-a") == {"wc-1-100": {6700: [(4, 6)]}}
+    assert part_ports(state, "sup-c") == {"wc-1-100": {6700: [(1, 2)]}}
+    assert zk_client.exists(b_path).version == b_version
+    gone = Assignment("wc-1-100", {(1, 2): ("sup-c", 6700)}, {}, {}, "sha256:ab", 3)
+    state.set_assignment(gone)  # the previous one read from ZooKeeper
+    assert part_ports(state, "sup-a") == {} and part_ports(state, "sup-b") == {}
+    state.remove_assignment("wc-1-100")
+    assert part_ports(state, "sup-c") == {} and state.assignment("wc-1-100") is None
+
+
+def test_a_supervisor_watching_its_parts_sees_malformed_ones_as_such(state: ClusterState,
+                                                                    zk_client: KazooClient) -> None:
+    seen = Recorder()
+    state.watch_node_assignments("sup-a", seen)
+    seen.wait_for(lambda v: v == {}, "no parts yet")
+    state.set_assignment(assignment())
+    seen.wait_for(lambda v: set(v) == {"wc-1-100"} and v["wc-1-100"] is not None, "its part")
+    zk_client.set(f"{state.root}/node-assignments/sup-a/wc-1-100", b"{damaged")
+    seen.wait_for(lambda v: v == {"wc-1-100": None}, "the part, unreadable, still there")
+
+
+def test_a_malformed_assignment_is_rebuilt_from_the_parts(state: ClusterState, zk_client: KazooClient) -> None:
+    state.set_assignment(assignment())
+    zk_client.set(f"{state.root}/assignments/wc-1-100", b"not json")
+    rebuilt = state.assignment_from_parts("wc-1-100")
+    assert rebuilt is not None and rebuilt.executors == assignment().executors
+    assert rebuilt.code_digest == "sha256:ab" and rebuilt.version == 0
+    # Written over it later, the old parts are found by looking under every node.
+    state.set_assignment(Assignment("wc-1-100", {(3, 3): ("sup-b", 6701)}, {}, {}, "sha256:ab", 1))
+    assert part_ports(state, "sup-a") == {} and part_ports(state, "sup-b") == {"wc-1-100": {6701: [(3, 3)]}}
+    assert state.assignment_from_parts("no-such") is None
+
+
+def test_a_cluster_of_the_previous_layout_is_brought_to_this_one(state: ClusterState,
+                                                                 zk_client: KazooClient) -> None:
+    # What an earlier nimbus left: whole assignments, no parts, no layout mark.
+    zk_client.create(f"{state.root}/assignments/wc-1-100", b'{"v":1,' + json.dumps(assignment().to_dict())[1:].encode())
+    assert not state.layout_current() and part_ports(state, "sup-a") == {}
+    zk_client.create(f"{state.root}/node-assignments/sup-z/gone-1-1", b'{"v":1,"topology_id":"gone-1-1",'
+                     b'"code_digest":"d","ports":[[1,[[1,1,1]]]]}', makepath=True)  # a stale part
+    fresh = ClusterState(state.conf).start()  # a new leader: no layout mark written by this client yet
+    try:
+        writes = fresh.reconcile_node_parts(fresh.assignments())
+    finally:
+        fresh.close()
+    assert writes == 3  # two parts written, the stale one deleted
+    assert state.layout_current()
+    assert part_ports(state, "sup-a") == {"wc-1-100": {6700: [(1, 2), (4, 6)]}}
+    assert zk_client.exists(f"{state.root}/node-assignments/sup-z") is None  # emptied node removed
+
+
+def test_cached_reads_follow_every_change(state: ClusterState) -> None:
+    state.set_assignment(assignment())
+    first = state.assignments()
+    assert state.assignments()["wc-1-100"] is first["wc-1-100"]  # unchanged: not decoded again
+    state.set_assignment(assignment(version=2), assignment())
+    assert state.assignments()["wc-1-100"].version == 2
+    state.remove_assignment("wc-1-100")
+    assert state.assignments() == {}

@@ -125,6 +125,11 @@ def test_worker_credential_reaches_only_its_own_topology(daemons, cluster_conf, 
             lambda: worker.topology_secrets("tb"),
             lambda: worker.supervisors(),
             lambda: worker.assignments(),
+            # Each supervisor's parts of the assignments are the daemons' alone: a worker
+            # reads its own topology's whole assignment, and nothing of what other topologies
+            # run on its host.
+            lambda: worker.node_assignments("n1"),
+            lambda: worker.set_assignment(Assignment("ta", {(1, 1): ("n1", 6700)}, {"n1": "127.0.0.1"}, {}, "d")),
             # Turning the supervisors' endpoints open, or planting a token of its own.
             lambda: worker.set_api_tokens(PublishedTokens(False)),
             lambda: worker.set_api_tokens(PublishedTokens(True, ((token_hash("planted-token-xyz"), "x", "admin"),))),

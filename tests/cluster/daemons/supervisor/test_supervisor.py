@@ -1,6 +1,7 @@
 """The supervisor daemon, run as a real process against a real ZooKeeper, with real workers.
 
-Nimbus's HTTP API is stood in for by a tiny ``http.server`` serving code bundles, and the
+Nimbus's HTTP API is stood in for by a tiny ``http.server`` serving code bundles and taking
+the supervisor's reports, and the
 worker by a small script (``supervisor.worker.command``) that follows the worker contract's
 process side: it writes ``pid``, reads its executors from the assignment in ZooKeeper, writes
 ``heartbeat.json`` every ``worker.heartbeat.frequency.secs`` and exits on SIGTERM. Control
@@ -33,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from squall.daemons.nimbus.auth import token_hash
 from squall.daemons.nimbus.secrets import new_topology_secrets
+from squall.daemons.reports import SupervisorReport, parse_report
 from squall.daemons.state import Assignment, ClusterState, PublishedTokens
 from squall.daemons.supervisor import cgroups
 from squall.testing.cluster import WORKERS_AS
@@ -125,14 +127,32 @@ def sha(data: bytes) -> str:
 
 
 class BundleServer:
-    """Nimbus's bundle endpoint only: GET /api/v1/topologies/<id>/bundle."""
+    """Nimbus's bundle endpoint (GET /api/v1/topologies/<id>/bundle) and the supervisors'
+    reports (POST /api/v1/supervisors/<id>/report, kept parsed in ``reports``)."""
 
     def __init__(self) -> None:
         self.bundles: dict[str, bytes] = {}
         self.requests: dict[str, int] = {}
+        self.reports: list[SupervisorReport] = []
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # the reporter keeps its connection
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                parts = self.path.strip("/").split("/")
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if len(parts) != 5 or parts[:3] != ["api", "v1", "supervisors"] or parts[4] != "report":
+                    self.send_error(404)
+                    return
+                owner.reports.append(parse_report(body, parts[3]))
+                reply = json.dumps({"beats": len(owner.reports[-1].beats)}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 parts = self.path.strip("/").split("/")
                 if len(parts) != 5 or parts[:3] != ["api", "v1", "topologies"] or parts[4] != "bundle":
@@ -145,6 +165,7 @@ class BundleServer:
                     self.send_error(404, f"no topology {topology_id}")
                     return
                 self.send_response(200)
+                self.send_header("Connection", "close")
                 self.send_header("Content-Type", "application/gzip")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("X-Squall-Digest", sha(data))
@@ -351,13 +372,16 @@ def publish(server: BundleServer, topology_id: str, tag: str = "v1") -> str:
 
 # --- tests ------------------------------------------------------------------------------------
 
-def test_registers_keeps_its_id_and_is_marked_away_on_sigterm(node: Node, zk: ClusterState) -> None:
+def test_registers_keeps_its_id_and_is_marked_away_on_sigterm(node: Node, zk: ClusterState,
+                                                               server: BundleServer) -> None:
     proc = node.start()
     sid = node.id
     info = wait_for(lambda: zk.supervisor(sid), what="the supervisor node")
     assert info.host == "127.0.0.1" and info.ports == PORTS and info.used_ports == []
-    first_time = info.time
-    wait_for(lambda: (zk.supervisor(sid) or info).time > first_time, what="a heartbeat refresh")
+    # Its heartbeat goes to nimbus (supervisor.heartbeat.frequency.secs 0.5), not to ZooKeeper:
+    # reports arrive and the node is not rewritten.
+    wait_for(lambda: len([r for r in server.reports if r.supervisor_id == sid]) >= 3, what="three reports")
+    assert zk.supervisor(sid) == info
     effective = yaml.safe_load((node.local / "supervisor-conf.yaml").read_text())
     assert effective["squall.local.dir"] == str(node.local)
     assert effective["supervisor.worker.shutdown.sleep.secs"] == SHUTDOWN_SLEEP  # the -c override
@@ -401,6 +425,10 @@ def test_assignment_downloads_checks_and_launches(node: Node, zk: ClusterState, 
     assert conf_copy.read_bytes() == (node.local / "supervisor-conf.yaml").read_bytes()
     assert proc.environ()["SQUALL_WORKER_ID"] == rec["worker_id"]
     wait_for(lambda: zk.supervisor(sid).used_ports == [PORTS[0]], what="used_ports in the node")
+    # Its reports to nimbus carry the worker's beat: the launch's topology, port and executors.
+    report = wait_for(lambda: next((r for r in reversed(server.reports) if r.beats), None), what="a worker's beat")
+    (beat,) = report.beats
+    assert (beat.topology_id, beat.node, beat.port, beat.executors) == ("topo-1-100", sid, PORTS[0], [(1, 1), (2, 2)])
 
     def states() -> list[str]:
         return [e["state"] for e in node.events("slot state changed") if e.get("port") == PORTS[0]]
@@ -530,6 +558,34 @@ def test_restarted_supervisor_adopts_assigned_workers_and_kills_the_rest(
     assert len(node.events("worker launched")) == launches_before
     assert [e["worker"] for e in node.events("worker adopted")] == [kept["worker_id"]]
     assert zk.supervisor(sid).used_ports == [PORTS[0]]
+
+
+def test_waits_for_an_upgraded_nimbus_before_following_its_parts(node: Node, zk: ClusterState,
+                                                                 server: BundleServer) -> None:
+    """Against the layout an earlier nimbus writes (whole assignments only), a supervisor of
+    this version has no parts to follow: it waits, unregistered, launching and killing
+    nothing, until a nimbus of this version leads and writes them (docs/operations/upgrades.md)."""
+    sid = "sup-upgraded"
+    node.local.mkdir(parents=True)
+    (node.local / "supervisor-id").write_text(sid + "\n")
+    digest = publish(server, "topo-12-100")
+    zk.set_topology_secrets("topo-12-100", new_topology_secrets())
+    whole = Assignment("topo-12-100", {(1, 1): (sid, PORTS[0])}, {sid: "127.0.0.1"}, {(1, 1): time.time()}, digest, 1)
+    zk.set_assignment(whole)  # then back to what an earlier nimbus would have left: no parts, no mark
+    zk.client.delete(f"{zk.root}/node-assignments/{sid}", recursive=True)
+    zk.client.delete(f"{zk.root}/layout")
+    assert not zk.layout_current()
+    node.start()
+    waiting = ("the leading nimbus is of an earlier squall (it writes whole assignments only); this supervisor "
+               "waits for an upgraded nimbus and leaves its workers alone meanwhile: upgrade every nimbus first "
+               "(docs/operations/upgrades.md)")
+    wait_for(lambda: node.events(waiting), what="the supervisor saying it waits")
+    time.sleep(1.5)
+    assert zk.supervisor(sid) is None and node.recorded() == {}  # not registered, nothing launched
+    with ClusterState(zk.conf) as leader:  # what a nimbus of this version does on taking the lead
+        leader.reconcile_node_parts(leader.assignments())
+    rec = node.wait_running(PORTS[0])
+    assert rec["topology_id"] == "topo-12-100" and zk.supervisor(sid) is not None
 
 
 def test_kill_workers_on_exit_flag_stops_workers(node: Node, zk: ClusterState, server: BundleServer) -> None:

@@ -20,11 +20,13 @@ from structlog.testing import capture_logs
 
 from squall.compiled import MODULES, pure_requested
 from squall.config import build_config
+from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials, without_daemon_secrets, write_credentials
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.nimbus.secrets import new_topology_secrets
 from squall.daemons.state import Assignment, ClusterState, TopologyInfo
+from squall.daemons.supervisor.reporting import worker_beat
 from squall.daemons.worker.zk_writer import ERROR_QUEUE_MAX, ZkWriter
 from squall.loader import load_topology
 from squall.model import executors as executors_of
@@ -182,7 +184,24 @@ class WorkerHarness:
                                  f"{self.log_of(proc)[-4000:]}") from None
 
     def beat(self, port: int):
-        return self.state.worker_beats(self.topology_id).get((self.node, port))
+        """The beat of the latest worker launched on ``port`` as its supervisor would report
+        it (from the worker's heartbeat and stats files); None when it has left none."""
+        procs = [p for p in self.procs if p.args[-2] == str(port)]
+        if not procs:
+            return None
+        layout = local_state.LocalLayout(self.local)
+        worker_id = procs[-1].worker_dir.name  # type: ignore[attr-defined]
+        try:
+            heartbeat = local_state.read_heartbeat(layout, worker_id)
+            stats = local_state.read_stats(layout, worker_id)
+        except (OSError, ValueError):
+            return None  # caught mid-replace or removed meanwhile: ask again
+        beat, _ = worker_beat(self.node, self.topology_id, port, self.executors_on(port), heartbeat, stats, 0.0)
+        return beat.decoded() if beat is not None else None
+
+    def executors_on(self, port: int) -> list[tuple[int, int]]:
+        assignment = self.state.assignment(self.topology_id)
+        return assignment.executors_on(self.node, port) if assignment else []
 
     def close(self) -> None:
         for proc in self.procs:
@@ -244,7 +263,7 @@ def test_reliable_tuples_complete_across_two_worker_processes(harness):
     assert sorted(harness.numbers("acked")) == list(range(300))
     assert sorted(harness.sunk()) == list(range(300))
     assert a.poll() is None and b.poll() is None
-    # Both wrote ZooKeeper beats naming their own executors.
+    # Both left beats (for their supervisor's report) naming their own executors.
     assert sorted(harness.beat(port_a).executors) == sorted(harness.of("numbers") + ackers[:1])
     assert sorted(harness.beat(port_b).executors) == sorted(harness.of("sink") + ackers[1:])
     # The worker command runs the runtime's compiled modules (squall/compiled.py) when built.
@@ -271,16 +290,17 @@ def test_heartbeats_refresh_and_sigterm_stops_cleanly(harness):
     assert first["executors"] == [list(e) for e in sorted(harness.executors)]
     wait_for(lambda: json.loads(hb_path.read_text())["time"] > first["time"], 10, "a newer local heartbeat")
 
-    beat = wait_for(lambda: harness.beat(port), 10, "a ZooKeeper worker beat")
+    beat = wait_for(lambda: harness.beat(port), 10, "the worker's beat for its supervisor's report")
     assert sorted(beat.executors) == sorted(harness.executors)
     wait_for(lambda: (b := harness.beat(port)) is not None and b.time > beat.time, 10, "a newer worker beat")
     stats = wait_for(lambda: harness.beat(port).stats.get("executors"), 10, "executor stats in the beat")
+    assert not harness.state.worker_beats(harness.topology_id)  # nothing per interval in ZooKeeper
     assert sorted(tuple(s["executor"]) for s in stats) == sorted(harness.executors)
 
     proc.send_signal(signal.SIGTERM)
     assert harness.wait_exit(proc) == 0, harness.log_of(proc)
     assert harness.beat(port) is None
-    assert not hb_path.exists()
+    assert not hb_path.exists() and not (wdir / "stats.json").exists()
     log = harness.log_of(proc)
     assert "worker stopping" in log and "SIGTERM" in log and "worker shut down" in log
 
@@ -396,10 +416,11 @@ def test_a_worker_cut_off_from_zookeeper_past_its_session_keeps_processing_and_r
         time.sleep(12)
         assert proc.poll() is None, harness.log_of(proc)[-4000:]
         assert len(harness.numbers("acked")) > acked_at_cut + 500  # acks went on throughout
+        # Its beat and stats went on too: they never needed ZooKeeper (its supervisor reports them).
+        beat = harness.beat(port)
+        assert beat.time > cut_at + 10 and beat.stats["time"] > cut_at + 8
         relay.restore()
         restored_at = time.time()
-        wait_for(lambda: (b := harness.beat(port)) is not None and b.time > restored_at, WAIT,
-                 "a worker beat after the outage", lambda: harness.log_of(proc))
         wait_for(lambda: "ZooKeeper available again" in harness.log_of(proc), WAIT, "the end of the outage logged")
         log = harness.log_of(proc)
         assert "ZooKeeper unavailable; running on the last assignment" in log

@@ -19,6 +19,7 @@ from squall.daemons.nimbus.auth import (
     FETCH_CODE,
     READ,
     READ_LOGS,
+    REPORT,
     SUBMIT,
     Principal,
     TokenFile,
@@ -47,7 +48,9 @@ def test_authorize_matrix():
         "admin": (set(ACTIONS), set(ACTIONS), set(ACTIONS)),
         "user": ({SUBMIT}, {READ, READ_LOGS, CONTROL, FETCH_CODE, SUBMIT}, {READ, SUBMIT}),
         "viewer": ({READ, READ_LOGS}, {READ, READ_LOGS}, {READ, READ_LOGS}),
-        "supervisor": ({FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}, {FETCH_CODE, READ_LOGS}),
+        # supervisors report their workers' beats; no one else does (but admin, who may do anything)
+        "supervisor": ({FETCH_CODE, READ_LOGS, REPORT}, {FETCH_CODE, READ_LOGS, REPORT},
+                       {FETCH_CODE, READ_LOGS, REPORT}),
     }
     for role, (others, own, none) in expected.items():
         for action in ACTIONS:

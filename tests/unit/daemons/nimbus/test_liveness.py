@@ -2,7 +2,8 @@
 the restart grace of a supervisor that stopped cleanly."""
 from __future__ import annotations
 
-from squall.daemons.nimbus.liveness import ReconnectGrace, supervisor_alive
+from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
+from squall.daemons.state import Assignment
 from squall.daemons.timers import FakeClock
 
 
@@ -27,3 +28,37 @@ def test_an_away_supervisor_keeps_its_slots_for_the_restart_grace_only() -> None
     assert supervisor_alive(True, 29.0, supervisor_timeout=5.0, restart_grace=30.0)
     assert not supervisor_alive(True, 30.5, supervisor_timeout=5.0, restart_grace=30.0)
     assert not supervisor_alive(True, 0.1, supervisor_timeout=5.0, restart_grace=0.0)
+
+
+def test_a_new_leader_judges_nothing_dead_for_the_task_timeout() -> None:
+    clock = FakeClock()
+    grace = ReconnectGrace(30.0, clock)
+    grace.observe(1)
+    clock.advance(100.0)
+    assert not grace.active()
+    grace.restart(1)  # took the lead again, same connection: a grace all the same
+    assert grace.active() and grace.left() == 30.0
+    assert grace.observe(1) is False  # the first round after it does not start another
+    clock.advance(30.1)
+    assert not grace.active()
+
+
+def test_silence_is_counted_from_the_latest_thing_heard() -> None:
+    assert last_heard(None, 5.0, 3.0) == 5.0
+    assert last_heard(None) == float("-inf")
+
+
+def test_the_next_judgement_is_when_the_first_silence_runs_out() -> None:
+    assert next_judgement([100.0, 95.0, 120.0], timeout=30.0, after=110.0) == 125.0
+    assert next_judgement([50.0, 60.0], timeout=30.0, after=110.0) is None  # ran out before: judged then
+    # Ran out while the last round was running (judged at 110, now 127): at once.
+    assert next_judgement([81.0, 97.0], timeout=30.0, after=110.0) == 111.0
+    assert next_judgement([], timeout=30.0, after=0.0) is None
+
+
+def test_a_topology_with_executors_on_a_lost_node_is_found_by_its_hosts() -> None:
+    placed = Assignment("t", {(1, 1): ("a", 1), (2, 2): ("b", 1)}, {"a": "h1", "b": "h2"})
+    assert not lost_node(placed, {"a", "b", "c"})
+    assert lost_node(placed, {"a", "c"})
+    assert lost_node(Assignment("t", {(1, 1): ("b", 1)}), {"a"})  # no hosts (rebuilt): by its slots
+    assert not lost_node(None, set())

@@ -9,12 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squall.daemons.nimbus.scheduler import (
+    SlotUse,
     available_slots,
     compute_assignment,
     dead_executors,
     even_sizes,
     interleave_slots,
+    keeps_current,
     schedule_even,
+    slots_in_use,
     start_times_after,
     unassigned_executors,
     worker_shortfall,
@@ -290,3 +293,43 @@ def test_start_times_after_a_move():
     assert start_times_after(old, new, {(1, 1): 5.0, (2, 2): 5.0}, 9.0) == {
         (1, 1): 5.0, (2, 2): 9.0, (3, 3): 9.0,
     }
+
+
+# --- a round over many topologies ------------------------------------------------------------
+
+def test_slot_use_answers_what_others_hold_as_assignments_change():
+    use = SlotUse({"a": {(1, 1): ("n1", 1), (2, 2): ("n1", 2)}, "b": {(1, 1): ("n2", 1)},
+                   "c": {(1, 1): ("n1", 2)}})  # c shares n1:2 with a (a hand-edited node)
+    assert use.by_others("a") == {("n2", 1), ("n1", 2)}
+    assert use.by_others("b") == {("n1", 1), ("n1", 2)}
+    use.update("a", {(1, 1): ("n3", 1)})
+    assert use.by_others("b") == {("n3", 1), ("n1", 2)} and use.by_others("a") == {("n2", 1), ("n1", 2)}
+    use.update("c", {})
+    assert use.by_others("b") == {("n3", 1)}
+    assignments = {"a": {(1, 1): ("n3", 1)}, "b": {(1, 1): ("n2", 1)}}
+    for tid in assignments:
+        assert use.by_others(tid) == slots_in_use(assignments, exclude_topology=tid)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 8), st.integers(1, 5), st.integers(1, 4), st.integers(0, 3),
+       st.integers(0, 2**32))
+def test_keeps_current_only_when_the_full_pass_would_change_nothing(n_exec, workers, n_sups, ports, taken, seed):
+    rng = random.Random(seed)
+    sups = {f"s{i}": list(range(7000, 7000 + ports)) for i in range(n_sups)}
+    wanted = execs(n_exec)
+    others = set(rng.sample(sorted((n, p) for n, ps in sups.items() for p in ps), min(taken, n_sups * ports)))
+    current = compute_assignment(wanted, workers, {}, [], sups, others)
+    if rng.random() < 0.3 and current:  # disturb it: a lost supervisor, a dead executor or a moved one
+        kind = rng.choice(["sup", "dead", "move", "grow"])
+        if kind == "sup":
+            sups.pop(rng.choice(sorted({n for n, _ in current.values()})), None)
+        elif kind == "move":
+            ex = rng.choice(wanted)
+            current = {**current, ex: ("elsewhere", 1)}
+        elif kind == "grow":
+            wanted = execs(n_exec + 1)
+    dead = {rng.choice(wanted)} if current and rng.random() < 0.2 else set()
+    alive = set(current) - dead
+    if keeps_current(wanted, workers, current, dead, sups, others):
+        assert compute_assignment(wanted, workers, current, alive, sups, others) == current

@@ -33,12 +33,16 @@ def test_rates_start_over_when_a_worker_restarts_and_vanish_when_beats_stop():
 def test_history_is_bounded_and_forgets_what_is_gone():
     history = RateHistory(window=60, max_samples=4, max_topologies=2)
     for t in range(10):
-        history.record("a", {(1, 1): (T0 + t, (t, t, t, t)), (2, 2): (T0 + t, (0, 2 * t, 0, 0))})
-    history.record("a", {(1, 1): (T0 + 9, (99, 99, 99, 99))})  # not newer: ignored; (2, 2) unassigned
+        history.add("a", {(1, 1): (T0 + t, (t, t, t, t)), (2, 2): (T0 + t, (0, 2 * t, 0, 0))})
+    history.add("a", {(1, 1): (T0 + 9, (99, 99, 99, 99))})  # not newer: ignored
     rates = history.rates("a", now=T0 + 9)
-    assert list(rates) == [(1, 1)] and rates[(1, 1)]["executed"] == pytest.approx(1.0)  # 4 samples: 6..9
-    history.record("b", {(1, 1): (T0, (0, 0, 0, 0))})
-    history.record("c", {(1, 1): (T0, (0, 0, 0, 0))})
+    assert rates[(1, 1)]["executed"] == pytest.approx(1.0)  # 4 samples: 6..9
+    history.add("a", {(1, 1): (T0 + 100, (100, 100, 100, 100))})  # a minute on: the old samples go
+    assert history.rates("a", now=T0 + 100)[(1, 1)] is None  # one sample left in the window
+    history.forget_stale(now=T0 + 135)  # (2, 2) stopped beating more than two windows ago
+    assert list(history.rates("a", now=T0 + 135)) == [(1, 1)]
+    history.add("b", {(1, 1): (T0, (0, 0, 0, 0))})
+    history.add("c", {(1, 1): (T0, (0, 0, 0, 0))})
     assert history.rates("a", now=T0 + 9) == {}  # the least recently updated topology went first
     history.retain(["c"])
     assert history.rates("b", now=T0) == {} and list(history.rates("c", now=T0)) == [(1, 1)]

@@ -1,15 +1,22 @@
 """The ZooKeeper records and their checks, without a ZooKeeper: encoding, refusals, ordering."""
 from __future__ import annotations
 
-import pytest
+import json
 
-from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from squall.daemons.state import Assignment, ErrorInfo, NodeAssignment, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.state.election import contender_order
 from squall.daemons.state.records import (
     MAX_NODE_BYTES,
     PublishedTokens,
+    check_depth,
+    check_json_depth,
     check_name,
     encode,
+    node_parts,
     parse_node,
     slot_name,
 )
@@ -102,3 +109,49 @@ def test_contenders_are_ordered_by_lock_sequence() -> None:
     children = ["b__lock__0000000012", "junk", "a__lock__0000000009", "c__lock__0000000010"]
     assert contender_order(children) == ["a__lock__0000000009", "c__lock__0000000010",
                                          "b__lock__0000000012"]
+
+
+def test_node_parts_split_an_assignment_by_supervisor() -> None:
+    whole = Assignment("t", {(1, 2): ("a", 1), (3, 3): ("a", 2), (4, 4): ("b", 1), (5, 5): ("a", 1)},
+                       code_digest="d", version=7)
+    parts = node_parts(whole)
+    assert parts == {"a": NodeAssignment("t", "d", {1: [(1, 2), (5, 5)], 2: [(3, 3)]}),
+                     "b": NodeAssignment("t", "d", {1: [(4, 4)]})}
+    for part in parts.values():
+        assert parse_node(encode("/p", part.to_dict()), NodeAssignment.from_dict) == part
+    # 1,000 equal executors on one port take a few bytes: runs, not rows.
+    big = NodeAssignment("t", "d", {1: [(i, i) for i in range(1, 1001)]})
+    assert len(encode("/p", big.to_dict())) < 100
+
+
+@pytest.mark.parametrize("ports, message", [
+    ([[1, [[1, 1, 1]]], [1, [[2, 1, 1]]]], "port 1 appears twice"),
+    ([[1, []]], "port 1 has no executors"),
+    ([[True, [[1, 1, 1]]]], "port must be an integer"),
+    ([[1, [[1, 1, 10**9]]]], "more than"),
+])
+def test_malformed_node_parts_are_refused(ports, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        NodeAssignment.from_dict({"topology_id": "t", "code_digest": "d", "ports": ports})
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{} \n', max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                               st.text(alphabet='k"\\[{', max_size=3), inner, max_size=3), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(0, 8))
+def test_the_depth_check_on_text_agrees_with_the_one_on_values(value, limit) -> None:
+    data = json.dumps(value).encode()
+    try:
+        check_depth(value, limit)
+        expected = None
+    except ValueError as exc:
+        expected = str(exc)
+    try:
+        check_json_depth(data, limit)
+        got = None
+    except ValueError as exc:
+        got = str(exc)
+    assert got == expected

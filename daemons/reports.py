@@ -1,0 +1,241 @@
+"""The report a supervisor sends the leading nimbus every ``supervisor.heartbeat.frequency.secs``.
+
+Storm 2's path (STORM-2693): workers leave their beat and executor stats on local disk
+(``local_state``: ``heartbeat.json`` and ``stats.json``), their supervisor gathers them into
+one report per interval and posts it over nimbus's authenticated API
+(``POST /api/v1/supervisors/<id>/report``, role ``supervisor``). Nothing of it touches
+ZooKeeper, so ZooKeeper's write rate does not grow with workers; the report is also the
+supervisor's own heartbeat.
+
+A report is JSON ``{"v": 1, "supervisor": id, "time": t, "workers": [ReportedBeat, ...],
+"stats_left_out": n}``. Each worker carries what nimbus reads from every report (its beat:
+time and executors; and its executors' counters, for rates) as plain fields, and its full
+executor stats as the JSON text the worker wrote: nimbus decodes that text only when a status
+shows the topology, and keeps it as compact text meanwhile. At 1,000 reports per interval
+that is the difference between nimbus decoding a few kilobytes of numbers per report and
+building hundreds of dictionaries.
+
+Both ends bound it: ``build_report`` keeps every beat (they keep executors alive) and adds
+stats while they fit MAX_REPORT_BYTES; ``parse_report`` refuses anything larger, with more
+workers or executors than the limits, or naming another node, with a ValueError that names
+the problem. Plain code: the reporter (supervisor) and the beat table (nimbus) do the I/O.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from squall.daemons.state.records import (
+    MAX_BEAT_EXECUTORS,
+    ExecutorId,
+    WorkerBeat,
+    as_dict,
+    as_int,
+    as_list,
+    as_num,
+    as_str,
+    check_name,
+    executor_runs,
+    expand_runs,
+    field_value,
+)
+
+REPORT_VERSION = 1
+MAX_REPORT_BYTES = 4 << 20  # nimbus refuses a larger body (413) before reading it
+MAX_REPORT_WORKERS = 1024  # workers one report may name (a supervisor has one per port)
+MAX_REPORT_EXECUTORS = MAX_BEAT_EXECUTORS  # executors all beats of one report may name together
+Counters = tuple[int, int, int, int]  # emitted (user streams), executed, acked, failed
+
+
+# --- executors' counters, from a worker's stats -------------------------------------------------
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> int:
+    return value if _is_int(value) else 0
+
+
+def executor_of(entry: Any) -> ExecutorId | None:
+    """The executor an executor-stats entry is about, or None when it names none."""
+    ex = entry.get("executor") if isinstance(entry, dict) else None
+    if isinstance(ex, (list, tuple)) and len(ex) == 2 and all(_is_int(t) for t in ex):
+        return (ex[0], ex[1])
+    return None
+
+
+def emitted_of(entry: Mapping[str, Any]) -> int:
+    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
+    emitted = entry.get("emitted")
+    if isinstance(emitted, dict):
+        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
+    return _int(emitted)
+
+
+def counters_of(entry: Mapping[str, Any]) -> Counters:
+    return (emitted_of(entry), _int(entry.get("executed")), _int(entry.get("acked")), _int(entry.get("failed")))
+
+
+def stats_counters(stats: Any, executors: Iterable[ExecutorId]) -> tuple[float | None, dict[ExecutorId, Counters]]:
+    """(when the worker read them, counters by executor) for the ``executors`` a worker runs,
+    from its stats; entries for other executors, or that name none, are left out."""
+    if not isinstance(stats, dict):
+        return None, {}
+    named = set(executors)
+    out: dict[ExecutorId, Counters] = {}
+    for entry in stats.get("executors", ()) if isinstance(stats.get("executors"), list) else ():
+        ex = executor_of(entry)
+        if ex is not None and ex in named:
+            out[ex] = counters_of(entry)
+    t = stats.get("time")
+    return (float(t) if _is_int(t) or isinstance(t, float) else None), out
+
+
+# --- one worker in a report -------------------------------------------------------------------
+
+@dataclass
+class ReportedBeat:
+    """One worker as its supervisor reports it: its beat (``time``: the worker's local
+    heartbeat), its executors' counters read at ``counters_time`` (for rates), and its stats
+    as the JSON text it wrote ("" when none), decoded only where shown."""
+
+    topology_id: str
+    node: str
+    port: int
+    time: float
+    executors: list[ExecutorId]
+    uptime: float
+    counters_time: float | None = None
+    counters: dict[ExecutorId, Counters] = field(default_factory=dict)
+    stats: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topology_id": self.topology_id, "node": self.node, "port": self.port, "time": self.time,
+                "executor_runs": executor_runs(self.executors), "uptime": self.uptime,
+                "counters_time": self.counters_time,
+                "counters": [[s, e, *c] for (s, e), c in sorted(self.counters.items())], "stats": self.stats}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], limit: int = MAX_BEAT_EXECUTORS) -> ReportedBeat:
+        executors = expand_runs(as_list(field_value(d, "executor_runs"), "executor_runs"), limit)
+        named = set(executors)
+        counters: dict[ExecutorId, Counters] = {}
+        for row in as_list(d.get("counters", []), "counters"):
+            # `type(v) is int`, not isinstance: a bool is no counter (and this runs for every
+            # executor of every report).
+            if type(row) is not list or len(row) != 6 or not all(type(v) is int for v in row):
+                raise ValueError(f"a counters row must be six integers, got {row!r}")
+            ex = (row[0], row[1])
+            if ex not in named:
+                raise ValueError(f"counters for executor {list(ex)} the worker does not run")
+            counters[ex] = (row[2], row[3], row[4], row[5])
+        t = d.get("counters_time")
+        return cls(topology_id=as_str(field_value(d, "topology_id"), "topology_id"),
+                   node=as_str(field_value(d, "node"), "node"), port=as_int(field_value(d, "port"), "port"),
+                   time=as_num(field_value(d, "time"), "time"), executors=executors,
+                   uptime=as_num(field_value(d, "uptime"), "uptime"),
+                   counters_time=None if t is None else as_num(t, "counters_time"), counters=counters,
+                   stats=as_str(d.get("stats", ""), "stats"))
+
+    @classmethod
+    def of(cls, beat: WorkerBeat) -> ReportedBeat:
+        """A beat with its stats decoded (a legacy ZooKeeper beat, or one built from files)."""
+        t, counters = stats_counters(beat.stats, beat.executors)
+        text = json.dumps(beat.stats, separators=(",", ":")) if beat.stats else ""
+        return cls(beat.topology_id, beat.node, beat.port, beat.time, list(beat.executors), beat.uptime,
+                   t if t is not None else beat.time, counters, text)
+
+    def decoded(self) -> WorkerBeat:
+        """As a WorkerBeat, its stats decoded; stats that are not a JSON object count as none
+        (the report carried them opaque: they are checked here, where they are used)."""
+        try:
+            stats = json.loads(self.stats) if self.stats else {}
+        except (ValueError, RecursionError):
+            stats = {}
+        return WorkerBeat(self.topology_id, self.node, self.port, self.time, self.executors, self.uptime,
+                          stats if isinstance(stats, dict) else {})
+
+    def samples(self) -> dict[ExecutorId, tuple[float, Counters]]:
+        """(time, counters) per executor for the rate history."""
+        t = self.time if self.counters_time is None else self.counters_time
+        return {ex: (t, c) for ex, c in self.counters.items()}
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+@dataclass
+class SupervisorReport:
+    """One supervisor's report: its workers (``node`` is the supervisor) and how many
+    workers' stats were left out to keep it within MAX_REPORT_BYTES."""
+
+    supervisor_id: str
+    time: float
+    beats: list[ReportedBeat]
+    stats_left_out: int = 0
+
+    def to_json(self) -> bytes:
+        return json.dumps({"v": REPORT_VERSION, "supervisor": self.supervisor_id, "time": self.time,
+                           "workers": [b.to_dict() for b in self.beats], "stats_left_out": self.stats_left_out},
+                          separators=(",", ":")).encode("utf-8")
+
+
+def build_report(supervisor_id: str, now: float, beats: Iterable[ReportedBeat],
+                 budget: int = MAX_REPORT_BYTES) -> SupervisorReport:
+    """A report of ``beats`` within ``budget`` bytes: every beat (with its counters) stays,
+    stats texts go in, smallest first, while the report fits; the workers whose stats stayed
+    out are counted (their numbers wait for the next report)."""
+    beats = sorted(beats, key=lambda b: (b.topology_id, b.port))
+    bare = [replace(b, stats="") for b in beats]
+    used = len(SupervisorReport(supervisor_id, now, bare, len(beats)).to_json())
+    kept = set()
+    # Escaping in the report adds to each text; its encoded length is what counts.
+    for size, i in sorted((len(json.dumps(b.stats)) - 2, i) for i, b in enumerate(beats) if b.stats):
+        if used + size > budget:
+            break
+        used += size
+        kept.add(i)
+    chosen = [beats[i] if i in kept else bare[i] for i in range(len(beats))]
+    left_out = sum(1 for i, b in enumerate(beats) if b.stats and i not in kept)
+    return SupervisorReport(supervisor_id, now, chosen, left_out)
+
+
+def parse_report(data: bytes, supervisor_id: str) -> SupervisorReport:
+    """Decode and check a report sent for ``supervisor_id``; ValueError naming the problem."""
+    if len(data) > MAX_REPORT_BYTES:
+        raise ValueError(f"report is {len(data)} bytes, above {MAX_REPORT_BYTES}")
+    try:
+        obj = json.loads(data)
+    except RecursionError:
+        raise ValueError("report nested deeper than the interpreter allows") from None
+    except ValueError as exc:
+        raise ValueError(f"report is not JSON: {exc}") from None
+    d = as_dict(obj, "report")
+    if d.get("v") != REPORT_VERSION:
+        raise ValueError(f"unsupported report version {d.get('v')!r} (expected {REPORT_VERSION})")
+    sender = check_name(field_value(d, "supervisor"), "supervisor id")
+    if sender != supervisor_id:
+        raise ValueError(f"report of supervisor {sender!r} sent for {supervisor_id!r}")
+    rows = as_list(field_value(d, "workers"), "workers")
+    if len(rows) > MAX_REPORT_WORKERS:
+        raise ValueError(f"report names {len(rows)} workers, more than {MAX_REPORT_WORKERS}")
+    beats: list[ReportedBeat] = []
+    seen: set[int] = set()
+    left = MAX_REPORT_EXECUTORS
+    for i, row in enumerate(rows):
+        try:
+            beat = ReportedBeat.from_dict(as_dict(row, "worker"), limit=left)
+        except ValueError as exc:  # the limit is what the report's earlier workers left
+            raise ValueError(f"worker {i} (of at most {MAX_REPORT_EXECUTORS} executors in all): {exc}") from None
+        check_name(beat.topology_id, "topology id")
+        if beat.node != supervisor_id:
+            raise ValueError(f"worker on port {beat.port} names node {beat.node!r}, not {supervisor_id!r}")
+        if not 1 <= beat.port <= 65535 or beat.port in seen:
+            raise ValueError(f"worker port {beat.port} is out of range or named twice")
+        seen.add(beat.port)
+        left -= len(beat.executors)
+        beats.append(beat)
+    left_out = as_int(d.get("stats_left_out", 0), "stats_left_out")
+    return SupervisorReport(sender, as_num(field_value(d, "time"), "time"), beats, max(0, left_out))
