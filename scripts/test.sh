@@ -2,6 +2,7 @@
 # Install what the tests need and run them. Idempotent; fast on the second run.
 #   scripts/test.sh [pytest args]                          every tier (what CI runs)
 #   scripts/test.sh unit|cluster|spark|ui [pytest args]    one tier (tests/<tier>), installing only what it needs
+#   scripts/test.sh pure [pytest args]                     the runtime's unit tests on its plain-Python modules
 #   scripts/test.sh lint [tool [args]]                     ruff, mypy and the import contracts alone (scripts/lint.py;
 #                                                          the unit tier runs them too)
 # Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
@@ -13,12 +14,12 @@ source scripts/env.sh
 
 tier=""
 case "${1:-}" in
-  unit|cluster|spark|ui|lint) tier="$1"; shift ;;
+  unit|cluster|spark|ui|lint|pure) tier="$1"; shift ;;
 esac
 
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
-  unit|lint) extras="test";     debs="" ;;
+  unit|lint|pure) extras="test"; debs="" ;;
   cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker-compose" ;;
   spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
@@ -56,22 +57,24 @@ if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
 fi
 
 # The runtime's tests once more on the plain-Python modules (SQUALL_PURE=1: squall/compiled.py),
-# after the unit tier or the whole suite: both builds must behave alike.
+# after the whole suite (or alone: `pure`): both builds must behave alike.
 run_pure() {
   echo "the runtime's tests again on its plain-Python modules (SQUALL_PURE=1)"
-  SQUALL_PURE=1 "$VENV/bin/pytest" -q tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
+  SQUALL_PURE=1 "$VENV/bin/pytest" -q "$@" tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
     tests/unit/test_compiled.py tests/unit/test_local.py
 }
 
+if [ "$tier" = pure ]; then
+  run_pure "$@"
+  exit 0
+fi
 if [ -n "$tier" ]; then
   for arg in "$@"; do
     if [[ "$arg" == tests/* && -e "${arg%%::*}" ]]; then
       exec "$VENV/bin/pytest" "$@"  # the arguments already name what to run
     fi
   done
-  "$VENV/bin/pytest" "tests/$tier" "$@"
-  [ "$tier" = unit ] && run_pure
-  exit 0
+  exec "$VENV/bin/pytest" "tests/$tier" "$@"
 fi
 "$VENV/bin/pytest" "$@"
 run_pure
