@@ -166,16 +166,19 @@ def wait_committed(bs, group, topic, partitions, want, timeout, what):
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout
-    seen: object = "nothing"
+    seen, looks, unanswered = None, 0, 0
     while (left := deadline - time.monotonic()) > 0:
+        looks += 1
         try:
             seen = committed(bs, group, topic, partitions, timeout=left)
-        except KafkaException as exc:  # the broker did not answer in the time left
-            seen = exc
-        if seen == want:
-            return
+        except KafkaException:  # the broker did not answer in the time left
+            unanswered += 1
+        else:
+            if seen == want:
+                return
         time.sleep(0.1)
-    raise AssertionError(f"{what}: committed offsets {seen} after {timeout:.0f} s, wanted {want}")
+    raise AssertionError(f"{what}: committed offsets {seen} after {timeout:.0f} s (the last answer of "
+                         f"{looks - unanswered}; {unanswered} looks unanswered), wanted {want}")
 
 
 def test_partitions_of_a_topic_created_later_are_picked_up(kafka_broker):
