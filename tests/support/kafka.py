@@ -297,13 +297,13 @@ def read_all(bootstrap: str, topic: str, expect: int | None = None, timeout: flo
     return out
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+def committed(bootstrap: str, group: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, int]:
     """The group's committed offset per partition (absent: none committed)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=timeout)
     finally:
         c.close()
     return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}

@@ -1,4 +1,4 @@
-"""Which partitions a spout task reads (Storm's ManualPartitioner), plain code.
+"""Which partitions a spout task reads (Storm's ManualPartitioner) and when it looks again, plain code.
 
 Every task computes the same answer from the same inputs: the partitions of the
 subscribed topics sorted by (topic, partition), dealt round robin over the component's
@@ -45,3 +45,21 @@ def changes(old: Iterable[TopicPartition],
     """(added, revoked) between two assignments."""
     o, n = set(old), set(new)
     return sorted(n - o), sorted(o - n)
+
+
+class RefreshTimer:
+    """When a task looks at the metadata again: ``period`` seconds after its last look
+    *ended*. Counted from the start, a look slower than the period (a broker away, a
+    metadata request queued behind a long fetch) would make every later turn look again
+    at once, and the spout would do little else."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.next = float("-inf")  # the first look is due at once
+
+    def due(self, now: float) -> bool:
+        return now >= self.next
+
+    def looked(self, now: float) -> None:
+        """A look (answered or not) ended at ``now``."""
+        self.next = now + self.period

@@ -2,7 +2,8 @@
 when done (Storm's KafkaSpout with manual partition assignment).
 
 Each task reads the partitions ``assignment.task_partitions`` gives it, with its own
-consumer (``assign``, no group rebalance) in the component's consumer group. A record's
+consumer (``assign``, no group rebalance) in the component's consumer group; a second
+client of its own, which never fetches, answers the periodic metadata requests. A record's
 message id is ``(topic, partition, offset)``. Acks feed the partition's
 ``OffsetManager``; every ``kafka.spout.offset.commit.period.ms`` (and on deactivate and
 close) the task commits, per partition, the offset past the highest contiguous acked one.
@@ -47,7 +48,7 @@ log = structlog.get_logger("squall.contrib.kafka")
 HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked at this often
 METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
 RESEEK_SECS = 5.0          # a due retry not read back by then is sought again
-REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long
+REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long (a broker away)
 
 
 class KafkaSpout(RecordFailures, GroupCommits, Spout):
@@ -107,12 +108,15 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         props = client_config(conf, None, self.bootstrap_servers)
         props.setdefault("queued.max.messages.kbytes", 16384)  # prefetch per task: 16 MB, not 64
         props.update(CONSUMER_FIXED)
-        props.update({"group.id": self.group_id, "auto.offset.reset": "earliest",
-                      "error_cb": lambda err: self._on_client_error(err), "on_commit": self._on_commit})
-        try:
-            self.consumer = ck.Consumer(props)
-        except ck.KafkaException as exc:
-            raise KafkaConfigError(f"cannot make a Kafka consumer: {exc}") from None
+        props["group.id"] = self.group_id
+        self.consumer = _consumer(ck, {**props, "auto.offset.reset": "earliest", "on_commit": self._on_commit,
+                                       "error_cb": lambda err: self._on_client_error(err)})
+        # Metadata comes from a client that never fetches. A broker answers one connection's
+        # requests in order, and on the consumer's connection a metadata request waits behind
+        # the fetch the broker holds open for up to fetch.wait.max.ms: each refresh held this
+        # thread (and every executor sharing it) that long. A consumer, not an admin client,
+        # so that the consumer properties in the configuration raise no warnings.
+        self.metadata_client = _consumer(ck, props)
         self.retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, s.retry_max_count)
         self.dead_retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, None)
         self.managers: dict[Key, OffsetManager | None] = {}   # None until the first record shows where it starts
@@ -126,7 +130,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.restored: dict[Key, int] = {}     # checkpointed mode: positions from the state
         self._next_house = 0.0
         self._next_commit = time.monotonic() + s.commit_period
-        self._next_refresh = 0.0
+        self.refresh_timer = assignment.RefreshTimer(s.refresh_period)
         b = s.metrics_bucket
         self.m_lag = context.register_metric("kafka_lag", MultiGaugeMetric("partition"), b)
         self.m_committed = context.register_metric("kafka_committed_offset", MultiGaugeMetric("partition"), b)
@@ -134,7 +138,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.m_decode = context.register_metric("kafka_decode_failures", MultiCountMetric("partition"), b)
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
         self._on_client_error = ClientErrors(context, self.log, b)
-        self._refresh(time.monotonic(), METADATA_TIMEOUT)
+        self._refresh(METADATA_TIMEOUT)
 
     def deactivate(self) -> None:
         self._commit(sync=True)
@@ -143,17 +147,17 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         try:
             self._commit(sync=True)
         finally:
-            self.consumer.close()
+            try:
+                self.consumer.close()
+            finally:
+                self.metadata_client.close()
 
     # -- assignment ------------------------------------------------------------------------
-    def _refresh(self, now: float, timeout: float = REFRESH_TIMEOUT) -> None:
+    def _refresh(self, timeout: float = REFRESH_TIMEOUT) -> None:
         """Recompute this task's partitions from the broker's metadata; assign the new ones
         at their start offsets, drop the revoked ones (committing what they finished)."""
-        self._next_refresh = now + self.settings.refresh_period
-        try:
-            md = self.consumer.list_topics(timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - the broker away: keep what we have, try later
-            self._on_client_error(exc)
+        md = self._list_topics(timeout)
+        if md is None:
             return
         topics = assignment.subscribed_topics(md.topics, self.topics, self.pattern)
         parts = {t: [p for p in md.topics[t].partitions] for t in topics if md.topics[t].error is None}
@@ -169,6 +173,20 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         if added or revoked:
             self.log.info("partitions assigned", partitions=[label(k) for k in mine],
                           added=[label(k) for k in added], revoked=[label(k) for k in revoked])
+
+    def _list_topics(self, timeout: float) -> Any:
+        """The cluster's metadata, or None (counted) if the broker does not answer in time."""
+        try:
+            return self.metadata_client.list_topics(timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - the broker away: keep what we have, try later
+            self._on_client_error(exc)
+            return None
+        finally:
+            self.refresh_timer.looked(time.monotonic())
+            try:  # its log lines, handed over only when it is polled (else they pile up in it)
+                self.metadata_client.poll(0)
+            except Exception as exc:  # noqa: BLE001
+                self._on_client_error(exc)
 
     def _assign(self, keys: list[Key]) -> None:
         try:
@@ -279,8 +297,8 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
 
     def _housekeeping(self, now: float) -> None:
         self._next_house = now + HOUSEKEEPING_SECS
-        if now >= self._next_refresh:
-            self._refresh(now)
+        if self.refresh_timer.due(now):
+            self._refresh()
         if now >= self._next_commit:
             self._next_commit = now + self.settings.commit_period
             self._commit()
@@ -328,3 +346,10 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         except Exception as exc:  # noqa: BLE001 - tried again at the next housekeeping
             self._on_client_error(exc)
 
+
+def _consumer(ck: Any, props: dict[str, Any]) -> Any:
+    """A confluent-kafka consumer; bad properties are a KafkaConfigError."""
+    try:
+        return ck.Consumer(props)
+    except ck.KafkaException as exc:
+        raise KafkaConfigError(f"cannot make a Kafka consumer: {exc}") from None

@@ -1,8 +1,15 @@
-"""Manual partition assignment: stable, complete, disjoint, and redone when partitions grow."""
+"""Manual partition assignment: stable, complete, disjoint, and redone when partitions grow;
+the metadata looked at again a period after the last look ended."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from squall.contrib.kafka.assignment import all_partitions, changes, subscribed_topics, task_partitions
+from squall.contrib.kafka.assignment import (
+    RefreshTimer,
+    all_partitions,
+    changes,
+    subscribed_topics,
+    task_partitions,
+)
 
 
 def test_round_robin_over_sorted_partitions():
@@ -32,3 +39,13 @@ def test_topics_by_name_or_pattern():
     assert subscribed_topics(avail, ["orders", "missing"], None) == ["orders"]
     assert subscribed_topics(avail, None, r"orders.*") == ["orders", "orders-eu"]
     assert subscribed_topics(avail, None, r".*") == ["logs", "orders", "orders-eu"]  # no internal topics
+
+
+def test_a_look_slower_than_the_period_does_not_make_the_next_one_due_at_once():
+    timer = RefreshTimer(0.25)
+    assert timer.due(0.0)  # the first look: at once
+    timer.looked(0.5)      # began at 0.0, answered 0.5 s later (longer than the period)
+    assert not timer.due(0.5) and not timer.due(0.7)
+    assert timer.due(0.75)  # a period after it ended
+    timer.looked(2.0)      # unanswered (a broker away, the request timed out): the same
+    assert not timer.due(2.0) and not timer.due(2.2) and timer.due(2.25)
