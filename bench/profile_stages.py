@@ -31,8 +31,9 @@ RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
     ("acker ledger", "runtime/collectors.py",
      ("BoltCollector.ack", "BoltCollector.fail", "Outbox.zeroed", "Outbox.fail", "Outbox.acker_of",
       "SpoutCollector._unused_root")),
-    ("acker ledger", "runtime/executor.py",
-     ("SpoutExecutor._acks", "SpoutExecutor._expire", "SpoutExecutor._call", "AckerExecutor.")),
+    ("acker ledger", "runtime/spout_executor.py",
+     ("SpoutExecutor._acks", "SpoutExecutor._expire", "SpoutExecutor._call")),
+    ("acker ledger", "runtime/acker_executor.py", None),
     ("outbox and queues", "runtime/collectors.py", ("Outbox.",)),
     ("emit and routing", "runtime/collectors.py", None),
     ("tuple creation", "squall/tuple.py", None),
@@ -52,6 +53,8 @@ RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
     ("wire encode/decode", "messaging/zmq.py", None),
     ("wire encode/decode", "messaging/local.py", None),
     ("executor step loops", "runtime/executor.py", None),
+    ("executor step loops", "runtime/bolt_executor.py", None),
+    ("executor step loops", "runtime/spout_executor.py", None),
     ("executor step loops", "runtime/executor_thread.py", None),
     ("executor step loops", "runtime/histogram.py", None),
 ]
@@ -62,7 +65,8 @@ LINE_RULES: list[tuple[str, str, re.Pattern]] = [
     ("acker ledger", "runtime/collectors.py",
      re.compile(r"_rand\(|_pending\[|\.acks\[|ack_val|immediate_acks|\bids\[|\.roots\b")),
     ("fields-grouping hash", "runtime/collectors.py", re.compile(r"\.choose\(")),
-    ("tuple creation", "runtime/executor.py", re.compile(r"\bTuple\(")),
+    ("tuple creation", "runtime/bolt_executor.py", re.compile(r"\bTuple\(")),
+    ("tuple creation", "runtime/acker_executor.py", re.compile(r"\bTuple\(")),
 ]
 STAGES = ["tuple creation", "emit and routing", "fields-grouping hash", "outbox and queues", "acker ledger",
           "executor step loops", "wire encode/decode", "receive dispatch", USER, OTHER]

@@ -34,10 +34,12 @@ from squall.model import (
     task_ids,
 )
 from squall.runtime import drops
+from squall.runtime.acker_executor import AckerExecutor
 from squall.runtime.admission import Admission
 from squall.runtime.affinity import choose_cpu, pin_thread
+from squall.runtime.bolt_executor import BoltExecutor
 from squall.runtime.drops import DropCounter
-from squall.runtime.executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from squall.runtime.executor import Executor
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.hook_runner import WorkerHooks
@@ -45,6 +47,7 @@ from squall.runtime.link import WorkerLink, WorkerTopology
 from squall.runtime.load import LOAD_SECS, TaskLoads
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.serialization import SerializationError, TupleSerializer
+from squall.runtime.spout_executor import SpoutExecutor
 from squall.runtime.transfer import Transfer
 from squall.system_component import SYSTEM_TASK
 from squall.topology import SPOUT, Topology

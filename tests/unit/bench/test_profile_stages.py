@@ -16,7 +16,7 @@ def line_of(frame: Frame) -> str:
 
 
 RUN = "ExecutorThread.run (squall/runtime/executor_thread.py:91)"
-EXECUTE = "BoltExecutor._run_batch (squall/runtime/executor.py:227);SplitSentence.execute (wordcount.py:65)"
+EXECUTE = "BoltExecutor._run_batch (squall/runtime/bolt_executor.py:82);SplitSentence.execute (wordcount.py:65)"
 RAW = [
     f"thread (11): executors-0;{RUN};{EXECUTE};BoltCollector.emit (squall/runtime/collectors.py:317) 30\n",
     f"thread (11): executors-0;{RUN};{EXECUTE};BoltCollector.emit (squall/runtime/collectors.py:315) 20\n",
@@ -45,7 +45,7 @@ def test_inlined_stages_are_told_apart_by_the_source_line():
     stages = [stage_of(s.frames, {"wordcount.py"}, line_of) for s in samples[:4]]
     assert stages == ["tuple creation", "acker ledger", "emit and routing", USER]
     assert stage_of(parse(RAW)[-1].frames, {"wordcount.py"}, line_of) == OTHER
-    acker = [Frame("AckerExecutor.step", "squall/runtime/executor.py", 1),
+    acker = [Frame("AckerExecutor.step", "squall/runtime/acker_executor.py", 1),
              Frame("AckerLedger.complete", "squall/runtime/acker.py", 2)]
     assert stage_of(acker, (), line_of) == "acker ledger"
     # A stdlib leaf is charged to the runtime frame that called it.

@@ -8,9 +8,11 @@ from squall import Bolt, TopologyBuilder
 from squall.clock import FakeClock
 from squall.config import build_config
 from squall.model import ACKER, component_tasks, executor_tasks, executors, system_topology, task_ids
-from squall.runtime.executor import AckerExecutor, BoltExecutor, SpoutExecutor
+from squall.runtime.acker_executor import AckerExecutor
+from squall.runtime.bolt_executor import BoltExecutor
 from squall.runtime.link import WorkerLink, WorkerTopology
 from squall.runtime.queues import BatchQueue
+from squall.runtime.spout_executor import SpoutExecutor
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from support.stepping import SteppedWorker
 

@@ -1,0 +1,75 @@
+"""The acker executor: the system bolt that tracks tuple trees and tells spouts which
+completed or failed."""
+from __future__ import annotations
+
+from typing import Any
+
+from squall.model import ACK_ACK, ACK_FAIL
+from squall.runtime import drops
+from squall.runtime.acker import AckerLedger
+from squall.runtime.executor import IDLE, Executor
+from squall.runtime.link import WorkerLink
+from squall.tuple import Tuple
+
+
+class AckerExecutor(Executor):
+    """The system bolt that tracks tuple trees (see squall.runtime.acker). Emitters on its own
+    thread write to its ledger directly (Outbox.fuse); others send it ack messages."""
+
+    kind = "acker"
+
+    def __init__(self, link: WorkerLink, executor_id: tuple[int, int], component: str) -> None:
+        super().__init__(link, executor_id, component)
+        self.ledger = AckerLedger()
+
+    def setup(self) -> None:
+        topo = self.topology
+        self.spout_tasks = frozenset(t for spec in topo.system.spouts() for t in topo.component_to_tasks[spec.id])
+        self.timeout = float(self.conf["topology.message.timeout.secs"])
+        # Timeouts off means off everywhere: spouts wait for every tree, so the acker keeps it.
+        self.expires = bool(self.conf["topology.enable.message.timeouts"])
+        self.ack_src, self.fail_src = self.outbox.sources[ACK_ACK], self.outbox.sources[ACK_FAIL]
+        self.next_expiry = self.clock.monotonic() + self.timeout
+
+    def step(self, now: float) -> float:
+        ledger = self.ledger
+        for _, tuples in self.queue.get_all():
+            for tup in tuples:
+                stream = tup.source.stream
+                if stream == ACK_ACK:
+                    ledger.apply(tup.values[0])
+                elif stream == ACK_FAIL:
+                    for root in tup.values[0]:
+                        ledger.fail(root)
+        done, failed = ledger.take()
+        deliver, spouts = self.link.deliver, self.spout_tasks
+        finished = 0
+        for spout, roots in done.items():
+            finished += len(roots)  # an acker's "executed" counts finished trees
+            if spout in spouts:
+                deliver(spout, [Tuple([roots], self.ack_src)])
+            else:
+                self._no_spout(spout, roots)
+        for spout, roots in failed.items():
+            finished += len(roots)
+            if spout in spouts:
+                deliver(spout, [Tuple([roots], self.fail_src)])
+            else:
+                self._no_spout(spout, roots)
+        if finished:
+            self.executed += finished
+            self.task_executed[self.task_ids[0]] += finished
+        if self.expires and now >= self.next_expiry:
+            self.next_expiry = now + self.timeout
+            ledger.expire()
+        return IDLE
+
+    def _no_spout(self, task: int, roots: list[int]) -> None:
+        """Roots whose low bits name no spout task: only forged ack traffic makes these."""
+        self.link.drop(drops.ACKER_STREAM, len(roots), self.executor_id,
+                       error=f"tuple trees of task {task}, which is not a spout task")
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["pending_trees"] = len(getattr(self, "ledger", ()))
+        return out

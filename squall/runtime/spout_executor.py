@@ -1,0 +1,233 @@
+"""The spout executor: calls a spout's ``next_tuple`` while it may emit, and hands the
+acker's verdicts (acks, fails, timeouts) back to the spout."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from itertools import repeat
+from typing import Any
+
+from squall.components import Spout
+from squall.model import ACK_ACK, ACK_FAIL
+from squall.runtime.acker import SpoutBook
+from squall.runtime.collectors import SpoutCollector
+from squall.runtime.executor import IDLE, Executor
+from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
+from squall.runtime.wrapping import ExecutorStats, SpoutWrapper
+
+# Measurements (the flush deadline of a spout's turn) read the real clock; decisions about
+# time (timeouts) read the worker's clock (link.clock).
+_monotonic = time.monotonic
+_NO_DEADLINE = float("inf")
+_NO_ACK = Spout.ack  # a spout that does not override ack
+
+
+class SpoutTask:
+    """One task of a spout executor: its spout, collector and reliability bookkeeping;
+    for a wrapping spout, the wrapper (which takes the task's input) and the spout it
+    wraps (whose ``next_tuple`` the executor calls while the wrapper allows)."""
+
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter")
+
+    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook) -> None:
+        self.spout, self.coll, self.book, self.pending = spout, coll, book, book.pending
+        self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
+        self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
+
+
+class SpoutExecutor(Executor):
+    kind = "spout"
+
+    def setup(self) -> None:
+        self.latencies: deque[float] = deque(maxlen=20000)  # recent complete latencies, sampled per ack batch
+        self.tasks: dict[int, SpoutTask] = {}
+        for task in self.task_ids:
+            spout: Any = self.spec.runnable()
+            book = SpoutBook(self.latencies)
+            coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
+                                  self.reporter(task), book.pending)
+            if isinstance(spout, SpoutWrapper):
+                spout.attach(self.system_collector(task), book)
+            spout.open(self.conf, self.context(task), coll)
+            self.tasks[task] = SpoutTask(spout, coll, book)
+            if isinstance(spout, ExecutorStats):
+                self.reporting.append(spout)
+        self.complete_latency = Histogram(COMPLETE_BOUNDS)
+        self.active = False
+        conf = self.conf
+        self.max_pending = conf.get("topology.max.spout.pending")
+        self.batch = int(conf["topology.spout.batch.size"])
+        self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
+        self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
+        self.timeout = float(conf["topology.message.timeout.secs"])
+        self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
+        self.next_expiry = self.clock.monotonic() + 0.1
+
+    @property
+    def acked(self) -> int:
+        return sum(t.book.acked for t in getattr(self, "tasks", {}).values())
+
+    @property
+    def failed(self) -> int:
+        return sum(t.book.failed for t in getattr(self, "tasks", {}).values())
+
+    def _all_routes(self) -> list[dict]:
+        return [t.coll._routes for t in getattr(self, "tasks", {}).values()]
+
+    def task_counts(self, task: int) -> dict[str, int]:
+        t = getattr(self, "tasks", {}).get(task)
+        return {"acked": 0 if t is None else t.book.acked, "failed": 0 if t is None else t.book.failed}
+
+    def _set_active(self, active: bool) -> None:
+        self.active = active
+        for task, t in self.tasks.items():
+            try:
+                t.spout.activate() if active else t.spout.deactivate()
+            except Exception as exc:
+                self.user_error(task, exc, "activate" if active else "deactivate")
+
+    def step(self, now: float) -> float:
+        link, tasks = self.link, self.tasks
+        for task, tuples in self.queue.get_all():
+            self._acks(task, tuples, now)
+        if link.active != self.active:
+            self._set_active(link.active)
+        wait = IDLE
+        if self.active:
+            if link.overloaded():
+                wait = self.idle_wait  # backpressure: hold emits until the queues drain
+            else:
+                # Capped by max pending: acks wake it. Ran dry (a call emitted nothing):
+                # the wait strategy, as when it emits nothing at all. Else at once.
+                capped, dry = self._emit(now)
+                wait = IDLE if capped else self.idle_wait if dry else 0.0
+        due = self.outbox.flush_due(_monotonic())
+        if due < wait:
+            wait = due
+        for task, t in tasks.items():
+            coll = t.coll
+            if coll.immediate_acks:
+                done, coll.immediate_acks = coll.immediate_acks, []
+                t.book.acked += len(done)
+                for msg_id in done:
+                    self._call(task, t.spout.ack, msg_id)
+        if self.timeouts_on:
+            if now >= self.next_expiry:
+                self.next_expiry = now + 0.1
+                self._expire(now)
+            wait = min(wait, self.next_expiry - now)
+        return wait
+
+    def _expire(self, now: float) -> None:
+        """Fail the tuples pending longer than the message timeout."""
+        for task, t in self.tasks.items():
+            expired = t.pending.expire(now, self.timeout)
+            if expired:
+                t.book.failed += len(expired)
+                for msg_id in expired:
+                    self._call(task, t.spout.fail, msg_id)
+
+    def _emit(self, now: float) -> tuple[bool, bool]:
+        """Call next_tuple in chunks, for at most ``flush_interval`` (real time; 0: no
+        limit); (whether max pending stopped it, whether a spout ran dry)."""
+        max_pending, batch = self.max_pending, self.batch
+        deadline = _monotonic() + self.flush_interval if self.flush_interval > 0.0 else _NO_DEADLINE
+        capped = dry = False
+        for task, t in self.tasks.items():
+            if t.wrapper is not None and not t.wrapper.may_emit():
+                dry = True  # its wrapper holds its emits (a checkpoint is under way)
+                continue
+            coll, pending = t.coll, t.pending
+            coll.now = now
+            routes = coll._routes.values()
+            before = sum(r.emitted for r in routes)
+            next_tuple = t.emitter.next_tuple
+            n = 0
+            while n < batch:
+                # Call in chunks: per-call bookkeeping costs as much as a small emit.
+                k = min(32, batch - n) if max_pending is None else min(32, batch - n, max_pending - len(pending))
+                if k <= 0:
+                    capped = True
+                    break
+                try:
+                    for _ in range(k):
+                        next_tuple()
+                except Exception as exc:
+                    self.user_error(task, exc, "next_tuple")
+                    dry = True
+                    break
+                n += k
+                after = sum(r.emitted for r in routes)
+                if after - before < k:
+                    dry = True  # a call emitted nothing: nothing more to emit right now
+                    break
+                if _monotonic() > deadline:
+                    break  # time to flush
+                before = after
+        return capped, dry
+
+    def _call(self, task: int, fn, msg_id: Any) -> None:
+        try:
+            fn(msg_id)
+        except Exception as exc:
+            self.user_error(task, exc, fn.__name__)
+
+    def _acks(self, task: int, tuples: list, now: float) -> None:
+        t = self.tasks[task]
+        if t.wrapper is not None:  # a wrapping spout takes its task's input itself
+            t.wrapper.receive(tuples, now)
+            return
+        spout, book = t.spout, t.book
+        pending = t.pending.entries
+        pop = pending.pop
+        sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
+        for tup in tuples:
+            stream = tup.source.stream
+            if stream == ACK_ACK:
+                # The pending entries of the completed roots, popped at C level (map); None
+                # for a root that timed out (and was failed) already.
+                had = len(pending)
+                done: list[Any] = list(map(pop, tup.values[0], repeat(None)))
+                if had - len(pending) != len(done):
+                    done = [entry for entry in done if entry is not None]
+                book.acked += len(done)
+                sample += done[:SAMPLE_PER_BATCH]
+                if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
+                    continue  # the spout keeps no record of acks: no call per tuple
+                ack = spout.ack
+                for entry in done:
+                    try:
+                        ack(entry[0])
+                    except Exception as exc:
+                        self.user_error(task, exc, "ack")
+            elif stream == ACK_FAIL:
+                for root in tup.values[0]:
+                    entry = pop(root, None)
+                    if entry is not None:
+                        book.failed += 1
+                        self._call(task, spout.fail, entry[0])
+        if sample:
+            # A bounded sample per batch, for the histogram and the recent latencies.
+            lats = [now - entry[1] for entry in sample[:SAMPLE_PER_BATCH]]
+            self.latencies.extend(lats)
+            self.complete_latency.observe_many(lats)
+
+    def teardown(self) -> None:
+        for task, t in getattr(self, "tasks", {}).items():
+            try:
+                if self.active:
+                    t.spout.deactivate()
+                t.spout.close()
+            except Exception as exc:
+                self.user_error(task, exc, "close")
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        lat = sorted(getattr(self, "latencies", ()))
+        out.update(acked=self.acked, failed=self.failed,
+                   pending=sum(len(t.pending) for t in getattr(self, "tasks", {}).values()))
+        if lat:
+            out["complete_latency_ms"] = {"p50": lat[len(lat) // 2] * 1000,
+                                          "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000}
+        return out
+
