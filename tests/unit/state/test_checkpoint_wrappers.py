@@ -51,12 +51,31 @@ class FailOnce(Bolt):
         d.declare(["w"])
 
 
-class GatedRows(FixedTupleSpout):
-    """Emits its rows once ``<name>.go`` is recorded."""
+class Gated:
+    """A row spout that emits its rows once ``<name>.go`` is recorded."""
+
+    name: str
 
     def next_tuple(self):
         if Recorder.get(self.name + ".go"):
-            super().next_tuple()
+            super().next_tuple()  # type: ignore[misc]
+
+
+class GatedRows(Gated, FixedTupleSpout):
+    pass
+
+
+class GatedPositionedRows(Gated, PositionedRowSpout):
+    pass
+
+
+def relayed_count(spout):
+    """``spout`` -> a relay that fails the first ``k1`` -> a stateful count."""
+    b = TopologyBuilder()
+    b.set_spout("rows", spout)
+    b.set_bolt("relay", FailOnce("k1")).shuffle("rows")
+    b.set_bolt("count", CountOnce()).fields("relay", ["w"])
+    return b.build()
 
 
 def counting_topology(name, rows, relay=None):
@@ -173,11 +192,7 @@ def test_a_failed_tuple_rolls_back_and_replays_what_was_not_committed():
 def test_a_stateful_spout_rewinds_to_its_committed_position():
     name = unique("rewind")
     rows = [[f"k{i % 2}"] for i in range(30)]
-    b = TopologyBuilder()
-    b.set_spout("rows", PositionedRowSpout(name, rows, ["w"]))
-    b.set_bolt("relay", FailOnce("k1")).shuffle("rows")
-    b.set_bolt("count", CountOnce()).fields("relay", ["w"])
-    with SteppedWorker(b.build(), CONF, name=name) as w:
+    with SteppedWorker(relayed_count(PositionedRowSpout(name, rows, ["w"])), CONF, name=name) as w:
         for _ in range(6):
             w.run()
             w.advance(1.0)
@@ -186,24 +201,12 @@ def test_a_stateful_spout_rewinds_to_its_committed_position():
         assert committed(w)[1] == {"k0": 15, "k1": 15}
 
 
-class GatedPositionedRows(PositionedRowSpout):
-    """Emits its rows once ``<name>.go`` is recorded."""
-
-    def next_tuple(self):
-        if Recorder.get(self.name + ".go"):
-            super().next_tuple()
-
-
 def test_a_tuple_that_fails_after_its_spout_prepared_fails_that_prepare():
     """The rows leave the spout, then the PREPARE reaches the spout (its position now counts
     them all) before the relay has failed one: that PREPARE must not commit."""
     name = unique("late-fail")
     rows = [[f"k{i % 2}"] for i in range(10)]
-    b = TopologyBuilder()
-    b.set_spout("rows", GatedPositionedRows(name, rows, ["w"]))
-    b.set_bolt("relay", FailOnce("k1")).shuffle("rows")
-    b.set_bolt("count", CountOnce()).fields("relay", ["w"])
-    with SteppedWorker(b.build(), CONF, name=name) as w:
+    with SteppedWorker(relayed_count(GatedPositionedRows(name, rows, ["w"])), CONF, name=name) as w:
         first_checkpoint(w, name)
         spout, coordinator = w.executor("rows"), w.executor(CHECKPOINT)
         spout.step(w.clock.monotonic())  # all ten rows wait in the relay's queue
