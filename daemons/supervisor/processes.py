@@ -73,7 +73,7 @@ def _identity_matches(proc: psutil.Process, create_time: float | None, worker_id
     if worker_id:
         try:
             cmdline = proc.cmdline()
-        except psutil.AccessDenied:
+        except (psutil.AccessDenied, psutil.ZombieProcess):  # the start time matched: enough
             cmdline = []
         if cmdline and worker_id not in cmdline:
             return False
@@ -81,12 +81,13 @@ def _identity_matches(proc: psutil.Process, create_time: float | None, worker_id
 
 
 def worker_alive(pid: int | None, create_time: float | None, worker_id: str | None) -> bool:
-    """Is ``pid`` running (not a zombie) and really the worker we launched?"""
+    """Is ``pid`` running and really the worker we launched? A zombie has ended, unless only
+    its first thread has (it shows as one while the others finish)."""
     if pid is None:
         return False
     try:
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
+        if proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1:
             return False
         return _identity_matches(proc, create_time, worker_id)
     except (psutil.NoSuchProcess, psutil.ZombieProcess):

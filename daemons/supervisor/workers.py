@@ -64,6 +64,9 @@ class LocalWorkers:
         self.records: dict[str, WorkerProc] = {}  # by worker id: every worker we still own
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # launched by this process
         self._exits_logged: set[str] = set()
+        # Cleaned up while their process had not yet ended (a forced clean-up): at most one per
+        # launch, each dropped once reaped.
+        self._unreaped: list[subprocess.Popen[bytes]] = []
         self._warned: set[Any] = set()
 
     # -- the records file -----------------------------------------------------------------
@@ -106,7 +109,7 @@ class LocalWorkers:
         if rec is None:
             return WorkerView(False, False, None, False)
         procs = self.containment.processes(rec)
-        alive = worker_alive(rec.pid, rec.create_time, rec.worker_id)
+        alive = self._running(rec)
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
                           not alive and self.containment.oom_killed(rec.worker_id))
@@ -126,7 +129,8 @@ class LocalWorkers:
                 self.log.info("worker exited", **fields)
             else:
                 self.log.warning("worker exited", **fields)
-        launched = {child.pid for child in self.children.values()}
+        self._unreaped = [child for child in self._unreaped if child.poll() is None]
+        launched = {child.pid for child in [*self.children.values(), *self._unreaped]}
         for stray in self.containment.adopt(self.records, launched):
             self.log.warning("killed a process that left its worker and belongs to none here", pid=stray.pid,
                              command=stray.command)
@@ -151,7 +155,17 @@ class LocalWorkers:
 
     def gone(self, rec: WorkerProc) -> bool:
         """Whether the worker and everything it started have ended."""
-        return not worker_alive(rec.pid, rec.create_time, rec.worker_id) and not self.containment.processes(rec)
+        return not self._running(rec) and not self.containment.processes(rec)
+
+    def _running(self, rec: WorkerProc) -> bool:
+        """Whether the worker's own process runs. One this process launched has ended only
+        once it is reaped: its first thread can show as a zombie while others still run (the
+        process exiting under load), and a child dropped unreaped would outlive this
+        supervisor as a zombie no one collects. An adopted worker is judged by its pid."""
+        child = self.children.get(rec.worker_id)
+        if child is not None and child.pid == rec.pid:
+            return child.poll() is None
+        return worker_alive(rec.pid, rec.create_time, rec.worker_id)
 
     def kill_now(self, rec: WorkerProc, grace: float) -> None:
         """SIGTERM, wait ``grace``, SIGKILL everything: for start-up and exit, not the loop."""
@@ -203,8 +217,8 @@ class LocalWorkers:
     def cleanup(self, worker_id: str, reason: str) -> WorkerProc | None:
         rec = self.records.pop(worker_id, None)
         child = self.children.pop(worker_id, None)
-        if child is not None:
-            child.poll()
+        if child is not None and child.poll() is None:
+            self._unreaped.append(child)  # collected by reap() once it has ended
         self._exits_logged.discard(worker_id)
         self._warned = {k for k in self._warned if worker_id not in k}
         self._remove(rec or WorkerProc(worker_id, 0, "unrecorded", [], "", None, None, 0.0))

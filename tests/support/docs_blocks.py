@@ -281,7 +281,7 @@ class PageRun:
                 bg.proc.wait(10)
             left = [p for p in bg.family.values() if p.is_running()]
             if left:
-                problems.append(f"{bg.block.where}: left running after Ctrl-C: {[p.pid for p in left]}")
+                problems.append(f"{bg.block.where}: left running after Ctrl-C: {_describe(left)}")
             _kill(left)
         return problems
 
@@ -294,6 +294,22 @@ class PageRun:
         except psutil.NoSuchProcess:
             return
         _kill(procs)
+
+
+def _describe(procs: list[psutil.Process]) -> list[str]:
+    """PID, state, parent and command of each, for the failure message."""
+    out = []
+    for p in procs:
+        try:
+            what = f"{p.pid} {p.status()} ppid={p.ppid()} {p.name()}"
+        except psutil.Error as exc:
+            what = f"{p.pid} ({type(exc).__name__})"
+        try:
+            what += f": {' '.join(p.cmdline())[:200]}"
+        except psutil.Error:
+            pass
+        out.append(what)
+    return out
 
 
 def _kill(procs: list[psutil.Process]) -> None:
