@@ -1,4 +1,5 @@
-"""What every tier shares: the command-line options and a fresh structlog set-up per test.
+"""What every tier shares: the command-line options, hypothesis without deadlines and a fresh
+structlog set-up per test.
 
 Servers live with the tiers that use them (tests/cluster, tests/spark and tests/ui import
 their fixtures from support/servers.py); the unit tier starts none.
@@ -10,6 +11,12 @@ from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
+
+# Speed lives in bench/, not in tests: hypothesis's per-example deadline (200 ms) and its check
+# on slow data generation would turn a busy machine into a red run, so neither applies.
+settings.register_profile("squall", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("squall")
 
 TIERS = ("unit", "cluster", "spark", "ui")
 

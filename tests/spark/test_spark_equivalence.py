@@ -180,7 +180,7 @@ def run_spark(shape: int, events: Path, users_: Path, out: Path) -> tuple[dict, 
     return final(rows), bad
 
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+SETTINGS = dict(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
                 derandomize=False)
 
 

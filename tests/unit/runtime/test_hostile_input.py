@@ -165,7 +165,7 @@ junk = st.binary(max_size=64) | st.tuples(st.integers(0, 255), st.integers(0, 25
 frames = task_frames | control_frames | junk
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, suppress_health_check=list(HealthCheck))
 @given(st.lists(frames, min_size=1, max_size=5))
 def test_generated_frames_never_stop_a_worker(zmq_worker, batch):
     rt, push, good_tuple_arrives = zmq_worker

@@ -36,7 +36,7 @@ def reference_lines(data: bytes, limit: int) -> list:
     return [TOO_LONG if len(x) > limit else x for x in data.splitlines()]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(data=st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r", b"\r\n", b" ", b"\xff"]), max_size=40).map(b"".join),
        limit=st.integers(1, 6), chunk=st.integers(1, 7), cuts=st.lists(st.integers(0, 80), max_size=4))
 def test_lines_split_like_universal_newlines_whatever_the_cut(data, limit, chunk, cuts):
@@ -232,7 +232,7 @@ def test_progress_renders_as_a_line_and_as_log_fields():
     assert progress.log_fields(p)["rows"] == 1234567 and progress.log_fields(p)["components_done"] == 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(files=st.lists(st.lists(st.sampled_from([b'{"k": 1}', b'{"k": "x"}', b"bad", b""]), max_size=6), min_size=1,
                       max_size=4),
        width=st.integers(1, 5), end=st.sampled_from([b"\n", b"\r\n", b"\r"]))

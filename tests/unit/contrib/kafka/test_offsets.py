@@ -66,7 +66,7 @@ def test_reset_forgets_everything():
     assert m.uncommitted == 0 and m.committed == 2 and m.last_emitted == 1 and m.next_commit() == 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(st.sampled_from("afe"), st.integers(0, 40)), max_size=200))
 def test_the_commit_never_passes_an_offset_not_acked(ops):
     """Whatever order emits, acks, fails and commits come in: every offset below the commit

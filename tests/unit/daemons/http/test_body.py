@@ -44,7 +44,7 @@ def test_bodies_by_length_and_chunked():
     assert run(read_all(b"", Framing())) == b""
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(st.lists(st.binary(min_size=1, max_size=300), max_size=20), st.integers(1, 500))
 def test_chunked_bodies_decode_whatever_the_chunks_and_reads(pieces, n):
     assert run(read_all(chunked(*pieces), Framing(chunked=True), n=n)) == b"".join(pieces)

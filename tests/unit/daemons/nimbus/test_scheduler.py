@@ -224,7 +224,7 @@ def clusters(draw):
     return executors, num_workers, current, alive, sups, others
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(clusters())
 def test_assignment_properties(cluster):
     executors, num_workers, current, alive, sups, others = cluster
@@ -251,7 +251,7 @@ def test_assignment_properties(cluster):
     assert again == result
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(clusters())
 def test_live_placements_survive_when_the_split_is_unchanged(cluster):
     executors, num_workers, _, _, sups, others = cluster
@@ -311,7 +311,7 @@ def test_slot_use_answers_what_others_hold_as_assignments_change():
         assert use.by_others(tid) == slots_in_use(assignments, exclude_topology=tid)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.integers(1, 40), st.integers(1, 8), st.integers(1, 5), st.integers(1, 4), st.integers(0, 3),
        st.integers(0, 2**32))
 def test_keeps_current_only_when_the_full_pass_would_change_nothing(n_exec, workers, n_sups, ports, taken, seed):

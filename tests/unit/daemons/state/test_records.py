@@ -140,7 +140,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(a
                                st.text(alphabet='k"\\[{', max_size=3), inner, max_size=3), max_leaves=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(json_values, st.integers(0, 8))
 def test_the_depth_check_on_text_agrees_with_the_one_on_values(value, limit) -> None:
     data = json.dumps(value).encode()

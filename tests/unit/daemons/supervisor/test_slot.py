@@ -425,7 +425,7 @@ tick = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(tick, max_size=40))
 def test_simulated_world(ticks):
     ids = (f"w{i}" for i in itertools.count())
