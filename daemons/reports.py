@@ -29,6 +29,7 @@ from typing import Any
 
 from squall.daemons.state.records import (
     MAX_BEAT_EXECUTORS,
+    Beat,
     ExecutorId,
     WorkerBeat,
     as_dict,
@@ -37,7 +38,6 @@ from squall.daemons.state.records import (
     as_num,
     as_str,
     check_name,
-    executor_runs,
     expand_runs,
     field_value,
 )
@@ -97,25 +97,17 @@ def stats_counters(stats: Any, executors: Iterable[ExecutorId]) -> tuple[float |
 # --- one worker in a report -------------------------------------------------------------------
 
 @dataclass
-class ReportedBeat:
+class ReportedBeat(Beat):
     """One worker as its supervisor reports it: its beat (``time``: the worker's local
     heartbeat), its executors' counters read at ``counters_time`` (for rates), and its stats
     as the JSON text it wrote ("" when none), decoded only where shown."""
 
-    topology_id: str
-    node: str
-    port: int
-    time: float
-    executors: list[ExecutorId]
-    uptime: float
     counters_time: float | None = None
     counters: dict[ExecutorId, Counters] = field(default_factory=dict)
     stats: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topology_id": self.topology_id, "node": self.node, "port": self.port, "time": self.time,
-                "executor_runs": executor_runs(self.executors), "uptime": self.uptime,
-                "counters_time": self.counters_time,
+        return {**self.beat_dict(), "counters_time": self.counters_time,
                 "counters": [[s, e, *c] for (s, e), c in sorted(self.counters.items())], "stats": self.stats}
 
     @classmethod
@@ -133,10 +125,7 @@ class ReportedBeat:
                 raise ValueError(f"counters for executor {list(ex)} the worker does not run")
             counters[ex] = (row[2], row[3], row[4], row[5])
         t = d.get("counters_time")
-        return cls(topology_id=as_str(field_value(d, "topology_id"), "topology_id"),
-                   node=as_str(field_value(d, "node"), "node"), port=as_int(field_value(d, "port"), "port"),
-                   time=as_num(field_value(d, "time"), "time"), executors=executors,
-                   uptime=as_num(field_value(d, "uptime"), "uptime"),
+        return cls(**cls.checked_fields(d, executors),
                    counters_time=None if t is None else as_num(t, "counters_time"), counters=counters,
                    stats=as_str(d.get("stats", ""), "stats"))
 
@@ -145,8 +134,8 @@ class ReportedBeat:
         """A beat with its stats decoded (a legacy ZooKeeper beat, or one built from files)."""
         t, counters = stats_counters(beat.stats, beat.executors)
         text = json.dumps(beat.stats, separators=(",", ":")) if beat.stats else ""
-        return cls(beat.topology_id, beat.node, beat.port, beat.time, list(beat.executors), beat.uptime,
-                   t if t is not None else beat.time, counters, text)
+        return cls(**beat.beat_fields(), counters_time=t if t is not None else beat.time, counters=counters,
+                   stats=text)
 
     def decoded(self) -> WorkerBeat:
         """As a WorkerBeat, its stats decoded; stats that are not a JSON object count as none
@@ -155,8 +144,7 @@ class ReportedBeat:
             stats = json.loads(self.stats) if self.stats else {}
         except (ValueError, RecursionError):
             stats = {}
-        return WorkerBeat(self.topology_id, self.node, self.port, self.time, self.executors, self.uptime,
-                          stats if isinstance(stats, dict) else {})
+        return WorkerBeat(**self.beat_fields(), stats=stats if isinstance(stats, dict) else {})
 
     def samples(self) -> dict[ExecutorId, tuple[float, Counters]]:
         """(time, counters) per executor for the rate history."""

@@ -303,8 +303,10 @@ class SupervisorInfo:
 
 
 @dataclass
-class WorkerBeat:
-    """A worker's heartbeat for nimbus; ``stats`` is the worker's opaque JSON."""
+class Beat:
+    """What every form of a worker's beat says: which worker (topology, node, port), when it
+    beat (``time``, by the worker's clock), the executors it runs and its uptime. The forms
+    (WorkerBeat, and squall.daemons.reports.ReportedBeat) add what they carry of its stats."""
 
     topology_id: str
     node: str
@@ -312,12 +314,33 @@ class WorkerBeat:
     time: float
     executors: list[ExecutorId]
     uptime: float
+
+    def beat_dict(self) -> dict[str, Any]:
+        """These fields in their wire form (executors as runs)."""
+        return {"topology_id": self.topology_id, "node": self.node, "port": self.port,
+                "time": self.time, "executor_runs": executor_runs(self.executors), "uptime": self.uptime}
+
+    def beat_fields(self) -> dict[str, Any]:
+        """These fields by name (a copy of the executors), to make another form of this beat."""
+        return {"topology_id": self.topology_id, "node": self.node, "port": self.port, "time": self.time,
+                "executors": list(self.executors), "uptime": self.uptime}
+
+    @staticmethod
+    def checked_fields(d: Mapping[str, Any], executors: list[ExecutorId]) -> dict[str, Any]:
+        """These fields of the wire form ``d``, each checked (ValueError naming the field);
+        ``executors`` are the caller's, already checked."""
+        return {"topology_id": _str(d, "topology_id"), "node": _str(d, "node"), "port": _int(d, "port"),
+                "time": _num(d, "time"), "executors": executors, "uptime": _num(d, "uptime")}
+
+
+@dataclass
+class WorkerBeat(Beat):
+    """A worker's heartbeat for nimbus; ``stats`` is the worker's opaque JSON."""
+
     stats: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topology_id": self.topology_id, "node": self.node, "port": self.port,
-                "time": self.time, "executor_runs": executor_runs(self.executors),
-                "uptime": self.uptime, "stats": self.stats}
+        return {**self.beat_dict(), "stats": self.stats}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkerBeat:
@@ -326,9 +349,7 @@ class WorkerBeat:
         else:  # the row form older workers write
             executors = [_executor(*_row(r, 2, "executors"), "executor")
                          for r in as_list(field_value(d, "executors"), "executors")]
-        return cls(topology_id=_str(d, "topology_id"), node=_str(d, "node"), port=_int(d, "port"),
-                   time=_num(d, "time"), executors=executors, uptime=_num(d, "uptime"),
-                   stats=as_dict(field_value(d, "stats"), "stats"))
+        return cls(**cls.checked_fields(d, executors), stats=as_dict(field_value(d, "stats"), "stats"))
 
 
 @dataclass

@@ -1,11 +1,13 @@
-"""The inside of one worker: its executors, local delivery, transfer and receive paths.
+"""The inside of one worker: it makes and wires its executors, queues and paths, starts and
+stops them, keeps its backpressure state and reports its counters.
 
 Local mode runs one or more of these in a process over the in-process transport; a worker
 process runs exactly one over ZeroMQ and adds heartbeats and ZooKeeper timers around it
-(squall.daemons.worker). The transfer function follows Storm's mk-transfer-fn (worker.clj):
-a target task in this worker gets the batch straight on its executor's queue; any other is
-serialized onto the worker transfer queue, which the transfer thread drains, grouping by
-destination worker and sending one frame per destination per drain.
+(squall.daemons.worker). The paths are modules of their own: the way out
+(squall.runtime.delivery: a target task in this worker gets the batch straight on its
+executor's queue; any other is serialized onto the worker transfer queue), the transfer
+thread that drains that queue (squall.runtime.transfer), the way in
+(squall.runtime.receiver), and the connections to the other workers (squall.runtime.peers).
 
 Executors see the worker only through the WorkerLink it makes (squall.runtime.link); the
 runtime runs ordinary spouts and bolts (features wrap components, squall.runtime.wrapping).
@@ -36,8 +38,9 @@ from squall.model import (
 from squall.runtime import drops
 from squall.runtime.acker_executor import AckerExecutor
 from squall.runtime.admission import Admission
-from squall.runtime.affinity import choose_cpu, pin_thread
+from squall.runtime.affinity import choose_cpu
 from squall.runtime.bolt_executor import BoltExecutor
+from squall.runtime.delivery import Delivery
 from squall.runtime.drops import DropCounter
 from squall.runtime.executor import Executor
 from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
@@ -45,22 +48,17 @@ from squall.runtime.flow import RESEND_SECS, RemoteBackpressure
 from squall.runtime.hook_runner import WorkerHooks
 from squall.runtime.link import WorkerLink, WorkerTopology
 from squall.runtime.load import LOAD_SECS, TaskLoads
+from squall.runtime.peers import Peers
 from squall.runtime.queues import BatchQueue, Doorbell
-from squall.runtime.serialization import SerializationError, TupleSerializer
+from squall.runtime.receiver import Receiver
+from squall.runtime.serialization import TupleSerializer
 from squall.runtime.spout_executor import SpoutExecutor
-from squall.runtime.transfer import Transfer
+from squall.runtime.transfer import Endpoint, Transfer
 from squall.system_component import SYSTEM_TASK
 from squall.topology import SPOUT, Topology
 from squall.tuple import Fields
 
-Endpoint = tuple[str, int]  # (host, port)
 ErrorSink = Callable[[str, int, str], None]
-# The receive thread never lets an executor's queue grow past this many times its bound:
-# beyond it, it waits for the executor to catch up (the senders' sockets then fill and
-# their spouts pause). Backpressure normally stops senders long before (at the high mark).
-RECEIVE_HARD_LIMIT = 2
-_FULL_POLL_SECS = 0.002
-_FULL_WARN_SECS = 5.0
 
 
 def tune_gc() -> None:
@@ -113,9 +111,6 @@ class WorkerRuntime:
         self.stopping = threading.Event()
         self.executors: list[Executor] = []
         self.threads: list[ExecutorThread] = []
-        self.connections: dict[Endpoint, Connection] = {}   # replaced whole, never mutated
-        self.task_endpoint: dict[int, Endpoint] = {}
-        self._conn_lock = threading.Lock()  # serializes refreshes; sends never take it
         self._server: Connection | None = None
         # Backpressure: remote tasks under it (ours are the link's bp_tasks).
         self.remote_bp: set[int] = set()
@@ -123,19 +118,17 @@ class WorkerRuntime:
         self._bp_changed = True
         self._bp_sent_at = float("-inf")
         self._load_sent_at = float("-inf")
-        self._high = float(conf["worker.receive.high.watermark"])
         self._low = float(conf["worker.receive.low.watermark"])
         key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
         self.cpu = choose_cpu(key) if conf.get("worker.pin.cpu") else None
-        self._receiver_pinned = False
         self.drops = DropCounter(self.log.warning)
-        self.dropped_unserializable = 0  # tuples this worker could not put on the wire
-        self._task_executor = {t: ex for ex in self.executor_ids for t in executor_tasks(ex)}
-        self._drop_for = {ex: self._drop_callback(ex) for ex in self.executor_ids}
-        self._max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
+        max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
             - codec.HEADER_BYTES - codec.ENTRY_OVERHEAD
+        self.delivery = Delivery(self.queues, self.transfer_queue, self.serializer, max_payload, self.log,
+                                 self.report_error)
         self.transfer = Transfer(self.transfer_queue, int(conf["worker.transfer.held.max.bytes"]),
                                  self.stopping, self.log, self._control_frames, self.cpu, clock)
+        self.peers = Peers(context, topology_id, self.endpoint, self.transfer, self.log)
         self.started_at = time.time()
         # What the worker's tasks and hooks share: resources, and the tasks' metrics for __system.
         keep_datapoints = bool(system_executors(self.system))
@@ -147,10 +140,13 @@ class WorkerRuntime:
         # All the executors see of this worker (squall.runtime.link).
         # Load-aware shuffles (Storm's topology.disable.loadaware.messaging turns them off).
         self.loads = None if conf.get("topology.disable.loadaware.messaging") else \
-            TaskLoads(lambda task: min(1.0, self.queues[task].fill), self._remote_loads)
-        self.link = WorkerLink(topology_facts, self.queues, self.deliver, self.report_error, self.drops.add,
+            TaskLoads(lambda task: min(1.0, self.queues[task].fill), self.peers.loads)
+        self.link = WorkerLink(topology_facts, self.queues, self.delivery.deliver, self.report_error, self.drops.add,
                                self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died,
                                self.loads)
+        self.receiver = Receiver(self.queues, self.executor_ids, self.serializer, self.drops, self.link,
+                                 float(conf["worker.receive.high.watermark"]), self._set_bp, self.stopping,
+                                 self.cpu, self.log)
 
     @property
     def active(self) -> bool:
@@ -176,9 +172,9 @@ class WorkerRuntime:
     def bind(self) -> None:
         """Open the receive side first, so early senders queue rather than fail."""
         self._server = self.context.bind(self.topology_id, self.port)
-        self._server.on_bad_frame = self._bad_frame  # type: ignore[attr-defined]
+        self._server.on_bad_frame = self.receiver.bad_frame  # type: ignore[attr-defined]
         self._server.register_control(self.receive_control)
-        self._server.register_recv(self.receive)
+        self._server.register_recv(self.receiver.receive)
 
     def create_executors(self) -> list[list[Executor]]:
         """Make every executor (not set up yet), grouped by the thread that runs them."""
@@ -241,64 +237,11 @@ class WorkerRuntime:
         return out
 
     def refresh_connections(self, task_endpoints: Mapping[int, Endpoint]) -> None:
-        """Connect to workers newly assigned, close those no longer assigned (Storm's mk-refresh-connections).
+        """Connect to workers newly assigned, close those no longer assigned (squall.runtime.peers)."""
+        self.peers.refresh(task_endpoints)
+        self._bp_changed = True  # tell new peers our status now
 
-        Every other worker of the topology gets a connection, not only those this worker
-        sends tuples to: backpressure status goes to all of them. A new routing table is
-        published whole, and closed connections go to the transfer thread to close, so
-        this never waits on a send."""
-        needed = {ep for ep in task_endpoints.values() if ep != self.endpoint}
-        with self._conn_lock:
-            conns = dict(self.connections)
-            for ep in needed - set(conns):
-                conns[ep] = self.context.connect(self.topology_id, ep[0], ep[1])
-            stale = set(conns) - needed
-            retired = [conns.pop(ep) for ep in stale]
-            self.connections, self.task_endpoint = conns, dict(task_endpoints)
-            self.transfer.routing = (self.task_endpoint, conns)
-            self._bp_changed = True  # tell new peers our status now
-        for conn in retired:
-            self.transfer.retire(conn)
-        if stale or needed:
-            self.log.debug("connections refreshed", connected=sorted(needed), closed=sorted(stale))
-
-    # -- transfer path --------------------------------------------------------------------
-    def deliver(self, task: int, tuples: list) -> None:
-        """Hand a batch for ``task`` on: straight to a local queue, else to the transfer
-        queue. Never waits: a full queue makes the spouts pause (``overloaded``)."""
-        q = self.queues.get(task)
-        if q is not None:
-            q.put((task, tuples), len(tuples))
-            return
-        try:
-            payload = self.serializer.dumps(tuples)
-        except SerializationError as exc:
-            # Reported against the emitting component; anchored tuples then time out and
-            # their spouts replay them. Nothing crosses the wire half-encoded.
-            self.dropped_unserializable += len(tuples)
-            src = tuples[0].source
-            self.log.error("tuples could not be serialized", component=src.component, task=src.task,
-                           stream=src.stream, error=str(exc), tuples=len(tuples))
-            self.report_error(src.component, src.task, f"SerializationError: {exc}")
-            return
-        if len(payload) > self._max_payload:
-            self._deliver_oversize(task, tuples, len(payload))
-            return
-        self.transfer_queue.put((task, payload), len(tuples))
-
-    def _deliver_oversize(self, task: int, tuples: list, size: int) -> None:
-        """A batch over the frame limit goes as smaller batches; one tuple over it cannot go."""
-        if len(tuples) > 1:
-            half = len(tuples) // 2
-            self.deliver(task, tuples[:half])
-            self.deliver(task, tuples[half:])
-            return
-        self.dropped_unserializable += 1
-        src = tuples[0].source
-        text = f"a tuple of {size} bytes is over zmq.max.message.bytes"
-        self.log.error("tuple too large to send", component=src.component, task=src.task, bytes=size)
-        self.report_error(src.component, src.task, f"SerializationError: {text}")
-
+    # -- backpressure and load, between workers -----------------------------------------
     def overloaded(self) -> bool:
         """Should spouts hold their emits? True while a queue of this worker is over its
         bound or a task elsewhere has raised backpressure (Storm 2's spout throttling)."""
@@ -308,59 +251,6 @@ class WorkerRuntime:
             if q.full:
                 return True
         return False
-
-    # -- receive path ---------------------------------------------------------------------
-    def receive(self, messages: list[tuple[int, bytes]]) -> None:
-        """Called by the receive thread with each decoded frame's task messages. Every
-        group is checked (squall.runtime.serialization); what fails is counted and the
-        rest delivered."""
-        if not self._receiver_pinned:  # the transport's thread runs Python here: same CPU
-            self._receiver_pinned = True
-            pin_thread(self.cpu)
-        queues, loads = self.queues, self.serializer.loads
-        for task, payload in messages:
-            q = queues.get(task)
-            if q is None:
-                self.drops.add(drops.UNKNOWN_TASK, task=task)
-                continue
-            ex = self._task_executor[task]
-            try:
-                tuples = loads(payload, task, self._drop_for[ex])
-            except SerializationError as exc:
-                self.drops.add(drops.BAD_PAYLOAD, executor=ex, task=task, error=str(exc))
-                continue
-            except Exception as exc:  # noqa: BLE001 - a check we lack: the rest of the frame still goes
-                self.drops.add(drops.INTERNAL_ERROR, executor=ex, task=task, error=repr(exc))
-                continue
-            if not tuples:
-                continue
-            if q._size > q.capacity * RECEIVE_HARD_LIMIT:
-                self._wait_for_room(q, task)
-            # Never block on the queue itself (it serves every task); raise backpressure.
-            q.put((task, tuples), len(tuples))
-            if q.fill >= self._high and task not in self.link.bp_tasks:
-                self._set_bp(self.link.bp_tasks | set(executor_tasks(ex)))
-
-    def _wait_for_room(self, q: BatchQueue, task: int) -> None:
-        """Hold the receive thread while ``q`` is over its hard limit (a peer that ignores
-        backpressure, or an executor stuck in user code): memory stays bounded."""
-        started = time.monotonic()
-        next_warn = started + _FULL_WARN_SECS
-        while q._size > q.capacity * RECEIVE_HARD_LIMIT and not self.stopping.is_set():
-            time.sleep(_FULL_POLL_SECS)
-            now = time.monotonic()
-            if now >= next_warn:
-                next_warn = now + _FULL_WARN_SECS
-                self.log.warning("receive waits for a full executor queue", task=task, queued=len(q),
-                                 waited_secs=round(now - started, 1))
-
-    def _drop_callback(self, ex: tuple[int, int]) -> Callable[[str, int, str], None]:
-        def drop(cause: str, n: int, detail: str) -> None:
-            self.drops.add(cause, n, ex, error=detail)
-        return drop
-
-    def _bad_frame(self, error: str, size: int) -> None:
-        self.drops.add(drops.BAD_FRAME, error=error, frame_bytes=size)
 
     def receive_control(self, kind: int, body: Any) -> None:
         """A control frame from a peer: the backpressure state of its tasks, or their load
@@ -372,20 +262,7 @@ class WorkerRuntime:
         if kind == codec.KIND_BACKPRESSURE:
             self.remote_bp = self._remote.report(body, self.clock.monotonic())
         elif kind == codec.KIND_LOAD:
-            conns, endpoints = self.connections, self.task_endpoint
-            for task, load in body.items():
-                conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
-                if conn is not None:
-                    conn.record_load({task: float(load)})
-
-    def _remote_loads(self, tasks: Sequence[int]) -> dict[int, float]:
-        """The loads other workers last reported for ``tasks`` (0 for those not reported)."""
-        conns, endpoints, out = self.connections, self.task_endpoint, {}
-        for task in tasks:
-            conn = conns.get(endpoints.get(task))  # type: ignore[arg-type]
-            if conn is not None:
-                out.update(conn.get_load((task,)))
-        return out
+            self.peers.record_loads(body)
 
     def _control_frames(self, now: float) -> list[tuple[int, Any]]:
         """Called by the transfer thread each turn: the status to send to every peer, at
@@ -458,13 +335,13 @@ class WorkerRuntime:
                 "dropped_unknown_task": every.get(drops.UNKNOWN_TASK, 0),
                 "dropped_bad_payload": every.get(drops.BAD_PAYLOAD, 0),
                 "dropped": worker_drops, "held_bytes": self.transfer.held_bytes,
-                "unserializable": self.dropped_unserializable}
+                "unserializable": self.delivery.dropped_unserializable}
 
     def metrics(self) -> dict[str, Any]:
         """Executors' metrics and this worker's transfer and drop counters (copies)."""
         counters = self.context.counters.as_dict()
         counters.pop("bad_frames")  # counted among the drops, by cause
-        dropped = {**self.drops.by_cause(every=True), "unserializable": self.dropped_unserializable,
+        dropped = {**self.drops.by_cause(every=True), "unserializable": self.delivery.dropped_unserializable,
                    "receive_error": counters.pop("callback_errors")}
         refused = self.transport_stats()
         counters.update(refused_connections=refused["refused_connections"], refused_keys=refused["refused_keys"])
@@ -486,9 +363,5 @@ class WorkerRuntime:
             t.join(max(0.0, deadline - time.monotonic()))
         self.transfer_queue.close()
         self.transfer.join(max(0.0, deadline - time.monotonic()))
-        with self._conn_lock:
-            conns, self.connections = self.connections, {}
-            self.transfer.routing = ({}, {})
-        for conn in conns.values():
-            conn.close()
+        self.peers.close()
         self.hooks.shutdown()

@@ -10,7 +10,8 @@ import zmq
 
 from squall.messaging.curve import CurveKeys, apply_curve
 from squall.messaging.zmq import ZmqContext
-from squall.runtime.worker_runtime import Endpoint, WorkerRuntime
+from squall.runtime.transfer import Endpoint
+from squall.runtime.worker_runtime import WorkerRuntime
 from squall.testing.zookeeper import free_port
 from squall.topology import Topology
 

@@ -7,7 +7,7 @@ from squall import Bolt, Spout, TopologyBuilder
 from squall.config import build_config
 from squall.runtime import flow
 from squall.runtime.flow import STALE_SECS, RemoteBackpressure
-from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
+from squall.runtime.receiver import RECEIVE_HARD_LIMIT
 from squall.testing.waiting import wait_for
 from squall.testing.wire import runtime_over_zmq
 from squall.testing.zookeeper import free_port
@@ -58,7 +58,7 @@ def test_a_slow_bolt_in_one_worker_pauses_the_spout_in_another_over_the_transpor
         with runtime_over_zmq("flow-1-1", topo, conf, [(2, 2)], port_b, endpoints) as b_rt:
             wait_for(lambda: a.remote_bp == {2}, 20, what="the bolt's backpressure reaching the spout's worker")
             assert b_rt.bp_tasks == {2}
-            conn = a.connections[("127.0.0.1", port_b)]
+            conn = a.peers.connections[("127.0.0.1", port_b)]
             wait_for(lambda: conn.get_load([2]).get(2, 0) > 0.5, 10, what="the bolt's load reported")
             # Over its bound by at most one batch from the wire (see test_memory_bound).
             assert b_rt.queues[2].peak <= RECEIVE_HARD_LIMIT * cap + conf["topology.producer.batch.size"]

@@ -10,7 +10,7 @@ import zmq
 from squall import Bolt, TopologyBuilder
 from squall.config import build_config
 from squall.messaging import codec
-from squall.runtime.worker_runtime import RECEIVE_HARD_LIMIT
+from squall.runtime.receiver import RECEIVE_HARD_LIMIT
 from squall.testing.components import FixedTupleSpout
 from squall.testing.waiting import wait_for
 from squall.testing.wire import raw_sender, runtime_over_zmq
