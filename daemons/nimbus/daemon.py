@@ -56,7 +56,14 @@ from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.code_store import CodeStore, Upload, digest
 from squall.daemons.nimbus.code_sync import CodeSync
 from squall.daemons.nimbus.guard import ApiError, Guard
-from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, lost_node, next_judgement, supervisor_alive
+from squall.daemons.nimbus.liveness import (
+    ReconnectGrace,
+    last_heard,
+    lost_node,
+    next_judgement,
+    supervisor_alive,
+    vouched_while_away,
+)
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import (
@@ -585,6 +592,9 @@ class Nimbus:
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
             beats = self._observed_beats(topology_id, now, current)
+            away = {sid for sid, sup in supervisors.items() if sup.away}
+            if away:
+                beats = vouched_while_away(beats, placed, away, now)
             if not all_heard(placed, beats, now, self.task_timeout):
                 dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         if slots is None:

@@ -8,14 +8,16 @@ it could not hear. :class:`ReconnectGrace` holds every reassignment for
 ``nimbus.task.timeout.secs`` after each (re)connection and each takeover, and silence is
 counted from then. A supervisor stopped cleanly leaves a node marked ``away`` that keeps
 its slots for ``supervisor.restart.grace.secs`` (:func:`supervisor_alive`), so a restart
-adopts its workers instead of losing them. :func:`next_judgement` says when the next silence
-runs out, so that a death is acted on then rather than at the next periodic round.
+adopts its workers instead of losing them; its workers' beats come through it, so while it
+is away they are vouched for (:func:`vouched_while_away`) and their silence counts from its
+return. :func:`next_judgement` says when the next silence runs out, so that a death is acted
+on then rather than at the next periodic round.
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
-from squall.daemons.state import Assignment
+from squall.daemons.state import Assignment, ExecutorId, Slot
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 
@@ -54,6 +56,20 @@ def supervisor_alive(away: bool, silent_secs: float, supervisor_timeout: float,
     ``supervisor_timeout``; one that stopped cleanly (``away``) keeps its slots for
     ``restart_grace`` after nimbus saw it leave."""
     return silent_secs <= (restart_grace if away else supervisor_timeout)
+
+
+def vouched_while_away(beats: Mapping[Slot, tuple[float, Collection[ExecutorId]]],
+                       placed: Mapping[Slot, Collection[ExecutorId]], away: Collection[str],
+                       now: float) -> dict[Slot, tuple[float, Collection[ExecutorId]]]:
+    """``beats`` with each slot of an ``away`` node (a supervisor stopped cleanly, within its
+    restart grace) heard ``now`` with every executor placed there: its workers report through
+    it, so its absence says nothing about them. Once it is back, their silence counts from the
+    last round that vouched for them; once its grace has run out, its slots are lost anyway."""
+    out = dict(beats)
+    for slot, executors in placed.items():
+        if slot[0] in away:
+            out[slot] = (now, executors)
+    return out
 
 
 def last_heard(*times: float | None) -> float:
