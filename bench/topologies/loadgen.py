@@ -7,8 +7,9 @@ latency runs from when it should have been emitted to its ack at the spout: when
 topology falls behind, the backlog shows in the latency instead of slowing the offer.
 It also carries when the tuple was emitted, which splits the latency in two: the emit lag
 (scheduled to emitted: the spout's thread was busy, held back, or off the CPU) and the
-flight (emitted to acked: the topology's own path). Every phase warms up, then measures the tuples scheduled inside its window; after the
-last phase the plan keeps its rate while the measured tuples drain.
+flight (emitted to acked: the topology's own path). Every phase warms up, then measures
+the tuples scheduled inside its window; after the last phase the plan keeps its rate while
+the measured tuples drain.
 """
 from __future__ import annotations
 
