@@ -4,7 +4,10 @@
 acks allow to measure the maximum rate, then offers 25%, 50% and 75% of it on a schedule;
 complete latency runs from each tuple's scheduled emit time to its ack at the spout, so a
 backlog shows (see ``bench/topologies/loadgen.py``). The whole plan runs in one topology:
-the driver submits it and waits for the results the spout writes.
+the driver submits it and waits for the results the spout writes. Each phase's p99 is also
+split into emit lag (scheduled to emitted) and flight (emitted to acked), and a probe
+process (``wake_probe.py``) measures meanwhile how late a 1 ms sleep wakes on this
+machine: the floor a crowded machine puts under the tail.
 
 - local-latency: local mode, one process.
 - cluster-latency: a real ZooKeeper, nimbus and one supervisor; two worker processes.
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_bench import with_cluster
+from wake_probe import Probe
 
 HERE = Path(__file__).resolve().parent
 TOPOLOGY = HERE / "topologies" / "scheduled_load.py"
@@ -33,7 +37,7 @@ def _plan_conf(output: Path, duration: float, warmup: float) -> dict[str, Any]:
 
 def _wait_result(path: Path, duration: float, warmup: float, slack: float) -> dict[str, Any]:
     """The spout's results; ``slack`` covers start-up (submit, workers)."""
-    deadline = time.monotonic() + (len(FRACTIONS) + 1) * (warmup + duration) + DRAIN + slack
+    deadline = time.monotonic() + _plan_secs(duration, warmup) + DRAIN + slack
     while not path.exists():
         if time.monotonic() > deadline:
             raise RuntimeError(f"the load plan wrote no results to {path} in time")
@@ -44,16 +48,37 @@ def _wait_result(path: Path, duration: float, warmup: float, slack: float) -> di
     return result
 
 
-def summary(result: dict[str, Any]) -> dict[str, Any]:
-    """run.py's shape: a one-line summary, the max rate as tuples_per_sec, the phases."""
+def _plan_secs(duration: float, warmup: float) -> float:
+    return (len(FRACTIONS) + 1) * (warmup + duration)
+
+
+def _measured(path: Path, duration: float, warmup: float, slack: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plan's results, and the wake probe's figures from the same time."""
+    probe = Probe(_plan_secs(duration, warmup))
+    try:
+        result = _wait_result(path, duration, warmup, slack)
+    except BaseException:
+        probe.stop()
+        raise
+    return result, probe.result()
+
+
+def summary(result: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
+    """run.py's shape: a one-line summary, the max rate as tuples_per_sec, the phases, and
+    the wake probe's figures as ``machine``."""
+    nan = float("nan")
     parts = [f"max {result['max_rate']:,.0f} tuples/s"]
     for p in result["phases"][1:]:
-        text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', float('nan')):.2f} ms " \
-               f"p99 {p.get('p99_ms', float('nan')):.2f} ms"
+        text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', nan):.2f} ms " \
+               f"p99 {p.get('p99_ms', nan):.2f} ms (lag {p.get('lag_p99_ms', nan):.2f}, " \
+               f"flight {p.get('flight_p99_ms', nan):.2f})"
         if p["missing"] or p["failed"]:
             text += f" ({p['missing']} missing, {p['failed']} failed)"
         parts.append(text)
-    return {"tuples_per_sec": result["max_rate"], "summary": "; ".join(parts), **result}
+    if machine:
+        parts.append(f"machine: a 1 ms sleep woke p99 {machine['oversleep_p99_ms']:.2f} ms late "
+                     f"(max {machine['oversleep_max_ms']:.1f})")
+    return {"tuples_per_sec": result["max_rate"], "summary": "; ".join(parts), **result, "machine": machine}
 
 
 def local_latency(duration: float, warmup: float) -> dict[str, Any]:
@@ -66,9 +91,9 @@ def local_latency(duration: float, warmup: float) -> dict[str, Any]:
         out = Path(tmp) / "latency.json"
         cluster.submit("latency", {**scheduled_load.CONFIG, **_plan_conf(out, duration, warmup)},
                        scheduled_load.topology())
-        result = _wait_result(out, duration, warmup, slack=30)
+        result, machine = _measured(out, duration, warmup, slack=30)
         cluster.kill("latency")
-    return summary(result)
+    return summary(result, machine)
 
 
 def cluster_latency(duration: float, warmup: float) -> dict[str, Any]:
@@ -78,9 +103,9 @@ def cluster_latency(duration: float, warmup: float) -> dict[str, Any]:
         res = cluster.cli("submit", str(TOPOLOGY), "--name", "latency", "-c", "topology.workers=2", *overrides)
         if res.returncode != 0:
             raise RuntimeError(res.stdout + res.stderr)
-        result = _wait_result(out, duration, warmup, slack=90)
+        result, machine = _measured(out, duration, warmup, slack=90)
         result["workers"] = len(cluster.client.topology("latency")["workers"])
-        return summary(result)
+        return summary(result, machine)
 
     return with_cluster(1, 2, run)
 

@@ -5,15 +5,18 @@ later phase offers a fraction of that rate on a schedule: tuple k of a phase is 
 ``start + k / rate``. A tuple's message id carries its scheduled time, so its complete
 latency runs from when it should have been emitted to its ack at the spout: when the
 topology falls behind, the backlog shows in the latency instead of slowing the offer.
-Every phase warms up, then measures the tuples scheduled inside its window; after the
-last phase the plan keeps its rate while the measured tuples drain.
+It also carries when the tuple was emitted, which splits the latency in two: the emit lag
+(scheduled to emitted: the spout's thread was busy, held back, or off the CPU) and the
+flight (emitted to acked: the topology's own path). Every phase warms up, then measures
+the tuples scheduled inside its window; after the last phase the plan keeps its rate while
+the measured tuples drain.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-MsgId = tuple[int, int, float]  # (phase index, sequence in the phase, scheduled time)
+MsgId = tuple[int, int, float, float]  # (phase index, sequence in the phase, scheduled, emitted)
 
 
 class LatencyHistogram:
@@ -59,6 +62,8 @@ class Phase:
         self.failed = 0
         self.acks_in_window = 0  # acks that arrived inside the window, whatever their schedule
         self.latency = LatencyHistogram()
+        self.lag = LatencyHistogram()     # scheduled -> emitted
+        self.flight = LatencyHistogram()  # emitted -> acked
 
     def begin(self, start: float) -> None:
         self.start = start
@@ -77,6 +82,8 @@ class Phase:
         if lat.n:
             out.update({f"p{int(q * 100)}_ms": 1000 * lat.quantile(q) for q in (0.5, 0.9, 0.99)})
             out["max_ms"] = 1000 * lat.max
+            out["lag_p99_ms"] = 1000 * self.lag.quantile(0.99)
+            out["flight_p99_ms"] = 1000 * self.flight.quantile(0.99)
         return out
 
 
@@ -109,7 +116,7 @@ class LoadPlan:
         p.emitted = seq + 1
         if p.measured(scheduled):
             p.scheduled += 1
-        return (self.index, seq, scheduled)
+        return (self.index, seq, scheduled, now)
 
     def _phase(self, now: float) -> Phase:
         if self.index < 0:
@@ -136,6 +143,8 @@ class LoadPlan:
         if p.measured(msg_id[2]):
             p.completed += 1
             p.latency.add(now - msg_id[2])
+            p.lag.add(msg_id[3] - msg_id[2])
+            p.flight.add(now - msg_id[3])
 
     def failed(self, msg_id: MsgId) -> None:
         p = self.phases[msg_id[0]]
