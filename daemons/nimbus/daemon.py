@@ -161,6 +161,9 @@ class Nimbus:
         self._judge_at: float | None = None  # when the next silence runs out (nimbus time)
         self._parts_checked = False  # this leadership has reconciled the supervisors' parts
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
+        # supervisor -> the last round that saw it away within its restart grace: its workers
+        # report through it, so their silence counts from then (liveness.vouched_while_away)
+        self._vouched: dict[str, float] = {}
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
         self._shapes: dict[str, tuple[Any, ...]] = {}  # by topology id: see _shape
@@ -309,6 +312,7 @@ class Nimbus:
             self._timers.clear()
             self.beats.clear()
             self._sup_seen.clear()
+            self._vouched.clear()
             self._prev_status.clear()
             self._published = None  # a new leader publishes its own table
             self._parts_checked = False
@@ -430,7 +434,7 @@ class Nimbus:
         sups = next_judgement((last_heard(self._sup_seen[sid][1], reported.get(sid)) for sid in supervisors
                                if sid in self._sup_seen and not supervisors[sid].away),
                               self.supervisor_timeout, judged)
-        beats = next_judgement(self.beats.seen_times(), self.task_timeout, judged)
+        beats = next_judgement([*self.beats.seen_times(), *self._vouched.values()], self.task_timeout, judged)
         return min((t for t in (sups, beats) if t is not None), default=None)
 
     def _recover_unreadable(self, topologies: set[str], assignments_unreadable: set[str],
@@ -510,6 +514,8 @@ class Nimbus:
             heard = seen[1] if info.away else last_heard(seen[1], reported.get(sid))
             if supervisor_alive(info.away, now - heard, self.supervisor_timeout, self.restart_grace):
                 out[sid] = info
+                if info.away:
+                    self._vouched[sid] = now
                 self._warned.discard(("supervisor", sid))
                 continue
             if info.away:
@@ -519,6 +525,7 @@ class Nimbus:
                 log.warning("supervisor silent; its slots are not used", supervisor=sid,
                             silent_secs=round(now - heard, 1))
         self._sup_seen = {k: v for k, v in self._sup_seen.items() if k in sups}
+        self._vouched = {k: v for k, v in self._vouched.items() if k in sups}
         return out
 
     def _observed_beats(self, topology_id: str, now: float,
@@ -592,9 +599,8 @@ class Nimbus:
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
             beats = self._observed_beats(topology_id, now, current)
-            away = {sid for sid, sup in supervisors.items() if sup.away}
-            if away:
-                beats = vouched_while_away(beats, placed, away, now)
+            if self._vouched:
+                beats = vouched_while_away(beats, placed, self._vouched)
             if not all_heard(placed, beats, now, self.task_timeout):
                 dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         if slots is None:

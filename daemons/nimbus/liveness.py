@@ -9,8 +9,8 @@ it could not hear. :class:`ReconnectGrace` holds every reassignment for
 counted from then. A supervisor stopped cleanly leaves a node marked ``away`` that keeps
 its slots for ``supervisor.restart.grace.secs`` (:func:`supervisor_alive`), so a restart
 adopts its workers instead of losing them; its workers' beats come through it, so while it
-is away they are vouched for (:func:`vouched_while_away`) and their silence counts from its
-return. :func:`next_judgement` says when the next silence runs out, so that a death is acted
+is away they are vouched for (:func:`vouched_while_away`) and their silence counts from the
+last time it was seen away. :func:`next_judgement` says when the next silence runs out, so that a death is acted
 on then rather than at the next periodic round.
 """
 from __future__ import annotations
@@ -59,16 +59,18 @@ def supervisor_alive(away: bool, silent_secs: float, supervisor_timeout: float,
 
 
 def vouched_while_away(beats: Mapping[Slot, tuple[float, Collection[ExecutorId]]],
-                       placed: Mapping[Slot, Collection[ExecutorId]], away: Collection[str],
-                       now: float) -> dict[Slot, tuple[float, Collection[ExecutorId]]]:
-    """``beats`` with each slot of an ``away`` node (a supervisor stopped cleanly, within its
-    restart grace) heard ``now`` with every executor placed there: its workers report through
-    it, so its absence says nothing about them. Once it is back, their silence counts from the
-    last round that vouched for them; once its grace has run out, its slots are lost anyway."""
+                       placed: Mapping[Slot, Collection[ExecutorId]],
+                       vouched: Mapping[str, float]) -> dict[Slot, tuple[float, Collection[ExecutorId]]]:
+    """``beats`` with each slot of a node in ``vouched`` (node -> the last time nimbus saw its
+    supervisor away, stopped cleanly and within its restart grace) heard at that time at the
+    latest, with every executor placed there: those workers report through their supervisor,
+    so its absence says nothing about them. Once it is back, their silence counts from the
+    last time it was seen away; once its grace has run out, its slots are lost anyway."""
     out = dict(beats)
     for slot, executors in placed.items():
-        if slot[0] in away:
-            out[slot] = (now, executors)
+        at = vouched.get(slot[0])
+        if at is not None and (slot not in out or out[slot][0] < at):
+            out[slot] = (at, executors)
     return out
 
 

@@ -74,14 +74,19 @@ def test_a_topology_with_executors_on_a_lost_node_is_found_by_its_hosts() -> Non
 
 def test_the_workers_of_an_away_supervisor_are_not_judged_by_their_silence() -> None:
     # a:6700 runs executors 1-2 and b:6700 runs 3; both last heard at t=100, now it is t=140
-    # (a task timeout of 30 s has passed). Supervisor a stopped cleanly and is within its grace.
+    # (a task timeout of 30 s has passed). Supervisor a stopped cleanly and was last seen away,
+    # within its grace, at t=140.
     placed = {("a", 6700): frozenset({(1, 1), (2, 2)}), ("b", 6700): frozenset({(3, 3)})}
     assignment = {ex: slot for slot, execs in placed.items() for ex in execs}
     beats = {slot: (100.0, sorted(execs)) for slot, execs in placed.items()}
     assert dead_executors(assignment, beats, {}, 140.0, 30.0, 20.0) == {(1, 1), (2, 2), (3, 3)}
-    vouched = vouched_while_away(beats, placed, {"a"}, 140.0)
+    vouched = vouched_while_away(beats, placed, {"a": 140.0})
     assert dead_executors(assignment, vouched, {}, 140.0, 30.0, 20.0) == {(3, 3)}  # b's are dead still
-    assert vouched[("a", 6700)][0] == 140.0 and beats[("a", 6700)][0] == 100.0  # a copy
-    # Back at t=141 with no beat yet: silence counts from the last vouching round (t=140).
+    assert beats[("a", 6700)][0] == 100.0  # a copy
+    # a is back (no longer away, still vouched at t=140) and has not reported yet: its
+    # workers' silence counts from t=140.
     assert dead_executors(assignment, vouched, {}, 169.0, 30.0, 20.0) == {(3, 3)}
     assert dead_executors(assignment, vouched, {}, 171.0, 30.0, 20.0) == {(1, 1), (2, 2), (3, 3)}
+    # A beat heard after it was last seen away is newer: it stands.
+    fresh = {("a", 6700): (150.0, [(1, 1)])}
+    assert vouched_while_away(fresh, placed, {"a": 140.0}) == fresh
