@@ -43,7 +43,8 @@ API_MODULES: dict[str, tuple[str, str, list[str] | None]] = {
     "squall.state.inspect": ("state-inspect.md", "Reading a topology's committed state from outside it.",
                              ["read_record", "committed_state"]),
     "squall.testing.components": ("testing.md", "Components and helpers for testing topologies.",
-                                  ["FixedTupleSpout", "PositionedRowSpout", "RecordingBolt", "Recorder"]),
+                                  ["FixedTupleSpout", "PositionedRowSpout", "RecordingBolt", "Recorder",
+                                   "unique_name"]),
     "squall.testing.waiting": ("waiting.md", "Waiting in tests.", ["wait_for"]),
 }
 

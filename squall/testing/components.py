@@ -11,9 +11,12 @@
 
 In local mode each task runs its own copy of a component, so results are kept in a
 process-wide registry by name: ``Recorder.get(name)`` is how a test sees what its bolts saw.
+Tests that share a process (a test runner runs many modules in one) must not share a name:
+``unique_name`` makes one.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -24,6 +27,16 @@ from typing import Any
 from squall.components import Bolt, Spout
 from squall.metrics_consumer import DataPoint, MetricsConsumer, TaskInfo
 from squall.state.components import StatefulBolt, StatefulSpout
+
+_names = itertools.count()
+
+
+def unique_name(prefix: str) -> str:
+    """``prefix`` with a number no other call in this process got: a name for a test's
+    topology and its ``Recorder`` lists. Counters of one's own would repeat numbers another
+    module's counter also hands out (two tests of two modules in one process, one reading
+    the other's acks)."""
+    return f"{prefix}-{next(_names)}"
 
 
 class Recorder:

@@ -9,11 +9,8 @@ import pytest
 
 from squall import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 from squall.clock import FakeClock
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, unique_name
 from squall.testing.waiting import wait_for
-
-_names = itertools.count()
-
 
 MODES = {
     "1-worker": {"topology.workers": 1},
@@ -32,10 +29,6 @@ def mode(request):
 def cluster():
     with LocalCluster({"squall.log.level": "WARNING"}) as c:
         yield c
-
-
-def unique(prefix):
-    return f"{prefix}-{next(_names)}"
 
 
 SENTENCES = [f"{a} {b} {c}" for a, b, c in itertools.product(
@@ -90,7 +83,7 @@ class DedupCount(Bolt):
 
 
 def test_word_count_matches_reference_with_failures_and_acking(cluster, mode):
-    name = unique("wc")
+    name = unique_name("wc")
     rows = list(enumerate(SENTENCES))
     b = TopologyBuilder()
     b.set_spout("sentences", FixedTupleSpout(name, rows, ["sid", "sentence"]), 2)
@@ -155,7 +148,7 @@ class GatedSink(Bolt):
 
 
 def test_a_tuple_anchored_to_two_trees_completes_both_only_when_acked(cluster, mode):
-    name = unique("join")
+    name = unique_name("join")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(8)], ["n"]))
     b.set_bolt("pair", PairUp()).global_("nums")
@@ -190,7 +183,7 @@ class Forgetful(Bolt):
 
 
 def test_timeout_reaches_spout_fail_and_replay_completes(mode):
-    name = unique("timeout")
+    name = unique_name("timeout")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
     b.set_bolt("forget", Forgetful(name + ".seen"), 2).shuffle("nums")
@@ -205,9 +198,14 @@ def test_timeout_reaches_spout_fail_and_replay_completes(mode):
 
 
 class Exploding(BasicBolt):
+    """Raises on n == 3 the first time it sees it (``<key>`` records that it did)."""
+
+    def __init__(self, key):
+        self.key = key
+
     def execute(self, t):
-        if t["n"] == 3 and Recorder.get("explode.once") == []:
-            Recorder.add("explode.once", 1)
+        if t["n"] == 3 and Recorder.get(self.key) == []:
+            Recorder.add(self.key, 1)
             raise RuntimeError("boom on three")
         self.collector.emit([t["n"] * 10])
 
@@ -216,11 +214,10 @@ class Exploding(BasicBolt):
 
 
 def test_user_exception_is_reported_fails_the_tuple_and_the_topology_goes_on(cluster, mode):
-    Recorder.clear("explode.once")
-    name = unique("boom")
+    name = unique_name("boom")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(10)], ["n"]))
-    b.set_bolt("explode", Exploding(), 2).shuffle("nums")
+    b.set_bolt("explode", Exploding(name + ".exploded"), 2).shuffle("nums")
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("explode")
     cluster.submit(name, dict(mode), b.build())
     wait_for(lambda: len(Recorder.get(name + ".acked")) == 10, 20, what="all acked")
@@ -242,7 +239,7 @@ class WrongArity(Bolt):
 
 
 def test_emit_of_wrong_arity_names_component_and_stream(cluster):
-    name = unique("arity")
+    name = unique_name("arity")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[1]], ["n"]))
     b.set_bolt("wrong", WrongArity()).shuffle("nums")
@@ -269,7 +266,7 @@ class TickCounter(Bolt):
 
 
 def test_tick_tuples_arrive_at_the_configured_rate():
-    name = unique("tick")
+    name = unique_name("tick")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
     b.set_bolt("ticker", TickCounter(name + ".ticks")).shuffle("nums")
@@ -292,7 +289,7 @@ class Hoarder(Bolt):
 
 
 def test_max_spout_pending_bounds_tuples_in_flight(cluster):
-    name = unique("pending")
+    name = unique_name("pending")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(500)], ["n"]))
     b.set_bolt("hoard", Hoarder()).shuffle("nums")
@@ -329,7 +326,7 @@ class Lifecycle(Spout):
 
 
 def test_deactivate_stops_next_tuple_and_activate_resumes(cluster, mode):
-    name = unique("active")
+    name = unique_name("active")
     b = TopologyBuilder()
     b.set_spout("gen", Lifecycle(name + ".life"))
     b.set_bolt("sink", RecordingBolt(name + ".out")).shuffle("gen")
@@ -367,7 +364,7 @@ class Router(Bolt):
 
 
 def test_all_global_and_direct_groupings_deliver_to_the_right_tasks(cluster, mode):
-    name = unique("groups")
+    name = unique_name("groups")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(12)], ["n"]))
     b.set_bolt("router", Router(), 2).shuffle("nums")
@@ -416,7 +413,7 @@ def test_slow_bolt_backpressure_keeps_queues_bounded_and_loses_nothing(mode):
 
 
 def _slow_bolt_backpressure(cluster, mode, hwm):
-    name = unique("bp")
+    name = unique_name("bp")
     n = 3000
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(n)], ["n"], reliable=False))
@@ -436,7 +433,7 @@ def _slow_bolt_backpressure(cluster, mode, hwm):
 
 
 def test_acking_off_acks_at_once(cluster):
-    name = unique("noack")
+    name = unique_name("noack")
     b = TopologyBuilder()
     b.set_spout("c", FixedTupleSpout(name, [[n] for n in range(1, 6)], ["n"]))
     b.set_bolt("h", Hoarder()).shuffle("c")

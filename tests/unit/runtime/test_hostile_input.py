@@ -13,11 +13,9 @@ from squall.messaging import codec
 from squall.model import ACK_ACK, ACK_FAIL, system_topology, task_ids
 from squall.runtime.admission import Admission
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.testing.components import FixedTupleSpout, NullBolt, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, NullBolt, Recorder, RecordingBolt, unique_name
 from squall.testing.waiting import wait_for
 from squall.testing.wire import raw_sender, runtime_over_zmq
-
-_names = itertools.count()
 
 # Task ids of the topology below (components in id order): __acker 1, sink 2-3, src 4.
 ACKER_TASK, SINK_TASKS, SPOUT_TASK = 1, (2, 3), 4
@@ -121,7 +119,7 @@ def test_without_a_drop_callback_a_bad_group_raises():
 def zmq_worker():
     """A WorkerRuntime running the acker and the sink tasks, bound on a real port, and a
     PUSH socket into it; the spout task lives nowhere (only its tuples arrive)."""
-    key = f"hostile-{next(_names)}"
+    key = unique_name("hostile")
     fatal = []
     with runtime_over_zmq("hostile-1-1", _topology(key), _conf(), [(1, 1), (2, 2), (3, 3)],
                           on_fatal=fatal.append) as rt, raw_sender(rt.port) as push:
@@ -252,10 +250,12 @@ class BoomSpout(Spout):
 
 
 def test_callbacks_that_raise_never_end_an_executor():
-    key = f"boom-{next(_names)}"
+    key = unique_name("boom")
     path = f"{__name__}.Boom"
+    # Every error kept: with the default 10, the one serializer error leaves the list once
+    # the Booms' acks and (2 s later) their timeouts raise, before a late poll sees it.
     conf = {"topology.workers": 2, "topology.message.timeout.secs": 2, "topology.max.error.report.per.interval": 1000,
-            "topology.serializers": {path: f"{__name__}.BoomSerializer"}}
+            "topology.errors.kept": 1000, "topology.serializers": {path: f"{__name__}.BoomSerializer"}}
     b = TopologyBuilder()
     b.set_spout("boom", BoomSpout(key))
     b.set_bolt("pass", NullBolt(), 2).shuffle("boom")

@@ -2,7 +2,6 @@
 time (message timeouts, tick tuples) follow the worker's clock. Executors are stepped by
 hand on a FakeClock (support.stepping): each assertion is about one moment, nothing
 sleeps."""
-import itertools
 
 from squall import Bolt, TopologyBuilder
 from squall.clock import FakeClock
@@ -13,19 +12,13 @@ from squall.runtime.bolt_executor import BoltExecutor
 from squall.runtime.link import WorkerLink, WorkerTopology
 from squall.runtime.queues import BatchQueue
 from squall.runtime.spout_executor import SpoutExecutor
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, unique_name
 from support.stepping import SteppedWorker
-
-_names = itertools.count()
-
-
-def unique(prefix):
-    return f"{prefix}-seam-{next(_names)}"
 
 
 def test_executors_run_on_a_worker_link_alone():
     """No WorkerRuntime: queues, a deliver function and flags are all executors need."""
-    name = unique("link")
+    name = unique_name("link")
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout(name, [[i] for i in range(50)], ["n"]))
     b.set_bolt("sink", RecordingBolt(name + ".out"), 2).shuffle("rows")
@@ -94,7 +87,7 @@ class Holder(Bolt):
 
 
 def test_message_timeout_follows_the_clock():
-    name = unique("timeout")
+    name = unique_name("timeout")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(20)], ["n"]))
     b.set_bolt("hold", Holder(name), 2).shuffle("nums")
@@ -112,7 +105,7 @@ def test_message_timeout_follows_the_clock():
 
 def test_with_timeouts_disabled_trees_outlive_many_timeouts():
     """The spout waits for its trees forever, and so does the acker."""
-    name = unique("no-timeouts")
+    name = unique_name("no-timeouts")
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout(name, [[i] for i in range(5)], ["i"]))
     b.set_bolt("slow", Holder(name)).shuffle("rows")
@@ -130,7 +123,7 @@ def test_with_timeouts_disabled_trees_outlive_many_timeouts():
 
 
 def test_tick_tuples_come_once_per_period_of_the_clock():
-    name = unique("tick")
+    name = unique_name("tick")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [], ["n"]))
     b.set_bolt("ticker", Holder(name), 2).shuffle("nums")

@@ -3,25 +3,19 @@ FakeClock (support.stepping): acks wait for the commit that covers them, uncommi
 tuples count toward max pending, and a failed tuple rolls every task back and replays
 what was not committed. The checkpoint interval is the clock's, so each checkpoint
 happens when the test moves time on."""
-import itertools
 import pickle
 
 from squall import Bolt, StatefulBolt, TopologyBuilder
 from squall.model import CHECKPOINT, CHECKPOINT_STREAM, system_topology
 from squall.state.checkpointing import CheckpointedBolt, CheckpointedSpout
 from squall.state.inspect import read_record
-from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder
+from squall.testing.components import FixedTupleSpout, PositionedRowSpout, Recorder, unique_name
 from squall.testing.state import committed_component
 from support.stepping import SteppedWorker
 
-_names = itertools.count()
 MEMORY = {"topology.state.provider": "memory"}
 CONF = {**MEMORY, "topology.state.checkpoint.interval.ms": 1000, "topology.max.spout.pending": 1000,
         "topology.message.timeout.secs": 30}
-
-
-def unique(prefix):
-    return f"{prefix}-ckw-{next(_names)}"
 
 
 class CountOnce(StatefulBolt):
@@ -124,7 +118,7 @@ def test_the_topology_runs_wrapped_components_and_keeps_the_users():
 
 
 def test_acks_wait_for_the_commit_that_covers_them():
-    name = unique("deferred")
+    name = unique_name("deferred")
     rows = [[f"w{i % 5}"] for i in range(200)]
     with SteppedWorker(counting_topology(name, rows), CONF, name=name) as w:
         first_checkpoint(w, name)
@@ -147,7 +141,7 @@ def test_acks_wait_for_the_commit_that_covers_them():
 
 
 def test_uncommitted_tuples_count_toward_max_pending():
-    name = unique("bounded")
+    name = unique_name("bounded")
     rows = [[f"w{i % 3}"] for i in range(100)]
     with SteppedWorker(counting_topology(name, rows), {**CONF, "topology.max.spout.pending": 30}, name=name) as w:
         first_checkpoint(w, name)
@@ -168,7 +162,7 @@ def test_uncommitted_tuples_count_toward_max_pending():
 
 
 def test_a_failed_tuple_rolls_back_and_replays_what_was_not_committed():
-    name = unique("rollback")
+    name = unique_name("rollback")
     rows = [[f"w{i % 4}"] for i in range(40)]
     with SteppedWorker(counting_topology(name, rows, FailOnce("w3")), CONF, name=name) as w:
         first_checkpoint(w, name)
@@ -190,7 +184,7 @@ def test_a_failed_tuple_rolls_back_and_replays_what_was_not_committed():
 
 
 def test_a_stateful_spout_rewinds_to_its_committed_position():
-    name = unique("rewind")
+    name = unique_name("rewind")
     rows = [[f"k{i % 2}"] for i in range(30)]
     with SteppedWorker(relayed_count(PositionedRowSpout(name, rows, ["w"])), CONF, name=name) as w:
         for _ in range(6):
@@ -204,7 +198,7 @@ def test_a_stateful_spout_rewinds_to_its_committed_position():
 def test_a_tuple_that_fails_after_its_spout_prepared_fails_that_prepare():
     """The rows leave the spout, then the PREPARE reaches the spout (its position now counts
     them all) before the relay has failed one: that PREPARE must not commit."""
-    name = unique("late-fail")
+    name = unique_name("late-fail")
     rows = [[f"k{i % 2}"] for i in range(10)]
     with SteppedWorker(relayed_count(GatedPositionedRows(name, rows, ["w"])), CONF, name=name) as w:
         first_checkpoint(w, name)

@@ -1,16 +1,13 @@
 """The bolt a windowed bolt runs in: asked for through ``runner()`` when it is declared,
 reading time from its task's clock, and anchoring the window's emits to its tuples.
 Stepped by hand on a FakeClock (support.stepping)."""
-import itertools
 
 import pytest
 
 from squall import Bolt, Duration, StatefulWindowedBolt, TopologyBuilder, TopologyError, WindowedBolt
-from squall.testing.components import FixedTupleSpout, Recorder
+from squall.testing.components import FixedTupleSpout, Recorder, unique_name
 from squall.windowing.runner import StatefulWindowedBoltRunner, WindowedBoltRunner
 from support.stepping import SteppedWorker
-
-_names = itertools.count()
 
 
 class Sizes(WindowedBolt):
@@ -52,7 +49,7 @@ def test_declaring_a_windowed_bolt_declares_its_runner():
 
 
 def test_processing_time_follows_the_clock_and_emits_are_anchored_to_the_window():
-    key = f"anchored-{next(_names)}"
+    key = unique_name("anchored")
     b = TopologyBuilder()
     b.set_spout("rows", FixedTupleSpout(key, [[i] for i in range(6)], ["id"]))
     b.set_bolt("win", Sizes(key).with_tumbling_window(Duration(2))).global_("rows")

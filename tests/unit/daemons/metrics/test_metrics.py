@@ -3,7 +3,6 @@ supervisor's parsing (hostile files refused whole) and the exposition text Prome
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import math
 import time
@@ -22,10 +21,9 @@ from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.processes import WorkerProc
 from squall.daemons.worker import metrics as worker_metrics
 from squall.runtime.histogram import Histogram
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, unique_name
 from squall.testing.waiting import wait_for
 
-_names = itertools.count()
 ROWS = 600
 
 
@@ -64,7 +62,7 @@ def snapshot_of(runtime_metrics: dict, topology: str = "t", port: int = 7000) ->
 
 
 def test_local_topology_counters_reach_the_exposition_exactly():
-    name = f"metrics{next(_names)}"
+    name = unique_name("metrics")
     b = TopologyBuilder()
     b.set_spout("nums", FixedTupleSpout(name, [[i] for i in range(ROWS)], ["n"]))
     b.set_bolt("double", Double(), 1, num_tasks=2).shuffle("nums")
