@@ -140,7 +140,9 @@ class LocalCluster:
             return sorted(self._topologies)
 
     def errors(self, name: str) -> dict[str, list[dict]]:
-        return {c: list(d) for c, d in self._get(name).errors.items()}
+        # Executor threads add a component's first error as it happens: copy the items first
+        # (one C call under the GIL) rather than iterate a dict that may grow meanwhile.
+        return {c: list(d) for c, d in list(self._get(name).errors.items())}
 
     def stats(self, name: str) -> list[dict[str, Any]]:
         """Per-executor statistics (emitted, executed, acked, failed, latency...)."""
