@@ -70,6 +70,7 @@ from squall.daemons.nimbus.scheduler import (
     ExecutorId,
     RoundSlots,
     Slot,
+    SlotUse,
     all_heard,
     available_slots,
     by_slot,
@@ -167,6 +168,7 @@ class Nimbus:
         self._counts: dict[str, dict[str, tuple[int, int]]] = {}  # structure cache by topology id
         self._components: dict[str, tuple[Any, dict[ExecutorId, str]]] = {}  # by topology id
         self._shapes: dict[str, tuple[Any, ...]] = {}  # by topology id: see _shape
+        self._slot_use = SlotUse({})  # which topology holds which slot, kept from round to round
         self._warned: set[tuple[str, str]] = set()
         self._watch: Watch | None = None
         self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
@@ -316,6 +318,7 @@ class Nimbus:
             self._prev_status.clear()
             self._published = None  # a new leader publishes its own table
             self._parts_checked = False
+            self._slot_use = SlotUse({})
             self._grace.restart(self.state.connections)  # no history yet: nothing is judged dead
         log.info("nimbus is the leader; no reassignment until workers could be heard", nimbus=self.identifier,
                  hold_secs=self._grace.period)
@@ -395,7 +398,7 @@ class Nimbus:
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
         slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
-                              {tid: a.executors for tid, a in assignments.items()})
+                              {tid: a.executors for tid, a in assignments.items()}, self._slot_use)
         # Topologies that lost a supervisor first: a death is acted on within the round's first
         # moments, not after every healthy topology has been looked at.
         for topology_id, info in sorted(infos.items(), key=lambda kv: (not lost_node(assignments.get(kv[0]),

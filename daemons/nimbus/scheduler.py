@@ -46,11 +46,26 @@ class SlotUse:
     def __init__(self, assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> None:
         self._owners: dict[Slot, set[str]] = {}
         self._held: dict[str, set[Slot]] = {}
+        self._applied: dict[str, Mapping[ExecutorId, Slot]] = {}  # topology -> the mapping last applied
+        self.sync(assignments)
+
+    def sync(self, assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> None:
+        """Bring the use up to ``assignments`` (every topology's executors), going over the
+        executors only of topologies whose mapping is not the very object last applied:
+        kept from round to round, a round in which no assignment changed costs a pass over
+        the topologies, not over every executor of the cluster. Mappings applied must not be
+        changed afterwards (the cluster state's cached reads are not)."""
+        for topology_id in self._applied.keys() - assignments.keys():
+            self.update(topology_id, {})
         for topology_id, executors in assignments.items():
-            self.update(topology_id, executors)
+            if self._applied.get(topology_id) is not executors:
+                self.update(topology_id, executors)
 
     def update(self, topology_id: str, executors: Mapping[ExecutorId, Slot]) -> None:
         """``topology_id`` holds the slots of ``executors`` now (none: it holds nothing)."""
+        self._applied.pop(topology_id, None)
+        if executors:
+            self._applied[topology_id] = executors
         for slot in self._held.pop(topology_id, set()):
             owners = self._owners[slot]
             owners.discard(topology_id)
@@ -84,9 +99,14 @@ class RoundSlots:
 
     @classmethod
     def of(cls, ports: Mapping[str, Iterable[int]],
-           assignments: Mapping[str, Mapping[ExecutorId, Slot]]) -> RoundSlots:
+           assignments: Mapping[str, Mapping[ExecutorId, Slot]], used: SlotUse | None = None) -> RoundSlots:
+        """``used``: a use kept from earlier rounds, brought up to ``assignments`` (``SlotUse.sync``)."""
         ports = {node: list(p) for node, p in ports.items()}
-        return cls(ports, live_slots(ports), SlotUse(assignments))
+        if used is None:
+            used = SlotUse(assignments)
+        else:
+            used.sync(assignments)
+        return cls(ports, live_slots(ports), used)
 
 
 def by_slot(current: Mapping[ExecutorId, Slot]) -> dict[Slot, frozenset[ExecutorId]]:

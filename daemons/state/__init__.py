@@ -4,6 +4,7 @@
 - ``watchers``: one-shot watches re-armed after every event (``Watch`` is the handle);
 - ``election``: nimbus leader election (``NimbusElection``);
 - ``session``: the kazoo session with deadlines, retries and the restore thread (``ZkSession``);
+- ``read_cache``: what watched reads may serve without asking ZooKeeper again (``ReadCache``);
 - ``nodes``: paths, ACLs, decoding, ephemeral nodes and watch registration (``ZkNodes``);
 - ``assignments``: topologies' assignments and each supervisor's part of them (``AssignmentNodes``);
 - ``cluster_state``: the ``ClusterState`` facade that daemons use, typed records on top.

@@ -57,7 +57,8 @@ class AssignmentNodes(ZkNodes):
         return self._retry(self._op, "exists", self._path("assignments", topology_id)) is not None
 
     def assignment_ids(self) -> list[str]:
-        return self._children(self._path("assignments"))
+        """Every assignment node, malformed ones included (a watched list, like ``assignments``)."""
+        return self._watched_children(self._path("assignments"))
 
     def assignments(self) -> dict[str, Assignment]:
         """Every well-formed assignment (decoded again only when it changed: do not modify them)."""

@@ -17,6 +17,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
 )
+from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import ForceRetryError
 
 from squall.daemons.state.acls import node_acl, open_to_anyone, outside_acl, outside_nodes, parts_of, topology_of
@@ -99,14 +100,16 @@ class ZkNodes(ZkSession):
                        keep_malformed: bool = False, cached: bool = False) -> dict[str, Any]:
         """Children by name, decoded; a malformed one is left out, or with
         ``keep_malformed`` kept as None (it exists, its data cannot be used). ``cached``:
-        a child is fetched and decoded again only when its version changed (large records
-        read every round, such as assignments); the values returned are shared between
-        reads and must not be changed."""
-        names = self._children(parent)
-        paths = [f"{parent}/{n}" for n in names]
+        watched reads (``read_cache``): the list and a child are read again only after
+        ZooKeeper or a write of this process said they changed (large records read every
+        round, such as assignments); the values returned are shared between reads and must
+        not be changed."""
         if cached:
-            decoded = self._cached_reads(parent, paths, parse)
+            names, decoded = self._cached_reads(parent, parse)
+            paths = [f"{parent}/{n}" for n in names]
         else:
+            names = self._children(parent)
+            paths = [f"{parent}/{n}" for n in names]
             fetched = self._get_many(paths)
             decoded = {p: self._decode(p, fetched[p], parse) for p in paths if fetched[p] is not None}
         out: dict[str, T | None] = {}
@@ -118,38 +121,57 @@ class ZkNodes(ZkSession):
                 out[name] = value
         return out
 
-    def _cached_reads(self, parent: str, paths: list[str], parse: Callable[[dict[str, Any]], T]) -> dict[str, Any]:
-        """path -> decoded value (None: malformed) of the ``paths`` that exist, decoding only
-        those whose data changed since the last read (by the node's modification zxid)."""
-        with self._read_cache_lock:  # reads come from several threads (rounds, API requests)
-            cache = self._read_cache.setdefault(parent, {})
-            known = {p: v[0] for p, v in cache.items()}
+    def _watched_children(self, parent: str) -> list[str]:
+        """``parent``'s children, listed again only after its children watch fired."""
+        def fetch() -> list[str]:
+            names = self._reads.names(parent)
+            if names is not None:
+                return names
+            ticket = self._reads.ticket(("children", parent))
+            try:
+                names = sorted(self._op("get_children", parent, watch=self._on_read_event))
+            except NoNodeError:
+                return []  # no watch is left: listed again next time
+            self._reads.put_names(parent, names, ticket)
+            return names
 
-        def fetch() -> dict[str, tuple[int, bytes] | None]:
-            stats = [(p, self.client.exists_async(p)) for p in paths]
-            now = {p: r.get(timeout=self.session_timeout) for p, r in stats}
-            stale = [(p, self.client.get_async(p)) for p, stat in now.items()
-                     if stat is not None and known.get(p) != stat.mzxid]
-            out: dict[str, tuple[int, bytes] | None] = {p: None for p, stat in now.items() if stat is None}
-            for p, result in stale:
+        return self._retry(fetch)
+
+    def _cached_reads(self, parent: str, parse: Callable[[dict[str, Any]], T]) -> tuple[list[str], dict[str, Any]]:
+        """(children, path -> decoded value (None: malformed) of those that exist), asking
+        ZooKeeper only for what changed since the last read (``read_cache``); data whose
+        mzxid did not move is not decoded again."""
+        names = self._watched_children(parent)
+        paths = [f"{parent}/{n}" for n in names]
+        self._reads.keep_only(parent, paths)
+
+        def fetch() -> None:
+            known = self._reads.values(parent)
+            pending = []
+            for path in self._reads.dirty(paths):
+                ticket = self._reads.ticket(("data", path))
+                pending.append((path, ticket, self.client.get_async(path, watch=self._on_read_event)))
+            for path, ticket, result in pending:
                 try:
                     data, stat = result.get(timeout=self.session_timeout)
-                    out[p] = (stat.mzxid, data)
                 except NoNodeError:
-                    out[p] = None
-            return out
+                    self._reads.put_value(parent, path, None, ticket)
+                    continue
+                old = known.get(path)
+                value = old[1] if old is not None and old[0] == stat.mzxid else self._decode(path, data, parse)
+                self._reads.put_value(parent, path, (stat.mzxid, value), ticket)
 
-        changed = self._retry(fetch) if paths else {}
-        decoded = {p: None if got is None else (got[0], self._decode(p, got[1], parse)) for p, got in changed.items()}
-        with self._read_cache_lock:
-            for path, entry in decoded.items():
-                if entry is None:
-                    cache.pop(path, None)
-                else:
-                    cache[path] = entry
-            for path in set(cache) - set(paths):
-                del cache[path]
-            return {p: cache[p][1] for p in paths if p in cache}
+        if paths:
+            self._retry(fetch)
+        values = self._reads.values(parent)
+        return names, {p: values[p][1] for p in paths if p in values}
+
+    def _on_read_event(self, event: WatchedEvent) -> None:
+        # kazoo's event thread: mark what changed; the next read asks for it.
+        if event.type != EventType.NONE:
+            self._reads.invalidate(("children", event.path))
+            if event.type != EventType.CHILD:
+                self._reads.wrote(event.path, created_or_deleted=event.type == EventType.DELETED)
 
     def _write(self, path: str, payload: Mapping[str, Any]) -> None:
         data = encode(path, payload)
@@ -264,7 +286,10 @@ class ZkNodes(ZkSession):
         tx = self.client.transaction()
         tx.delete(path, version=version)
         tx.create(path, data, acl=self._acl(path), ephemeral=ephemeral)
-        results = tx.commit_async().get(timeout=self.session_timeout)
+        try:
+            results = tx.commit_async().get(timeout=self.session_timeout)
+        finally:
+            self._reads.wrote(path, created_or_deleted=True)
         if any(isinstance(r, Exception) for r in results):
             raise ForceRetryError()
 

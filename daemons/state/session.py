@@ -30,6 +30,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from squall.config import load_defaults
 from squall.daemons.state.acls import ZkAuth
 from squall.daemons.state.election import NimbusElection
+from squall.daemons.state.read_cache import ReadCache
 from squall.daemons.state.watchers import Watcher
 
 log = structlog.get_logger("squall.state")
@@ -51,6 +52,9 @@ CLOSE_TIMEOUT_SECS = 3.0
 class ClusterStateError(RuntimeError):
     """ZooKeeper could not be reached, refused a request (NoAuth), or the state is closed;
     the message says for what."""
+
+
+_WRITES = frozenset({"set", "create", "delete"})  # requests that change a node (see _op)
 
 
 class _Refused(Exception):
@@ -82,8 +86,7 @@ class ZkSession:
         self._ephemerals: dict[str, bytes] = {}  # path -> data we keep alive across sessions
         self._ephemeral_lock = threading.Lock()
         self._watchers: list[Watcher] = []
-        self._read_cache: dict[str, dict[str, tuple[int, Any]]] = {}  # parent -> path -> (mzxid, value)
-        self._read_cache_lock = threading.Lock()
+        self._reads = ReadCache()  # what cached reads know, kept by watches (nodes.ZkNodes._cached_reads)
         self._watchers_lock = threading.Lock()
         self._elections: list[NimbusElection] = []
         self._restore_wanted = threading.Event()
@@ -232,6 +235,9 @@ class ZkSession:
             return getattr(self.client, name + "_async")(*args, **kwargs).get(timeout=self.session_timeout)
         except NoAuthError:
             raise _Refused(f"{name} {args[0]}") from None
+        finally:
+            if name in _WRITES:  # done or not (a lost reply may hide a done write): read it again
+                self._reads.wrote(args[0], created_or_deleted=name != "set")
 
     def _retry(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._closed.is_set():
@@ -255,6 +261,7 @@ class ZkSession:
     # -- internals: connection state and the restore thread ---------------------------
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: set flags and events only, never block.
+        self._reads.forget_watches()  # events may be missed while cut off: cached reads ask again
         if state == KazooState.LOST:
             self._session_generation += 1
             for election in list(self._elections):

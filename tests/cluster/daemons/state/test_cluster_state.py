@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 from structlog.testing import capture_logs
@@ -19,6 +21,7 @@ from squall.daemons.state import (
     TopologyInfo,
     WorkerBeat,
 )
+from squall.daemons.state.records import encode
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import drop_connection, expire_session
 
@@ -533,3 +536,50 @@ def test_cached_reads_follow_every_change(state: ClusterState) -> None:
     assert state.assignments()["wc-1-100"].version == 2
     state.remove_assignment("wc-1-100")
     assert state.assignments() == {}
+
+
+def _packets_received(zk_server: Any, port: int) -> int:
+    """Requests the server took on the connection from local ``port`` (its ``stat`` list)."""
+    match = re.search(rf":{port}\[\d+\]\([^)]*recved=(\d+)", zk_server.four_letter("stat"))
+    assert match, f"no connection from port {port} in the server's stat"
+    return int(match.group(1))
+
+
+def test_unchanged_reads_ask_zookeeper_nothing(make_state: Callable[..., ClusterState], zk_server: Any) -> None:
+    """Nimbus reads every topology and assignment each round: while none changes, the reads
+    are served from what the watches keep, with no request to ZooKeeper per node."""
+    mine = {c.laddr.port for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr.port == zk_server.port}
+    state = make_state()
+    port, = {c.laddr.port for c in psutil.Process().net_connections("tcp")
+             if c.raddr and c.raddr.port == zk_server.port} - mine
+    for i in range(20):
+        state.set_topology(topo(f"t{i}-1-1"))
+        state.set_assignment(assignment(f"t{i}-1-1"))
+    first = state.assignments(), state.topology_entries(), state.assignment_ids()
+    before = _packets_received(zk_server, port)
+    for _ in range(20):
+        assert (state.assignments(), state.topology_entries(), state.assignment_ids()) == first
+    assert _packets_received(zk_server, port) - before < 10  # a ping or two; polling took 20 x 40
+
+
+def test_cached_reads_see_other_clients_changes(state: ClusterState, zk_client: KazooClient) -> None:
+    """Changes made by another client (another nimbus, an operator) reach the cached reads
+    through their watches, after a session expiry too."""
+    state.set_topology(topo())
+    state.set_assignment(assignment())
+    assert state.assignments()["wc-1-100"].version == 1
+    path = f"{state.root}/assignments/wc-1-100"
+    zk_client.set(path, encode(path, assignment(version=2).to_dict()))
+    wait_for(lambda: state.assignments()["wc-1-100"].version == 2, WAIT, "a change by another client")
+    other = f"{state.root}/assignments/other-2-2"
+    zk_client.create(other, encode(other, assignment("other-2-2").to_dict()))
+    wait_for(lambda: "other-2-2" in state.assignments(), WAIT, "a node created by another client")
+    zk_client.delete(other)
+    wait_for(lambda: "other-2-2" not in state.assignments(), WAIT, "a node deleted by another client")
+    assert state.assignment_ids() == ["wc-1-100"]
+    expire_session(state.client)
+    zk_client.set(path, encode(path, assignment(version=3).to_dict()))
+    wait_for(lambda: state.assignments()["wc-1-100"].version == 3, WAIT, "a change after a session expiry")
+    tpath = f"{state.root}/topologies/wc-1-100"
+    zk_client.set(tpath, encode(tpath, topo(status="inactive").to_dict()))
+    wait_for(lambda: state.topology_entries()["wc-1-100"].status == "inactive", WAIT, "a topology's new status")

@@ -311,6 +311,22 @@ def test_slot_use_answers_what_others_hold_as_assignments_change():
         assert use.by_others(tid) == slots_in_use(assignments, exclude_topology=tid)
 
 
+
+def test_slot_use_kept_across_rounds_follows_every_new_assignment():
+    a1, b1 = {(1, 1): ("n1", 1)}, {(1, 1): ("n2", 1)}
+    use = SlotUse({"a": a1, "b": b1})
+    use.sync({"a": a1, "b": b1})  # a round in which nothing changed
+    assert use.by_others("a") == {("n2", 1)}
+    a2 = {(1, 1): ("n3", 1)}  # a rewritten assignment (read again: a new mapping)
+    use.sync({"a": a2, "b": b1, "c": {(1, 1): ("n1", 1)}})
+    assert use.by_others("b") == {("n3", 1), ("n1", 1)} and use.held_alone("c", ("n1", 1))
+    use.sync({"b": b1})  # a and c removed
+    assert use.by_others("b") == set() and use.by_others("a") == {("n2", 1)}
+    rounds = {"a": a2, "b": b1}
+    use.sync(rounds)
+    for tid in rounds:
+        assert use.by_others(tid) == slots_in_use(rounds, exclude_topology=tid)
+
 @settings(max_examples=300)
 @given(st.integers(1, 40), st.integers(1, 8), st.integers(1, 5), st.integers(1, 4), st.integers(0, 3),
        st.integers(0, 2**32))
