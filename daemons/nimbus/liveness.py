@@ -10,8 +10,8 @@ counted from then. A supervisor stopped cleanly leaves a node marked ``away`` th
 its slots for ``supervisor.restart.grace.secs`` (:func:`supervisor_alive`), so a restart
 adopts its workers instead of losing them; its workers' beats come through it, so while it
 is away they are vouched for (:func:`vouched_while_away`) and their silence counts from the
-last time it was seen away. :func:`next_judgement` says when the next silence runs out, so that a death is acted
-on then rather than at the next periodic round.
+last time it was seen away. :func:`next_judgement` says when the next silence runs out, so
+that a death is acted on then rather than at the next periodic round.
 """
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ class LocalWorkers:
         if rec is None:
             return WorkerView(False, False, None, False)
         procs = self.containment.processes(rec)
-        alive = self._running(rec)
+        alive = worker_alive(rec.pid, rec.create_time, rec.worker_id)
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
                           not alive and self.containment.oom_killed(rec.worker_id))
@@ -155,17 +155,7 @@ class LocalWorkers:
 
     def gone(self, rec: WorkerProc) -> bool:
         """Whether the worker and everything it started have ended."""
-        return not self._running(rec) and not self.containment.processes(rec)
-
-    def _running(self, rec: WorkerProc) -> bool:
-        """Whether the worker's own process runs. One this process launched has ended only
-        once it is reaped: its first thread can show as a zombie while others still run (the
-        process exiting under load), and a child dropped unreaped would outlive this
-        supervisor as a zombie no one collects. An adopted worker is judged by its pid."""
-        child = self.children.get(rec.worker_id)
-        if child is not None and child.pid == rec.pid:
-            return child.poll() is None
-        return worker_alive(rec.pid, rec.create_time, rec.worker_id)
+        return not worker_alive(rec.pid, rec.create_time, rec.worker_id) and not self.containment.processes(rec)
 
     def kill_now(self, rec: WorkerProc, grace: float) -> None:
         """SIGTERM, wait ``grace``, SIGKILL everything: for start-up and exit, not the loop."""
