@@ -111,6 +111,14 @@ class Bolt(Component):
     def execute(self, tuple: Tuple) -> None:
         raise NotImplementedError
 
+    def ready(self) -> bool:
+        """Whether the bolt takes more input now (flow control). A bolt whose own output
+        cannot keep up (a client's send buffer is full) returns False: its input stays
+        queued, where it raises backpressure and so holds the spouts back, and the executor
+        asks again about every millisecond; tick tuples still arrive meanwhile. Called from
+        the bolt's own thread, before each batch of input."""
+        return True
+
     def cleanup(self) -> None:
         """The bolt is shutting down (not guaranteed when a process is killed)."""
 
