@@ -20,8 +20,9 @@ from typing import Any
 
 DEFAULT_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 FAILED_STREAM = "failed"
-# What the ``failed`` stream carries: where the record was, its raw bytes and why.
-FAILED_FIELDS = ("topic", "partition", "offset", "key", "value", "reason")
+# What the ``failed`` stream carries: where the record was, its raw bytes, why, and the
+# headers a dead letter keeps (the record's own, then the reason and origin: records.py).
+FAILED_FIELDS = ("topic", "partition", "offset", "key", "value", "reason", "headers")
 
 
 class Record:
