@@ -57,6 +57,7 @@ class TransactionalKafkaBolt(StatefulBolt, KafkaBolt):
         super().prepare(conf, context, collector)
         self.conf_seen = conf
         self.initialized = False   # init_transactions done (fences the task's previous producer)
+        self.in_doubt = False      # a commit was asked and its answer has not come
         self.txn_open = False
         self.spoiled = False       # a record of the open transaction failed: it cannot commit
         self.period: list[list[Any]] = []             # records of the open transaction
@@ -131,7 +132,11 @@ class TransactionalKafkaBolt(StatefulBolt, KafkaBolt):
     def _commit(self, txid: int, topic: str) -> None:
         marker = [self.ck.TopicPartition(topic, 0, txid + 1)]
         self.producer.send_offsets_to_transaction(marker, self.marker_client.consumer_group_metadata(), CALL_SECS)
+        # From here the commit is in doubt until the broker answers: a timed-out call goes on
+        # in the client, so recovery finishes it rather than aborting (see _end).
+        self.in_doubt = True
         self.producer.commit_transaction(CALL_SECS)
+        self.in_doubt = False
         self.m_commits.incr()
 
     def pre_rollback(self) -> None:
@@ -153,6 +158,7 @@ class TransactionalKafkaBolt(StatefulBolt, KafkaBolt):
         if got.error is not None:
             raise RuntimeError(f"cannot read the transaction marker of {self.txn_id}: {got.error}")
         if got.offset >= txid + 1:
+            self.log.info("checkpoint's transaction found committed", txid=txid, marker=got.offset)
             return  # the broker has that period's transaction
         self.producer.begin_transaction()
         self.txn_open = True
@@ -164,25 +170,48 @@ class TransactionalKafkaBolt(StatefulBolt, KafkaBolt):
         self._commit(txid, topic)
         self.txn_open = False
         self.m_rewritten.incr()
-        self.log.info("a committed checkpoint's records written again", txid=txid, records=len(records))
+        self.log.info("a committed checkpoint's records written again", txid=txid, records=len(records),
+                      marker=got.offset)
 
     def _abort(self) -> None:
         """End the open transaction, if any, and forget its records and the input held."""
         self.period, self.after, self.prepared_txid, self.spoiled = [], [], None, False
         if self.txn_open:
             try:
-                self.producer.abort_transaction(CALL_SECS)
-                self.m_aborts.incr()
+                self._end()
             except self.ck.KafkaException as exc:
                 if not (exc.args and getattr(exc.args[0], "fatal", lambda: False)()):
                     raise  # the broker away: the recovery fails and is tried again
                 self._new_producer()  # fenced or broken: a new one fences in turn at init
+                self.in_doubt = False
             self.txn_open = False
         try:  # reports of the aborted records: from the rolled-back past, not failures now
             self.producer.poll(0)
         finally:
             self._reports.clear()
             self.in_flight = 0
+
+    def _end(self) -> None:
+        """Abort the open transaction; but one whose commit was asked and not answered
+        (COMMIT came, so the checkpoint's commit was decided) is committed: a commit that
+        timed out goes on in the client, and an abort now could not undo one that landed.
+        Either way the transaction is over when this returns (recovery then reads the
+        marker to see which)."""
+        if self.in_doubt:
+            try:
+                self.producer.commit_transaction(CALL_SECS)
+                self.in_doubt = False
+                self.m_commits.incr()
+                self.log.info("an in-doubt transaction's commit finished")
+                return
+            except self.ck.KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if err is None or not err.txn_requires_abort():
+                    raise
+                self.in_doubt = False  # the broker refused it: it is aborted below
+        self.producer.abort_transaction(CALL_SECS)
+        self.m_aborts.incr()
+        self.log.info("transaction aborted")
 
     def _new_producer(self) -> None:
         try:
