@@ -125,13 +125,22 @@ def component_conf(conf: Mapping[str, Any] | None, client: Mapping[str, Any] | N
     return out
 
 
+# Per broker address and what was tried, in this process: when a spell of errors was last
+# logged and reported. Every task's clients meet the same outage; one line says it.
+_WARNED: dict[tuple[str, str], float] = {}
+_REPORTED: dict[tuple[str, str], float] = {}
+
+
 class ClientErrors:
     """Errors a client reports and retries itself (a broker away, a lost connection).
 
     Each is counted (``kafka_client_errors``). The first of a spell is one warning that
-    names the address and what the component was doing; while the spell lasts, a reminder
-    at most every WARN_EVERY seconds; ``answered`` ends the spell with one line. The client
-    itself retries with back-off (``reconnect.backoff.ms`` up to ``reconnect.backoff.max.ms``).
+    names the address and what the component was doing (one for all the process's clients
+    of that address doing that); while the spell lasts, a reminder at most every WARN_EVERY seconds;
+    after REPORT_AFTER seconds it is also reported as an error of the component (``squall
+    status``; ``squall run`` fails when a spout reported errors and emitted nothing);
+    ``answered`` ends the spell with one line. The client itself retries with back-off
+    (``reconnect.backoff.ms`` up to ``reconnect.backoff.max.ms``).
     """
 
     def __init__(self, context: Any, log: Any, bucket: float, address: str, doing: str,
@@ -141,6 +150,7 @@ class ClientErrors:
         self.report = report     # the component's report_error: a spell over REPORT_AFTER is an error
         self.reported = False
         self.address, self.doing = address, doing
+        self.spell = (address, doing)
         self.down_since: float | None = None
         self.reached = False     # has the broker ever answered this component
         self.errors = 0          # in the current spell
@@ -154,11 +164,13 @@ class ClientErrors:
         self.errors += 1
         if self.report is not None and not self.reported and now - self.down_since >= REPORT_AFTER:
             self.reported = True
-            state = "has not answered" if not self.reached else "has not answered again"
-            self.report(f"Kafka at {self.address} {state} for {now - self.down_since:.0f}s (trying to "
-                        f"{self.doing}): {describe_error(err)}; retrying with back-off")
-        if now - self._warned_at >= WARN_EVERY:
-            self._warned_at = now
+            if now - _REPORTED.get(self.spell, float("-inf")) >= WARN_EVERY:
+                _REPORTED[self.spell] = now
+                state = "has not answered" if not self.reached else "has not answered again"
+                self.report(f"Kafka at {self.address} {state} for {now - self.down_since:.0f}s (trying to "
+                            f"{self.doing}): {describe_error(err)}; retrying with back-off")
+        if now - self._warned_at >= WARN_EVERY and now - _WARNED.get(self.spell, float("-inf")) >= WARN_EVERY:
+            self._warned_at = _WARNED[self.spell] = now
             if self.errors == 1:
                 self.log.warning(f"cannot reach Kafka at {self.address} to {self.doing}; retrying with back-off",
                                  error=describe_error(err))
@@ -175,6 +187,8 @@ class ClientErrors:
             self.down_since = None
             self.reported = False
             self._warned_at = float("-inf")
+            _WARNED.pop(self.spell, None)
+            _REPORTED.pop(self.spell, None)
             if self.errors:
                 self.log.info(f"Kafka at {self.address} answers again", secs=round(secs, 1), errors=self.errors)
 
