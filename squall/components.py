@@ -48,7 +48,14 @@ class OutputFieldsDeclarer:
 
 
 class Component:
-    """What spouts and bolts share: output declaration and per-component config."""
+    """What spouts and bolts share: output declaration and per-component config.
+
+    ``live_output``: True for a component whose job is a side effect on a live system (a
+    KafkaBolt writing to a topic): a batch run (``squall spark-run``) leaves it out, with
+    what hangs below it, and says so, instead of writing a backfill into live output.
+    """
+
+    live_output = False
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare output streams; a component with no outputs declares nothing."""

@@ -82,8 +82,10 @@ class KafkaBolt(Bolt):
     ``(name, bytes | str)`` pairs, a dict, or None). failed_stream: declare the ``failed``
     stream (REFUSED_FIELDS) for records the broker rejects. client_config: librdkafka
     producer properties (no secrets; see ``kafka.secrets``); conf: ``kafka.*`` keys for this
-    bolt only.
+    bolt only. A batch run (spark-run) leaves it out (``live_output``).
     """
+
+    live_output = True
 
     def __init__(self, topic: str | Callable[[Any], str], *, key: Mapper = "key", value: Mapper = "value",
                  headers: Mapper = "headers", failed_stream: bool = False, bootstrap_servers: str | None = None,
