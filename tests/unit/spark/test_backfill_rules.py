@@ -265,3 +265,19 @@ def test_terminal_progress_rewrites_one_line_and_ends_it_when_done():
     assert first.startswith("backfill running: components 0/3 done, 1,000 rows read")
     assert second.startswith("backfill done: components 3/3 done, 9 rows read") and second.endswith("\n")
     assert len(second.rstrip("\n")) >= len(first)  # padded over the longer line before it
+
+
+def test_a_bolt_that_writes_live_output_is_left_out_by_itself():
+    from squall.contrib.kafka import KafkaBolt, KafkaSpout
+    from squall.spark.plan import BackfillError
+
+    b = TopologyBuilder()
+    b.set_spout("in", KafkaSpout("t", group_id="g"))
+    b.set_bolt("echo", EchoBolt(["topic", "partition", "offset", "key", "value", "timestamp"])).shuffle("in")
+    b.set_bolt("out", KafkaBolt("t2", failed_stream=True)).shuffle("echo")
+    b.set_bolt("dead", KafkaBolt("t3")).shuffle("out", "failed")
+    plan = make_plan(b.build(), ["in"], None, {})
+    assert plan.live == ["dead", "out"] and plan.excluded == ["dead", "out"]
+    assert list(plan.sinks) == ["echo"] and not plan.ticks  # its ticks no longer stop the run
+    with pytest.raises(BackfillError, match="'out' writes live output.*--sink COMPONENT"):
+        make_plan(b.build(), ["in"], ["out:failed"], {})

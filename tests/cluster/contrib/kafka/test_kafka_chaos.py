@@ -240,6 +240,10 @@ def test_kafka_exactly_once_count_into_kafka_under_kills_and_a_broker_pause(kafk
         logs = cluster.wait_for(lambda: (lambda ls: ls if sum(len(lg.committed) for lg in ls) >= n else None)(
             [read_committed_log(bs, t_out, p) for p in range(2)]), 60, "every count committed to the output")
         status = cluster.cli("status", "keos")
+        token = cluster.credentials.add_user("prom", "viewer")
+        metrics = cluster.wait_for(lambda: (lambda t: t if sample_value(
+            t, "squall_metric_kafka_transactions_committed_total") > 0 else None)(cluster.scrape(token)),
+            60, "transactions in the supervisors' /metrics")
     finally:
         cluster.stop()
     seen = collections.Counter(r.value.decode() for lg in logs for r in lg.committed)
@@ -259,3 +263,5 @@ def test_kafka_exactly_once_count_into_kafka_under_kills_and_a_broker_pause(kafk
     assert wrong == 0 and sum(counts.values()) == n and group_done, line
     assert dups == 0 and missing == 0 and set(seen) == set(want), line
     assert status.returncode == 0 and "kafka_transactions_committed" in status.stdout, status.stdout + status.stderr
+    for family in ("squall_metric_kafka_in_flight{", "squall_metric_kafka_lag{", "squall_metric_kafka_committed_offset{"):
+        assert family in metrics, family

@@ -166,7 +166,7 @@ def test_the_spout_never_waits_for_a_broker_that_is_away(kafka_broker):
     during = sorted(d for d, at in CALLS if start <= at <= end)
     worst, p99 = during[-1], during[int(len(during) * 0.99)]
     print(f"\nkafka-spout-away: calls={len(during)} max_ms={worst * 1000:.2f} p99_ms={p99 * 1000:.3f}")
-    assert len(during) > 100 and worst < 0.1, (len(during), worst)
+    assert len(during) > 100 and worst < 0.5, (len(during), worst)  # before: over 1 s per refresh
 
 
 def test_a_run_without_a_broker_says_so_and_fails(tmp_path):
