@@ -85,6 +85,11 @@ def client_config(conf: Mapping[str, Any], own: Mapping[str, Any] | None = None,
     props["bootstrap.servers"] = servers
     props.update(resolve_secrets(conf.get("kafka.secrets") or {}))
     props.setdefault("logger", LIBRDKAFKA_LOG)
+    # librdkafka's own lines are debug output here (LibrdkafkaLog) and it writes one per
+    # reconnect: a broker that is away would cost the polling thread their handling. Only
+    # critical ones unless the configuration asks for more ("log_level": 7 for all).
+    props.setdefault("log_level", 2)
+    props.setdefault("log.connection.close", False)
     return props
 
 
