@@ -61,10 +61,7 @@ def _without_null(pa: Any, t: Any) -> Any:
 
 class ParquetSink(Bolt):
     """Write ``fields`` of every input tuple to rolling Parquet files in ``output_dir``
-    (or the directory named by config key ``conf_key``, when set). A batch run leaves it out
-    (``live_output``): a backfill writes its own output, not into the live archive."""
-
-    live_output = True
+    (or the directory named by config key ``conf_key``, when set)."""
 
     def __init__(self, output_dir: str | os.PathLike | None, fields: Sequence[str], *,
                  rows_per_file: int = 100_000, bytes_per_file: int = 64 << 20,

@@ -29,9 +29,8 @@ def topology():
 
 
 def test_a_run_without_sink_streams_is_refused(tmp_path: Path) -> None:
-    # The only bolt declares no stream, so no stream is left for --output. (The example's
-    # ParquetSink archive would be such a bolt too, but a batch run leaves it out by itself:
-    # it writes live output.)
+    # The only bolt declares no stream (as a ParquetSink archive run with --ticks), so no
+    # stream is left for --output.
     topology = tmp_path / "tally.py"
     topology.write_text(TOPOLOGY)
     result = CliRunner().invoke(main, ["spark-run", str(topology), "--input",
