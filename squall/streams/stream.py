@@ -165,7 +165,11 @@ class Stream(Generic[T]):
         """(value, state) for every value that is a key of ``state`` with a state."""
         if not isinstance(state, StreamState):
             raise TypeError("state_query takes what update_state_by_key returned")
-        return PairStream(self._builder, self._add(k.STATE_QUERY, None, pair=True, name=name, state=state._step))
+        parents = [self._step]
+        if self._step.kind in (k.SOURCE, k.WINDOW, k.REPARTITION, k.LATE):  # routed by value: a bolt's field
+            parents = [self._builder._add(k.MAP, parents, _identity, pair=self._step.pair, name="values")]
+        return PairStream(self._builder, self._add(k.STATE_QUERY, None, pair=True, name=name, parents=parents,
+                                                   state=state._step))
 
     # -- out --------------------------------------------------------------------------------
     def to(self, bolt: Component, parallelism: int = 1, *, name: str | None = None) -> None:
