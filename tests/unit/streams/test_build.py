@@ -153,3 +153,18 @@ def test_a_spout_field_that_does_not_exist():
     source(b, value="nope").print()
     with pytest.raises(PipelineError, match="'nope' is not a field"):
         b.build()
+
+
+def test_kafka_source_and_sink_are_the_contrib_spout_and_bolt():
+    from squall.contrib.kafka import KafkaBolt, KafkaSpout, StringTranslator
+    from squall.streams.kafka import kafka_sink, kafka_source
+
+    b = StreamBuilder()
+    words = kafka_source(b, "sentences", group_id="wc", event_time=True).flat_map(str.split)
+    kafka_sink(words.map_to_pair(lambda w: (w, 1)).count_by_key(), "counts", encode=str)
+    t = b.build()
+    spout, sink = t.components["kafka"].instantiate(), t.components["kafka-2"].instantiate()
+    assert isinstance(spout, KafkaSpout) and isinstance(spout.translator, StringTranslator)
+    assert isinstance(sink, KafkaBolt)
+    assert [(s.component, s.grouping.kind) for s in t.components["kafka-2"].inputs] == [("flat_map-map_to_pair-count_by_key-encode", "shuffle")]
+    assert list(t.stream_fields("flat_map-map_to_pair-count_by_key-encode", "encode-4")) == ["key", "value", "ts"]
