@@ -20,8 +20,10 @@ The rules, in the order a step meets them:
 - ``repartition`` starts a bolt of its own size; ``to(bolt)`` adds the user's bolt.
 - ``update_state_by_key`` makes its bolt stateful (at most one state per bolt, never in
   a windowed bolt); ``state_query`` runs in that bolt, its values routed by key.
-- A step whose output another component reads emits on a stream of its own, named
-  after it; fields ``value`` or ``key, value``, plus ``ts`` where values carry event time.
+- A step whose output another component reads, or that ends the pipeline (other than
+  ``for_each`` and ``print``), emits on a stream of its own, named after it; fields
+  ``value`` or ``key, value``, plus ``ts`` where values carry event time. ``spark-run``
+  writes the streams that end a pipeline.
 """
 from __future__ import annotations
 
@@ -259,6 +261,8 @@ class _Planner:
         return Input(comp, stream, grouping, fld, decode, source, targets)
 
     def producer(self, marker: Step) -> Step:
+        if marker.kind == k.SOURCE:
+            return marker
         p = marker.parents[0]
         while p.kind in (k.WINDOW, k.REPARTITION, k.LATE):
             if p.kind == k.LATE:
@@ -272,7 +276,7 @@ class _Planner:
         bolt = self.marker_bolt.get(marker.id)
         if bolt is not None:
             return bolt
-        need = first_need(marker)
+        need = first_need(marker) if marker.kind != k.SOURCE else SHUFFLE
         bolt = self.new_bolt(self.par[marker.id])
         grouping = need if bolt.parallelism > 1 else SHUFFLE
         if marker.kind == k.LATE:
@@ -312,6 +316,9 @@ class _Planner:
             else:
                 self.place(s)
         for b in self.bolts:
+            for s in b.steps:
+                if not s.children and s.kind not in (k.FOR_EACH, k.BRANCH, k.BRANCH_OUT):
+                    self.stream_of(s)  # a pipeline's last steps emit, as Storm's do: spark-run writes them
             if b.window is not None:
                 for s in b.steps:
                     if s.kind == k.UPDATE_STATE:
@@ -336,10 +343,9 @@ class _Planner:
 
     def place(self, s: Step) -> None:
         parent = s.parents[0]
-        if parent.kind in (k.WINDOW, k.REPARTITION, k.LATE):
+        if parent.kind in (k.WINDOW, k.REPARTITION, k.LATE, k.SOURCE):
+            # The steps right after a source share one bolt reading its tuples.
             return self.place_after_marker(s, parent)
-        if parent.kind == k.SOURCE:
-            return self.start(s, parent, self.par[s.id])
         if s.kind == k.STATE_QUERY:
             state_step: Step = s.args["state"]
             bolt = self.comp[state_step.id]
