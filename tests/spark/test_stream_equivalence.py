@@ -186,6 +186,7 @@ def run_spark(which: str, tmp: Path) -> dict:
     inputs = {"plain": {"events": sp.EVENTS, "others": sp.OTHERS,
                         "ordered": sorted(sp.EVENTS[:-1], key=lambda r: r[2]) + sp.EVENTS[-1:]},
               "state": {"rows": sp.STATE_ROWS}}[which]
+    tmp.mkdir(parents=True, exist_ok=True)
     args = ["spark-run", str(TOPOLOGY), "--output", str(tmp / "out"), "--output-format", "jsonl",
             "--master", "local[2]", "--no-progress", "-c", "squall.log.level=WARNING"]
     for spout, rows in inputs.items():
