@@ -166,5 +166,6 @@ def test_kafka_source_and_sink_are_the_contrib_spout_and_bolt():
     spout, sink = t.components["kafka"].instantiate(), t.components["kafka-2"].instantiate()
     assert isinstance(spout, KafkaSpout) and isinstance(spout.translator, StringTranslator)
     assert isinstance(sink, KafkaBolt)
-    assert [(s.component, s.grouping.kind) for s in t.components["kafka-2"].inputs] == [("flat_map-map_to_pair-count_by_key-encode", "shuffle")]
-    assert list(t.stream_fields("flat_map-map_to_pair-count_by_key-encode", "encode-4")) == ["key", "value", "ts"]
+    bolt = "flat_map-map_to_pair-count_by_key-encode"
+    assert [(s.component, s.grouping.kind) for s in t.components["kafka-2"].inputs] == [(bolt, "shuffle")]
+    assert list(t.stream_fields(bolt, "encode-4")) == ["key", "value", "ts"]
