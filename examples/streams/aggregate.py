@@ -3,9 +3,9 @@ aggregator object (``init``, ``apply``, ``result``), and a sum with a plain func
 
     squall run examples/streams/aggregate.py --local --duration 5
 """
-from squall.streams import Count, StreamBuilder, TumblingWindows
-
 from sources import RandomIntegerSpout
+
+from squall.streams import Count, StreamBuilder, TumblingWindows
 
 CONFIG = {"topology.max.spout.pending": 1000}
 

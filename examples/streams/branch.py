@@ -3,9 +3,9 @@ to the first that matches).
 
     squall run examples/streams/branch.py --local --duration 5
 """
-from squall.streams import StreamBuilder
-
 from sources import RandomIntegerSpout
+
+from squall.streams import StreamBuilder
 
 CONFIG = {"topology.max.spout.pending": 500}
 

@@ -3,9 +3,9 @@ event-time windows, and reduced per key in tumbling ones.
 
     squall run examples/streams/group_by_key_and_window.py --local --duration 5
 """
-from squall.streams import Duration, SlidingWindows, StreamBuilder, TumblingWindows
-
 from sources import ReplayingSpout
+
+from squall.streams import Duration, SlidingWindows, StreamBuilder, TumblingWindows
 
 CONFIG = {"topology.max.spout.pending": 1000, "topology.message.timeout.secs": 60}
 

@@ -3,9 +3,9 @@ within tumbling event-time windows.
 
     squall run examples/streams/join.py --local --duration 5
 """
-from squall.streams import Duration, StreamBuilder, TumblingWindows
-
 from sources import NumberSpout
+
+from squall.streams import Duration, StreamBuilder, TumblingWindows
 
 CONFIG = {"topology.max.spout.pending": 1000, "topology.message.timeout.secs": 60}
 

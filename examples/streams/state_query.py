@@ -4,9 +4,9 @@ counts up (``state_query``).
 
     squall run examples/streams/state_query.py --local --duration 5
 """
-from squall.streams import StreamBuilder
-
 from sources import RandomSentenceSpout, WordSpout
+
+from squall.streams import StreamBuilder
 
 CONFIG = {"topology.max.spout.pending": 500, "topology.state.checkpoint.interval.ms": 500}
 

@@ -6,10 +6,10 @@ type checker follows through every step; counted per key in count windows.
 """
 from typing import NamedTuple
 
+from sources import RandomIntegerSpout
+
 from squall.streams import Count, PairStream, Stream, StreamBuilder, TumblingWindows
 from squall.topology import Topology
-
-from sources import RandomIntegerSpout
 
 CONFIG = {"topology.max.spout.pending": 1000}
 

@@ -3,10 +3,10 @@ own (there a Redis bolt; here one that keeps the latest count of every word and 
 
     squall run examples/streams/word_count_to_bolt.py --local --duration 5
 """
+from sources import RandomSentenceSpout
+
 from squall import Bolt
 from squall.streams import StreamBuilder
-
-from sources import RandomSentenceSpout
 
 CONFIG = {"topology.max.spout.pending": 500}
 
