@@ -47,12 +47,13 @@ def reference_plain() -> dict[str, object]:
     rows = [r for r in sp.EVENTS if r[0] != "end"]
     doubled = [[r[0].upper(), r[1] * 2] for r in rows]
     sums: collections.Counter = collections.Counter()
-    for k, n, _ in rows:
+    for k, n, _ in sp.EVENTS:  # the far-future value too: nothing filters it here
         sums[k] += n
         sums[k[0]] += 1
     late, windows = sp.event_windows(sp.EVENTS)
     win = {(end, k): sum(r[1] for r in ws if r[0] == k) for end, ws in windows.items() for k in {r[0] for r in ws}}
-    ordered, others = sp.event_windows(sorted(sp.EVENTS[:-1], key=lambda r: r[2]))[1], sp.event_windows(sp.OTHERS)[1]
+    ordered = sp.event_windows(sorted(sp.EVENTS[:-1], key=lambda r: r[2]) + sp.EVENTS[-1:])[1]
+    others = sp.event_windows(sp.OTHERS)[1]
     join = []
     for end, ls in ordered.items():
         rs = others.get(end, [])
