@@ -45,11 +45,12 @@ from squall.daemons.nimbus.guard import Guard
 from squall.daemons.nimbus.heard import Hearing
 from squall.daemons.nimbus.leadership import Leadership
 from squall.daemons.nimbus.operations import Operations
-from squall.daemons.nimbus.placement import Placement, WarnOnce
+from squall.daemons.nimbus.placement import Placement
 from squall.daemons.nimbus.queries import Queries
 from squall.daemons.nimbus.rounds import LeaderRounds
 from squall.daemons.state import ClusterState, ClusterStateError, Watch
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.daemons.warn_once import WarnOnce
 
 log = structlog.get_logger("squall.nimbus")
 
@@ -77,7 +78,7 @@ class Nimbus:
         self.leadership = Leadership(self.state, f"{self.host}:{self.port}")
         self.deadlines = LeaderDeadlines(clock)
         self.hearing = Hearing(conf, self.state, clock, self.counts, self.deadlines.wake.set)
-        warn_once = WarnOnce()
+        warn_once = WarnOnce(log)  # said once per (topology id, kind)
         self.placement = Placement(conf, self.state, self.store, self.hearing, warn_once, self.counts)
         self.operations = Operations(conf, self.state, self.store, clock, self._lock, self.leadership,
                                      self.hearing, self.placement, self.deadlines)

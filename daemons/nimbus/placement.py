@@ -27,25 +27,11 @@ from squall.daemons.nimbus.scheduler import (
 )
 from squall.daemons.nimbus.validate import SubmissionError, check_structure
 from squall.daemons.state import Assignment, ClusterState, SupervisorInfo, TopologyInfo
+from squall.daemons.warn_once import WarnOnce
 from squall.model import executors as executors_of
 from squall.model import system_counts, task_ids
 
 log = structlog.get_logger("squall.nimbus")
-
-
-class WarnOnce:
-    """A warning logged once per (topology id, kind) until ``discard``."""
-
-    def __init__(self) -> None:
-        self._warned: set[tuple[str, str]] = set()
-
-    def __call__(self, topology_id: str, kind: str, message: str, **fields: Any) -> None:
-        if (topology_id, kind) not in self._warned:
-            self._warned.add((topology_id, kind))
-            log.warning(message, topology_id=topology_id, **fields)
-
-    def discard(self, topology_id: str, kind: str) -> None:
-        self._warned.discard((topology_id, kind))
 
 
 class Placement:
@@ -128,7 +114,8 @@ class Placement:
             return current
         components = self.executor_components(info)
         if components is None and current is None:
-            self._warn_once(topology_id, "no-code", "cannot schedule: this nimbus has no code for it")
+            self._warn_once((topology_id, "no-code"), "cannot schedule: this nimbus has no code for it",
+                            topology_id=topology_id)
             return None
         # Without code here, the executor set stays as it is.
         wanted_set: Mapping[ExecutorId, Any] = (components if components is not None
@@ -154,10 +141,10 @@ class Placement:
             new = compute_assignment(sorted(wanted_set), info.num_workers, cur_map, set(cur_map) - dead, slots.ports,
                                      slots.used.by_others(topology_id), scratch=scratch, live=slots.live)
         if not new:
-            self._warn_once(topology_id, "no-slots", "no free slot: the topology waits for one",
-                            executors=len(wanted_set))
+            self._warn_once((topology_id, "no-slots"), "no free slot: the topology waits for one",
+                            topology_id=topology_id, executors=len(wanted_set))
             return current
-        self._warn_once.discard(topology_id, "no-slots")
+        self._warn_once.discard((topology_id, "no-slots"))
         node_host = {node: supervisors[node].host for node, _ in set(new.values())}
         if (current is not None and new == cur_map and node_host == current.node_host
                 and current.code_digest == info.code_digest):

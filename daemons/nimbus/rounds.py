@@ -28,10 +28,11 @@ from squall.daemons.nimbus.heard import Hearing
 from squall.daemons.nimbus.leadership import Leadership
 from squall.daemons.nimbus.liveness import lost_node
 from squall.daemons.nimbus.operations import Operations
-from squall.daemons.nimbus.placement import Placement, WarnOnce
+from squall.daemons.nimbus.placement import Placement
 from squall.daemons.nimbus.scheduler import RoundSlots
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError, PublishedTokens
 from squall.daemons.timers import Clock
+from squall.daemons.warn_once import WarnOnce
 
 log = structlog.get_logger("squall.nimbus")
 
@@ -162,8 +163,8 @@ class LeaderRounds:
                 try:
                     self.placement.reassign(info, assignments, supervisors, now, hold=hold, slots=slots)
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
-                    self._warn_once(topology_id, "bad-record", "cannot schedule topology",
-                                    error=str(exc))
+                    self._warn_once((topology_id, "bad-record"), "cannot schedule topology",
+                                    topology_id=topology_id, error=str(exc))
         for topology_id in sorted(assignments.keys() - ids):
             log.warning("removing assignment of unknown topology", topology_id=topology_id)
             self.state.remove_assignment(topology_id)
@@ -181,8 +182,8 @@ class LeaderRounds:
         name (it is reported, and can be killed by id); a malformed assignment is rebuilt from
         the supervisors' parts of it, so that rewriting it moves nothing."""
         for topology_id in sorted(topologies):
-            self._warn_once(topology_id, "unreadable", "topology node unreadable: its workers keep "
-                            "running and its name stays taken; an admin can kill it by id")
+            self._warn_once((topology_id, "unreadable"), "topology node unreadable: its workers keep "
+                            "running and its name stays taken; an admin can kill it by id", topology_id=topology_id)
         for topology_id in sorted(assignments_unreadable):
             rebuilt = self.state.assignment_from_parts(topology_id)
             if rebuilt is not None:
@@ -210,7 +211,8 @@ class LeaderRounds:
         try:
             self.state.set_api_tokens(current)
         except ValueError as exc:  # too many tokens for one node: supervisors keep the last table
-            self._warn_once("", "tokens", "cannot publish the API tokens to supervisors", error=str(exc))
+            self._warn_once(("", "tokens"), "cannot publish the API tokens to supervisors", topology_id="",
+                            error=str(exc))
             return
         self._published = current
         log.info("API tokens published for supervisors", enabled=current.enabled, tokens=len(current.entries))
