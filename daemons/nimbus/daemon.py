@@ -48,6 +48,7 @@ from squall.daemons.nimbus.operations import Operations
 from squall.daemons.nimbus.placement import Placement
 from squall.daemons.nimbus.queries import Queries
 from squall.daemons.nimbus.rounds import LeaderRounds
+from squall.daemons.nimbus.status_records import TopologyStatus
 from squall.daemons.state import ClusterState, ClusterStateError, Watch
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 from squall.daemons.warn_once import WarnOnce
@@ -240,7 +241,7 @@ class Nimbus:
     def list_topologies(self) -> list[dict[str, Any]]:
         return self.queries.list_topologies()
 
-    def topology_status(self, name: str) -> dict[str, Any]:
+    def topology_status(self, name: str) -> TopologyStatus:
         return self.queries.topology_status(name)
 
     def topology_conf(self, name: str) -> dict[str, Any]:

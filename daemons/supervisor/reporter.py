@@ -108,7 +108,7 @@ class Reporter:
         self.address = self.configured
         self.link = NimbusLink(access or ApiAccess.from_conf(conf), timeout=max(2.0, 2 * self.interval))
         self.schedule = RetrySchedule(self.interval)
-        self.counts: Counter[str] = Counter()  # sent, failed, bad_files, stats_refused, stats_left_out
+        self.counts: Counter[str] = Counter()  # sent, failed, bad_files, stats_left_out
         self._path = f"/supervisors/{urllib.parse.quote(supervisor_id, safe='')}/report"
         self._stop = threading.Event()
         self._down_since: float | None = None
@@ -149,12 +149,8 @@ class Reporter:
                 self._warn_once(f"file:{rec.worker_id}", "worker's heartbeat or stats file unusable",
                                 worker=rec.worker_id, port=rec.port, error=str(exc)[:300])
                 continue
-            beat, refused = worker_beat(self.supervisor_id, rec.topology_id, rec.port,
-                                        ((s, e) for s, e in rec.executors), heartbeat, stats, rec.launch_time)
-            if refused:
-                self.counts["stats_refused"] += 1
-                self._warn_once(f"deep:{rec.worker_id}", "worker's stats nested too deeply; left out",
-                                worker=rec.worker_id, port=rec.port)
+            beat = worker_beat(self.supervisor_id, rec.topology_id, rec.port,
+                               ((s, e) for s, e in rec.executors), heartbeat, stats, rec.launch_time)
             if beat is not None:
                 beats.append(beat)
         report = build_report(self.supervisor_id, self.clock.time(), beats)
