@@ -12,6 +12,7 @@ import squall.compiled  # noqa: F401  # isort: split
 from squall.collector import OutputCollector, SpoutOutputCollector
 from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from squall.context import TopologyContext, WorkerContext
+from squall.errors import SquallError
 from squall.grouping import CustomStreamGrouping
 from squall.hooks import WorkerHook
 from squall.state import KeyValueState, StatefulBolt, StatefulSpout
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
-    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector",
+    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector", "SquallError",
     "StatefulBolt", "StatefulSpout", "StatefulWindowedBolt", "Topology", "TopologyBuilder",
     "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt", "WorkerContext", "WorkerHook",
 ]

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 
 from squall.conf import DEFAULTS_PATH
+from squall.errors import SquallError
 
 
-class ConfigError(ValueError):
+class ConfigError(SquallError, ValueError):
     """A configuration key is unknown, or its value has the wrong type."""
 
 

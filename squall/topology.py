@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from squall import config as _config
 from squall import grouping as g
 from squall.components import Bolt, Component, OutputFieldsDeclarer, Spout, StreamDeclaration
+from squall.errors import SquallError
 from squall.grouping import CustomStreamGrouping, Grouping
 from squall.hooks import WorkerHook
 from squall.tuple import Fields
@@ -25,7 +26,7 @@ SPOUT, BOLT = "spout", "bolt"
 MAX_TASKS = 1_000_000  # task ids must fit the 20 bits of a root id (squall.runtime.acker), ackers included
 
 
-class TopologyError(ValueError):
+class TopologyError(SquallError, ValueError):
     """A topology that cannot run, with the reason."""
 
 

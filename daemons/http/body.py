@@ -10,12 +10,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from squall.daemons.http.head import MAX_FIELDS, Framing, HeadError, parse_chunk_size
+from squall.errors import SquallError
 
 PIECE = 1 << 16          # what a read of unknown size (read(), readline()) takes at a time
 MAX_CHUNK_LINE = 4096    # a chunk-size line or trailer field longer than this is malformed
 
 
-class BodyError(Exception):
+class BodyError(SquallError):
     """The body cannot be read: ``status`` (400 malformed, 408 too slow, 413 too large, 499 the
     client went away) and ``reason`` (the refusal counter it counts in) say why."""
 

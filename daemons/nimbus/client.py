@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.daemons.nimbus.access import AccessError, ApiAccess
+from squall.errors import SquallError
 
 API = "/api/v1"
 PLAIN_TO_TLS = b"only speaks HTTPS"  # how squall.daemons.http answers plain HTTP on its TLS port
 
 
-class NimbusError(RuntimeError):
+class NimbusError(SquallError, RuntimeError):
     """Nimbus answered with an error; ``status`` is the HTTP status, ``body`` its JSON."""
 
     def __init__(self, message: str, status: int, body: Mapping[str, Any] | None = None) -> None:

@@ -52,6 +52,7 @@ from squall.daemons.nimbus.status_records import TopologyStatus
 from squall.daemons.state import ClusterState, ClusterStateError, Watch
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 from squall.daemons.warn_once import WarnOnce
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.nimbus")
 
@@ -270,5 +271,5 @@ class Nimbus:
         return self.queries.bundle(topology_id)
 
 
-class NimbusStartError(RuntimeError):
+class NimbusStartError(SquallError, RuntimeError):
     """Nimbus cannot start (cannot listen, no ZooKeeper); the message says why."""

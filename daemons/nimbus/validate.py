@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from squall import config as _config
 from squall import grouping as g
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
+from squall.errors import SquallError
 from squall.model import CHECKPOINT
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
@@ -34,7 +35,7 @@ GROUPING_KINDS = frozenset({g.SHUFFLE, g.FIELDS, g.ALL, g.GLOBAL, g.NONE, g.DIRE
 TOP_FILES = ("topology.bin", "conf.json", "structure.json")
 
 
-class SubmissionError(ValueError):
+class SubmissionError(SquallError, ValueError):
     """A submission nimbus refuses; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 400) -> None:

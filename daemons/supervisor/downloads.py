@@ -18,13 +18,14 @@ from typing import Any
 from squall.daemons.local_state import make_private
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
 DOWNLOAD_TIMEOUT = 60.0  # socket timeout of one bundle download
 CHUNK = 1 << 20
 
 
-class BundleError(RuntimeError):
+class BundleError(SquallError, RuntimeError):
     """A download that cannot be used; the message names the problem."""
 
 

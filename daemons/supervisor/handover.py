@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.state import ClusterState, ClusterStateError
+from squall.errors import SquallError
 
 
-class HandoverUnavailable(Exception):
+class HandoverUnavailable(SquallError):
     """Nothing to launch the worker with; the message says why."""
 
 

@@ -24,13 +24,14 @@ from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_
 from squall.daemons.supervisor import worker_files
 from squall.daemons.supervisor.containment import WORKER_ID_ENV, Containment
 from squall.daemons.supervisor.worker_user import WorkerIdentity
+from squall.errors import SquallError
 
 DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
 WORKER_CONF = "squall.yaml"
 PROBE_TIMEOUT_SECS = 60.0
 
 
-class LaunchError(RuntimeError):
+class LaunchError(SquallError, RuntimeError):
     """The worker could not be started; the message says why."""
 
 

@@ -30,13 +30,14 @@ from squall.daemons.reports import SupervisorReport, build_report
 from squall.daemons.supervisor.processes import WorkerProc
 from squall.daemons.supervisor.reporting import RetrySchedule, worker_beat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.supervisor")
 
 API = "/api/v1"
 
 
-class ReportRefused(Exception):
+class ReportRefused(SquallError):
     """Nimbus answered, but not with 200; the message says what it said."""
 
     def __init__(self, status: int, message: str, leader: str = "") -> None:

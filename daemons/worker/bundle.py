@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from squall import config as _config
+from squall.errors import SquallError
 from squall.multilang.codedir import set_code_dir
 from squall.topology import Topology, TopologyError
 
 
-class WorkerError(RuntimeError):
+class WorkerError(SquallError, RuntimeError):
     """The worker cannot run (bad bundle, bad conf, cannot bind...); the text says why."""
 
 

@@ -35,6 +35,8 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
+from squall.errors import SquallError
+
 NULL, BOOL, LONG, DOUBLE, STRING, BINARY, DATE, TIMESTAMP, TIMESTAMP_NTZ = (
     ("null",), ("boolean",), ("long",), ("double",), ("string",), ("binary",), ("date",),
     ("timestamp",), ("timestamp_ntz",))
@@ -44,7 +46,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 MAX_DECIMAL_DIGITS = 38
 
 
-class SchemaError(ValueError):
+class SchemaError(SquallError, ValueError):
     """Values that cannot be one typed column without changing some of them."""
 
 

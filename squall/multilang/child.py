@@ -23,13 +23,15 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from squall.errors import SquallError
+
 READ_CHUNK = 1 << 16
 STDERR_LINE_MAX = 4096      # longer stderr lines are cut
 STDERR_TAIL_LINES = 20      # kept for the report when the child dies
 _SETPRIV = shutil.which("setpriv")
 
 
-class ChildGone(Exception):
+class ChildGone(SquallError):
     """The child closed its pipes or exited."""
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
+
 JSON, MSGPACK = "json", "msgpack"
 # Names a Storm or streamparse topology may give topology.multilang.serializer.
 SERIALIZER_NAMES = {
@@ -24,7 +26,7 @@ SERIALIZER_NAMES = {
 END = b"end"
 
 
-class ProtocolError(ValueError):
+class ProtocolError(SquallError, ValueError):
     """The child broke the protocol (bad framing, wrong handshake). ``messages``: the whole
     messages that came before the break in the same bytes."""
 

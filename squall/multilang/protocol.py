@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.context import TopologyContext
+from squall.errors import SquallError
 from squall.multilang.framing import ProtocolError
 
 HEARTBEAT_STREAM = "__heartbeat"
@@ -21,7 +22,7 @@ SPOUT_COMMANDS = frozenset({"emit", "log", "error", "metrics", "sync"})
 TRACE, DEBUG, INFO, WARN, ERROR = range(5)
 
 
-class BadMessage(ValueError):
+class BadMessage(SquallError, ValueError):
     """A well-framed message of the wrong shape: reported and dropped, the child goes on."""
 
 

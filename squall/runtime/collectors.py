@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from squall.errors import SquallError
 from squall.grouping import DIRECT, Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, new_root
@@ -40,7 +41,7 @@ Deliver = Callable[[int, list], None]
 WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 
 
-class EmitError(ValueError):
+class EmitError(SquallError, ValueError):
     """An emit that does not match the declared streams."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
 from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
@@ -27,7 +28,7 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
     from squall.tuple import _new
 
 
-class SerializationError(ValueError):
+class SerializationError(SquallError, ValueError):
     pass
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from squall.context import TopologyContext
 from squall.contrib.columns import ColumnTypes
+from squall.errors import SquallError
 from squall.grouping import DIRECT
 from squall.runtime.collectors import make_routes
 from squall.spark.collector import BoxRoute
@@ -22,7 +23,7 @@ from squall.topology import Topology
 ERRORS_KEPT = 5
 
 
-class BoltTaskError(RuntimeError):
+class BoltTaskError(SquallError, RuntimeError):
     """A bolt task that could not run (its ``prepare`` raised); ends the Spark job."""
 
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
 from squall.state.stores import Store
 
 _DELETED = object()
 
 
-class StateError(RuntimeError):
+class StateError(SquallError, RuntimeError):
     """State that cannot be saved or loaded; the message names the key or the store."""
 
 

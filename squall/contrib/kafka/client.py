@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from squall.config import SECRET_PROPERTY, validate
+from squall.errors import SquallError
 from squall.metrics import CountMetric
 
 MAX_SECRET_BYTES = 64 * 1024
@@ -28,7 +29,7 @@ WARN_EVERY = 30.0  # client error logs at most this often per task
 REPORT_AFTER = 5.0  # a broker away this long is reported as an error of the component (once a spell)
 
 
-class KafkaConfigError(ValueError):
+class KafkaConfigError(SquallError, ValueError):
     """Kafka settings that cannot work; the message names the property, never a secret."""
 
 

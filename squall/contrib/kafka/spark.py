@@ -22,13 +22,14 @@ from urllib.parse import parse_qsl
 from squall.contrib.kafka.client import KafkaConfigError, client_config, confluent
 from squall.contrib.kafka.settings import OFFSET_BEGINNING
 from squall.contrib.kafka.translator import RecordTranslator, checked
+from squall.errors import SquallError
 
 SCHEME = "kafka:"
 OPTIONS = ("topics", "group", "from", "to", "bootstrap")
 TIMEOUT = 30.0  # driver requests (metadata, watermarks, committed offsets)
 
 
-class BackfillError(ValueError):
+class BackfillError(SquallError, ValueError):
     """A Kafka input that cannot be read; spark-run reports it as its own BackfillError
     (squall.spark sits above contrib: this module does not import it)."""
 Range = tuple[str, int, int, int]  # topic, partition, start (maybe logical), end (exclusive)
