@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from email.message import Message
 from typing import Any
 
 from squall.daemons.nimbus.access import AccessError, ApiAccess
@@ -134,7 +135,7 @@ class NimbusClient:
             raise NimbusError(f"nimbus at {self.address} sent a reply that is not JSON", status) from None
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
+                 content_type: str | None = None) -> tuple[int, Message, bytes]:
         url = f"{self.access.scheme}://{self.address}{API}{path}"
         req = urllib.request.Request(url, data=body, method=method, headers=self.access.headers())
         if content_type:

@@ -155,14 +155,9 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
     for comp in by_component.values():
         comp.rates = _rounded(sum_rates(e.rates for e in comp.executors))
         comp.last_error = last_errors.get(comp.id)
-    workers = []
-    for node, port in sorted(assignment.slots()) if assignment else []:
-        beat = beats.get((node, port))
-        transport = beat.stats.transport if beat is not None else None
-        workers.append(WorkerStatus(
-            node, hosts.get(node), port, len(assignment.executors_on(node, port)),
-            round(beat.uptime, 1) if beat else None, transport.counters() if transport is not None else {},
-            {k: v for k, v in transport.dropped.items() if v} if transport is not None else {}))
+    workers = [] if assignment is None else [
+        _worker_status(node, port, hosts.get(node), len(assignment.executors_on(node, port)), beats.get((node, port)))
+        for node, port in sorted(assignment.slots())]
     return TopologyStatus(
         id=info.id, name=info.name, owner=info.owner, status=info.status, uptime=round(now - info.submitted_at, 1),
         submitted_at=info.submitted_at, requested_workers=info.num_workers, executors=len(placed),
@@ -170,6 +165,14 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         # User components first, then system ones (``__acker``).
         components=[by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
         worker_error=last_errors.get(WORKER_COMPONENT))
+
+
+def _worker_status(node: str, port: int, host: str | None, executors: int, beat: WorkerBeat | None) -> WorkerStatus:
+    if beat is None:
+        return WorkerStatus(node, host, port, executors, None)
+    transport = beat.stats.transport
+    return WorkerStatus(node, host, port, executors, round(beat.uptime, 1), transport.counters(),
+                        {k: v for k, v in transport.dropped.items() if v})
 
 
 def _rounded(rates: Mapping[str, float] | None) -> dict[str, float] | None:

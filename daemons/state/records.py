@@ -261,8 +261,8 @@ class WorkerBeat(Beat):
         if "executor_runs" in d:
             executors = expand_runs(as_list(d["executor_runs"], "executor_runs"))
         else:  # the row form older workers write
-            executors = [executor_id(*row_of(r, 2, "executors"), "executor")
-                         for r in as_list(field_value(d, "executors"), "executors")]
+            rows = [row_of(r, 2, "executors") for r in as_list(field_value(d, "executors"), "executors")]
+            executors = [executor_id(start, end, "executor") for start, end in rows]
         return cls(**cls.checked_fields(d, executors),
                    stats=WorkerStats.from_dict(as_dict(field_value(d, "stats"), "stats")))
 

@@ -183,7 +183,7 @@ class CodeDownloads:
     def cleanup(self, keep: set[str]) -> list[str]:
         """Remove bundles (and leftover temp dirs) of topologies not in ``keep``."""
         busy = self.in_flight()
-        removed = []
+        removed: list[str] = []
         try:
             entries = list(self.root.iterdir())
         except FileNotFoundError:

@@ -183,8 +183,9 @@ class Worker:
         # starts on the assignment its supervisor launched it for.
         self.state = ClusterState(self.conf, auth=auth).start(background=True)
         assignment = self._zk_assignment()
-        launch = self._launch_assignment() if assignment is None else None
-        if launch is not None:
+        launch = None
+        if assignment is None:
+            launch = self._launch_assignment()
             assignment = launch.assignment
         self.executors = self.files.executors = assignment.executors_on(self.supervisor_id, self.port)
         if not self.executors:

@@ -78,9 +78,9 @@ def describe(value: Any) -> tuple:
 
 
 def _decimal(value: decimal.Decimal) -> tuple:
-    if not value.is_finite():
-        raise SchemaError(f"decimal {value} has no column type")
     _, digits, exp = value.as_tuple()
+    if not isinstance(exp, int):  # "n", "N" or "F": not a finite number
+        raise SchemaError(f"decimal {value} has no column type")
     scale = max(0, -exp)
     whole = max(len(digits) + exp, 0)
     if whole + scale > MAX_DECIMAL_DIGITS:

@@ -8,7 +8,7 @@ broken framing or a wrong handshake (ProtocolError) ends the child.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from squall.context import TopologyContext
 from squall.errors import SquallError
@@ -46,7 +46,7 @@ class ShellMsg:
         self.params: Any = None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

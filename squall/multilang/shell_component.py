@@ -23,6 +23,9 @@ class ShellComponentMixin:
     """Set-up of a component whose work runs in a child process (Storm's multilang)."""
 
     kind = "?"
+    # The component's, once it opened or prepared (ShellSpout, ShellBolt).
+    link: ChildLink
+    collector: Any
 
     def _init_shell(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]] | None,
                     direct: Sequence[str], env: Mapping[str, str] | None, cwd: str | None,

@@ -359,7 +359,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
     parts = []
     base = 0   # numbers the level's Spark partitions for progress reports
     if lay.inputs:
-        cuts = {sid: stage_inputs[stages[sid].input].source.cut(stages[sid].width)
+        cuts = {sid: stage_inputs[stages[sid].input_key].prepared.cut(stages[sid].width)
                 for slots in lay.inputs for sid, _ in slots}
         groups = [[(sid, vp, cuts[sid][vp]) for sid, vp in slots] for slots in lay.inputs]
         parts.append(sc.parallelize(groups, len(groups)).mapPartitionsWithIndex(
@@ -367,7 +367,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
         base += len(groups)
     if lay.keyed:
         level = [stages[sid] for slots in lay.keyed for sid, _ in slots]
-        heads = {st.head: plan.component_to_tasks[st.head] for st in level}
+        heads = {st.head_bolt: plan.component_to_tasks[st.head_bolt] for st in level}
         where = lay.task_partition(stages, heads)
         ups: list[Any] = []
         for st in level:
@@ -381,7 +381,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
         base += n
     for sid in lay.frames:
         st = stages[sid]
-        rdd = frames[st.input].rdd
+        rdd = frames[st.input_key].rdd
         k = rdd.getNumPartitions()
         rdd = sc.parallelize([], st.width) if k == 0 else (rdd.coalesce(st.width) if k > st.width else rdd)
         parts.append(rdd.mapPartitionsWithIndex(functools.partial(run_frame, ref, index, base, sid, stats, types)))

@@ -225,6 +225,13 @@ class StageInput:
                  plain: bool = False) -> None:
         self.key, self.stream, self.source, self.plain = key, stream, source, plain
 
+    @property
+    def prepared(self) -> LineSource | ParquetSource:
+        """The source of an input the workers read themselves (ValueError for a DataFrame's)."""
+        if self.source is None:
+            raise ValueError(f"input {self.key!r} is a DataFrame's rows")
+        return self.source
+
     def values(self, items: Iterable[Any], malformed: Callable[[str], None]) -> Iterator[list]:
         if self.source is not None:
             for ranges in items:
