@@ -14,16 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from squall.components import DEFAULT_STREAM
-from squall.errors import SquallError
+from squall.contrib.sources import BackfillError
 from squall.model import ACKER, component_tasks, system_topology, task_ids
 from squall.spark.stateful import batch_problem, system_components
 from squall.topology import SPOUT, Topology
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
-
-
-class BackfillError(SquallError, ValueError):
-    """A topology or a request that a batch run cannot carry out, with the reason."""
 
 
 @dataclass
