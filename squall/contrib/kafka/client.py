@@ -16,7 +16,8 @@ from typing import Any
 
 import structlog
 
-from squall.config import SECRET_PROPERTY, validate
+from squall.config import validate
+from squall.contrib.kafka.conf import SECRET_PROPERTY
 from squall.errors import SquallError
 from squall.metrics import CountMetric
 
