@@ -214,7 +214,8 @@ class Supervisor:
             self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
                              "unverified except for its sha256")
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
-                      workers_as=self.accounts.mode, memory_max_mb=self.memory_max >> 20 if self.memory_max else None,
+                      workers_as=self.accounts.mode, worker_python=self.conf["supervisor.worker.command"][0],
+                      memory_max_mb=self.memory_max >> 20 if self.memory_max else None,
                       **describe(self.containment))
         self.state = ClusterState(self.conf)
         try:
@@ -280,13 +281,16 @@ class Supervisor:
             self.accounts = WorkerAccounts.from_conf(self.conf)
         except WorkerUserError as exc:
             raise SupervisorError(str(exc)) from None
-        who = self.accounts.probe_identity()
-        problem = launcher.probe(launcher.worker_prefix(self.conf), who) if who is not None else None
+        # Workers pass through the local dir's parents to their own directories.
+        prefix, problem = launcher.resolve_worker_command(self.conf, self.accounts.probe_identity(),
+                                                          self.local_dir.parent)
         if problem is not None:
-            raise SupervisorError(
-                f"workers run as {self.accounts.describe()}, but {problem}: install squall and its Python where "
-                "every user can read them (not under a private home directory such as /root), or set "
-                "supervisor.worker.user ('root' runs workers as root: SECURITY OFF)")
+            fix = ("set squall.local.dir to a directory outside any private home (every directory above it "
+                   "passable by other users)" if launcher.PASSAGE_PROBLEM in problem else
+                   "set supervisor.worker.runtime.dir to a directory root can write and every user can pass through")
+            raise SupervisorError(f"workers run as {self.accounts.describe()}, but {problem}: {fix}; or set "
+                                  "supervisor.worker.user ('root' runs workers as root: SECURITY OFF)")
+        self.conf["supervisor.worker.command"] = prefix  # the runtime laid out for them, if they needed one
 
     def _contain(self) -> None:
         """The cgroups of this supervisor's workers where the host allows, and the child
