@@ -1,6 +1,10 @@
-"""Compiles the runtime's hot modules (squall/compiled.py's MODULES) with Cython, when it can.
+"""Finds squall's packages and compiles the runtime's hot modules with Cython, when it can.
 
-Everything else about the package is in pyproject.toml. Cython is a build requirement only
+The packages: every package under the folders that pyproject.toml's package-dir maps
+(squall/, daemons/ as squall.daemons, messaging/ as squall.messaging, conf/ as squall.conf),
+found rather than listed, so that a new package cannot be left out of the wheel (pyproject
+cannot say "find under this folder, install under that name"). Everything else about the
+package is in pyproject.toml. Cython is a build requirement only
 (pyproject.toml's [build-system]); the extension modules are optional: where the machine has
 no C compiler, or SQUALL_PURE=1 is set for the install, squall installs as plain Python.
 The generated C goes to a temporary directory, so neither an install nor an editable
@@ -12,9 +16,10 @@ import os
 import runpy
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
@@ -57,6 +62,16 @@ class OptionalCythonBuildExt(build_ext):
             ext.sources = sources  # setup() lists sources relative to this directory
 
 
+def packages() -> list[str]:
+    """Each package-dir entry and every package found under its folder, named as installed."""
+    with open(HERE / "pyproject.toml", "rb") as fh:
+        folders = tomllib.load(fh)["tool"]["setuptools"]["package-dir"]
+    found = set(folders)
+    for name, folder in folders.items():
+        found.update(f"{name}.{sub}" for sub in find_packages(str(HERE / folder)))
+    return sorted(found)
+
+
 def extensions() -> list[Extension]:
     if compiled["pure_requested"]():
         return []
@@ -65,4 +80,4 @@ def extensions() -> list[Extension]:
 
 
 os.chdir(HERE)
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalCythonBuildExt})
+setup(packages=packages(), ext_modules=extensions(), cmdclass={"build_ext": OptionalCythonBuildExt})
