@@ -13,7 +13,8 @@ FROM ${BASE_IMAGE} AS build
 # (the final image keeps only Debian's CA list).
 ARG EXTRA_CA_CERTS=""
 RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev ca-certificates \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 python3-venv python3-dev gcc libc6-dev ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/* \
  && if [ -n "$EXTRA_CA_CERTS" ]; then \
       printf '%s\n' "$EXTRA_CA_CERTS" > /usr/local/share/ca-certificates/build-extra.crt && update-ca-certificates; \
@@ -38,8 +39,8 @@ RUN /opt/build/bin/pip wheel -q --no-deps --no-build-isolation -w /tmp/wheels /s
 # --- the image: Debian's Python and the environment built above ----------------------------
 FROM ${BASE_IMAGE}
 RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends python3 \
- && rm -rf /var/lib/apt/lists/* \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && useradd --create-home --uid 1000 squall \
  && mkdir -p /var/lib/squall && chown squall /var/lib/squall
 COPY --from=build /opt/squall /opt/squall

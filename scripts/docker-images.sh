@@ -21,6 +21,19 @@ PULL_TIMEOUT="${SQUALL_PULL_TIMEOUT:-20}"
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 
+# quietly COMMAND...: its output only when it fails.
+quietly() {
+  local log
+  log="$(mktemp)"
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "failed: $*" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
 # pull IMAGE: try a registry once; after the first failure, never again in this run.
 pull() {
   [ "$try_pull" = 1 ] || return 1
@@ -56,6 +69,6 @@ for spec in zookeeper:3.8=docker/zookeeper prom/prometheus:v2.42.0=docker/promet
   image="${spec%%=*}" dir="${spec#*=}"
   if ! have "$image" && ! pull "$image"; then
     echo "making $image from Debian's package ($dir)"
-    docker build -q --build-arg BASE_IMAGE="$BASE" -t "$image" "$dir" >/dev/null
+    quietly docker build -q --build-arg BASE_IMAGE="$BASE" -t "$image" "$dir"
   fi
 done

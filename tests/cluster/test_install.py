@@ -27,9 +27,12 @@ import yaml
 
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.client import NimbusClient
+from support import dev_cluster
 from support.paths import ISOLATION_TOPOLOGIES, REPO
 
-pytestmark = pytest.mark.cluster
+# The build compiles the hot modules once (about a minute of CPU), and each install fetches
+# the dependencies through pip's cache.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 FIRST_UID = 1900000000  # supervisor.worker.uids' default first id
 # Installed package -> its folder in the repository (pyproject.toml's package-dir).
@@ -149,18 +152,10 @@ def test_the_wheel_installs_and_runs_a_dev_cluster_whose_workers_find_no_secret(
     assert compiled.stdout.strip() == ("True" if shutil.which("cc") else "False"), compiled.stderr
 
     directory = open_tmp_path / "dev"
-    proc = subprocess.Popen([str(bin_dir / "squall"), "dev-cluster", "--supervisors", "2",
-                             "--slots-per-supervisor", "2", "--dir", str(directory)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=open_tmp_path,
-                            env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SQUALL_"))})
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 120
-        while not any("Press Ctrl-C to stop." in line for line in lines):
-            line = proc.stdout.readline()
-            assert line and time.monotonic() < deadline, "".join(lines)
-            lines.append(line)
-        banner = "".join(lines)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SQUALL_"))}
+    with dev_cluster.running([str(bin_dir / "squall"), "dev-cluster", "--supervisors", "2",
+                              "--slots-per-supervisor", "2", "--dir", str(directory)],
+                             cwd=open_tmp_path, env=env) as (proc, banner):
         assert "SECURITY OFF" not in banner, banner  # workers as users of their own, out of the box
         conf = directory / "squall.yaml"
         client_conf = yaml.safe_load(conf.read_text())
@@ -198,9 +193,3 @@ def test_the_wheel_installs_and_runs_a_dev_cluster_whose_workers_find_no_secret(
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0 and "squall dev cluster stopped" in out, out
-    finally:
-        if proc.poll() is None:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
-            proc.wait(10)
