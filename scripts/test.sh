@@ -28,7 +28,7 @@ case "$tier" in
   debian)  extras="test";       debs="zookeeper debian-python" ;;
   *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker debian-python" ;;
 esac
-ensure_venv "$extras"
+[ "$tier" = debian ] || ensure_venv "$extras"  # the debian run has an environment of its own
 if [ "$tier" = "lint" ]; then
   exec "$VENV/bin/python" scripts/lint.py "$@"
 fi

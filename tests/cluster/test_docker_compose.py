@@ -28,7 +28,8 @@ from squall.testing.zookeeper import free_port
 from support import docker
 from support.paths import REPO
 
-pytestmark = pytest.mark.cluster
+# A cold run makes the base images (a few minutes); a warm one rebuilds only what this tree changed.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 
 # What the image is built from (the Dockerfile's COPY lines and .dockerignore), and the files
 # docker-compose.yml mounts.
@@ -113,11 +114,7 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
                             text=True, timeout=900)
     assert images.returncode == 0, images.stdout + images.stderr
     figures["base images"] = time.monotonic() - started
-    started = time.monotonic()
-    compose("build", "--quiet")
-    figures["squall image build"] = time.monotonic() - started
-
-    secrets = project / "secrets"
+    secrets = project / "secrets"  # first: compose reads the env files it names even to build
     init = subprocess.run([*SQUALL, "secure-init", str(secrets), "--host", "127.0.0.1", "--host", "nimbus",
                            "--supervisor-host", "supervisor-1", "--supervisor-host", "supervisor-2",
                            "--uid", "1000"], capture_output=True, text=True, timeout=60)
@@ -125,6 +122,9 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
     client = tmp_path / "client.yaml"  # secrets/client.yaml, at the port published here
     conf = yaml.safe_load((secrets / "client.yaml").read_text())
     client.write_text(yaml.safe_dump({**conf, "nimbus.port": int(env["SQUALL_NIMBUS_PORT"])}))
+    started = time.monotonic()
+    compose("build", "--quiet")
+    figures["squall image build"] = time.monotonic() - started
     try:
         started = time.monotonic()
         compose("up", "-d", timeout=300)
@@ -147,11 +147,11 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
         assert hosts <= {"supervisor-1", "supervisor-2"} and hosts, status["workers"]
         # Workers run as users of their own in the containers, never as root.
         victim = sorted(hosts)[0]
-        top = subprocess.run(["docker", "top", f"{name}_{victim}_1", "-eo", "uid,args"], env=env,
-                             capture_output=True, text=True, timeout=60)
+        container = compose("ps", "-q", victim).stdout.strip()
+        top = engine.docker("top", container, "-eo", "uid,args")
         worker_uids = {int(line.split()[0]) for line in top.stdout.splitlines()[1:]
                        if "squall.daemons.worker.main" in line}
-        assert worker_uids and min(worker_uids) >= FIRST_UID, top.stdout
+        assert worker_uids and min(worker_uids) >= FIRST_UID, top.stdout + top.stderr
 
         killed = time.monotonic()
         compose("kill", "-s", "SIGKILL", victim)
@@ -164,10 +164,9 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
 
         _wait(f"executors moved off {victim} and acking again", moved, 180, logs)
         figures["supervisor kill to acking again"] = time.monotonic() - killed
-        sizes = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.Size}}"], env=env,
-                               capture_output=True, text=True, timeout=60).stdout
-        print("compose figures:", {k: round(v, 1) for k, v in figures.items()}, "\n" + sizes)
     finally:
+        sizes = engine.docker("images", "--format", "{{.Repository}}:{{.Tag}} {{.Size}}", check=False).stdout
+        print("compose figures (s):", {k: round(v, 1) for k, v in figures.items()}, "\n" + sizes)
         down = subprocess.run(["docker-compose", "down", "-v", "--remove-orphans", "--timeout", "5"], cwd=project,
                               env=env, capture_output=True, text=True, timeout=180)
     assert down.returncode == 0, down.stderr
