@@ -69,6 +69,6 @@ for spec in zookeeper:3.8=docker/zookeeper prom/prometheus:v2.42.0=docker/promet
   image="${spec%%=*}" dir="${spec#*=}"
   if ! have "$image" && ! pull "$image"; then
     echo "making $image from Debian's package ($dir)"
-    quietly docker build -q --build-arg BASE_IMAGE="$BASE" -t "$image" "$dir"
+    quietly docker build -q --force-rm --build-arg BASE_IMAGE="$BASE" -t "$image" "$dir"
   fi
 done

@@ -46,6 +46,10 @@ def engine():
     except docker.NoDocker as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
+        # What a run that died midway left (the data root is kept for its images): gone first,
+        # so that the end of this test can ask for an engine holding nothing but images.
+        for kind in ("container", "network", "volume"):
+            engine.docker(kind, "prune", "-f")
         yield engine
     finally:
         engine.stop()
@@ -123,7 +127,12 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
     conf = yaml.safe_load((secrets / "client.yaml").read_text())
     client.write_text(yaml.safe_dump({**conf, "nimbus.port": int(env["SQUALL_NIMBUS_PORT"])}))
     started = time.monotonic()
-    compose("build", "--quiet")
+    # The build stage tagged too, so that the cache it is (the dependencies' layer above all)
+    # outlives the pruning below of what earlier runs left untagged: the data root stays bounded.
+    engine.docker("build", "-q", "--force-rm", "--target", "build", "-t", "squall-build-stage:local",
+                  "--build-arg", f"EXTRA_CA_CERTS={env['SQUALL_EXTRA_CA_CERTS']}", str(project), timeout=1200)
+    compose("build", "--quiet", "--force-rm")
+    engine.docker("image", "prune", "-f")
     figures["squall image build"] = time.monotonic() - started
     try:
         started = time.monotonic()
@@ -148,8 +157,8 @@ def test_compose_runs_word_count_survives_a_lost_supervisor_and_leaves_nothing_b
         # Workers run as users of their own in the containers, never as root.
         victim = sorted(hosts)[0]
         container = compose("ps", "-q", victim).stdout.strip()
-        top = engine.docker("top", container, "-eo", "uid,args")
-        worker_uids = {int(line.split()[0]) for line in top.stdout.splitlines()[1:]
+        top = engine.docker("top", container, "-eo", "pid,uid,args")  # docker top wants the pid column
+        worker_uids = {int(line.split()[1]) for line in top.stdout.splitlines()[1:]
                        if "squall.daemons.worker.main" in line}
         assert worker_uids and min(worker_uids) >= FIRST_UID, top.stdout + top.stderr
 
