@@ -24,12 +24,14 @@ compiled_sources() {
   done
 }
 
-# editable_here: whether the venv's squall is this checkout's (a `pip install .` into it
-# replaces the editable install with a copy, which edits here no longer reach).
+# editable_here: whether the venv's squall is still an editable install (a `pip install .`
+# into it replaces that with a copy inside the venv, which edits here no longer reach).
 editable_here() {
   local where
   where="$(cd / && "$VENV/bin/python" -c 'import squall; print(squall.__file__)' 2>/dev/null)" || return 1
-  [ "$where" = "$(pwd -P)/squall/__init__.py" ]
+  case "$where" in
+    "$(cd "$VENV" && pwd -P)"/*) return 1 ;;
+  esac
 }
 
 # ensure_venv [EXTRAS]: create .venv and install squall with EXTRAS (comma-separated) unless

@@ -78,7 +78,7 @@ run_debian() {
   echo "the unit tier and a cluster test again on Debian's Python ($(/usr/bin/python3 --version))"
   ( VENV="$PWD/.venv-debian" PYTHON=/usr/bin/python3 STAMP="$PWD/.venv-debian/.squall-installed" \
       INSTALL_LOG="$PWD/.venv-debian/install.log"
-    ensure_venv test
+    SQUALL_PURE=1 ensure_venv test  # no second compile: the main install built the tree's modules
     "$VENV/bin/pytest" -q -n 2 "$@" tests/unit --deselect tests/unit/test_lint.py --deselect tests/unit/test_layers.py \
       "tests/cluster/test_cluster_e2e.py::test_kill_9_worker_is_relaunched_and_every_message_completes" )
 }
