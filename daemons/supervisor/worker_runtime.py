@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+LAYOUT = 2  # how a runtime is laid out: a change here never reuses one laid out the old way
 KEEP = 3  # runtimes kept: the newest, and older ones workers started earlier may still use
 # Parts of the standard library a worker never imports: left out of a copied base.
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages",
@@ -82,7 +83,7 @@ def _editable_maps(site_dir: Path) -> dict[str, Path]:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, int, int]]:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # as the copy follows them
         dirnames.sort()
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
@@ -96,7 +97,7 @@ def _walk(root: Path) -> Iterator[tuple[str, int, int]]:
 def _key(base_closed: bool, sources: list[Path]) -> str:
     exe = _base_executable()
     st = exe.stat()  # a new interpreter (and so standard library) is a new file
-    digest = hashlib.sha256(f"{exe}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version}\0{base_closed}".encode())
+    digest = hashlib.sha256(f"{LAYOUT}\0{exe}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version}\0{base_closed}".encode())
     for source in sources:
         digest.update(f"\0{source}".encode())
         for rel, size, mtime in _walk(source):
@@ -115,8 +116,15 @@ def _copy_tree(src: Path, dst: Path, skip: set[str] = frozenset()) -> None:  # t
     def ignore(directory: str, names: list[str]) -> set[str]:
         return {n for n in names if n in skip} if Path(directory) == src else set()
 
-    shutil.copytree(src, dst, symlinks=False, ignore=ignore, copy_function=_link_or_copy, dirs_exist_ok=True,
-                    ignore_dangling_symlinks=True)
+    # Links are followed (a package folder may be one: squall/daemons in a checkout). copytree's
+    # own skipping of dangling links tests a relative link from the working directory, so it
+    # would skip good ones too: the links that lead nowhere are dropped here instead.
+    try:
+        shutil.copytree(src, dst, symlinks=False, ignore=ignore, copy_function=_link_or_copy, dirs_exist_ok=True)
+    except shutil.Error as exc:
+        real = [(a, b, why) for a, b, why in exc.args[0] if os.path.exists(a)]
+        if real:
+            raise OSError(f"copying {src}: {real[:3]}") from None
 
 
 def _lay_out(work: Path, runtime: Path, base_closed: bool) -> None:
