@@ -118,6 +118,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.command": ("list[str]", True),
     "supervisor.worker.user": (STR, True),
     "supervisor.worker.uids": ("list[int]", False),
+    "supervisor.worker.runtime.dir": (STR, False),
     "supervisor.cgroup.dir": (STR, False),
     "worker.memory.max.mb": (INT, True),
     "supervisor.code.max.unpacked.bytes": (INT, False),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from squall.errors import SquallError
+from squall.extras import needs
 
 Changes = Mapping[bytes, "bytes | None"]
 
@@ -315,8 +316,7 @@ def redis_client(url: str, timeout: float) -> Any:
     try:
         import redis
     except ImportError:
-        raise StoreError("topology.state.provider is redis, but the redis package is not installed "
-                         "(pip install 'squall[redis]')") from None
+        raise StoreError(needs("topology.state.provider redis", "the redis package", "redis")) from None
     with _clients_lock:
         client = _clients.get((url, timeout))
         if client is None:

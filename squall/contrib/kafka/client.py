@@ -19,6 +19,7 @@ import structlog
 from squall.config import validate
 from squall.contrib.kafka.conf import SECRET_PROPERTY
 from squall.errors import SquallError
+from squall.extras import needs
 from squall.metrics import CountMetric
 
 MAX_SECRET_BYTES = 64 * 1024
@@ -40,7 +41,7 @@ def confluent() -> Any:
     try:
         import confluent_kafka  # noqa: PLC0415 - the lazy import of an optional extra
     except ImportError:
-        raise KafkaConfigError("squall.contrib.kafka needs confluent-kafka: pip install 'squall[kafka]'") from None
+        raise KafkaConfigError(needs("squall.contrib.kafka", "confluent-kafka", "kafka")) from None
     return confluent_kafka
 
 
