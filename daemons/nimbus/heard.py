@@ -12,6 +12,7 @@ import structlog
 
 from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.guard import ApiError
+from squall.daemons.nimbus.history import CounterHistory, component_totals
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot
@@ -39,6 +40,7 @@ class Hearing:
         self.away_expired: list[str] = []  # away supervisors past their grace, to delete
         self.beats = BeatTable()  # what supervisors reported (leader only)
         self.rates = RateHistory()  # recent executor counters, for rates in status
+        self.history = CounterHistory()  # component totals over time: Storm's windows, the UI's plot
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         # supervisor -> the last round that saw it away within its restart grace: its workers
         # report through it, so their silence counts from then (liveness.vouched_while_away)
@@ -140,8 +142,15 @@ class Hearing:
             heard = self.beats.heard(topology_id)
         return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
+    def record_history(self, topology_id: str, components: Mapping[ExecutorId, str], now: float) -> None:
+        """The topology's component totals now, into the history (each leader round)."""
+        totals = self.rates.totals(topology_id)
+        if totals:
+            self.history.record(topology_id, component_totals(totals, components), now)
+
     def retain(self, ids: set[str]) -> None:
         """Forget the topologies that are gone (a round's end)."""
         self.beats.retain(ids, self._sup_seen)
         self.rates.retain(ids)
+        self.history.retain(ids)
         self.rates.forget_stale(self.clock.time())

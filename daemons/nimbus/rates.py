@@ -3,7 +3,9 @@
 Beats carry totals since each worker started. Nimbus keeps a short ring of recent totals
 per executor (``RateHistory``, bounded in samples, time, executors and topologies) as beats
 arrive in the supervisors' reports, and ``window_rates`` turns a ring into per-second
-rates: plain code.
+rates: plain code. It also keeps each executor's totals across its workers' restarts
+(``totals``): what the longer windows and the plot of :mod:`squall.daemons.nimbus.history`
+are made of.
 """
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
+from squall.daemons.reports import COUNTER_NAMES
+
 ExecutorId = tuple[int, int]
-COUNTERS = ("emitted", "executed", "acked", "failed")
+COUNTERS = ("emitted", "executed", "acked", "failed")  # the ones with a rate per second
 WINDOW_SECS = 60.0
 MAX_SAMPLES = 128         # per executor: a minute or more even with stats every 0.5 s
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
-WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters
+WIDTH = 1 + len(COUNTER_NAMES)  # a sample in a ring: its time, then the counters
 
 Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)
 
@@ -63,6 +67,8 @@ class RateHistory:
         self._max_samples = max_samples
         self._max_topologies = max_topologies
         self._rings: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
+        # executor -> its counters summed over its workers' lives, as far as nimbus heard them
+        self._totals: dict[str, dict[ExecutorId, array]] = {}
         self._lock = threading.Lock()
         self._swept = float("-inf")  # when forget_stale last looked
 
@@ -72,12 +78,15 @@ class RateHistory:
         with self._lock:
             rings = self._rings.pop(topology_id, {})
             self._rings[topology_id] = rings
-            for ex, (t, counters) in samples.items():
+            totals = self._totals.setdefault(topology_id, {})
+            for ex, (t, given) in samples.items():
+                counters = (*given, *(0,) * (WIDTH - 1 - len(given)))  # older senders: no latency sums
                 ring = rings.get(ex)
                 if ring is None:
                     ring = rings[ex] = array("d")
                 if ring and t <= ring[-WIDTH]:
                     continue
+                _add_to_totals(totals, ex, ring[-WIDTH + 1:] if ring else None, counters)
                 ring.append(t)
                 ring.extend(counters)
                 drop = 0
@@ -86,7 +95,8 @@ class RateHistory:
                 if drop:
                     del ring[:drop]
             while len(self._rings) > self._max_topologies:
-                self._rings.popitem(last=False)
+                gone, _ = self._rings.popitem(last=False)
+                self._totals.pop(gone, None)
 
     def forget_stale(self, now: float) -> None:
         """Forget executors with no sample for two windows (moved away, or their topology's
@@ -101,17 +111,42 @@ class RateHistory:
                     del rings[ex]
                 if not rings:
                     del self._rings[topology_id]
+                    self._totals.pop(topology_id, None)
 
     def rates(self, topology_id: str, now: float) -> dict[ExecutorId, dict[str, float] | None]:
         with self._lock:
             rings = {ex: _samples(r) for ex, r in self._rings.get(topology_id, {}).items()}
         return {ex: window_rates(ring, now, self.window) for ex, ring in rings.items()}
 
+    def totals(self, topology_id: str) -> dict[ExecutorId, tuple[float, ...]]:
+        """Each executor's counters (COUNTER_NAMES) summed over its workers' lives."""
+        with self._lock:
+            return {ex: tuple(a) for ex, a in self._totals.get(topology_id, {}).items()}
+
     def retain(self, topology_ids: Iterable[str]) -> None:
         keep = set(topology_ids)
         with self._lock:
             for topology_id in [t for t in self._rings if t not in keep]:
                 del self._rings[topology_id]
+            for topology_id in [t for t in self._totals if t not in keep]:
+                del self._totals[topology_id]
+
+
+def _add_to_totals(totals: dict[ExecutorId, array], ex: ExecutorId, previous: Sequence[float] | None,
+                   counters: Sequence[int]) -> None:
+    """Fold a new sample into an executor's running totals: what grew since the previous
+    sample; all of it when the counters went down (its worker restarted) or nimbus had no
+    previous sample (the first one counts what the worker did before nimbus heard it)."""
+    total = totals.get(ex)
+    if total is None:
+        totals[ex] = array("d", counters)
+        return
+    if previous is None or any(new < old for new, old in zip(counters, previous)):
+        for i, new in enumerate(counters):
+            total[i] += new
+        return
+    for i, (new, old) in enumerate(zip(counters, previous)):
+        total[i] += new - old
 
 
 def _samples(ring: array) -> list[Sample]:

@@ -88,6 +88,26 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     return round(sum(v * w for v, w in pairs) / total, 4)
 
 
+def group_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Identical errors (one component, one text) as one entry each, newest first: the text,
+    how many times, first and last time, and the tasks and workers that raised it."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in errors:
+        key = (e["component"], e["error"])
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"component": e["component"], "error": e["error"], "count": 0,
+                               "first": e["time"], "last": e["time"], "tasks": set(), "workers": set()}
+        g["count"] += 1
+        g["first"], g["last"] = min(g["first"], e["time"]), max(g["last"], e["time"])
+        g["tasks"].add(e["task"])
+        g["workers"].add(f"{e['host']}:{e['port']}")
+    out = sorted(groups.values(), key=lambda g: g["last"], reverse=True)
+    for g in out:
+        g["tasks"], g["workers"] = sorted(g["tasks"]), sorted(g["workers"])
+    return out
+
+
 UNREADABLE = "unreadable"  # the status shown for a topology whose ZooKeeper node is malformed
 _ID = re.compile(r"^(.+)-\d+-\d+$")  # <name>-<n>-<time>, as nimbus makes ids
 
@@ -141,7 +161,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                     components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
                     errors: Iterable[ErrorInfo], now: float,
                     rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
-                    rate_window: float | None = None) -> dict[str, Any]:
+                    rate_window: float | None = None,
+                    windows: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Components with their executors (host, port, counters, per-second rates over the last
     ``rate_window`` seconds where ``rates`` has them), workers, last errors (a component's,
     and ``worker_error``: the last a supervisor reported about a whole worker)."""
@@ -197,6 +218,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         comp["complete_latency_ms"] = _weighted(rows, "complete_latency_ms", "acked")
         comp["rates"] = _rounded(sum_rates(r["rates"] for r in rows))
         comp["last_error"] = last_errors.get(comp["id"])
+        # Storm's windows (10m, 3h, 1d, all): rates and latencies the leader keeps over time.
+        comp["windows"] = (windows or {}).get(comp["id"])
     workers = []
     for node, port in sorted(assignment.slots()) if assignment else []:
         beat = beats.get((node, port))
