@@ -17,6 +17,7 @@ from squall import logs
 from squall.cli import topology_source
 from squall.cli.live_rates import LiveRates
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.local import LocalCluster  # only `squall run` imports this module (squall/cli/__init__.py)
 from squall.logs import last_line
 from squall.multilang.codedir import set_code_dir
 from squall.topology import TopologyError
@@ -60,11 +61,6 @@ def run(file: str, local: bool, duration: float | None, name: str | None, rates_
         env_filter: bool) -> None:
     """Run the topology defined in FILE in local mode (a topology file, a streamparse
     topology, or with --flux a Flux YAML file)."""
-    # Start-up: local mode pulls in the runtime, which every other command (and `squall
-    # --help`, which imports this module) would pay for: about 8% of the CLI's import time
-    # (45 of 550 ms of CPU, measured on a loaded machine); see squall/__init__.py.
-    from squall.local import LocalCluster
-
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
