@@ -88,17 +88,25 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     return round(sum(v * w for v, w in pairs) / total, 4)
 
 
+# Where a worker runs the topology's code: <local dir>/topologies/<id>/code/ (local_state).
+_CODE_DIR = re.compile(r'File "[^"\n]*/topologies/[^/"\n]+/code/')
+
+
 def group_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Identical errors (one component, one text) as one entry each, newest first: the text,
-    how many times, first and last time, and the tasks and workers that raised it."""
+    """Identical errors (one component, one text) as one entry each, newest first: the text
+    (the newest one's), how many times, first and last time, and the tasks and workers that
+    raised it. Tracebacks count as identical whichever supervisor's copy of the code they
+    name (each host has its own local dir)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for e in errors:
-        key = (e["component"], e["error"])
+        key = (e["component"], _CODE_DIR.sub('File "', e["error"]))
         g = groups.get(key)
         if g is None:
             g = groups[key] = {"component": e["component"], "error": e["error"], "count": 0,
                                "first": e["time"], "last": e["time"], "tasks": set(), "workers": set()}
         g["count"] += 1
+        if e["time"] > g["last"]:
+            g["error"] = e["error"]
         g["first"], g["last"] = min(g["first"], e["time"]), max(g["last"], e["time"])
         g["tasks"].add(e["task"])
         g["workers"].add(f"{e['host']}:{e['port']}")

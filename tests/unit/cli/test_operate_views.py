@@ -50,12 +50,15 @@ def test_windows_table_and_the_footer_says_rates_are_missing_only_when_they_are(
 
 
 def test_identical_errors_grouped_newest_first_with_a_count():
-    errors = [{"component": "c", "error": "E", "time": t, "task": task, "host": "h", "port": 1}
-              for t, task in ((5, 2), (3, 1), (1, 2))] + [
+    def tb(local_dir: str) -> str:
+        return (f'Traceback (most recent call last):\n  File "{local_dir}/topologies/t-1-9/code/app.py", line 3, '
+                'in execute\nValueError: E')
+    errors = [{"component": "c", "error": tb(f"/var/{host}"), "time": t, "task": task, "host": host, "port": 1}
+              for t, task, host in ((5, 2, "h"), (3, 1, "g"), (1, 2, "h"))] + [
         {"component": "c", "error": "other", "time": 4, "task": 1, "host": "g", "port": 2}]
     groups = group_errors(errors)
     assert [(g["error"], g["count"], g["first"], g["last"], g["tasks"], g["workers"]) for g in groups] == [
-        ("E", 3, 1, 5, [1, 2], ["h:1"]), ("other", 1, 4, 4, [1], ["g:2"])]
+        (tb("/var/h"), 3, 1, 5, [1, 2], ["g:1", "h:1"]), ("other", 1, 4, 4, [1], ["g:2"])]
 
 
 def test_live_rates_line_of_a_local_run():
