@@ -19,7 +19,7 @@ import yaml
 from squall.daemons.worker import profiling
 from squall.testing.cluster import ProcessCluster
 from squall.testing.zookeeper import authenticated_client
-from support.paths import CLUSTER_TOPOLOGIES
+from support.paths import CLUSTER_TOPOLOGIES, REPO
 
 pytestmark = pytest.mark.cluster
 
@@ -251,3 +251,17 @@ def test_another_users_token_may_do_none_of_it(cluster, tmp_path):
     assert not cluster.client.operations(NAME)["log_levels"].get("ROOT")
     log = (cluster.base / "nimbus.log").read_text()
     assert "operator request: kill workers" in log and "operator request: profile" in log
+
+
+def test_squall_run_shows_live_rates_while_it_runs():
+    out = subprocess.run([sys.executable, "-m", "squall.cli", "run", str(REPO / "examples/wordcount.py"), "--local",
+                          "--duration", "5", "--rates-every", "1.5"], capture_output=True, text=True, timeout=120,
+                         cwd="/")
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "] spouts: " in line]
+    assert len(lines) >= 2, out.stderr[-2000:]
+    rates = [re.search(r"spouts: ([\d,.]+) emitted/s, ([\d,.]+) acked/s, ([\d,.]+) failed/s \(([\d,]+) emitted", line)
+             for line in lines]
+    assert all(rates) and float(rates[-1].group(1).replace(",", "")) > 0
+    totals = [int(r.group(4).replace(",", "")) for r in rates]
+    assert totals == sorted(totals) and totals[-1] > 0
