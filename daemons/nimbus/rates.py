@@ -21,7 +21,8 @@ COUNTERS = ("emitted", "executed", "acked", "failed")  # the ones with a rate pe
 WINDOW_SECS = 60.0
 MAX_SAMPLES = 128         # per executor: a minute or more even with stats every 0.5 s
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
-WIDTH = 1 + len(COUNTER_NAMES)  # a sample in a ring: its time, then the counters
+WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters with a rate
+N = len(COUNTER_NAMES)  # what an executor's totals keep: every counter (latency sums too)
 
 Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)
 
@@ -67,7 +68,8 @@ class RateHistory:
         self._max_samples = max_samples
         self._max_topologies = max_topologies
         self._rings: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
-        # executor -> its counters summed over its workers' lives, as far as nimbus heard them
+        # executor -> its last counters (N) then its counters summed over its workers' lives
+        # (N), as far as nimbus heard them
         self._totals: dict[str, dict[ExecutorId, array]] = {}
         self._lock = threading.Lock()
         self._swept = float("-inf")  # when forget_stale last looked
@@ -80,15 +82,15 @@ class RateHistory:
             self._rings[topology_id] = rings
             totals = self._totals.setdefault(topology_id, {})
             for ex, (t, given) in samples.items():
-                counters = (*given, *(0,) * (WIDTH - 1 - len(given)))  # older senders: no latency sums
+                counters = (*given, *(0,) * (N - len(given)))  # older senders: no latency sums
                 ring = rings.get(ex)
                 if ring is None:
                     ring = rings[ex] = array("d")
                 if ring and t <= ring[-WIDTH]:
                     continue
-                _add_to_totals(totals, ex, ring[-WIDTH + 1:] if ring else None, counters)
+                _add_to_totals(totals, ex, counters)
                 ring.append(t)
-                ring.extend(counters)
+                ring.extend(counters[:len(COUNTERS)])
                 drop = 0
                 while ring[drop] < t - self.window or len(ring) - drop > self._max_samples * WIDTH:
                     drop += WIDTH
@@ -121,7 +123,7 @@ class RateHistory:
     def totals(self, topology_id: str) -> dict[ExecutorId, tuple[float, ...]]:
         """Each executor's counters (COUNTER_NAMES) summed over its workers' lives."""
         with self._lock:
-            return {ex: tuple(a) for ex, a in self._totals.get(topology_id, {}).items()}
+            return {ex: tuple(a[N:]) for ex, a in self._totals.get(topology_id, {}).items()}
 
     def retain(self, topology_ids: Iterable[str]) -> None:
         keep = set(topology_ids)
@@ -132,21 +134,18 @@ class RateHistory:
                 del self._totals[topology_id]
 
 
-def _add_to_totals(totals: dict[ExecutorId, array], ex: ExecutorId, previous: Sequence[float] | None,
-                   counters: Sequence[int]) -> None:
-    """Fold a new sample into an executor's running totals: what grew since the previous
-    sample; all of it when the counters went down (its worker restarted) or nimbus had no
-    previous sample (the first one counts what the worker did before nimbus heard it)."""
+def _add_to_totals(totals: dict[ExecutorId, array], ex: ExecutorId, counters: Sequence[int]) -> None:
+    """Fold a new sample into an executor's running totals: what grew since its last sample,
+    all of it when the counters went down (its worker restarted); the first sample counts
+    what the worker did before nimbus heard it."""
     total = totals.get(ex)
     if total is None:
-        totals[ex] = array("d", counters)
+        totals[ex] = array("d", (*counters, *counters))
         return
-    if previous is None or any(new < old for new, old in zip(counters, previous)):
-        for i, new in enumerate(counters):
-            total[i] += new
-        return
-    for i, (new, old) in enumerate(zip(counters, previous)):
-        total[i] += new - old
+    restarted = any(new < old for new, old in zip(counters, total[:N]))
+    for i, new in enumerate(counters):
+        total[N + i] += new if restarted else new - total[i]
+        total[i] = new
 
 
 def _samples(ring: array) -> list[Sample]:
