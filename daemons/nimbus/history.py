@@ -2,8 +2,10 @@
 windows (10 minutes, 3 hours, 1 day, all time) for ``squall status`` and the UI, and the
 points of the topology page's plot of throughput, latency and failures.
 
-Each round the leader records every component's totals (its executors' counters summed over
-their workers' lives: ``rates.RateHistory.totals``) into a series: the newest totals, and
+Each executor's counters are folded into running totals as reports come (``RunningTotals``:
+what grew since its last sample, all of it when its worker restarted), summed by component
+as they come, so that a round only copies a few numbers per component. Each round the
+leader records every component's totals into a series: the newest totals, and
 three tiers of points a fixed step apart (5 s for 10 minutes, 2 min for 3 hours, 15 min for a
 day). A window's figures are the difference between the newest totals and the oldest point
 inside the window, over the time between them. Plain code; memory is bounded by the tiers'
@@ -20,10 +22,13 @@ from typing import Any
 
 from squall.daemons.reports import COUNTER_NAMES
 
+ExecutorId = tuple[int, int]
+
 TIERS = ((5.0, 120), (120.0, 90), (900.0, 96))  # (step in seconds, points kept)
 WINDOWS = ((600, "10m"), (10_800, "3h"), (86_400, "1d"))  # Storm's, besides all time
 ALL_TIME = "all"
 MAX_SERIES = 4096  # component series kept in all (a series is about 20 KB when full)
+MAX_TOPOLOGIES = 256  # topologies whose running totals are kept; the least recently reported goes first
 WIDTH = 1 + len(COUNTER_NAMES)  # a point: its time, then the totals
 _I = {name: i for i, name in enumerate(COUNTER_NAMES)}
 RATES = ("emitted", "executed", "acked", "failed")
@@ -171,15 +176,90 @@ class CounterHistory:
                 self._count -= len(self._series.pop(topology_id))
 
 
-def component_totals(totals: Mapping[tuple[int, int], Sequence[float]],
-                     components: Mapping[tuple[int, int], str]) -> dict[str, list[float]]:
-    """Executor totals added up by component (executors of no known component left out)."""
-    out: dict[str, list[float]] = {}
-    for ex, values in totals.items():
-        component = components.get(ex)
-        if component is None:
-            continue
-        total = out.setdefault(component, [0.0] * len(values))
-        for i, v in enumerate(values):
-            total[i] += v
-    return out
+N = len(COUNTER_NAMES)
+
+
+class RunningTotals:
+    """Per topology, each executor's last counters and its totals over its workers' lives
+    (one array: the last N, then the totals), and the totals summed by component once the
+    round has said which executor is which component's. Safe from several threads; bounded
+    by ``max_topologies`` and the executors the reports name."""
+
+    def __init__(self, max_topologies: int = MAX_TOPOLOGIES) -> None:
+        self._max_topologies = max_topologies
+        self._executors: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
+        self._components: dict[str, Mapping[ExecutorId, str]] = {}
+        self._sums: dict[str, dict[str, array]] = {}
+        self._retired: dict[str, dict[str, array]] = {}  # totals of executors a rebalance ended
+        self._lock = threading.Lock()
+
+    def add(self, topology_id: str, samples: Mapping[ExecutorId, tuple[float, Sequence[int]]]) -> None:
+        """Fold each executor's counters in (the time is not needed: a sample not newer than
+        the last one adds nothing, its counters being the same or, after a restart, lower)."""
+        with self._lock:
+            executors = self._executors.pop(topology_id, {})
+            self._executors[topology_id] = executors
+            components = self._components.get(topology_id, {})
+            sums = self._sums.setdefault(topology_id, {})
+            for ex, (_, given) in samples.items():
+                counters = (*given, *(0,) * (N - len(given)))  # older senders: no latency sums
+                total = executors.get(ex)
+                if total is None:  # the first sample counts what came before nimbus heard it
+                    executors[ex] = total = array("d", (*counters, *([0.0] * N)))
+                    delta: Sequence[float] = counters
+                elif any(new < old for new, old in zip(counters, total)):
+                    delta = counters  # its worker restarted: counting starts over
+                else:
+                    delta = [new - old for new, old in zip(counters, total)]
+                for i, (v, d) in enumerate(zip(counters, delta)):
+                    total[i] = v
+                    total[N + i] += d
+                component = components.get(ex)
+                if component is not None:
+                    _add(sums, component, delta)
+            while len(self._executors) > self._max_topologies:
+                gone, _ = self._executors.popitem(last=False)
+                for kept in (self._components, self._sums, self._retired):
+                    kept.pop(gone, None)
+
+    def set_components(self, topology_id: str, components: Mapping[ExecutorId, str]) -> None:
+        """Which executor is which component's (a round; the same mapping again costs nothing).
+        Executors it no longer names (a rebalance made other ranges) leave their totals with
+        their component, as retired; the sums are made again from those and the rest."""
+        with self._lock:
+            previous = self._components.get(topology_id)
+            if previous is components:
+                return
+            self._components[topology_id] = components
+            executors = self._executors.get(topology_id, {})
+            retired = self._retired.setdefault(topology_id, {})
+            for ex in [ex for ex in executors if ex not in components]:
+                old = (previous or {}).get(ex)
+                if old is not None:
+                    _add(retired, old, executors[ex][N:])
+                    del executors[ex]
+            sums = {c: array("d", v) for c, v in retired.items()}
+            for ex, total in executors.items():
+                _add(sums, components[ex], total[N:])
+            self._sums[topology_id] = sums
+
+    def by_component(self, topology_id: str) -> dict[str, tuple[float, ...]]:
+        with self._lock:
+            return {c: tuple(v) for c, v in self._sums.get(topology_id, {}).items()}
+
+    def retain(self, topology_ids: Iterable[str]) -> None:
+        keep = set(topology_ids)
+        with self._lock:
+            for topology_id in [t for t in self._executors if t not in keep]:
+                del self._executors[topology_id]
+                for kept in (self._components, self._sums, self._retired):
+                    kept.pop(topology_id, None)
+
+
+def _add(sums: dict[str, array], component: str, values: Sequence[float]) -> None:
+    total = sums.get(component)
+    if total is None:
+        sums[component] = array("d", values)
+        return
+    for i, v in enumerate(values):
+        total[i] += v

@@ -3,9 +3,7 @@
 Beats carry totals since each worker started. Nimbus keeps a short ring of recent totals
 per executor (``RateHistory``, bounded in samples, time, executors and topologies) as beats
 arrive in the supervisors' reports, and ``window_rates`` turns a ring into per-second
-rates: plain code. It also keeps each executor's totals across its workers' restarts
-(``totals``): what the longer windows and the plot of :mod:`squall.daemons.nimbus.history`
-are made of.
+rates: plain code.
 """
 from __future__ import annotations
 
@@ -14,17 +12,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
-from squall.daemons.reports import COUNTER_NAMES
-
 ExecutorId = tuple[int, int]
-COUNTERS = ("emitted", "executed", "acked", "failed")  # the ones with a rate per second
+COUNTERS = ("emitted", "executed", "acked", "failed")
 WINDOW_SECS = 60.0
 MAX_SAMPLES = 128         # per executor: a minute or more even with stats every 0.5 s
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
-WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters with a rate
-N = len(COUNTER_NAMES)  # what an executor's totals keep: every counter (latency sums too)
+WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters
 
-Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)
+Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order, then others)
 
 
 def window_rates(samples: Sequence[Sample], now: float, window: float = WINDOW_SECS) -> dict[str, float] | None:
@@ -68,9 +63,6 @@ class RateHistory:
         self._max_samples = max_samples
         self._max_topologies = max_topologies
         self._rings: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
-        # executor -> its last counters (N) then its counters summed over its workers' lives
-        # (N), as far as nimbus heard them
-        self._totals: dict[str, dict[ExecutorId, array]] = {}
         self._lock = threading.Lock()
         self._swept = float("-inf")  # when forget_stale last looked
 
@@ -80,25 +72,21 @@ class RateHistory:
         with self._lock:
             rings = self._rings.pop(topology_id, {})
             self._rings[topology_id] = rings
-            totals = self._totals.setdefault(topology_id, {})
-            for ex, (t, given) in samples.items():
-                counters = (*given, *(0,) * (N - len(given)))  # older senders: no latency sums
+            for ex, (t, counters) in samples.items():
                 ring = rings.get(ex)
                 if ring is None:
                     ring = rings[ex] = array("d")
                 if ring and t <= ring[-WIDTH]:
                     continue
-                _add_to_totals(totals, ex, counters)
                 ring.append(t)
-                ring.extend(counters[:len(COUNTERS)])
+                ring.extend(counters[:len(COUNTERS)])  # the latency sums go to the history only
                 drop = 0
                 while ring[drop] < t - self.window or len(ring) - drop > self._max_samples * WIDTH:
                     drop += WIDTH
                 if drop:
                     del ring[:drop]
             while len(self._rings) > self._max_topologies:
-                gone, _ = self._rings.popitem(last=False)
-                self._totals.pop(gone, None)
+                self._rings.popitem(last=False)
 
     def forget_stale(self, now: float) -> None:
         """Forget executors with no sample for two windows (moved away, or their topology's
@@ -113,39 +101,17 @@ class RateHistory:
                     del rings[ex]
                 if not rings:
                     del self._rings[topology_id]
-                    self._totals.pop(topology_id, None)
 
     def rates(self, topology_id: str, now: float) -> dict[ExecutorId, dict[str, float] | None]:
         with self._lock:
             rings = {ex: _samples(r) for ex, r in self._rings.get(topology_id, {}).items()}
         return {ex: window_rates(ring, now, self.window) for ex, ring in rings.items()}
 
-    def totals(self, topology_id: str) -> dict[ExecutorId, tuple[float, ...]]:
-        """Each executor's counters (COUNTER_NAMES) summed over its workers' lives."""
-        with self._lock:
-            return {ex: tuple(a[N:]) for ex, a in self._totals.get(topology_id, {}).items()}
-
     def retain(self, topology_ids: Iterable[str]) -> None:
         keep = set(topology_ids)
         with self._lock:
             for topology_id in [t for t in self._rings if t not in keep]:
                 del self._rings[topology_id]
-            for topology_id in [t for t in self._totals if t not in keep]:
-                del self._totals[topology_id]
-
-
-def _add_to_totals(totals: dict[ExecutorId, array], ex: ExecutorId, counters: Sequence[int]) -> None:
-    """Fold a new sample into an executor's running totals: what grew since its last sample,
-    all of it when the counters went down (its worker restarted); the first sample counts
-    what the worker did before nimbus heard it."""
-    total = totals.get(ex)
-    if total is None:
-        totals[ex] = array("d", (*counters, *counters))
-        return
-    restarted = any(new < old for new, old in zip(counters, total[:N]))
-    for i, new in enumerate(counters):
-        total[N + i] += new if restarted else new - total[i]
-        total[i] = new
 
 
 def _samples(ring: array) -> list[Sample]:

@@ -7,13 +7,12 @@ from squall.daemons.nimbus.history import (
     MAX_SERIES,
     TIERS,
     CounterHistory,
+    RunningTotals,
     Series,
-    component_totals,
     rate_points,
     summed,
     windows_of,
 )
-from squall.daemons.nimbus.rates import RateHistory
 
 
 def totals(emitted: float, executed: float = 0, acked: float = 0, failed: float = 0, busy_us: float = 0,
@@ -45,14 +44,21 @@ def test_tiers_are_bounded_and_a_day_reaches_back_a_day():
     assert points[-1][0] == 2 * 86_400 - 60.0 and len(points) >= 9  # the finest tier covers 10 minutes
 
 
-def test_totals_survive_a_worker_restart():
-    rates = RateHistory()
-    rates.add("t", {(1, 1): (1.0, (100, 0, 0, 0))})  # the first sample counts what came before
-    rates.add("t", {(1, 1): (2.0, (150, 0, 0, 0))})
-    rates.add("t", {(1, 1): (3.0, (20, 0, 0, 0))})  # restarted: counters start over
-    assert rates.totals("t") == {(1, 1): (170.0, 0, 0, 0, 0, 0, 0)}
-    by = component_totals(rates.totals("t"), {(1, 1): "spout", (2, 2): "bolt"})
-    assert by == {"spout": [170.0, 0, 0, 0, 0, 0, 0]}
+def test_totals_survive_a_worker_restart_and_a_rebalance():
+    running = RunningTotals()
+    running.add("t", {(1, 1): (1.0, (100, 0, 0, 0))})  # the first sample counts what came before
+    running.set_components("t", {(1, 1): "spout", (2, 2): "bolt"})
+    assert running.by_component("t") == {"spout": (100.0, 0, 0, 0, 0, 0, 0)}
+    running.add("t", {(1, 1): (2.0, (150, 0, 0, 0)), (2, 2): (2.0, (0, 9, 0, 0, 50, 0, 0))})
+    running.add("t", {(1, 1): (3.0, (20, 0, 0, 0))})  # restarted: counters start over
+    running.add("t", {(1, 1): (4.0, (20, 0, 0, 0))})  # the same again adds nothing
+    assert running.by_component("t") == {"spout": (170.0, 0, 0, 0, 0, 0, 0), "bolt": (0, 9.0, 0, 0, 50.0, 0, 0)}
+    # A rebalance: bolt's executor (2, 2) becomes (2, 3); its totals stay with the bolt.
+    running.set_components("t", {(1, 1): "spout", (2, 3): "bolt"})
+    running.add("t", {(2, 3): (5.0, (0, 4, 0, 0))})
+    assert running.by_component("t") == {"spout": (170.0, 0, 0, 0, 0, 0, 0), "bolt": (0, 13.0, 0, 0, 50.0, 0, 0)}
+    running.retain(set())
+    assert running.by_component("t") == {}
 
 
 def test_plot_points_rates_between_points_and_the_topology_summed_over_spouts():
