@@ -18,6 +18,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from operator import add, lt, sub
 from typing import Any
 
 from squall.daemons.reports import COUNTER_NAMES
@@ -180,43 +181,51 @@ N = len(COUNTER_NAMES)
 
 
 class RunningTotals:
-    """Per topology, each executor's last counters and its totals over its workers' lives
-    (one array: the last N, then the totals), and the totals summed by component once the
+    """Per topology, each executor's last counters and its totals over its workers' lives,
+    and the totals summed by component once the
     round has said which executor is which component's. Safe from several threads; bounded
     by ``max_topologies`` and the executors the reports name."""
 
     def __init__(self, max_topologies: int = MAX_TOPOLOGIES) -> None:
         self._max_topologies = max_topologies
-        self._executors: OrderedDict[str, dict[ExecutorId, array]] = OrderedDict()
+        # executor -> [its last counters, its totals]
+        self._executors: OrderedDict[str, dict[ExecutorId, list[Any]]] = OrderedDict()
         self._components: dict[str, Mapping[ExecutorId, str]] = {}
-        self._sums: dict[str, dict[str, array]] = {}
-        self._retired: dict[str, dict[str, array]] = {}  # totals of executors a rebalance ended
+        self._sums: dict[str, dict[str, list[float]]] = {}
+        self._retired: dict[str, dict[str, list[float]]] = {}  # totals of executors a rebalance ended
         self._lock = threading.Lock()
 
     def add(self, topology_id: str, samples: Mapping[ExecutorId, tuple[float, Sequence[int]]]) -> None:
         """Fold each executor's counters in (the time is not needed: a sample not newer than
-        the last one adds nothing, its counters being the same or, after a restart, lower)."""
+        the last one adds nothing, its counters being the same or, after a restart, lower).
+        On every report of every supervisor: C-level maps, no loop in Python per counter."""
         with self._lock:
             executors = self._executors.pop(topology_id, {})
             self._executors[topology_id] = executors
             components = self._components.get(topology_id, {})
             sums = self._sums.setdefault(topology_id, {})
-            for ex, (_, given) in samples.items():
-                counters = (*given, *(0,) * (N - len(given)))  # older senders: no latency sums
-                total = executors.get(ex)
-                if total is None:  # the first sample counts what came before nimbus heard it
-                    executors[ex] = total = array("d", (*counters, *([0.0] * N)))
+            for ex, (_, counters) in samples.items():
+                if len(counters) != N:
+                    counters = (*counters, *(0,) * (N - len(counters)))  # older senders: no latency sums
+                entry = executors.get(ex)
+                if entry is None:  # the first sample counts what came before nimbus heard it
+                    executors[ex] = [counters, list(counters)]
                     delta: Sequence[float] = counters
-                elif any(new < old for new, old in zip(counters, total)):
-                    delta = counters  # its worker restarted: counting starts over
                 else:
-                    delta = [new - old for new, old in zip(counters, total)]
-                for i, (v, d) in enumerate(zip(counters, delta)):
-                    total[i] = v
-                    total[N + i] += d
+                    last, total = entry
+                    if counters == last:
+                        continue  # an idle executor: nothing to add
+                    # went down: its worker restarted and counting starts over
+                    delta = counters if any(map(lt, counters, last)) else tuple(map(sub, counters, last))
+                    total[:] = map(add, total, delta)
+                    entry[0] = counters
                 component = components.get(ex)
                 if component is not None:
-                    _add(sums, component, delta)
+                    one = sums.get(component)
+                    if one is None:
+                        sums[component] = list(delta)
+                    else:
+                        one[:] = map(add, one, delta)
             while len(self._executors) > self._max_topologies:
                 gone, _ = self._executors.popitem(last=False)
                 for kept in (self._components, self._sums, self._retired):
@@ -236,11 +245,11 @@ class RunningTotals:
             for ex in [ex for ex in executors if ex not in components]:
                 old = (previous or {}).get(ex)
                 if old is not None:
-                    _add(retired, old, executors[ex][N:])
+                    _add(retired, old, executors[ex][1])
                     del executors[ex]
-            sums = {c: array("d", v) for c, v in retired.items()}
-            for ex, total in executors.items():
-                _add(sums, components[ex], total[N:])
+            sums = {c: list(v) for c, v in retired.items()}
+            for ex, (_, total) in executors.items():
+                _add(sums, components[ex], total)
             self._sums[topology_id] = sums
 
     def by_component(self, topology_id: str) -> dict[str, tuple[float, ...]]:
@@ -256,10 +265,9 @@ class RunningTotals:
                     kept.pop(topology_id, None)
 
 
-def _add(sums: dict[str, array], component: str, values: Sequence[float]) -> None:
-    total = sums.get(component)
-    if total is None:
-        sums[component] = array("d", values)
-        return
-    for i, v in enumerate(values):
-        total[i] += v
+def _add(sums: dict[str, list[float]], component: str, values: Sequence[float]) -> None:
+    one = sums.get(component)
+    if one is None:
+        sums[component] = list(values)
+    else:
+        one[:] = map(add, one, values)
