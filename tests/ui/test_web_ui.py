@@ -414,6 +414,7 @@ def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster
     # -- debug: sample square's emits from the page ------------------------------------------
     browser.evaluate("document.getElementById('debug-component').value = 'square';"
                      "document.getElementById('debug-percent').value = '100'")
+    render(browser)  # what the operator chose survives the page's refresh
     browser.click("#debug-start")
     browser.wait_for("document.getElementById('debug-state').textContent.includes('square: 100%')",
                      "the page to say square is sampled")
@@ -430,7 +431,9 @@ def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster
                      "sampling stopped")
 
     # -- a profile asked for and downloaded ---------------------------------------------------
-    browser.evaluate("document.getElementById('profile-kind').value = 'stack'")
+    browser.evaluate("document.getElementById('profile-kind').value = 'heap';"
+                     "document.getElementById('profile-secs').value = '1'")
+    render(browser)
     browser.click("#profile-ask")
     browser.wait_for("document.querySelector('[data-row^=\"profile:\"] button.profile-download')",
                      "the profile listed")
@@ -441,7 +444,7 @@ def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster
         time.sleep(0.5)
         return browser.evaluate("window.squallLastProfile && window.squallLastProfile.text")
     text = cluster.wait_for(downloaded, 40, "the profile downloaded", interval=1)
-    assert "MainThread" in text
+    assert "allocations traced over 1s (tracemalloc)" in text
 
     # -- identical errors once, with a count ------------------------------------------------
     def grouped() -> list:

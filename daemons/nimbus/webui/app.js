@@ -184,6 +184,9 @@
     const historyBox = h("section", {id: "history"});
     const debugBox = h("section", {id: "debug"});
     const profilesBox = h("section", {id: "profiles"});
+    // Their controls are made once: what an operator chose or typed there survives refreshes.
+    const debug = window.squallOperate.debugSection(ui, name);
+    const profiles = window.squallOperate.profileSection(ui, name);
     const comps = h("section", {id: "components"});
     const execs = h("section", {id: "executors"});
     const metricsBox = h("section", {id: "metrics"});
@@ -343,8 +346,10 @@
       if (Object.keys(ops.debug || {}).length || samplesSeen === null) {
         samplesSeen = await api(`/topologies/${enc(name)}/debug?limit=50`);
       }
-      debugBox.replaceChildren(...window.squallOperate.debugSection(ui, name, st, ops, samplesSeen));
-      profilesBox.replaceChildren(...window.squallOperate.profileSection(ui, name, st, ops));
+      if (!debugBox.firstChild) debugBox.append(...debug.nodes);  // again after a 404 emptied it
+      if (!profilesBox.firstChild) profilesBox.append(...profiles.nodes);
+      debug.update(st, ops, samplesSeen);
+      profiles.update(st, ops);
 
       // Identical errors once, with how many times (nimbus groups them).
       const groups = errs.groups || errs.errors.map(e => ({...e, count: 1, first: e.time, last: e.time,

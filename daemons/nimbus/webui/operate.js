@@ -78,12 +78,25 @@
   }
   const h_code = (ui, text) => ui.h("code", {}, text);
 
-  // Debug: start or stop sampling, and the newest samples.
-  function debugSection(ui, name, st, ops, samples) {
-    const comps = st.components.filter(c => !c.id.startsWith("__")).map(c => c.id);
-    const select = ui.h("select", {id: "debug-component"}, ui.h("option", {value: ""}, "every component"),
-                        comps.map(c => ui.h("option", {value: c}, c)));
+  // A select's options as [value, label] pairs, made again only when they change; what was
+  // chosen stays chosen while it is still offered.
+  function setOptions(ui, select, options) {
+    const key = JSON.stringify(options);
+    if (select.dataset.options === key) return;
+    const chosen = select.value;
+    select.replaceChildren(...options.map(([value, label]) => ui.h("option", {value}, label)));
+    select.dataset.options = key;
+    if (options.some(([value]) => value === chosen)) select.value = chosen;
+  }
+
+  // Debug: start or stop sampling, and the newest samples. The controls are made once per
+  // page, so that what an operator chose or typed survives the page's refreshes; update()
+  // brings the rest up to date.
+  function debugSection(ui, name) {
+    const select = ui.h("select", {id: "debug-component"});
     const percent = ui.h("input", {id: "debug-percent", type: "number", min: 0.01, max: 100, step: "any", value: 10});
+    const state = ui.h("p", {id: "debug-state", class: "muted"}, "Nothing is sampled.");
+    const samplesBox = ui.h("div", {});
     async function post(body, what) {
       try {
         await ui.api(`/topologies/${ui.enc(name)}/debug`, {method: "POST", body});
@@ -93,18 +106,25 @@
       }
       await ui.refresh();
     }
-    const on = Object.entries(ops.debug || {}).map(([c, d]) =>
-      `${c === "*" ? "every component" : c}: ${d.percent}% until ${clock(d.until)}`);
-    return [ui.h("h2", {}, "Debug ", ui.h("span", {class: "muted"}, "(sampled emits: Storm's event logger)")),
-      ui.h("p", {id: "debug-state", class: on.length ? "" : "muted"}, on.length ? `sampling ${on.join("; ")}` :
-           "Nothing is sampled."),
+    const nodes = [ui.h("h2", {}, "Debug ", ui.h("span", {class: "muted"}, "(sampled emits: Storm's event logger)")),
+      state,
       ui.h("div", {class: "actions"}, select, ui.h("label", {for: "debug-percent"}, "percent"), percent,
         ui.h("button", {id: "debug-start", type: "button", onclick: () => post(
           {component: select.value || null, percent: Number(percent.value)},
           `sampling ${percent.value}% of ${select.value || "every component"}`)}, "Sample"),
         ui.h("button", {id: "debug-stop", type: "button", onclick: () => post(
           {component: select.value || null, percent: 0}, "sampling stopped")}, "Stop")),
-      samplesTable(ui, samples.samples || [])];
+      samplesBox];
+    function update(st, ops, samples) {
+      setOptions(ui, select, [["", "every component"],
+        ...st.components.filter(c => !c.id.startsWith("__")).map(c => [c.id, c.id])]);
+      const on = Object.entries(ops.debug || {}).map(([c, d]) =>
+        `${c === "*" ? "every component" : c}: ${d.percent}% until ${clock(d.until)}`);
+      state.textContent = on.length ? `sampling ${on.join("; ")}` : "Nothing is sampled.";
+      state.className = on.length ? "" : "muted";
+      samplesBox.replaceChildren(samplesTable(ui, samples.samples || []));
+    }
+    return {nodes, update};
   }
 
   async function download(ui, name, profileId) {
@@ -121,12 +141,12 @@
     }
   }
 
-  // Profiles: ask one worker for one, and download those taken.
-  function profileSection(ui, name, st, ops) {
-    const workers = ui.h("select", {id: "profile-worker"},
-                         st.workers.map(w => ui.h("option", {value: `${w.host}:${w.port}`}, `${w.host}:${w.port}`)));
+  // Profiles: ask one worker for one, and download those taken (controls made once, as Debug's).
+  function profileSection(ui, name) {
+    const workers = ui.h("select", {id: "profile-worker"});
     const kind = ui.h("select", {id: "profile-kind"}, ["stack", "record", "heap"].map(k => ui.h("option", {value: k}, k)));
     const secs = ui.h("input", {id: "profile-secs", type: "number", min: 1, max: 300, value: 5});
+    const rowsBox = ui.h("div", {});
     async function ask() {
       const body = {worker: workers.value, kind: kind.value};
       if (kind.value !== "stack") body.secs = Number(secs.value);
@@ -138,16 +158,22 @@
       }
       await ui.refresh();
     }
-    const rows = (ops.profiles || []).map(p => ui.h("tr", {"data-row": `profile:${p.profile_id}`},
-      ui.cell("profile_id", h_code(ui, p.profile_id)), ui.cell("kind", p.kind), ui.cell("where", `${p.host}:${p.port}`),
-      ui.cell("at", clock(p.at)), ui.cell("download", ui.h("button", {type: "button", class: "profile-download",
-        "data-profile": p.profile_id, onclick: () => download(ui, name, p.profile_id)}, "Download"))));
-    return [ui.h("h2", {}, "Profiles ", ui.h("span", {class: "muted"}, "(stack dump, sampling profile, heap)")),
+    const button = ui.h("button", {id: "profile-ask", type: "button", onclick: ask, disabled: true}, "Profile");
+    const nodes = [ui.h("h2", {}, "Profiles ", ui.h("span", {class: "muted"}, "(stack dump, sampling profile, heap)")),
       ui.h("div", {class: "actions"}, ui.h("label", {for: "profile-worker"}, "worker"), workers,
-        ui.h("label", {for: "profile-kind"}, "kind"), kind, ui.h("label", {for: "profile-secs"}, "secs"), secs,
-        ui.h("button", {id: "profile-ask", type: "button", onclick: ask, disabled: !st.workers.length}, "Profile")),
-      rows.length ? ui.table([["profile"], ["kind"], ["worker"], ["asked at"], [""]], rows)
-        : ui.h("p", {class: "muted"}, "No profile asked for.")];
+        ui.h("label", {for: "profile-kind"}, "kind"), kind, ui.h("label", {for: "profile-secs"}, "secs"), secs, button),
+      rowsBox];
+    function update(st, ops) {
+      setOptions(ui, workers, st.workers.map(w => [`${w.host}:${w.port}`, `${w.host}:${w.port}`]));
+      button.disabled = !st.workers.length;
+      const rows = (ops.profiles || []).map(p => ui.h("tr", {"data-row": `profile:${p.profile_id}`},
+        ui.cell("profile_id", h_code(ui, p.profile_id)), ui.cell("kind", p.kind), ui.cell("where", `${p.host}:${p.port}`),
+        ui.cell("at", clock(p.at)), ui.cell("download", ui.h("button", {type: "button", class: "profile-download",
+          "data-profile": p.profile_id, onclick: () => download(ui, name, p.profile_id)}, "Download"))));
+      rowsBox.replaceChildren(rows.length ? ui.table([["profile"], ["kind"], ["worker"], ["asked at"], [""]], rows)
+        : ui.h("p", {class: "muted"}, "No profile asked for."));
+    }
+    return {nodes, update};
   }
 
   window.squallOperate = {plots, debugSection, profileSection};
