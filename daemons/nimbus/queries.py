@@ -102,7 +102,9 @@ class Queries:
         errors as one entry with a count."""
         info = lookup(self.state, name)
         errors = [e.to_dict() for e in sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)]
-        return {"id": info.id, "name": info.name, "errors": errors, "groups": status.group_errors(errors)}
+        kept = info.conf.get("topology.errors.kept")  # checked at submit; as the workers keep them
+        kept = max(1, kept if isinstance(kept, int) and not isinstance(kept, bool) else self.state.errors_kept)
+        return {"id": info.id, "name": info.name, "errors": errors, "groups": status.group_errors(errors, kept)}
 
     def worker_log(self, access: ApiAccess, name: str, node: str, port: int, lines: int | None = None,
                    offset: int | None = None, inode: int | None = None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ report to the leader."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -92,11 +93,15 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
 _CODE_DIR = re.compile(r'File "[^"\n]*/topologies/[^/"\n]+/code/')
 
 
-def group_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def group_errors(errors: Iterable[Mapping[str, Any]], kept: int | None = None) -> list[dict[str, Any]]:
     """Identical errors (one component, one text) as one entry each, newest first: the text
     (the newest one's), how many times, first and last time, and the tasks and workers that
     raised it. Tracebacks count as identical whichever supervisor's copy of the code they
-    name (each host has its own local dir)."""
+    name (each host has its own local dir). Only the last ``kept`` errors of a component are
+    kept (``topology.errors.kept``): where a component has that many, older ones were let go
+    and its groups' counts are ``at_least`` (lower bounds)."""
+    errors = list(errors)
+    per_component = Counter(e["component"] for e in errors)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for e in errors:
         key = (e["component"], _CODE_DIR.sub('File "', e["error"]))
@@ -113,6 +118,7 @@ def group_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = sorted(groups.values(), key=lambda g: g["last"], reverse=True)
     for g in out:
         g["tasks"], g["workers"] = sorted(g["tasks"]), sorted(g["workers"])
+        g["at_least"] = kept is not None and per_component[g["component"]] >= kept
     return out
 
 

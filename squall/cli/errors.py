@@ -31,7 +31,9 @@ def _lines(head: str, error: str, brief: bool) -> list[str]:
 
 
 def _group_head(g: Mapping[str, Any]) -> str:
-    times = f"{g['count']} times, {_when(g['first'])} to {_when(g['last'])}" if g["count"] > 1 \
+    # at_least: the component's kept errors are full (topology.errors.kept), older ones let go
+    more = "+" if g.get("at_least") else ""
+    times = f"{g['count']}{more} times, {_when(g['first'])} to {_when(g['last'])}" if g["count"] > 1 or more \
         else f"once, {_when(g['last'])}"
     tasks = ", ".join(str(t) for t in g["tasks"])
     return f"{g['component']} task{'s' if len(g['tasks']) > 1 else ''} {tasks} on {', '.join(g['workers'])}: {times}"

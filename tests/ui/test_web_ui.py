@@ -450,7 +450,7 @@ def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster
     def grouped() -> list:
         render(browser)
         rows = page_rows(browser).get("error") or []
-        return rows if rows and int(rows[0]["count"]) >= 2 else None
+        return rows if rows and int(rows[0]["count"].rstrip("+")) >= 2 else None  # 10+: older ones let go
     errors = cluster.wait_for(grouped, 40, "the same error twice, grouped", interval=1)
     assert len(errors) == 1 and errors[0]["component"] == "square"
     assert errors[0]["error"].startswith("ValueError: four hundred is too round")

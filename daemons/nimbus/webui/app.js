@@ -358,7 +358,7 @@
         (groups.length !== errs.errors.length ? `, ${groups.length} different` : "") + ")"), groups.length ? table(
         [["last"], ["count", "num"], ["component"], ["tasks"], ["host:port"], ["error"]],
         groups.map(e => h("tr", {"data-row": "error"},
-          cell("time", when(e.last)), numCell("count", e.count), cell("component", e.component),
+          cell("time", when(e.last)), cell("count", e.at_least ? `${num(e.count)}+` : num(e.count), "num"), cell("component", e.component),
           cell("tasks", e.tasks.join(", ")), cell("where", e.workers.join(", ")),
           cell("error", h("details", {}, h("summary", {}, lastLine(e.error)),
                            h("pre", {class: "error-text"}, e.error))))))

@@ -1,6 +1,9 @@
 """What the operator commands print: plain functions of nimbus's replies."""
 from __future__ import annotations
 
+import re
+
+from squall.cli.errors import render_groups
 from squall.cli.live_rates import line, totals
 from squall.cli.operate import monitor_rows, render_samples, render_windows, supplied
 from squall.cli.status_view import render
@@ -59,6 +62,14 @@ def test_identical_errors_grouped_newest_first_with_a_count():
     groups = group_errors(errors)
     assert [(g["error"], g["count"], g["first"], g["last"], g["tasks"], g["workers"]) for g in groups] == [
         (tb("/var/h"), 3, 1, 5, [1, 2], ["g:1", "h:1"]), ("other", 1, 4, 4, [1], ["g:2"])]
+    # Nimbus keeps a component's last topology.errors.kept errors: when they are full, older
+    # ones were let go and a count is a lower bound, shown as such.
+    assert [g["at_least"] for g in group_errors(errors, kept=4)] == [True, True]
+    assert [g["at_least"] for g in group_errors(errors, kept=10)] == [False, False]
+    text = render_groups(group_errors(errors, kept=4), brief=True).splitlines()
+    assert re.search(r"^c tasks 1, 2 on g:1, h:1: 3\+ times, .*: ValueError: E$", text[0]), text
+    assert re.search(r"^c task 1 on g:2: 1\+ times, ", text[1]), text
+    assert ": once, " in render_groups(group_errors(errors, kept=10), brief=True).splitlines()[1]
 
 
 def test_live_rates_line_of_a_local_run():
