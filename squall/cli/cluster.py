@@ -239,8 +239,8 @@ FIRST_BEAT_WAIT_SECS = 30.0  # how long `status` waits for a new topology's firs
 @click.option("--windows", is_flag=True, help="Also each component's rates and latencies over Storm's "
               "windows: 10 minutes, 3 hours, 1 day and all time.")
 @click.option("--wait", "wait_secs", type=click.FloatRange(min=0, max=600), default=None,
-              help=f"Seconds to wait for the first beats of a topology whose executors have not all "
-                   f"reported yet (default {FIRST_BEAT_WAIT_SECS:g} for a topology that started less than "
+              help=f"Seconds to wait for the first beats and rates of a topology whose executors do not "
+                   f"all have them yet (default {FIRST_BEAT_WAIT_SECS:g} for a topology that started less than "
                    f"that ago; 0: do not wait).")
 @OVERRIDES
 def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool, wait_secs: float | None,
@@ -263,27 +263,29 @@ def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool
 
 
 def _unheard(st: Mapping[str, Any]) -> bool:
-    """Some executor of the topology has not reported yet (its worker is starting)."""
-    return any(ex["uptime"] is None for c in st["components"] for ex in c["executors"])
+    """Some executor of the topology has no figures yet: no beat (its worker is starting), or
+    no rate (a rate needs two beats; the first beat of a new worker is all zeros)."""
+    return any(ex["uptime"] is None or not ex.get("rates") for c in st["components"] for ex in c["executors"])
 
 
 def _first_beats(client: NimbusClient, name: str, wait_secs: float | None) -> dict[str, Any]:
-    """The status, once every executor has reported: a topology submitted a moment ago has
-    no beats yet (its workers are starting), and a table of zeros would say nothing. Waits
-    (and says so on stderr) only for a young topology, unless ``wait_secs`` asks."""
+    """The status, once every executor has reported and has rates: a topology submitted a
+    moment ago has no beats yet (its workers are starting), then beats of zeros, and a table of
+    zeros would say nothing. Waits (and says so on stderr) only for a young topology, unless
+    ``wait_secs`` asks."""
     st = _call(client.topology, name)
     wait = wait_secs if wait_secs is not None else (
         FIRST_BEAT_WAIT_SECS if (st.get("uptime") or 0) < FIRST_BEAT_WAIT_SECS else 0.0)
     if not _unheard(st) or wait <= 0:
         return st
-    click.echo(f"waiting up to {wait:g}s for the first beats of {st['name']}'s workers "
+    click.echo(f"waiting up to {wait:g}s for the first beats and rates of {st['name']}'s executors "
                "(--wait 0 shows the status at once)...", err=True)
     deadline = time.monotonic() + wait
     while _unheard(st) and time.monotonic() < deadline:
         time.sleep(1.0)
         st = _call(client.topology, name)
     if _unheard(st):
-        click.echo(f"some executors have not reported after {wait:g}s: see `squall logs {st['name']}`", err=True)
+        click.echo(f"some executors have no rates after {wait:g}s: see `squall logs {st['name']}`", err=True)
     return st
 
 
