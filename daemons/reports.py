@@ -70,13 +70,13 @@ class ReportedBeat(Beat):
         counters: dict[ExecutorId, Counters] = {}
         for row in as_list(d.get("counters", []), "counters"):
             # `type(v) is int`, not isinstance: a bool is no counter (and this runs for every
-            # executor of every report).
-            if type(row) is not list or len(row) != 6 or not all(type(v) is int for v in row):
-                raise ValueError(f"a counters row must be six integers, got {row!r}")
+            # executor of every report). Six: from a supervisor of an earlier squall (no latencies).
+            if type(row) is not list or len(row) not in (6, 9) or not all(type(v) is int for v in row):
+                raise ValueError(f"a counters row must be six or nine integers, got {row!r}")
             ex = (row[0], row[1])
             if ex not in named:
                 raise ValueError(f"counters for executor {list(ex)} the worker does not run")
-            counters[ex] = (row[2], row[3], row[4], row[5])
+            counters[ex] = (row[2], row[3], row[4], row[5], *(row[6:] if len(row) == 9 else (0, 0, 0)))
         t = d.get("counters_time")
         return cls(**cls.checked_fields(d, executors),
                    counters_time=None if t is None else as_num(t, "counters_time"), counters=counters,

@@ -4,6 +4,7 @@ report to the leader."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,6 +57,39 @@ def _latencies(entry: ExecutorStats) -> tuple[float | None, float | None]:
     execute = round(busy * 1000 / executed, 4) if busy is not None and executed > 0 else None
     complete = entry.complete_latency
     return execute, (round(complete.p50, 3) if complete is not None else None)
+
+
+# Where a worker runs the topology's code: <local dir>/topologies/<id>/code/ (local_state).
+_CODE_DIR = re.compile(r'File "[^"\n]*/topologies/[^/"\n]+/code/')
+
+
+def group_errors(errors: Iterable[Mapping[str, Any]], kept: int | None = None) -> list[dict[str, Any]]:
+    """Identical errors (one component, one text) as one entry each, newest first: the text
+    (the newest one's), how many times, first and last time, and the tasks and workers that
+    raised it. Tracebacks count as identical whichever supervisor's copy of the code they
+    name (each host has its own local dir). Only the last ``kept`` errors of a component are
+    kept (``topology.errors.kept``): where a component has that many, older ones were let go
+    and its groups' counts are ``at_least`` (lower bounds)."""
+    errors = list(errors)
+    per_component = Counter(e["component"] for e in errors)
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in errors:
+        key = (e["component"], _CODE_DIR.sub('File "', e["error"]))
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"component": e["component"], "error": e["error"], "count": 0,
+                               "first": e["time"], "last": e["time"], "tasks": set(), "workers": set()}
+        g["count"] += 1
+        if e["time"] > g["last"]:
+            g["error"] = e["error"]
+        g["first"], g["last"] = min(g["first"], e["time"]), max(g["last"], e["time"])
+        g["tasks"].add(e["task"])
+        g["workers"].add(f"{e['host']}:{e['port']}")
+    out = sorted(groups.values(), key=lambda g: g["last"], reverse=True)
+    for g in out:
+        g["tasks"], g["workers"] = sorted(g["tasks"]), sorted(g["workers"])
+        g["at_least"] = kept is not None and per_component[g["component"]] >= kept
+    return out
 
 
 UNREADABLE = "unreadable"  # the status shown for a topology whose ZooKeeper node is malformed
@@ -128,7 +162,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                     components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
                     errors: Iterable[ErrorInfo], now: float,
                     rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
-                    rate_window: float | None = None) -> TopologyStatus:
+                    rate_window: float | None = None,
+                    windows: Mapping[str, Any] | None = None) -> TopologyStatus:
     """Components with their executors (host, port, counters, per-second rates over the last
     ``rate_window`` seconds where ``rates`` has them), workers, last errors (a component's,
     and ``worker_error``: the last a supervisor reported about a whole worker)."""
@@ -155,6 +190,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
     for comp in by_component.values():
         comp.rates = _rounded(sum_rates(e.rates for e in comp.executors))
         comp.last_error = last_errors.get(comp.id)
+        # Storm's windows (10m, 3h, 1d, all): rates and latencies the leader keeps over time.
+        comp.windows = (windows or {}).get(comp.id)
     workers = [] if assignment is None else [
         _worker_status(node, port, hosts.get(node), len(assignment.executors_on(node, port)), beats.get((node, port)))
         for node, port in sorted(assignment.slots())]

@@ -79,7 +79,8 @@ def _weighted(rows: list[tuple[float | None, int]]) -> float | None:
 @dataclass
 class ComponentStatus:
     """A component: its kind, parallelism, inputs (source component, stream, grouping), its
-    executors, totals over them, rates (None when no executor has one) and its last error."""
+    executors, totals over them, rates (None when no executor has one), its last error and
+    its windows (``history.py``: rates and latencies over 10m, 3h, 1d and all time)."""
 
     id: str
     kind: str | None
@@ -88,6 +89,7 @@ class ComponentStatus:
     executors: list[ExecutorStatus] = field(default_factory=list)
     rates: Rates | None = None
     last_error: dict[str, Any] | None = None
+    windows: dict[str, Any] | None = None
 
     def total(self, counter: str) -> int:
         return sum(getattr(e, counter) for e in self.executors)
@@ -113,7 +115,7 @@ class ComponentStatus:
         out.update(streams=self.streams(), capacity=self.capacity,
                    execute_latency_ms=_weighted([(e.execute_latency_ms, e.executed) for e in self.executors]),
                    complete_latency_ms=_weighted([(e.complete_latency_ms, e.acked) for e in self.executors]),
-                   rates=self.rates, last_error=self.last_error)
+                   rates=self.rates, last_error=self.last_error, windows=self.windows)
         return out
 
 

@@ -227,6 +227,10 @@ class SpoutExecutor(Executor):
         lat = sorted(getattr(self, "latencies", ()))
         out.acked, out.failed = self.acked, self.failed
         out.pending = sum(len(t.pending) for t in getattr(self, "tasks", {}).values())
+        hist = getattr(self, "complete_latency", None)
+        if hist is not None:  # sums, so that nimbus can take latencies over any window
+            snap = hist.snapshot()
+            out.complete_latency_sum_secs, out.complete_latency_count = snap["sum"], sum(snap["counts"])
         if lat:
             out.complete_latency = Latency(p50=lat[len(lat) // 2] * 1000,
                                            p99=lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000)

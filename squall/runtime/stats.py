@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ExecutorId = tuple[int, int]
-Counters = tuple[int, int, int, int]  # emitted (user streams), executed, acked, failed
+# What rates and windows are made of: emitted (user streams), executed, acked, failed, then
+# what latencies over a window are made of: execute time in microseconds, complete latency in
+# microseconds summed over the trees it was measured on, and how many trees that was.
+Counters = tuple[int, int, int, int, int, int, int]
+COUNTER_NAMES = ("emitted", "executed", "acked", "failed", "busy_us", "complete_us", "completed")
 Scalar = int | float | str | bool | None
 # The metrics one executor's tasks registered (squall.metrics.task_snapshots): task id as
 # text -> metric name -> {"kind": str, "value": number or {key: number}, "label": str}.
@@ -35,6 +39,10 @@ def _int(value: Any) -> int | None:
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _micros(value: float | None) -> int:
+    return int(value * 1e6) if value is not None and value >= 0 else 0
 
 
 def _str(value: Any) -> str | None:
@@ -100,7 +108,8 @@ class Latency:
 # Wire keys of ExecutorStats; any other key whose value is an object is a section.
 _EXECUTOR_KEYS = frozenset({
     "component", "executor", "kind", "emitted", "executed", "errors", "queue", "queue_peak", "metrics",
-    "acked", "failed", "busy_secs", "pending", "complete_latency_ms", "pending_trees", "dropped", "capacity"})
+    "acked", "failed", "busy_secs", "pending", "complete_latency_ms", "complete_latency_sum_secs",
+    "complete_latency_count", "pending_trees", "dropped", "capacity"})
 
 
 @dataclass
@@ -108,7 +117,9 @@ class ExecutorStats:
     """One executor's counters since its worker started. Fields a kind does not count are
     None and left out of the wire form: ``acked``/``failed`` (spouts and bolts),
     ``busy_secs`` (bolts: seconds in user code), ``pending`` (spouts: trees in flight),
-    ``complete_latency`` (spouts), ``pending_trees`` (the acker). ``dropped`` is the input
+    ``complete_latency`` (spouts: median and 99th percentile) with its sum and count since
+    the start (``complete_latency_sum_secs``, ``complete_latency_count``: nimbus takes
+    latencies over any window from them), ``pending_trees`` (the acker). ``dropped`` is the input
     its worker refused for it, by cause; ``capacity`` the share of the last stats period it
     spent executing (set by a worker process, Storm's capacity); ``sections`` the figures
     of wrapping components (``{"checkpoint": {...}}``, ``squall.runtime.wrapping``)."""
@@ -127,6 +138,8 @@ class ExecutorStats:
     busy_secs: float | None = None
     pending: int | None = None
     complete_latency: Latency | None = None
+    complete_latency_sum_secs: float | None = None
+    complete_latency_count: int | None = None
     pending_trees: int | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     capacity: float | None = None
@@ -138,8 +151,9 @@ class ExecutorStats:
         return sum(n for stream, n in self.emitted.items() if not stream.startswith("__"))
 
     def counters(self) -> Counters:
-        """What rates are made of: (user emitted, executed, acked, failed)."""
-        return (self.user_emitted, self.executed, self.acked or 0, self.failed or 0)
+        """What rates and windows are made of (COUNTER_NAMES)."""
+        return (self.user_emitted, self.executed, self.acked or 0, self.failed or 0, _micros(self.busy_secs),
+                _micros(self.complete_latency_sum_secs), self.complete_latency_count or 0)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -148,7 +162,9 @@ class ExecutorStats:
             "queue": self.queue, "queue_peak": self.queue_peak, "metrics": self.metrics}
         out.update((name, dict(figures)) for name, figures in self.sections.items())
         for key, value in (("acked", self.acked), ("failed", self.failed), ("busy_secs", self.busy_secs),
-                           ("pending", self.pending), ("pending_trees", self.pending_trees)):
+                           ("pending", self.pending), ("pending_trees", self.pending_trees),
+                           ("complete_latency_sum_secs", self.complete_latency_sum_secs),
+                           ("complete_latency_count", self.complete_latency_count)):
             if value is not None:
                 out[key] = value
         if self.complete_latency is not None:
@@ -178,6 +194,8 @@ class ExecutorStats:
             metrics=_task_metrics(d.get("metrics")), acked=_int(d.get("acked")), failed=_int(d.get("failed")),
             busy_secs=_num(d.get("busy_secs")), pending=_int(d.get("pending")),
             complete_latency=Latency.from_dict(d.get("complete_latency_ms")),
+            complete_latency_sum_secs=_num(d.get("complete_latency_sum_secs")),
+            complete_latency_count=_int(d.get("complete_latency_count")),
             pending_trees=_int(d.get("pending_trees")), dropped=_int_map(d.get("dropped")),
             capacity=_num(d.get("capacity")), sections=sections)
 

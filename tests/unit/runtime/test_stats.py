@@ -27,7 +27,8 @@ def test_what_a_running_topology_reports_survives_its_wire_form():
         again = ExecutorStats.from_dict(json.loads(json.dumps(entry)))
         assert again is not None and again.to_dict() == entry
     spout = ExecutorStats.from_dict(next(s for s in wire if s["kind"] == "spout"))
-    assert spout.counters() == (50, 0, 50, 0) and spout.complete_latency is not None  # user streams only
+    assert spout.counters()[:4] == (50, 0, 50, 0) and spout.complete_latency is not None  # user streams only
+    assert spout.counters()[5] > 0 and 0 < spout.counters()[6] <= 50  # complete latency: sum (micros), trees timed
 
 
 def test_an_earlier_workers_stats_file_reads_the_same():
@@ -48,9 +49,9 @@ def test_an_earlier_workers_stats_file_reads_the_same():
     assert stats.to_dict() == earlier
     count, src = stats.executors
     assert count.sections == {"checkpoint": {"committed": 2, "phase": "commit"}}
-    assert count.counters() == (7, 10, 9, 1) and src.complete_latency == Latency(1.5, 3.0)
+    assert count.counters() == (7, 10, 9, 1, 250_000, 0, 0) and src.complete_latency == Latency(1.5, 3.0)
     assert stats.transport.counters()["dropped_unknown_task"] == 2 and stats.executors_left_out == 3
-    assert stats.counters([(1, 1)]) == {(1, 1): (10, 0, 9, 1)}  # only the executors asked for
+    assert stats.counters([(1, 1)]) == {(1, 1): (10, 0, 9, 1, 0, 0, 0)}  # only the executors asked for
 
 
 def test_hostile_stats_read_as_what_they_hold_of_use():
