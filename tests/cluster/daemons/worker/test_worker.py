@@ -293,9 +293,9 @@ def test_heartbeats_refresh_and_sigterm_stops_cleanly(harness):
     beat = wait_for(lambda: harness.beat(port), 10, "the worker's beat for its supervisor's report")
     assert sorted(beat.executors) == sorted(harness.executors)
     wait_for(lambda: (b := harness.beat(port)) is not None and b.time > beat.time, 10, "a newer worker beat")
-    stats = wait_for(lambda: harness.beat(port).stats.get("executors"), 10, "executor stats in the beat")
+    stats = wait_for(lambda: harness.beat(port).stats.executors, 10, "executor stats in the beat")
     assert not harness.state.worker_beats(harness.topology_id)  # nothing per interval in ZooKeeper
-    assert sorted(tuple(s["executor"]) for s in stats) == sorted(harness.executors)
+    assert sorted(s.executor for s in stats) == sorted(harness.executors)
 
     proc.send_signal(signal.SIGTERM)
     assert harness.wait_exit(proc) == 0, harness.log_of(proc)
