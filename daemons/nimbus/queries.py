@@ -71,10 +71,12 @@ class Queries:
         beats = self.hearing.beats.beats(info.id)
         assignment, now = self.state.assignment(info.id), self.clock.time()
         rates = self.hearing.rates
-        return status.topology_status(
+        out = status.topology_status(
             info, assignment, beats, self.placement.executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
             rates=rates.rates(info.id, now), rate_window=rates.window)
+        out["unusable_slots"] = status.unusable_slots(self.hearing.supervisors())
+        return out
 
     def topology_conf(self, name: str) -> dict[str, Any]:
         info = lookup(self.state, name)

@@ -27,3 +27,4 @@ def docker_compose() -> str:
     found = shutil.which("docker-compose")
     assert found, "docker-compose is missing: scripts/test.sh installs it (apt-get install docker-compose)"
     return found
+VENV_TOPOLOGY = SUPPORT / "venv_topology" / "uses_vpkg.py"
