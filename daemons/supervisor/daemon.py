@@ -42,7 +42,7 @@ from squall.daemons.supervisor.actions import WorkerActions
 from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
-from squall.daemons.supervisor.environments import TopologyEnvironments
+from squall.daemons.supervisor.environments import EnvBuildError, TopologyEnvironments
 from squall.daemons.supervisor.feed import AssignmentFeed
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.ports import PortSlots
@@ -174,9 +174,15 @@ class Supervisor:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         warn_once = WarnOnce(self.log)  # one-off warnings, said again once their worker is cleaned up
-        self.envs = TopologyEnvironments(self.layout.venvs_dir, self.layout.topologies_dir, self.conf, self.log,
-                                         self._waker.wake, self.clock,
-                                         root_mode=worker_files.PASS_THROUGH if self.accounts.switches else 0o700)
+        try:
+            self.envs = TopologyEnvironments(self.layout.venvs_dir, self.layout.topologies_dir, self.conf, self.log,
+                                             self._waker.wake, self.clock,
+                                             root_mode=worker_files.PASS_THROUGH if self.accounts.switches else 0o700)
+        except EnvBuildError as exc:
+            self.state.close()
+            self._stop_endpoints()
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
         actions = WorkerActions(self.conf, self.id, self.host, self.local, self.code, self.envs, feed, self.accounts,
                                 self.containment, self.memory_max, worker_conf, self.state_dir, self.metrics,
                                 self.clock, self.log, warn_once)

@@ -5,15 +5,17 @@ A topology whose bundle names a requirements file (``topology.python.requirement
 ``squall.daemons.requirements``) gets a venv under ``<local dir>/venvs/<key>``, where the
 key hashes the checked requirements, the interpreter, the operator's pip arguments and what
 squall runs from: a second topology with the same file, or the same one resubmitted, reuses
-it. The venv is made with the supervisor's interpreter and sees squall's own packages
-through a ``.pth`` file after its own, so pip installs only what squall's environment lacks
-or pins differently, and a multilang child run by the venv's ``python`` sees both. pip runs
-as the supervisor (root), so only wheels are installed (``--only-binary=:all:``: no build
-script runs) unless the operator's ``supervisor.venv.pip.args`` say otherwise, from the
-index pip is configured with on this host (pip.conf, ``PIP_*``), within
-``supervisor.venv.build.timeout.secs``. The finished tree belongs to root and is readable,
-not writable, by the workers' users; ``.squall-venv.json`` appears last, so a venv without it
-is a build that did not finish and is made again.
+it. The venv is made with the workers' interpreter (the runtime laid out for them under
+``supervisor.worker.runtime.dir`` when they need one, see ``worker_runtime``) and sees the
+packages squall runs from there through a ``.pth`` file after its own, so pip installs only
+what squall's environment lacks or pins differently, and a multilang child run by the
+venv's ``python`` sees both. pip runs as the supervisor (root), so only wheels are
+installed (``--only-binary=:all:``: no build script runs) unless the operator's
+``supervisor.venv.pip.args`` say otherwise, from the index pip is configured with on this
+host (pip.conf, ``PIP_*``), within ``supervisor.venv.build.timeout.secs``. The finished
+tree belongs to root and is readable, not writable, by the workers' users;
+``.squall-venv.json`` appears last, so a venv without it is a build that did not finish and
+is made again.
 
 A worker is handed its venv in ``SQUALL_TOPOLOGY_VENV`` (with ``VIRTUAL_ENV`` and the venv's
 ``bin`` first on ``PATH``), and ``topology.environment``'s variables.
@@ -39,6 +41,7 @@ from squall.daemons import requirements as reqs
 from squall.daemons.credentials import without_daemon_secret_env
 from squall.daemons.local_state import read_regular, set_tree_modes, write_atomic
 from squall.daemons.requirements import MARKER
+from squall.daemons.supervisor import launcher
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 from squall.multilang.codedir import VENV_ENV
 
@@ -49,6 +52,32 @@ LOG_TAIL_CHARS = 2000
 # squall's arguments to ``pip install``; the operator's come after them and may override them.
 PIP_INSTALL = ("install", "--no-input", "--disable-pip-version-check", "--root-user-action=ignore",
                "--only-binary=:all:")
+
+
+SITE_OF = "import sys, sysconfig; open(sys.argv[1], 'w').write(sysconfig.get_path('purelib'))"
+DESCRIBE = ("import json, platform, sysconfig; p = sysconfig.get_paths(); "
+            "print(json.dumps([platform.python_version(), p['purelib'], p['platlib']]))")
+
+
+def worker_python(conf: Mapping[str, Any]) -> str:
+    """The interpreter workers run: the default command's (the runtime's, when the supervisor
+    laid one out), else this one (an operator's own command is taken to run this Python)."""
+    command = launcher.worker_prefix(conf)
+    return command[0] if list(command[1:]) == list(launcher.DEFAULT_WORKER_COMMAND[1:]) else sys.executable
+
+
+def describe_python(python: str) -> tuple[str, list[str]]:
+    """(version, site-packages folders) of the interpreter ``python``; EnvBuildError when it
+    does not answer."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        paths = sysconfig.get_paths()
+        return platform.python_version(), list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+    try:
+        out = subprocess.run([python, "-I", "-c", DESCRIBE], capture_output=True, text=True, timeout=60, check=True)
+        version, purelib, platlib = json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise EnvBuildError(f"cannot ask the workers' Python {python} where its packages are: {exc}") from None
+    return str(version), list(dict.fromkeys([str(purelib), str(platlib)]))
 
 
 class EnvBuildError(RuntimeError):
@@ -117,20 +146,19 @@ class TopologyEnvironments:
 
     def __init__(self, root: Path, code_root: Path, conf: Mapping[str, Any], logger: Any,
                  on_done: Callable[[], None], clock: Clock = SYSTEM_CLOCK, root_mode: int = 0o700,
-                 python: str = sys.executable) -> None:
+                 python: str | None = None) -> None:
         self.root = root
         self.code_root = code_root
         self.log = logger
         self.on_done = on_done
         self.clock = clock
         self.root_mode = root_mode
-        self.python = python
+        self.python = python or worker_python(conf)
         self.pip_args = [str(a) for a in conf["supervisor.venv.pip.args"]]
         self.timeout = float(conf["supervisor.venv.build.timeout.secs"])
         self.retry = float(conf["supervisor.venv.retry.secs"])
         self.cache_max = int(conf["supervisor.venv.cache.max"])
-        paths = sysconfig.get_paths()
-        self.runtime_paths = list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+        self.python_version, self.runtime_paths = describe_python(self.python)
         self.built = 0
         self.failed = 0
         self._lock = threading.Lock()
@@ -155,7 +183,7 @@ class TopologyEnvironments:
         return found
 
     def key(self, spec: EnvSpec) -> str:
-        return reqs.environment_key(spec.requirements, os.path.realpath(self.python), platform.python_version(),
+        return reqs.environment_key(spec.requirements, os.path.realpath(self.python), self.python_version,
                                     self.pip_args, self.runtime_paths)
 
     def venv(self, spec: EnvSpec) -> Path | None:
@@ -278,8 +306,12 @@ class TopologyEnvironments:
         env["PIP_NO_INPUT"] = "1"
         self._run([self.python, "-m", "venv", "--without-pip", str(target)], deadline, log_file, self.root, env,
                   "making the venv")
-        site = sysconfig.get_path("purelib", "venv", vars={"base": str(target), "platbase": str(target)})
-        if not os.path.isdir(site):
+        answer = self.root / f".{target.name}.site"
+        self._run([str(target / "bin" / "python"), "-c", SITE_OF, str(answer)], deadline, log_file, self.root, env,
+                  "asking the venv for its site-packages")
+        site = answer.read_text(encoding="utf-8").strip()
+        answer.unlink()
+        if not site.startswith(os.path.join(str(target), "")) or not os.path.isdir(site):
             raise EnvBuildError(f"the new venv has no {site}")
         # squall's packages after the venv's own: pip sees them as installed, and a child
         # run by the venv's python imports squall, pystorm and streamparse from there.
@@ -291,7 +323,7 @@ class TopologyEnvironments:
         self._run([str(python), "-m", "pip", *PIP_INSTALL, *self.pip_args, "-r", str(requirements)], deadline,
                   log_file, target, env, "pip install")
         open_to_workers(target)
-        write_atomic(target / MARKER, json.dumps({"site": site, "python": platform.python_version(),
+        write_atomic(target / MARKER, json.dumps({"site": site, "python": self.python_version,
                                                   "requirements": list(spec.requirements)}).encode())
         os.chmod(target / MARKER, 0o644)
 

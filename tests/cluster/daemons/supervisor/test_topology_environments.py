@@ -15,7 +15,6 @@ import pytest
 from squall.testing.cluster import ProcessCluster
 from support.paths import VENV_TOPOLOGY
 from support.wheels import make_wheel
-from support.worker_users import reachable_python
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="workers as users of their own need root")]
@@ -45,11 +44,12 @@ def test_two_topologies_with_two_versions_of_one_package_run_side_by_side(zk_ser
     for version in ("1.0", "2.0"):
         make_wheel(wheels, "vpkg", version)
     os.chmod(wheels, 0o755)
+    # Workers as users of their own, on the runtime the supervisor lays out for them when this
+    # Python is closed to them (under /root): the venvs are made with that runtime's Python.
     cluster = ProcessCluster(zk_server.port, zk_root, base / "cluster", supervisors=1, slots=3, conf={
-        "supervisor.worker.user": None,
+        "supervisor.worker.user": None, "supervisor.worker.runtime.dir": str(base / "runtime"),
         "supervisor.venv.pip.args": ["--no-index", "--find-links", str(wheels)],
-        "supervisor.venv.build.timeout.secs": 120, "supervisor.venv.retry.secs": 2},
-        supervisor_prefix=reachable_python(FIRST_UID, FIRST_UID, base))
+        "supervisor.venv.build.timeout.secs": 120, "supervisor.venv.retry.secs": 2})
     os.chmod(base / "cluster", 0o711)
     try:
         cluster.start()
