@@ -83,6 +83,11 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.tls.cert.file": (_STR, True),
     "supervisor.tls.key.file": (_STR, True),
     "supervisor.logviewer.max.bytes": (_INT, False),
+    "supervisor.venv.pip.args": ("list[str]", False),
+    "supervisor.venv.build.timeout.secs": (_FLOAT, False),
+    "supervisor.venv.retry.secs": (_FLOAT, False),
+    "supervisor.venv.cache.max": (_INT, False),
+    "supervisor.venv.max.mb": (_INT, False),
     "worker.log.max.bytes": (_INT, False),
     "worker.log.backups": (_INT, False),
     "supervisor.state.dir": (_STR, True),
@@ -137,6 +142,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.builtin.metrics.bucket.size.secs": (_FLOAT, False),
     "topology.worker.hook.start.timeout.secs": (_FLOAT, False),
     "topology.worker.hook.shutdown.timeout.secs": (_FLOAT, False),
+    "topology.environment": ("dict", False),
+    "topology.python.requirements": (_STR, True),
     "kafka.bootstrap.servers": (_STR, True),
     "kafka.client.config": ("dict", False),
     "kafka.secrets": ("dict", False),
@@ -189,6 +196,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "supervisor.code.max.members": (1, 10**7, True),
     "supervisor.logviewer.port": (0, 65535, True),
     "supervisor.logviewer.max.bytes": (1, 2**40, True),
+    "supervisor.venv.build.timeout.secs": (1.0, _DAY, True),
+    "supervisor.venv.retry.secs": (0.0, _DAY, True),
+    "supervisor.venv.cache.max": (0, 1000, True),
+    "supervisor.venv.max.mb": (1, 2**30, True),
     "worker.log.max.bytes": (1, 2**40, True),
     "worker.log.backups": (0, 1000, True),
     "worker.metrics.frequency.secs": _SECS,
@@ -261,6 +272,32 @@ def _check_kafka(key: str, value: dict) -> None:
                 raise ConfigError(f"config key {key!r}: property {prop!r} must be a string, number or bool")
         elif not isinstance(v, str) or not (v.startswith("env:") and len(v) > 4 or v.startswith("file:/")):
             raise ConfigError(f"config key {key!r}: {prop!r} must be a reference, env:NAME or file:/absolute/path")
+
+
+# topology.environment: variables a topology's workers (and their multilang children) get.
+# Never what isolation, security or squall itself sets for a worker: its identity, search
+# paths, the dynamic loader, the interpreter's own settings and squall's variables.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_RESERVED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "VIRTUAL_ENV", "TMPDIR"})
+ENV_RESERVED_PREFIXES = ("SQUALL_", "PYTHON", "LD_")
+ENV_MAX_VARS = 100
+ENV_MAX_VALUE_CHARS = 8192
+
+
+def _check_environment(key: str, value: dict) -> None:
+    if len(value) > ENV_MAX_VARS:
+        raise ConfigError(f"config key {key!r}: {len(value)} variables, more than {ENV_MAX_VARS}")
+    for name, v in value.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise ConfigError(f"config key {key!r}: {name!r:.140} is not a variable name "
+                              "(letters, digits and _, not starting with a digit, at most 128)")
+        if name.upper() in ENV_RESERVED or name.upper().startswith(ENV_RESERVED_PREFIXES):
+            raise ConfigError(f"config key {key!r}: {name} is set by squall for every worker (its identity, search "
+                              f"paths, loader and interpreter: {', '.join(sorted(ENV_RESERVED))}, "
+                              f"{', '.join(p + '*' for p in ENV_RESERVED_PREFIXES)}); a topology may not change it")
+        if not isinstance(v, str) or "\0" in v or len(v) > ENV_MAX_VALUE_CHARS:
+            raise ConfigError(f"config key {key!r}: {name} must be a string of at most {ENV_MAX_VALUE_CHARS} "
+                              f"characters without NUL, got {type(v).__name__} {v!r:.60}")
 
 
 # What one entry of topology.metrics.consumer.register may hold (Storm's keys): the class,
@@ -337,6 +374,8 @@ def validate_key(key: str, value: Any) -> None:
         _check_kafka(key, value)
     if key == "topology.metrics.consumer.register":
         _check_consumers(key, value)
+    if key == "topology.environment":
+        _check_environment(key, value)
     bounds = RANGES.get(key)
     for number in value if isinstance(value, list) else [value]:
         if isinstance(number, float) and not math.isfinite(number):

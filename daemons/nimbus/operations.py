@@ -224,7 +224,7 @@ class Operations:
             if wait is None:
                 wait = self.message_timeout(info)
             now = self.clock.time()
-            free = available_slots({sid: s.ports for sid, s in self.hearing.live_supervisors(now).items()},
+            free = available_slots({sid: s.usable_ports for sid, s in self.hearing.live_supervisors(now).items()},
                                    {tid: a.executors for tid, a in self.state.assignments().items()},
                                    exclude_topology=info.id)
             warning = slots_warning(workers, sum(parallelism.values()), len(free))

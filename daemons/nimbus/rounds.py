@@ -147,7 +147,7 @@ class LeaderRounds:
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
-        slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+        slots = RoundSlots.of({sid: s.usable_ports for sid, s in supervisors.items()},
                               {tid: a.executors for tid, a in assignments.items()}, self.placement.slot_use)
         # Topologies that lost a supervisor first: a death is acted on within the round's first
         # moments, not after every healthy topology has been looked at.

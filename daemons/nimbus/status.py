@@ -269,6 +269,13 @@ def _transport(beat: Any) -> dict[str, int]:
     return {k: _int(raw.get(k)) for k in TRANSPORT_COUNTERS if k in raw}
 
 
+def unusable_slots(sups: Mapping[str, SupervisorInfo]) -> list[dict[str, Any]]:
+    """The cluster's slots whose port another process holds (the supervisor says why):
+    nothing is assigned there until they are free."""
+    return [{"node": sid, "host": s.host, "port": port, "reason": why}
+            for sid, s in sorted(sups.items()) for port, why in sorted(s.unusable.items())]
+
+
 def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
                     now: float, heartbeat_ages: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per supervisor for ``/cluster``: slots, used and free, uptime, and the age of
@@ -283,7 +290,8 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
         used_ports = sorted(used.get(sid, ()))
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
-                     "free": len(set(s.ports) - set(used_ports)),
+                     "free": len(set(s.usable_ports) - set(used_ports)),
+                     "unusable": {str(p): why for p, why in sorted(s.unusable.items())},
                      "uptime": round(now - s.started_at, 1), "heartbeat_age": None if heartbeat_ages is None
                      else round(heartbeat_ages.get(sid, now - s.time), 1),
                      "logviewer_port": s.logviewer_port, "away": s.away})

@@ -182,7 +182,8 @@ def node_parts(assignment: Assignment) -> dict[str, NodeAssignment]:
 class SupervisorInfo:
     """A live supervisor and its slots; ``time`` is when the node was last refreshed.
     ``away``: it stopped cleanly and means to come back (a persistent node nimbus honours
-    for ``supervisor.restart.grace.secs``)."""
+    for ``supervisor.restart.grace.secs``). ``unusable``: its ports another process holds
+    (port -> why); nimbus assigns nothing there until they are free."""
 
     id: str
     host: str
@@ -192,6 +193,12 @@ class SupervisorInfo:
     time: float = 0.0
     logviewer_port: int | None = None  # where its worker logs are served; None: not served
     away: bool = False
+    unusable: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def usable_ports(self) -> list[int]:
+        """The ports nimbus may assign: all but the unusable ones."""
+        return [p for p in self.ports if p not in self.unusable]
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "host": self.host, "ports": list(self.ports),
@@ -199,6 +206,8 @@ class SupervisorInfo:
                "logviewer_port": self.logviewer_port}
         if self.away:
             out["away"] = True
+        if self.unusable:
+            out["unusable"] = {str(p): why for p, why in sorted(self.unusable.items())}
         return out
 
     @classmethod
@@ -212,7 +221,24 @@ class SupervisorInfo:
             logviewer_port=None if d.get("logviewer_port") is None
             else as_int(d["logviewer_port"], "logviewer_port"),
             away=as_bool(d.get("away", False), "away"),
+            unusable=_unusable(d.get("unusable", {})),
         )
+
+
+MAX_UNUSABLE_REASON = 500
+
+
+def _unusable(value: Any) -> dict[int, str]:
+    """A supervisor node's unusable ports (port -> why), checked: ports as in ``ports``,
+    reasons cut to MAX_UNUSABLE_REASON characters."""
+    if not isinstance(value, dict):
+        raise ValueError(f"field 'unusable' is {type(value).__name__}, not an object")
+    out = {}
+    for port, why in value.items():
+        if not isinstance(port, str) or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"field 'unusable' names {port!r:.40}, not a port")
+        out[int(port)] = as_str(why, "unusable reason")[:MAX_UNUSABLE_REASON]
+    return out
 
 
 @dataclass

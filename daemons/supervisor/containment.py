@@ -205,15 +205,18 @@ class Containment:
         return self.groups.remove(worker_id) if self.groups is not None else True
 
     # -- what the supervisor adopts -------------------------------------------------------
-    def adopt(self, workers: Mapping[str, WorkerProc], launched: Collection[int]) -> list[Stray]:
+    def adopt(self, workers: Mapping[str, WorkerProc], launched: Collection[int],
+              own: Callable[[], Collection[int]] = frozenset) -> list[Stray]:
         """Children of the supervisor that it did not launch: reap the dead, trace the living
         to their workers, end the rest. ``launched``: pids of workers it launched (their
-        ends are collected by the launcher)."""
+        ends are collected by the launcher); ``own()``: pids of other children it runs itself
+        (environment builds), asked after the children are listed."""
         strays = []
         try:
             children = psutil.Process().children()
         except psutil.Error:
             return []
+        launched = {*launched, *own()}
         for child in children:
             if child.pid in launched:
                 continue

@@ -42,6 +42,7 @@ from squall.daemons.supervisor.actions import WorkerActions
 from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
+from squall.daemons.supervisor.environments import EnvBuildError, TopologyEnvironments
 from squall.daemons.supervisor.feed import AssignmentFeed
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.ports import PortSlots
@@ -173,11 +174,21 @@ class Supervisor:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         warn_once = WarnOnce(self.log)  # one-off warnings, said again once their worker is cleaned up
-        actions = WorkerActions(self.conf, self.id, self.host, self.local, self.code, feed, self.accounts,
+        try:
+            self.envs = TopologyEnvironments(self.layout.venvs_dir, self.layout.topologies_dir, self.conf, self.log,
+                                             self._waker.wake, self.clock,
+                                             root_mode=worker_files.PASS_THROUGH if self.accounts.switches else 0o700)
+        except EnvBuildError as exc:
+            self.state.close()
+            self._stop_endpoints()
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
+        actions = WorkerActions(self.conf, self.id, self.host, self.local, self.code, self.envs, feed, self.accounts,
                                 self.containment, self.memory_max, worker_conf, self.state_dir, self.metrics,
                                 self.clock, self.log, warn_once)
-        self.port_slots = PortSlots(self.id, self.ports, self.timeouts, self.memory_max, self.local, self.code, feed,
-                                    actions, self.metrics, self.clock, self.log, warn_once)
+        self.port_slots = PortSlots(self.id, self.ports, self.timeouts, self.memory_max, self.local, self.code,
+                                    self.envs, feed, actions, self.metrics, self.clock, self.log, warn_once,
+                                    bind_host=str(self.conf.get("zmq.bind.host") or self.host))
         self.port_slots.recover(snapshot)
         try:
             self._tokens_watch = self.state.watch_api_tokens(self.endpoints.tokens_published)
@@ -238,8 +249,8 @@ class Supervisor:
                     self.log.exception("supervisor tick failed")
                 self._register()
                 wait = poll.left()
-                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) or s.hold_until is not None
-                       for s in self.slots.values()):
+                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING, _slot.State.UNUSABLE)
+                       or s.hold_until is not None for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
                 if self.workers and self.memory_max is not None and not self.containment.kernel_memory:
                     wait = min(wait, MEMORY_TICK)
@@ -319,10 +330,14 @@ class Supervisor:
         """This supervisor's node; ``time`` is when it was written. Written when its content
         changes (a port starts or stops being used), never on a timer: liveness is in the
         reports."""
-        used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
+        idle = (_slot.State.EMPTY, _slot.State.UNUSABLE)
+        used = sorted(p for p, s in self.slots.items() if s.name not in idle and p in self.ports)
+        unusable = {p: s.unusable or "unusable" for p, s in self.slots.items()
+                    if s.name is _slot.State.UNUSABLE and p in self.ports}
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
-                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None)
+                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None,
+                              unusable=unusable)
 
     def release_zookeeper(self) -> None:
         """On a stop request (another thread): a session cut off from ZooKeeper is closed now,

@@ -23,13 +23,15 @@ MAX_RELAUNCH_DELAY = 30.0
 
 MEMORY = "memory violation"
 START = "start timeout"
+ENVIRONMENT = "environment"  # the topology's Python environment could not be built (no worker ended)
+PORT_IN_USE = "port in use"
 
 
 @dataclass(frozen=True)
 class Problem:
     """Why the supervisor ended a worker, for its topology's errors."""
 
-    kind: str  # MEMORY or START
+    kind: str  # MEMORY, START, ENVIRONMENT or PORT_IN_USE
     text: str
 
 
@@ -88,3 +90,9 @@ def relaunch_delay(crashes: int) -> float:
     if crashes <= 1:
         return 0.0
     return min(2.0 ** (crashes - 2), MAX_RELAUNCH_DELAY)
+
+
+def port_problem(port: int) -> Problem:
+    """A worker that could not bind its port, which another process holds."""
+    return Problem(PORT_IN_USE, f"port {port} is held by another process: the worker could not bind it, and "
+                                "the slot takes no worker until the port is free (nimbus moves its executors)")

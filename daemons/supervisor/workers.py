@@ -15,7 +15,7 @@ import shutil
 import signal
 import stat
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ class WorkerView:
     leftovers: bool  # processes it started, other than itself
     memory: int | None  # bytes, all of them together
     oom_killed: bool  # the kernel ended it at its memory limit
+    exit_code: int | None = None  # its own process's, when it ended and this supervisor launched it
 
 
 class LocalWorkers:
@@ -110,13 +111,16 @@ class LocalWorkers:
             return WorkerView(False, False, None, False)
         procs = self.containment.processes(rec)
         alive = worker_alive(rec.pid, rec.create_time, rec.worker_id)
+        child = self.children.get(rec.worker_id)
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
-                          not alive and self.containment.oom_killed(rec.worker_id))
+                          not alive and self.containment.oom_killed(rec.worker_id),
+                          None if alive or child is None else child.poll())
 
-    def reap(self) -> None:
+    def reap(self, own: Callable[[], Collection[int]] = frozenset) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
-        (see containment), so nothing lingers as a zombie."""
+        (see containment), so nothing lingers as a zombie. ``own()``: pids of the other
+        processes the supervisor runs (environment builds), left alone."""
         for worker_id, child in list(self.children.items()):
             code = child.poll()
             if code is None or worker_id in self._exits_logged:
@@ -131,7 +135,7 @@ class LocalWorkers:
                 self.log.warning("worker exited", **fields)
         self._unreaped = [child for child in self._unreaped if child.poll() is None]
         launched = {child.pid for child in [*self.children.values(), *self._unreaped]}
-        for stray in self.containment.adopt(self.records, launched):
+        for stray in self.containment.adopt(self.records, launched, own):
             self.log.warning("killed a process that left its worker and belongs to none here", pid=stray.pid,
                              command=stray.command)
 

@@ -121,7 +121,9 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
         warnings = check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:
         raise Failure(str(exc)) from None
-    topology_source.check_shipped(topology, (rel for rel, _ in code_files(source.root)))
+    shipped = [rel for rel, _ in code_files(source.root)]
+    topology_source.check_shipped(topology, shipped)
+    topology_source.pick_requirements(source, topology_conf, shipped)
     try:
         bundle = build_bundle(file, topology, topology_conf, root=source.root)
     except (OSError, TypeError, ValueError) as exc:

@@ -118,4 +118,8 @@ def render(st: Mapping[str, Any]) -> str:
     if errors:
         lines.append(f"last errors (with tracebacks: squall errors {st['name']}):")
         lines.extend(errors)
+    unusable = st.get("unusable_slots") or []
+    if unusable:
+        lines.append("unusable slots (nimbus assigns nothing there until the port is free):")
+        lines.extend(f"  {u['host']}:{u['port']} ({u['node']}): {u['reason']}" for u in unusable)
     return "\n".join(lines)

@@ -29,8 +29,13 @@ STDERR_TAIL_LINES = 20      # kept for the report when the child dies
 _SETPRIV = shutil.which("setpriv")
 
 
+GONE = "is gone"  # the one wording for a child that closed its pipes or exited, whichever is seen first
+FORKED_AWAY = f"{GONE} (it exited; a process it started kept its pipes open)"
+EXIT_CHECK_SECS = 0.1  # how often an idle link asks whether the child's own process still runs
+
+
 class ChildGone(Exception):
-    """The child closed its pipes or exited."""
+    """The child closed its pipes or exited (the text is ``GONE``, or ``FORKED_AWAY``)."""
 
 
 class LineBudget:
@@ -96,6 +101,7 @@ class ChildProcess:
                                         daemon=True)
         self._stderr.start()
         self.closed = False
+        self._exit_checked = float("-inf")
 
     # -- stdin ----------------------------------------------------------------------------
     @property
@@ -125,7 +131,7 @@ class ChildProcess:
                 break
             except OSError as exc:
                 if exc.errno in (errno.EPIPE, errno.EBADF):
-                    raise ChildGone("the child closed its stdin") from None
+                    raise ChildGone(GONE) from None
                 raise
             del out[:n]
             self._sent += n
@@ -142,11 +148,27 @@ class ChildProcess:
             return b""
         except OSError as exc:
             if exc.errno == errno.EBADF:
-                raise ChildGone("stdout closed") from None
+                raise ChildGone(GONE) from None
             raise
         if not data:
-            raise ChildGone("the child closed its stdout")
+            raise ChildGone(GONE)
         return data
+
+    def check_exit(self, now: float) -> None:
+        """ChildGone when the child's own process has exited although its pipes are open (it
+        forked and let the original exit: the docs call a child broken when it exits).
+        Asked when stdout is empty, at most every ``EXIT_CHECK_SECS``."""
+        if now < self._exit_checked + EXIT_CHECK_SECS:
+            return
+        self._exit_checked = now
+        if self.proc.poll() is None:
+            return
+        try:
+            readable, _, _ = select.select([self._out_fd], [], [], 0)
+        except (OSError, ValueError):
+            raise ChildGone(GONE) from None
+        if not readable:  # no data and no end of file: another process holds the pipe open
+            raise ChildGone(FORKED_AWAY)
 
     def wait_io(self, timeout: float) -> None:
         """Sleep until stdout has data, stdin takes pending bytes, or ``timeout`` passes."""

@@ -33,6 +33,11 @@ class ProtocolError(ValueError):
         self.messages = messages or []
 
 
+def too_long(max_bytes: int) -> str:
+    """The one text of a message over the bound, whether or not its end was seen."""
+    return f"a message longer than {max_bytes} bytes (topology.multilang.max.message.bytes)"
+
+
 def serializer_name(value: Any) -> str:
     """``json`` or ``msgpack`` for a topology.multilang.serializer value; ValueError naming it."""
     name = SERIALIZER_NAMES.get(value) if isinstance(value, str) else None
@@ -81,9 +86,9 @@ class JsonFraming:
             body.append(line)
             self._body_bytes += len(line) + 1
             if self._body_bytes > self.max_bytes:
-                raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+                raise ProtocolError(too_long(self.max_bytes), out)
         if self._body_bytes + len(self._partial) > self.max_bytes:
-            raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+            raise ProtocolError(too_long(self.max_bytes), out)
         return out
 
     @staticmethod
@@ -119,7 +124,7 @@ class MsgpackFraming:
         try:
             self._unpacker.feed(data)
         except msgpack.BufferFull:
-            raise ProtocolError(f"a message longer than {self.max_bytes} bytes") from None
+            raise ProtocolError(too_long(self.max_bytes)) from None
         try:
             for message in self._unpacker:
                 out.append(message)

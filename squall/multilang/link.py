@@ -138,6 +138,7 @@ class ChildLink:
             while budget > 0:
                 data = child.read()
                 if not data:
+                    child.check_exit(now)
                     break
                 budget -= len(data)
                 self.last_read = now

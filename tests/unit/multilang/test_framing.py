@@ -44,6 +44,16 @@ def test_json_message_without_end_is_bounded():
         f.feed(b"x" * 200)
 
 
+def test_json_oversized_message_with_its_end_names_the_key_and_claims_no_missing_end():
+    whole = JsonFraming.encode({"command": "log", "msg": "x" * 5000})  # ends with its "end" line
+    for chunks in ([whole], [whole[:3000], whole[3000:]]):
+        f = JsonFraming(1000)
+        with pytest.raises(ProtocolError) as caught:
+            for chunk in chunks:
+                f.feed(chunk)
+        assert str(caught.value) == "a message longer than 1000 bytes (topology.multilang.max.message.bytes)"
+
+
 def test_json_many_lines_without_end_are_bounded():
     f = JsonFraming(1000)
     with pytest.raises(ProtocolError, match="longer than 1000"):
@@ -53,7 +63,7 @@ def test_json_many_lines_without_end_are_bounded():
 
 def test_msgpack_oversized_message():
     f = MsgpackFraming(1024)
-    with pytest.raises(ProtocolError, match="longer than 1024"):
+    with pytest.raises(ProtocolError, match=r"longer than 1024 bytes \(topology.multilang.max.message.bytes\)"):
         f.feed(MsgpackFraming.encode({"msg": "x" * 5000}))
 
 
