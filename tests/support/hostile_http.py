@@ -138,6 +138,11 @@ class Probe:
         return self
 
     @property
+    def p99(self) -> float:
+        """The 99th percentile latency (a failed request counts as infinitely slow)."""
+        return percentile(sorted(self.latencies + [float("inf")] * len(self.failures)), 0.99)
+
+    @property
     def worst(self) -> float:
         return max(self.latencies, default=float("inf"))
 
@@ -145,8 +150,16 @@ class Probe:
         lat = sorted(self.latencies)
         return {"requests": len(lat), "failures": len(self.failures),
                 "p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
+                "p99_ms": round(percentile(lat, 0.99) * 1000, 1) if lat else None,
                 "max_ms": round(lat[-1] * 1000, 1) if lat else None,
                 "first_failure": self.failures[0] if self.failures else None}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (nearest rank); infinity for none."""
+    if not ordered:
+        return float("inf")
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))]
 
 
 def reset_flood(host: str, port: int, n: int, tls: ssl.SSLContext, within: float = 600.0) -> int:
