@@ -25,6 +25,7 @@ from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import plural
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
+from squall.cli.terminal import RAW, echo, printable, shown
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -86,7 +87,7 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except NimbusError as exc:
-        raise Failure(str(exc)) from None
+        raise Failure(printable(str(exc))) from None
 
 
 @click.command()
@@ -135,7 +136,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
     click.echo(f"submitted topology {reply['name']} as {reply['id']} "
                f"({plural(reply.get('workers', 0), 'worker')}, {plural(reply.get('executors', 0), 'executor')})")
     if reply.get("warning"):
-        click.echo(f"warning: {reply['warning']}", err=True)
+        click.echo(f"warning: {printable(reply['warning'])}", err=True)
 
 
 @click.command()
@@ -204,7 +205,7 @@ def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...
         click.echo(f"rebalanced topology {reply['name']}: {plural(reply.get('workers', 0), 'worker')}, "
                    f"status {reply['status']}")
     if reply.get("warning"):
-        click.echo(f"warning: {reply['warning']}", err=True)
+        click.echo(f"warning: {printable(reply['warning'])}", err=True)
 
 
 @click.command("list")
@@ -223,7 +224,7 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     table = [("NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
     table += [(r["name"], r["id"], r.get("owner") or "-", r["status"], r["workers"], r["executors"],
                _duration(r["uptime"])) for r in rows]
-    click.echo(_table(table))
+    click.echo(printable(_table(table)))
 
 
 @click.command()
@@ -232,19 +233,23 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
 @click.option("--watch", is_flag=True, help="Redraw the table every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between redraws with --watch.")
+@RAW
 @OVERRIDES
-def status(name: str, as_json: bool, watch: bool, interval: float, overrides: tuple[str, ...]) -> None:
+def status(name: str, as_json: bool, watch: bool, interval: float, raw: bool, overrides: tuple[str, ...]) -> None:
     """Show topology NAME: components, executors with host and port, totals and rates per
-    second over the last minute, last errors."""
+    second over the last minute, last errors (control characters escaped unless --raw)."""
     if watch and as_json:
         raise click.UsageError("--watch redraws the table; use --json without it")
     conf = base_config(parse_overrides(overrides))
     client = _client(conf)
     if not watch:
         st = _call(client.topology, name)
-        click.echo(json.dumps(st, indent=2) if as_json else render_status(st))
+        if as_json:
+            click.echo(json.dumps(st, indent=2))
+        else:
+            echo(render_status(st), raw)
         return
-    _watch(lambda: render_status(_call(client.topology, name)), interval)
+    _watch(lambda: shown(render_status(_call(client.topology, name)), raw), interval)
 
 
 def _watch(draw: Any, interval: float) -> None:
