@@ -224,8 +224,9 @@ class LocalWorkers:
             self.log.warning("worker's cgroup still holds processes; kept", worker=rec.worker_id)
 
     def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
-        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``; a
-        link or other non-file a worker left in its place is not followed."""
+        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``, the
+        supervisor's alone (0700, the logs 0600: one topology's output is not another's to
+        read); a link or other non-file a worker left in its place is not followed."""
         try:
             info = os.lstat(path)
         except FileNotFoundError:
@@ -234,8 +235,13 @@ class LocalWorkers:
             return
         dest_dir = self.log_dir / "workers"
         try:
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
+            local_state.private_dir(self.log_dir)
+            local_state.private_dir(dest_dir)
+            dest = dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log"
+            shutil.move(str(path), dest)
+            if info.st_uid != os.geteuid():  # a worker's own user wrote it: the supervisor's now
+                os.chown(dest, os.geteuid(), os.getegid())
+            os.chmod(dest, 0o600)
             kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
             for old in kept[:-ARCHIVED_LOGS_KEPT]:
                 old.unlink(missing_ok=True)
