@@ -87,10 +87,12 @@ log = structlog.get_logger("squall.state")
 class ClusterState(AssignmentNodes):
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
-    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
+    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None, locking: bool = False) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
         with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
-        (``ZkAuth.from_conf``; no user: no ACLs)."""
+        (``ZkAuth.from_conf``; no user: no ACLs). ``locking``: a session opened to run
+        ``lock_outside``, which does not warn that the nodes it is about to lock are open."""
+        self._locking = locking
         super().__init__(conf, auth)
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         self.errors_kept = int(self.conf["topology.errors.kept"])
@@ -103,7 +105,8 @@ class ClusterState(AssignmentNodes):
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
-            self._warn_if_outside_open()
+            if not self._locking:
+                self._warn_if_outside_open()
 
     # -- what elections use (ElectionSupport) -----------------------------------------
     def leader_lock(self, identifier: str) -> Lock:
