@@ -83,9 +83,13 @@ class CheckpointSpout(ExecutorStats, Spout):
             self.coordinator.unsaved()
 
     def fail(self, msg_id):
-        if msg_id == self.coordinator.in_flight:
-            self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1])
+        ours = msg_id == self.coordinator.in_flight
         self.coordinator.failed(msg_id)
+        if ours:
+            coordinator = self.coordinator
+            self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1],
+                             failures=coordinator.failures,
+                             retry_in=round(max(0.0, coordinator.retry_at - self.clock.monotonic()), 1))
 
     def close(self):
         self.store.close()
