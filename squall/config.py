@@ -128,6 +128,8 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.state.redis.url": (_STR, False),
     "topology.state.redis.timeout.secs": (_FLOAT, False),
     "topology.state.snapshot": (_STR, True),
+    "topology.state.carry.over": (_BOOL, False),
+    "topology.state.namespace": (_STR, True),
     "topology.window.max.tuples": (_INT, False),
     "topology.multilang.serializer": ("enum:json,msgpack,org.apache.storm.multilang.JsonSerializer", False),
     "topology.subprocess.timeout.secs": (_FLOAT, False),

@@ -21,6 +21,7 @@ from squall.daemons.state.records import (
     NodeAssignment,
     PublishedTokens,
     Slot,
+    StateLineage,
     SupervisorInfo,
     TopologyInfo,
     WorkerBeat,
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
     "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
     "ExecutorId", "NimbusElection", "NodeAssignment", "PublishedTokens", "SupervisorInfo", "Slot",
+    "StateLineage",
     "TopologyInfo", "Watch",
     "WatchSupport", "WorkerBeat",
 ]

@@ -427,6 +427,41 @@ class TopologySecrets:
         return f"TopologySecrets(curve_public={self.curve_public!r})"
 
 
+MAX_STATE_OWNERS = 32
+
+
+@dataclass(frozen=True)
+class StateLineage:
+    """Where the checkpointed state of the topologies of one name went, by owner: the state
+    namespace each owner's last topology of that name used (nimbus writes it at submit and
+    keeps it after the kill, so that an owner may carry their state over to a new instance)."""
+
+    owners: tuple[tuple[str, str], ...] = ()  # (owner, namespace), the most recent last
+
+    def namespace_of(self, owner: str) -> str | None:
+        return dict(self.owners).get(owner)
+
+    def with_owner(self, owner: str, namespace: str) -> StateLineage:
+        """This lineage with ``owner``'s namespace set (the oldest owners dropped past the bound)."""
+        rest = [(o, ns) for o, ns in self.owners if o != owner]
+        return StateLineage(tuple([*rest, (owner, namespace)][-MAX_STATE_OWNERS:]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"owners": [list(e) for e in self.owners]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StateLineage:
+        rows = as_list(field_value(d, "owners"), "owners")
+        if len(rows) > MAX_STATE_OWNERS:
+            raise ValueError(f"more than {MAX_STATE_OWNERS} owners")
+        out = []
+        for row in rows:
+            if not isinstance(row, list) or len(row) != 2 or not all(isinstance(x, str) and x for x in row):
+                raise ValueError("an owner entry must be [owner, namespace], both non-empty strings")
+            out.append((row[0], row[1]))
+        return cls(tuple(out))
+
+
 MAX_PUBLISHED_TOKENS = 10_000
 
 

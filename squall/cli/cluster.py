@@ -93,13 +93,18 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--carry-state", is_flag=True,
+              help="Start from the checkpointed state of your last topology of this name (by default a "
+                   "topology starts with empty state).")
 @OVERRIDES
 @topology_source.flux_options
-def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, filter_file: str | None,
-           env_filter: bool) -> None:
+def submit(file: str, name: str | None, carry_state: bool, overrides: tuple[str, ...], flux: bool,
+           filter_file: str | None, env_filter: bool) -> None:
     """Submit the topology defined in FILE to nimbus (a topology file, a streamparse
     topology, or with --flux a Flux YAML file)."""
     extra = parse_overrides(overrides)
+    if carry_state:
+        extra["topology.state.carry.over"] = True
     conf = base_config(extra)
     source = topology_source.load(file, flux, filter_file, env_filter, conf)
     topology, file_conf = source.topology, source.conf
