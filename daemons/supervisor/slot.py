@@ -125,6 +125,8 @@ class Observation:
     memory_bytes: int | None = None  # what the worker's processes use together
     memory_max_bytes: int | None = None  # worker.memory.max.mb; None: no limit
     oom_killed: bool = False  # the kernel ended the worker at its cgroup's memory limit
+    zk_connections: int | None = None  # TCP connections the worker's processes hold to ZooKeeper
+    zk_max_connections: int | None = None  # worker.zookeeper.max.connections; None: no limit
 
 
 # --- actions: plain data the supervisor carries out in order -------------------------------
@@ -287,6 +289,12 @@ def _begin_kill(state: SlotState, obs: Observation, name: State, reason: str) ->
     return killing, [KillWorker(state.pid, False, state.worker_id, reason)]
 
 
+def _hog_problem(obs: Observation) -> Problem | None:
+    """The worker takes more than its share of the host: memory, or ZooKeeper's connections."""
+    return (verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
+            or verdicts.zookeeper_problem(obs.zk_connections, obs.zk_max_connections))
+
+
 def _kill_for(state: SlotState, obs: Observation, problem: Problem, force: bool) -> Result:
     """End a worker for a verdict, and report it; ``force``: SIGKILL without the grace."""
     if not force:
@@ -327,9 +335,9 @@ def _handle_waiting_for_worker_start(state: SlotState, obs: Observation) -> Resu
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
         return _died(state, obs, "worker exited while starting")
-    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
-    if memory is not None:
-        return _kill_for(state, obs, memory, force=True)
+    hog = _hog_problem(obs)
+    if hog is not None:
+        return _kill_for(state, obs, hog, force=True)
     problem = _beat_problem(state, obs)
     if problem is None:
         start = verdicts.start_problem(obs.worker_ready, state.launch_time, obs.now, obs.timeouts.start)
@@ -351,9 +359,9 @@ def _handle_running(state: SlotState, obs: Observation) -> Result:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
         return _died(state, obs, "worker exited")
-    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
-    if memory is not None:
-        return _kill_for(state, obs, memory, force=True)
+    hog = _hog_problem(obs)
+    if hog is not None:
+        return _kill_for(state, obs, hog, force=True)
     problem = _beat_problem(state, obs)
     if problem == "no heartbeat":
         # An adopted worker (see recover) may not have beaten yet: same grace as a start.

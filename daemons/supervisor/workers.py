@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.daemons import local_state
-from squall.daemons.supervisor.containment import Containment
+from squall.daemons.supervisor.containment import Containment, Endpoint, connections_to
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -47,14 +47,17 @@ class WorkerView:
     leftovers: bool  # processes it started, other than itself
     memory: int | None  # bytes, all of them together
     oom_killed: bool  # the kernel ended it at its memory limit
+    zk_connections: int | None = None  # TCP connections to ZooKeeper, all of them together
 
 
 class LocalWorkers:
     """The workers this supervisor owns (``records``) and the processes it launched."""
 
     def __init__(self, layout: local_state.LocalLayout, log_dir: Path, state_path: Path, clock: Clock,
-                 containment: Containment, counts: Any, logger: Any) -> None:
+                 containment: Containment, counts: Any, logger: Any,
+                 zk_endpoints: frozenset[Endpoint] = frozenset()) -> None:
         self.layout = layout
+        self.zk_endpoints = zk_endpoints  # ZooKeeper's addresses: a worker's connections to them are counted
         self.log_dir = log_dir
         self.state_path = state_path
         self.clock = clock
@@ -112,7 +115,8 @@ class LocalWorkers:
         alive = worker_alive(rec.pid, rec.create_time, rec.worker_id)
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
-                          not alive and self.containment.oom_killed(rec.worker_id))
+                          not alive and self.containment.oom_killed(rec.worker_id),
+                          connections_to(procs, self.zk_endpoints) if procs and self.zk_endpoints else None)
 
     def reap(self) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
