@@ -1,7 +1,7 @@
 """The daemons' HTTP(S) server: nimbus's API, a supervisor's ``/metrics`` and logviewer.
 
 One event loop (asyncio, on a thread of its own) holds every connection: it accepts, does
-the TLS handshake, reads the request head and the body, each within its deadline
+the TLS handshake (``opening.py``), reads the request head and the body, each within its deadline
 (:class:`~squall.daemons.http.limits.HttpLimits`), and hands complete heads to a small pool
 of threads that run the WSGI application. A connection that is slow, idle or never starts
 TLS costs the loop a socket and its buffers (about 300 KB with TLS), never a thread, so
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import re
 import socket
 import threading
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from squall.daemons.http.body import BodyReader, InputStream, Pace
 from squall.daemons.http.head import Head, HeadError, framing, keeps_alive, parse_head
 from squall.daemons.http.limits import HttpLimits
 from squall.daemons.http.memory import give_back
+from squall.daemons.http.opening import open_streams
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.tls_material import TlsMaterial
 from squall.daemons.http.wsgi import Reply, WSGIApp, call, environ_of, finish, plain_reply
@@ -59,22 +59,9 @@ LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing
 LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
-PLAIN_TO_TLS = "The client sent a plain HTTP request, but this server only speaks HTTPS on this port."
-PLAIN_DRAIN_BYTES = 64 * 1024  # of a plain HTTP request read before its 400 (so the close sends FIN, not RST)
-PLAIN_DRAIN_SECS = 0.5
-_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")
 REPLY_BUFFER = 256 * 1024  # of a reply the loop holds for a client before the application's thread waits
 GIVE_BACK_SECS = 5.0       # how often to look whether enough connections closed to give memory back
 GIVE_BACK_AFTER = 64       # connections closed since memory was last given back
-
-
-def _whole_request(seen: bytes) -> bool:
-    """Has ``seen`` (the start of a plain HTTP request) its head and its declared body?"""
-    head, end, body = seen.partition(b"\r\n\r\n")
-    if not end:
-        return False
-    length = _CONTENT_LENGTH.search(head)
-    return len(body) >= (int(length.group(1)) if length else 0)
 
 
 class HttpServer:
@@ -195,7 +182,7 @@ class HttpServer:
         remote = str(addr[0])
         writer: asyncio.StreamWriter | None = None
         try:
-            streams = await self._open(sock, remote)
+            streams = await open_streams(sock, remote, self._tls, self.limits, self.refusals)
             if streams is not None:
                 reader, writer = streams
                 writer.transport.set_write_buffer_limits(high=REPLY_BUFFER)
@@ -211,71 +198,6 @@ class HttpServer:
                 await self._close(writer)
             else:
                 sock.close()
-
-    async def _open(self, sock: socket.socket, remote: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """The connection's streams, TLS done within its deadline; None when refused."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=self.limits.max_header_bytes, loop=loop)
-
-        def protocol() -> asyncio.StreamReaderProtocol:
-            return asyncio.StreamReaderProtocol(reader, loop=loop)
-
-        if self._tls is None:
-            transport, proto = await loop.connect_accepted_socket(protocol, sock)
-            return reader, asyncio.StreamWriter(transport, proto, reader, loop)
-        deadline = loop.time() + self.limits.handshake_secs
-        try:
-            async with asyncio.timeout_at(deadline):
-                first = await self._peek(sock)
-                if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
-                    await self._refuse_plain(sock, remote)
-                    return None
-                if not first:
-                    raise ConnectionError("closed before the TLS handshake")
-                transport, proto = await loop.connect_accepted_socket(
-                    protocol, sock, ssl=self._tls.context(), ssl_handshake_timeout=max(0.1, deadline - loop.time()))
-        except TimeoutError:
-            self.refusals.refuse("tls-handshake", remote=remote,
-                                 error=f"no TLS handshake within {self.limits.handshake_secs:g}s")
-            return None
-        except OSError as exc:  # ssl.SSLError, a reset, the handshake deadline (ConnectionAbortedError)
-            self.refusals.refuse("tls-handshake", remote=remote, error=str(exc)[:300] or type(exc).__name__)
-            return None
-        return reader, asyncio.StreamWriter(transport, proto, reader, loop)
-
-    @staticmethod
-    async def _peek(sock: socket.socket) -> bytes:
-        """The connection's first byte, left in the socket."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                return sock.recv(1, socket.MSG_PEEK)
-            except (BlockingIOError, InterruptedError):
-                pass
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(sock.fileno(), finish, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(sock.fileno())
-
-    async def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
-        """Plain HTTP on the TLS port: a 400 that says so, after reading the request (bounded),
-        since closing a socket with unread data resets it and the client would lose the 400."""
-        self.refusals.refuse("plain-http", remote=remote, error="plain HTTP on the TLS port")
-        loop = asyncio.get_running_loop()
-        seen = b""
-        try:
-            async with asyncio.timeout(PLAIN_DRAIN_SECS):
-                while len(seen) < PLAIN_DRAIN_BYTES and not _whole_request(seen):
-                    chunk = await loop.sock_recv(sock, PLAIN_DRAIN_BYTES - len(seen))
-                    if not chunk:
-                        break
-                    seen += chunk
-            async with asyncio.timeout(1.0):
-                await loop.sock_sendall(sock, plain_reply(400, PLAIN_TO_TLS))
-        except (TimeoutError, OSError):
-            pass
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
         writer.close()
