@@ -1,0 +1,69 @@
+"""A topology that takes every connection ZooKeeper allows from its host (the dev cluster's
+ZooKeeper allows 60 per address, as Debian's does) must not keep the daemons or the next
+topology out: its worker is killed within a few seconds and relaunched with back-off, the
+daemons keep their sessions, and a new topology starts within 30 s while it tries again."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from squall.cli.dev_zookeeper import MAX_CLIENT_CONNECTIONS
+from squall.testing.cluster import ProcessCluster
+from squall.testing.zookeeper import ZooKeeperServer, authenticated_client
+from support.paths import ISOLATION_TOPOLOGIES
+from support.servers import ZK_MIN_SESSION_MS, ZK_TICK_MS
+
+ROOT = "/squall"
+
+
+def submit(cluster: ProcessCluster, file: str, name: str) -> None:
+    res = cluster.cli("submit", str(ISOLATION_TOPOLOGIES / file), "--name", name)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def errors_of(cluster: ProcessCluster, name: str) -> list[str]:
+    return [e["error"] for e in cluster.client.topology_errors(name)["errors"]]
+
+
+def emitted(cluster: ProcessCluster, name: str) -> int:
+    return sum(c.get("emitted") or 0 for c in cluster.client.topology(name)["components"])
+
+
+def sessions(client: KazooClient) -> dict[str, int]:
+    """Supervisor and nimbus-leader nodes by path, with the session that owns each."""
+    out = {}
+    for part in ("supervisors", "nimbus/leader"):
+        for child in client.get_children(f"{ROOT}/{part}"):
+            out[f"{part}/{child}"] = client.exists(f"{ROOT}/{part}/{child}").ephemeralOwner
+    return out
+
+
+def test_a_topology_holding_zookeepers_connections_is_stopped_and_others_start(tmp_path: Path):
+    zk = ZooKeeperServer(tick_time=ZK_TICK_MS, min_session_timeout=ZK_MIN_SESSION_MS,
+                         max_client_cnxns=MAX_CLIENT_CONNECTIONS)
+    zk.start(timeout=60)
+    try:
+        cluster = ProcessCluster(zk.port, ROOT, tmp_path / "cluster", supervisors=1, slots=2)
+        with cluster:
+            watcher = authenticated_client(zk.hosts, cluster.common)
+            try:
+                before = sessions(watcher)
+                submit(cluster, "zk_hog.py", "zkhog")
+                held = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog") if e.startswith("held ")],
+                                        60, "the hog holding connections")
+                assert int(held[0].split()[1]) >= MAX_CLIENT_CONNECTIONS - 20, held  # it got most of them
+                cluster.wait_for(lambda: any("zookeeper connections" in e for e in errors_of(cluster, "zkhog")),
+                                 30, "the supervisor killing the hog")
+                start = time.monotonic()
+                submit(cluster, "plain.py", "after")
+                cluster.wait_for(lambda: emitted(cluster, "after") > 0, 30, "the next topology running")
+                took = time.monotonic() - start
+                assert took < 30
+                assert sessions(watcher) == before  # nimbus and the supervisor kept their sessions
+            finally:
+                watcher.stop()
+                watcher.close()
+    finally:
+        zk.stop()
