@@ -24,8 +24,9 @@ class StateRefused(ValueError):
 
 
 def user_set_namespace(conf: Mapping[str, Any]) -> bool:
-    """Does a submitted config set the namespace (nimbus's to set)?"""
-    return conf.get(NAMESPACE) is not None
+    """Does a submitted config name the namespace at all (nimbus's to set; even a null would
+    hide the one the supervisor gives the workers)?"""
+    return NAMESPACE in conf
 
 
 def choose(name: str, owner: str, topology_id: str, conf: Mapping[str, Any], lineage: StateLineage) -> str:

@@ -37,8 +37,8 @@ def test_the_lineage_is_bounded_and_round_trips():
 
 
 def test_users_may_not_name_the_namespace():
-    assert user_set_namespace({NAMESPACE: "ledger-1-100"})
-    assert not user_set_namespace({NAMESPACE: None}) and not user_set_namespace({})
+    assert user_set_namespace({NAMESPACE: "ledger-1-100"}) and user_set_namespace({NAMESPACE: None})
+    assert not user_set_namespace({CARRY: True})
 
 
 def test_a_bundle_that_sets_the_namespace_is_refused():
