@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.daemons.state import StateLineage
+from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 CARRY = "topology.state.carry.over"
-NAMESPACE = "topology.state.namespace"
 
 
 class StateRefused(ValueError):

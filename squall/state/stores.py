@@ -429,11 +429,14 @@ def state_dir(conf: Mapping[str, Any]) -> Path:
     return base.expanduser().absolute()
 
 
+NAMESPACE_KEY = "topology.state.namespace"
+
+
 def state_name(conf: Mapping[str, Any]) -> str:
     """The name a topology's state goes by: ``topology.state.namespace``, which nimbus sets at
     submit (a topology instance's own, or its owner's earlier one when asked to carry it
     over), else the topology's name (local mode, where one user runs everything)."""
-    return str(conf.get("topology.state.namespace") or conf["topology.name"])
+    return str(conf.get(NAMESPACE_KEY) or conf["topology.name"])
 
 
 def namespace(topology: str, component: str, index: int) -> str:
