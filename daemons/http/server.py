@@ -61,7 +61,8 @@ CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
 REPLY_BUFFER = 256 * 1024  # of a reply the loop holds for a client before the application's thread waits
 GIVE_BACK_SECS = 5.0       # how often to look whether enough connections closed to give memory back
-GIVE_BACK_AFTER = 64       # connections closed since memory was last given back
+GIVE_BACK_AFTER = 64       # connections closed since memory was last given back: at once
+GIVE_BACK_LATEST = 12      # looks after which fewer closed connections are enough (a minute)
 
 
 class HttpServer:
@@ -145,12 +146,16 @@ class HttpServer:
         await asyncio.wait([accepting, giving_back, *self._conns], timeout=CLOSE_SECS)
 
     async def _give_back_memory(self) -> None:
-        """Once many connections have closed, hand the memory they freed back to the system
-        (glibc keeps freed heap otherwise: a flood of 500 large heads left nimbus 550 MB up)."""
+        """Once many connections have closed (or some, a minute ago), hand the memory they freed
+        back to the system (glibc keeps freed heap otherwise: a flood of 500 large heads left
+        nimbus 550 MB up)."""
+        looks = 0
         while True:
             await asyncio.sleep(GIVE_BACK_SECS)
-            if self._closed_since_give_back >= GIVE_BACK_AFTER:
-                self._closed_since_give_back = 0
+            looks += 1
+            closed = self._closed_since_give_back
+            if closed >= GIVE_BACK_AFTER or (closed and looks >= GIVE_BACK_LATEST):
+                self._closed_since_give_back, looks = 0, 0
                 give_back()
 
     # -- connections -----------------------------------------------------------------------
