@@ -60,9 +60,10 @@ LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
 REPLY_BUFFER = 256 * 1024  # of a reply the loop holds for a client before the application's thread waits
-GIVE_BACK_SECS = 5.0       # how often to look whether enough connections closed to give memory back
-GIVE_BACK_AFTER = 64       # connections closed since memory was last given back: at once
-GIVE_BACK_LATEST = 12      # looks after which fewer closed connections are enough (a minute)
+GIVE_BACK_SECS = 5.0       # how often to look whether connections closed since memory was last given back
+GIVE_BACK_AFTER = 64       # so many: give it back, unless it was given back within GIVE_BACK_EARLIEST
+GIVE_BACK_EARLIEST = 4     # looks (20 s): a full collection costs the whole process a pause
+GIVE_BACK_LATEST = 12      # looks (a minute) after which any closed connection is enough
 
 
 class HttpServer:
@@ -149,12 +150,12 @@ class HttpServer:
         """Once many connections have closed (or some, a minute ago), hand the memory they freed
         back to the system (glibc keeps freed heap otherwise: a flood of 500 large heads left
         nimbus 550 MB up)."""
-        looks = 0
+        looks = GIVE_BACK_EARLIEST
         while True:
             await asyncio.sleep(GIVE_BACK_SECS)
             looks += 1
             closed = self._closed_since_give_back
-            if closed >= GIVE_BACK_AFTER or (closed and looks >= GIVE_BACK_LATEST):
+            if closed and (looks >= GIVE_BACK_LATEST or closed >= GIVE_BACK_AFTER and looks >= GIVE_BACK_EARLIEST):
                 self._closed_since_give_back, looks = 0, 0
                 give_back()
 
