@@ -59,6 +59,7 @@ from kazoo.retry import ForceRetryError
 from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.assignments import AssignmentNodes
 from squall.daemons.state.election import NimbusElection, contender_order
+from squall.daemons.state.fields import as_dict, as_list, field_value
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
@@ -71,11 +72,8 @@ from squall.daemons.state.records import (
     TopologyInfo,
     TopologySecrets,
     WorkerBeat,
-    as_dict,
-    as_list,
     check_name,
     encode,
-    field_value,
     slot_name,
 )
 from squall.daemons.state.session import ClusterStateError

@@ -5,7 +5,9 @@ after ``kafka.spout.retry.max.count`` failures it is given up. A given-up or und
 record is reported (counted per partition, logged, reported as an error) and, when the spout
 has a ``failed`` stream, emitted there as a reliable tuple whose ack lets its offset be
 committed (a failed one is sent again with the same back-off, without a limit); without
-the stream its offset counts as done at once.
+the stream its offset counts as done at once. The tuple's ``headers`` are the record's own,
+then the reason and where it was read: a KafkaBolt on the stream writes a dead letter that
+keeps them all.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from typing import Any
 
 from squall.contrib.kafka.offsets import OffsetManager
+from squall.contrib.kafka.records import dead_letter_headers
 from squall.contrib.kafka.translator import FAILED_STREAM
 
 Key = tuple[str, int]  # (topic, partition)
@@ -122,5 +125,6 @@ class RecordFailures:
     def _emit_failed(self, msg: Any, key: Key, mgr: OffsetManager, reason: str) -> None:
         off = msg.offset()
         mgr.emitted(off)
-        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason], stream=FAILED_STREAM,
+        headers = dead_letter_headers(msg.headers(), reason, f"{label(key)}@{off}")
+        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason, headers], stream=FAILED_STREAM,
                             msg_id=(key[0], key[1], off))
