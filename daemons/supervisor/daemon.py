@@ -39,7 +39,7 @@ from squall.daemons.state import ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor import worker_files
 from squall.daemons.supervisor.actions import WorkerActions
-from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
+from squall.daemons.supervisor.containment import Containment, become_subreaper, describe, zookeeper_endpoints
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
 from squall.daemons.supervisor.feed import AssignmentFeed
@@ -98,6 +98,8 @@ class Supervisor:
         self.containment = Containment()
         mb = conf.get("worker.memory.max.mb")
         self.memory_max = int(mb) << 20 if mb else None
+        most = conf.get("worker.zookeeper.max.connections")
+        self.zk_max = int(most) if most else None  # a worker's connections to ZooKeeper, past which it is killed
         self.state_dir = state_dir(self.conf)
         self.started_at = 0.0
         self._stopping = False  # a plain flag: set from signal handlers
@@ -108,7 +110,8 @@ class Supervisor:
         self._dir_lock = LocalDirLock(self.layout.supervisor_lock_file, self.local_dir)
         self.metrics = SupervisorMetrics(self.layout, clock.time)
         self.local = LocalWorkers(self.layout, self.log_dir, self.layout.supervisor_state_file, clock,
-                                  self.containment, self.metrics.counts, log)
+                                  self.containment, self.metrics.counts, log,
+                                  zookeeper_endpoints(conf) if self.zk_max is not None else frozenset())
         self.endpoints: Endpoints | None = None
         self._tokens_watch: Any = None
 
@@ -176,7 +179,7 @@ class Supervisor:
                                 self.containment, self.memory_max, worker_conf, self.state_dir, self.metrics,
                                 self.clock, self.log, warn_once)
         self.port_slots = PortSlots(self.id, self.ports, self.timeouts, self.memory_max, self.local, self.code, feed,
-                                    actions, self.metrics, self.clock, self.log, warn_once)
+                                    actions, self.metrics, self.clock, self.log, warn_once, zk_max=self.zk_max)
         self.port_slots.recover(snapshot)
         try:
             self._tokens_watch = self.state.watch_api_tokens(self.endpoints.tokens_published)
@@ -240,8 +243,9 @@ class Supervisor:
                 if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) or s.hold_until is not None
                        for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
-                if self.workers and self.memory_max is not None and not self.containment.kernel_memory:
-                    wait = min(wait, MEMORY_TICK)
+                if self.workers and (self.memory_max is not None and not self.containment.kernel_memory
+                                     or self.zk_max is not None):
+                    wait = min(wait, MEMORY_TICK)  # the kernel bounds neither: a look every second
                 self._waker.wait(wait)
         finally:
             self._shutdown()

@@ -1,9 +1,11 @@
 """A topology that takes every connection ZooKeeper allows from its host (the dev cluster's
 ZooKeeper allows 60 per address, as Debian's does) must not keep the daemons or the next
-topology out: its worker is killed within a few seconds and relaunched with back-off, the
-daemons keep their sessions, and a new topology starts within 30 s while it tries again."""
+topology out: its worker is killed at the supervisor's first look past its bound and
+relaunched with back-off, the daemons keep their sessions, and a new topology starts within
+30 s while it tries again. (Before, it held 40 and more for as long as it liked.)"""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -51,11 +53,12 @@ def test_a_topology_holding_zookeepers_connections_is_stopped_and_others_start(t
             try:
                 before = sessions(watcher)
                 submit(cluster, "zk_hog.py", "zkhog")
-                held = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog") if e.startswith("held ")],
-                                        60, "the hog holding connections")
-                assert int(held[0].split()[1]) >= MAX_CLIENT_CONNECTIONS - 20, held  # it got most of them
-                cluster.wait_for(lambda: any("zookeeper connections" in e for e in errors_of(cluster, "zkhog")),
-                                 30, "the supervisor killing the hog")
+                # Killed at the supervisor's first look past worker.zookeeper.max.connections (4),
+                # while it is still opening them, and again at each relaunch (with back-off).
+                kills = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog")
+                                                  if "zookeeper connections" in e], 30, "the supervisor killing the hog")
+                held = [int(re.search(r"held (\d+) connections", e).group(1)) for e in kills]
+                assert all(4 < n < MAX_CLIENT_CONNECTIONS for n in held), kills
                 start = time.monotonic()
                 submit(cluster, "plain.py", "after")
                 cluster.wait_for(lambda: emitted(cluster, "after") > 0, 30, "the next topology running")
