@@ -55,8 +55,8 @@ def test_a_topology_holding_zookeepers_connections_is_stopped_and_others_start(t
                 submit(cluster, "zk_hog.py", "zkhog")
                 # Killed at the supervisor's first look past worker.zookeeper.max.connections (4),
                 # while it is still opening them, and again at each relaunch (with back-off).
-                kills = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog")
-                                                  if "zookeeper connections" in e], 30, "the supervisor killing the hog")
+                kills = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog") if "zookeeper connections" in e],
+                                         30, "the supervisor killing the hog")
                 held = [int(re.search(r"held (\d+) connections", e).group(1)) for e in kills]
                 assert all(4 < n < MAX_CLIENT_CONNECTIONS for n in held), kills
                 start = time.monotonic()
