@@ -29,6 +29,10 @@ def errors_of(cluster: ProcessCluster, name: str) -> list[str]:
     return [e["error"] for e in cluster.client.topology_errors(name)["errors"]]
 
 
+def kills_of(cluster: ProcessCluster) -> list[str]:
+    return [e for e in errors_of(cluster, "zkhog") if "zookeeper connections" in e]
+
+
 def emitted(cluster: ProcessCluster, name: str) -> int:
     return sum(c.get("emitted") or 0 for c in cluster.client.topology(name)["components"])
 
@@ -55,8 +59,7 @@ def test_a_topology_holding_zookeepers_connections_is_stopped_and_others_start(t
                 submit(cluster, "zk_hog.py", "zkhog")
                 # Killed at the supervisor's first look past worker.zookeeper.max.connections (4),
                 # while it is still opening them, and again at each relaunch (with back-off).
-                kills = cluster.wait_for(lambda: [e for e in errors_of(cluster, "zkhog") if "zookeeper connections" in e],
-                                         30, "the supervisor killing the hog")
+                kills = cluster.wait_for(lambda: kills_of(cluster), 30, "the supervisor killing the hog")
                 held = [int(re.search(r"held (\d+) connections", e).group(1)) for e in kills]
                 assert all(4 < n < MAX_CLIENT_CONNECTIONS for n in held), kills
                 start = time.monotonic()
