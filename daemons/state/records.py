@@ -192,6 +192,9 @@ class SupervisorInfo:
     time: float = 0.0
     logviewer_port: int | None = None  # where its worker logs are served; None: not served
     away: bool = False
+    # sha256 (hex) of the key this run of the supervisor signs its reports to nimbus with;
+    # "" for a supervisor of an earlier squall
+    report_key: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "host": self.host, "ports": list(self.ports),
@@ -199,6 +202,8 @@ class SupervisorInfo:
                "logviewer_port": self.logviewer_port}
         if self.away:
             out["away"] = True
+        if self.report_key:
+            out["report_key"] = self.report_key
         return out
 
     @classmethod
@@ -212,7 +217,15 @@ class SupervisorInfo:
             logviewer_port=None if d.get("logviewer_port") is None
             else as_int(d["logviewer_port"], "logviewer_port"),
             away=as_bool(d.get("away", False), "away"),
+            report_key=_report_key(d.get("report_key", "")),
         )
+
+
+def _report_key(value: Any) -> str:
+    key = as_str(value, "report_key")
+    if key and (len(key) != 64 or any(c not in "0123456789abcdef" for c in key)):
+        raise ValueError("report_key must be 64 lower-case hex digits (a sha256)")
+    return key
 
 
 @dataclass

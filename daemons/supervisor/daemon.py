@@ -22,6 +22,8 @@ stop (safe from signal handlers).
 """
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +37,7 @@ from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.metrics.families import Series
 from squall.daemons.nimbus.access import AccessError
+from squall.daemons.reports import report_epoch
 from squall.daemons.state import ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor import worker_files
@@ -102,6 +105,8 @@ class Supervisor:
         self.zk_max = int(most) if most else None  # a worker's connections to ZooKeeper, past which it is killed
         self.state_dir = state_dir(self.conf)
         self.started_at = 0.0
+        # This run's secret for its reports to nimbus: only its sha256 goes into the node.
+        self.report_key = secrets.token_hex(32)
         self._stopping = False  # a plain flag: set from signal handlers
         self._waker = Waker()
         self._registered: SupervisorInfo | None = None  # the node's content as last written (time 0)
@@ -194,7 +199,8 @@ class Supervisor:
                 raise SupervisorError(str(exc)) from None
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
         self.reporter = Reporter(self.conf, self.id, self.layout, lambda: list(self.workers.values()),
-                                 feed.nimbus_leader, self.clock, self.code.access).start()
+                                 feed.nimbus_leader, self.clock, self.code.access,
+                                 signing=(report_epoch(self.started_at), self.report_key)).start()
         self.log.info("supervisor started", ports=self.ports)
         return self
 
@@ -325,7 +331,8 @@ class Supervisor:
         used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
-                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None)
+                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None,
+                              report_key=hashlib.sha256(self.report_key.encode()).hexdigest())
 
     def release_zookeeper(self) -> None:
         """On a stop request (another thread): a session cut off from ZooKeeper is closed now,

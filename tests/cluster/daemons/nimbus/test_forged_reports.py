@@ -55,7 +55,9 @@ def emitted(cluster: ProcessCluster, name: str) -> int:
 
 
 def test_reports_must_come_from_the_supervisor_they_name(zk_server, zk_root, tmp_path: Path):
-    cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2)
+    # ZooKeeper sessions that outlive a stopped supervisor by far: only its silence can tell.
+    cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2,
+                             conf={"zookeeper.session.timeout.ms": 40000})
     with cluster:
         res = cluster.cli("submit", str(ISOLATION_TOPOLOGIES / "plain.py"), "--name", "plain", "-c",
                           "topology.workers=1")
@@ -92,7 +94,7 @@ def test_reports_must_come_from_the_supervisor_they_name(zk_server, zk_root, tmp
         assert cluster.client.cluster()["api"]["refused"].get("forbidden", 0) >= 2
 
         # The victim supervisor stopped: posting for it keeps nothing alive; it goes silent
-        # and its worker moves to the other supervisor.
+        # (while its ZooKeeper node lives on) and its worker moves to the other supervisor.
         index = next(i for i, p in enumerate(cluster.supervisors)
                      if p is not None and victim in (cluster.supervisor_dir(i) / "supervisor-id").read_text())
         pid = cluster.supervisors[index].pid
