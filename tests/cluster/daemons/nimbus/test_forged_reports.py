@@ -47,7 +47,8 @@ def forged(supervisor_id: str, topology_id: str, port: int, counters: int, seq: 
            key: str = "", uptime: float = 5.0) -> SupervisorReport:
     beat = ReportedBeat(topology_id=topology_id, node=supervisor_id, port=port, time=time.time(),
                         executors=[(1, 1)], uptime=uptime, counters={(1, 1): (counters, counters, 0, 0)})
-    return SupervisorReport(supervisor_id, time.time(), [beat], epoch=epoch, seq=seq, key=key)
+    signed = {"epoch": epoch, "seq": seq, "key": key} if epoch else {}  # a forger has no key to sign with
+    return SupervisorReport(supervisor_id, time.time(), [beat], **signed)
 
 
 def emitted(cluster: ProcessCluster, name: str) -> int:
