@@ -66,8 +66,8 @@ from squall.daemons.state.records import (
     ErrorInfo,
     NimbusId,
     PublishedTokens,
-    Slot,
     StateLineage,
+    Slot,
     SupervisorInfo,
     TopologyInfo,
     TopologySecrets,
@@ -87,13 +87,13 @@ log = structlog.get_logger("squall.state")
 class ClusterState(AssignmentNodes):
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
-    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None, locking: bool = False) -> None:
+    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None, warn_outside_open: bool = True) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
         with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
-        (``ZkAuth.from_conf``; no user: no ACLs). ``locking``: a session opened to run
-        ``lock_outside``, which does not warn that the nodes it is about to lock are open."""
-        self._locking = locking
+        (``ZkAuth.from_conf``; no user: no ACLs). ``warn_outside_open=False``: for the
+        commands that lock those nodes, which would otherwise announce them open first."""
         super().__init__(conf, auth)
+        self.warn_outside_open = warn_outside_open
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         self.errors_kept = int(self.conf["topology.errors.kept"])
 
@@ -105,7 +105,7 @@ class ClusterState(AssignmentNodes):
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
-            if not self._locking:
+            if self.warn_outside_open:
                 self._warn_if_outside_open()
 
     # -- what elections use (ElectionSupport) -----------------------------------------

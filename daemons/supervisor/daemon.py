@@ -125,7 +125,7 @@ class Supervisor:
         """Lock the local dir, settle the id, write the workers' config, connect, recover the
         slots from the local state file, register and watch assignments."""
         self.started_at = self.clock.time()
-        self.accounts = worker_accounts(self.conf)
+        self.accounts = worker_accounts(self.conf, self.local_dir)
         try:
             local_state.private_dir(self.local_dir)
             self.layout.workers_dir.mkdir(exist_ok=True)
@@ -166,7 +166,8 @@ class Supervisor:
             self.log.warning("SECURITY OFF: no nimbus.tls.ca.file: code is downloaded over plain HTTP, "
                              "unverified except for its sha256")
         self.log.info("supervisor starting", host=self.host, ports=self.ports, local_dir=str(self.local_dir),
-                      workers_as=self.accounts.mode, memory_max_mb=self.memory_max >> 20 if self.memory_max else None,
+                      workers_as=self.accounts.mode, worker_python=self.conf["supervisor.worker.command"][0],
+                      memory_max_mb=self.memory_max >> 20 if self.memory_max else None,
                       **describe(self.containment))
         self.state = ClusterState(self.conf)
         self.feed = feed = AssignmentFeed(self.state, self.id, self._waker, self.log)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -74,19 +74,23 @@ class LocalDirLock:
             self._fd = None
 
 
-def worker_accounts(conf: Mapping[str, Any]) -> WorkerAccounts:
-    """Whom workers run as; SupervisorError when that user could not start one."""
+def worker_accounts(conf: MutableMapping[str, Any], local_dir: Path) -> WorkerAccounts:
+    """Whom workers run as, and the command that starts them in ``conf``'s
+    ``supervisor.worker.command`` (the runtime laid out for them, if they needed one);
+    SupervisorError when that user could not start one."""
     try:
         accounts = WorkerAccounts.from_conf(conf)
     except WorkerUserError as exc:
         raise SupervisorError(str(exc)) from None
-    who = accounts.probe_identity()
-    problem = launcher.probe(launcher.worker_prefix(conf), who) if who is not None else None
+    # Workers pass through the local dir's parents to their own directories.
+    prefix, problem = launcher.resolve_worker_command(conf, accounts.probe_identity(), local_dir.parent)
     if problem is not None:
-        raise SupervisorError(
-            f"workers run as {accounts.describe()}, but {problem}: install squall and its Python where "
-            "every user can read them (not under a private home directory such as /root), or set "
-            "supervisor.worker.user ('root' runs workers as root: SECURITY OFF)")
+        fix = ("set squall.local.dir to a directory outside any private home (every directory above it "
+               "passable by other users)" if launcher.PASSAGE_PROBLEM in problem else
+               "set supervisor.worker.runtime.dir to a directory root can write and every user can pass through")
+        raise SupervisorError(f"workers run as {accounts.describe()}, but {problem}: {fix}; or set "
+                              "supervisor.worker.user ('root' runs workers as root: SECURITY OFF)")
+    conf["supervisor.worker.command"] = prefix
     return accounts
 
 
