@@ -4,8 +4,9 @@ plain code, no I/O.
 Who sent it is the API's business (a supervisor's token is bound to its id, ``auth``); here:
 
 - **order**: a report carries the supervisor process's ``epoch`` (when it started, in
-  milliseconds) and a ``seq`` that grows by report; one not after the last taken from that
-  supervisor (a replay, or a report from an earlier run of it) is refused;
+  milliseconds, which the caller checks against the supervisor's node: a report of an earlier
+  run is refused there) and a ``seq`` that grows by report; one of the same run not after the
+  last taken from it (a replay) is refused;
 - **counters**: a worker's executor counters may not move backwards while the worker lives
   (its uptime grows), nor grow faster than ``MAX_RATE`` per second of nimbus's own clock since
   the last report; a worker that started again (its uptime fell) starts from at most what
@@ -58,9 +59,12 @@ class ReportChecks:
         ``topology_age(id)``: seconds since the topology was submitted, None when unknown."""
         sid = report.supervisor_id
         last = self._order.get(sid)
-        if last is not None and order <= last:
+        # Another epoch is another run of the supervisor: the caller checked it against the
+        # supervisor's node (a report of an earlier run does not match it), so even a run
+        # whose clock went back starts its own count.
+        if last is not None and order[0] == last[0] and order[1] <= last[1]:
             raise ReportRefused(f"report {list(order)} of supervisor {sid!r} is not after the last one taken "
-                                f"({list(last)}): a replay, or from an earlier run of it")
+                                f"({list(last)}): a replay")
         workers = self._workers.get(sid, {})
         for beat in report.beats:
             self._check_beat(workers.get((beat.topology_id, beat.port)), beat, now, topology_age(beat.topology_id))

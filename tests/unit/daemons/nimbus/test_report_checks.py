@@ -23,14 +23,15 @@ def take(checks: ReportChecks, rep: SupervisorReport, order: tuple[int, int], no
     checks.taken(rep, order, now)
 
 
-def test_a_replayed_or_earlier_report_is_refused():
+def test_a_replayed_report_is_refused():
     checks = ReportChecks()
     take(checks, report(10), (1000, 1), 0.0)
     take(checks, report(20), (1000, 2), 5.0)
-    for order in ((1000, 2), (1000, 1), (999, 50)):
+    for order in ((1000, 2), (1000, 1)):
         with pytest.raises(ReportRefused, match="not after the last one taken"):
             checks.check(report(30), order, 10.0, age)
-    take(checks, report(30), (2000, 1), 10.0)  # the supervisor restarted: a later epoch
+    take(checks, report(30), (2000, 1), 10.0)  # the supervisor restarted: another run counts afresh
+    take(checks, report(31), (1500, 1), 15.0)  # even one whose clock went back (its node says so)
     checks.check(report(1, sid="s2"), (1, 1), 10.0, age)  # others have their own order
 
 
