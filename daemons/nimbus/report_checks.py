@@ -8,16 +8,18 @@ Who sent it is the API's business (a supervisor's token is bound to its id, ``au
   run is refused there) and a ``seq`` that grows by report; one of the same run not after the
   last taken from it (a replay) is refused;
 - **counters**: a worker's executor counters may not move backwards while the worker lives
-  (its uptime grows), nor grow faster than ``MAX_RATE`` per second of nimbus's own clock since
-  the last report; a worker that started again (its uptime fell) starts from at most what
-  ``MAX_RATE`` allows over its uptime, and no worker is older than its topology. One forged
+  (its uptime grows), nor grow faster than a rate allows per second of nimbus's own clock
+  since the last report: ``MAX_RATE`` tuples counted, ``MAX_BUSY_RATE`` microseconds of
+  execute time (an executor runs on one thread), and complete latency at most ``MAX_TREE_US``
+  for each tree completed; a worker that started again (its uptime fell) starts from at most
+  what those allow over its uptime, and no worker is older than its topology. One forged
   beat made a topology show 3,000,000,000,000 emitted before.
 
 ``ReportChecks`` keeps what the last taken reports said, bounded by what the beat table holds.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from squall.daemons.reports import Counters, ReportedBeat, SupervisorReport
@@ -26,6 +28,12 @@ from squall.daemons.state import ExecutorId
 MAX_RATE = 20_000_000       # tuples per second one executor could count: far above what Python does
 SLACK = 1_000_000           # counts on top, for the reports' own timing
 UPTIME_SLACK_SECS = 120.0   # clocks differ: a worker may claim this much more uptime than its topology has
+MAX_BUSY_RATE = 2_000_000   # microseconds of execute time an executor adds per second: one thread, twice for clocks
+MAX_TREE_US = 86_400_000_000  # one tree's complete latency: a day at most (far past any message timeout)
+
+# Where each counter sits in ``Counters`` (squall.daemons.reports.COUNTER_NAMES).
+_COUNTS = (0, 1, 2, 3, 6)   # emitted, executed, acked, failed, completed: tuples counted
+_BUSY, _COMPLETE_US, _COMPLETED = 4, 5, 6
 
 MAX_SUPERVISORS = 20_000    # whose order is remembered (the beat table's bound)
 
@@ -77,20 +85,30 @@ class ReportChecks:
         for ex, counters in beat.counters.items():
             before = seen.counters.get(ex) if same_worker and seen is not None else None
             if before is None:
-                most = self.max_rate * max(0.0, beat.uptime) + self.slack
-                if max(counters) > most:
-                    raise ReportRefused(f"{where}: executor {list(ex)} counts {max(counters)} after "
-                                        f"{beat.uptime:.0f}s of uptime, more than {self.max_rate:g} a second")
+                excess = self._excess(counters, max(0.0, beat.uptime))
+                if excess:
+                    raise ReportRefused(f"{where}: executor {list(ex)} {excess} after {beat.uptime:.0f}s of uptime")
                 continue
             assert seen is not None
-            most = self.max_rate * max(0.0, now - seen.at) + self.slack
             for now_n, then_n in zip(counters, before):
                 if now_n < then_n:
                     raise ReportRefused(f"{where}: executor {list(ex)}'s counters moved backwards "
                                         f"({then_n} -> {now_n}) while the worker ran on")
-                if now_n - then_n > most:
-                    raise ReportRefused(f"{where}: executor {list(ex)} counted {now_n - then_n} in "
-                                        f"{now - seen.at:.0f}s, more than {self.max_rate:g} a second")
+            excess = self._excess([n - b for n, b in zip(counters, before)], max(0.0, now - seen.at))
+            if excess:
+                raise ReportRefused(f"{where}: executor {list(ex)} {excess} in {now - seen.at:.0f}s")
+
+    def _excess(self, grown: Sequence[int], secs: float) -> str | None:
+        """What of counters that grew by ``grown`` over ``secs`` seconds no rate allows, or None."""
+        counted = max((grown[i] for i in _COUNTS if i < len(grown)), default=0)
+        if counted > self.max_rate * secs + self.slack:
+            return f"counted {counted}, more than {self.max_rate:g} a second"
+        if len(grown) > _BUSY and grown[_BUSY] > MAX_BUSY_RATE * secs + self.slack:
+            return f"was busy {grown[_BUSY]} us, more than {MAX_BUSY_RATE:g} us a second"
+        if len(grown) > _COMPLETED and grown[_COMPLETE_US] > grown[_COMPLETED] * MAX_TREE_US + self.slack:
+            return (f"summed {grown[_COMPLETE_US]} us of complete latency over {grown[_COMPLETED]} trees, "
+                    f"more than {MAX_TREE_US:g} us each")
+        return None
 
     def taken(self, report: SupervisorReport, order: Order, now: float) -> None:
         """Remember what a report the table took said (after ``check`` passed it)."""

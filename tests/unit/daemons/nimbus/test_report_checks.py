@@ -62,3 +62,20 @@ def test_what_is_remembered_is_bounded():
     for i in range(50):
         take(checks, report(1, sid=f"s{i}"), (1, 1), 0.0)
     assert len(checks._order) == 10 and len(checks._workers) == 10
+
+
+def test_time_and_latency_counters_have_bounds_of_their_own():
+    """Execute time and complete latency sums grow far faster than counts (microseconds):
+    a real worker's are taken; time beyond one thread's or latency beyond a day a tree is not."""
+    def timed(busy_us: int, complete_us: int, completed: int) -> SupervisorReport:
+        beat = ReportedBeat(topology_id="t-1", node="s1", port=6700, time=0.0, executors=[(1, 1)], uptime=10.0,
+                            counters={(1, 1): (completed, 0, completed, 0, busy_us, complete_us, completed)})
+        return SupervisorReport("s1", 0.0, [beat])
+
+    checks = ReportChecks()
+    # 10 s of a busy thread, 100,000 trees of 2 s each: far above MAX_RATE, and real
+    checks.check(timed(10_000_000, 200_000_000_000, 100_000), (1, 1), 0.0, age)
+    with pytest.raises(ReportRefused, match="busy"):
+        checks.check(timed(3_000_000_000_000, 0, 0), (1, 1), 0.0, age)
+    with pytest.raises(ReportRefused, match="complete latency"):
+        checks.check(timed(0, 3_000_000_000_000, 1), (1, 1), 0.0, age)
