@@ -149,6 +149,7 @@ class Queries:
         beats = self.hearing.beats
         counts = {**self.counts, "reports:taken": beats.counts["reports"],
                   "reports:stats_dropped": beats.counts["stats_dropped"],
+                  "reports:unsigned": self.counts["reports_unsigned"],
                   "reports:refused": self.counts["reports_refused"] + sum(
                       n for k, n in beats.counts.items() if k.startswith("refused:"))}
         return nimbus_series(self.leadership.is_leader, counts, statuses, rows, round_secs)

@@ -175,7 +175,7 @@ class LeaderRounds:
             if topology_id not in ids:
                 log.info("removing code of unknown topology", topology_id=topology_id)
                 self.store.remove(topology_id)
-        self.hearing.retain(ids)
+        self.hearing.retain(ids, {tid: info.submitted_at for tid, info in infos.items()})
         self.placement.retain(ids)
         self._judge_at = self.hearing.next_judgement(supervisors, now)
 

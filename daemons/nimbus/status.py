@@ -249,6 +249,9 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         # User components first, then system ones (``__acker``).
         "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
         "worker_error": last_errors.get(WORKER_COMPONENT),
+        # Where its checkpointed state lives (nimbus chose it at submit): what spark-run's
+        # topology.state.snapshot names, and what --carry-state carries over.
+        "state_namespace": info.conf.get("topology.state.namespace") if isinstance(info.conf, dict) else None,
     }
 
 

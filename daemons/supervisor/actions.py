@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.state import ClusterStateError, ErrorInfo
 from squall.daemons.state.records import WORKER_COMPONENT
@@ -37,7 +39,7 @@ from squall.daemons.supervisor.worker_user import WorkerAccounts, WorkerIdentity
 from squall.daemons.supervisor.workers import LocalWorkers
 from squall.daemons.timers import Clock
 from squall.daemons.warn_once import WarnOnce
-from squall.state.stores import embedded_path, namespace
+from squall.state.stores import NAMESPACE_KEY, embedded_path, namespace
 
 
 class WorkerActions:
@@ -61,6 +63,7 @@ class WorkerActions:
         self.containment = containment
         self.memory_max = memory_max
         self.worker_conf = worker_conf
+        self._worker_conf_keys: dict[str, Any] = yaml.safe_load(worker_conf) or {}
         self.state_dir = state_dir
         self.metrics = metrics
         self.clock = clock
@@ -104,11 +107,11 @@ class WorkerActions:
             return  # no record: relaunched (with back-off) once the secrets can be read
         try:
             topology_env = self.envs.launch_env(action.topology_id, action.code_digest, os.environ.get("PATH", ""))
-            who = self._identity(action.topology_id, handover.name)
+            who = self._identity(action.topology_id, handover.name, handover.state_namespace)
             launch_file = self._write_launch_assignment(action, handover.active)
             child = launcher.launch(cmd, self.layout.worker_dir(action.worker_id), self.layout, action.worker_id,
-                                    self.worker_conf, handover.credentials, launch_file, who, self.containment,
-                                    self.memory_max, topology_env)
+                                    self._conf_for(handover), handover.credentials, launch_file, who,
+                                    self.containment, self.memory_max, topology_env)
         except (OSError, launcher.LaunchError, WorkerUserError, EnvBuildError) as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
@@ -118,10 +121,20 @@ class WorkerActions:
         self.log.info("worker launched", pid=child.pid, reason=action.reason, executors=rec.executors,
                       uid=who.uid if who else os.getuid(), **fields)
 
-    def _identity(self, topology_id: str, name: str | None) -> WorkerIdentity | None:
-        """Whom the topology's worker runs as, with its code and state dir given to it."""
+    def _conf_for(self, handover: TopologyHandover) -> bytes:
+        """The worker's config: the supervisor's without its secrets, and where the topology's
+        state lives (nimbus's choice; the topology's own conf.json may not name it)."""
+        if handover.state_namespace is None:
+            return self.worker_conf
+        return yaml.safe_dump({**self._worker_conf_keys, NAMESPACE_KEY: handover.state_namespace},
+                              sort_keys=True).encode()
+
+    def _identity(self, topology_id: str, name: str | None, state_namespace: str | None) -> WorkerIdentity | None:
+        """Whom the topology's worker runs as, with its code and state dir given to it. The
+        state dir goes by the namespace nimbus chose (the topology's own, or its owner's
+        earlier one): another topology's state dir, and the user that owns it, stay theirs."""
         held = {r.topology_id: r.uid for r in self.workers.values() if r.uid is not None}
-        state = self._state_dir(name) if name else None
+        state = self._state_dir(state_namespace) if state_namespace else None
         who = self.accounts.identity(topology_id, name or topology_id, held, worker_files.owners(
             self.state_dir, but=state) if self.accounts.switches else ())
         if who is not None:
@@ -130,9 +143,9 @@ class WorkerActions:
                 worker_files.own_state_dir(state, who)
         return who
 
-    def _state_dir(self, name: str) -> Path:
-        """The directory of a topology's embedded state files on this host (by its name)."""
-        return embedded_path(self.state_dir, namespace(name, "x", 0)).parent
+    def _state_dir(self, state_namespace: str) -> Path:
+        """The directory of a topology's embedded state files on this host."""
+        return embedded_path(self.state_dir, namespace(state_namespace, "x", 0)).parent
 
     def _handover(self, topology_id: str, fields: dict[str, Any]) -> TopologyHandover | None:
         """The topology's credentials and status for its worker (see handover)."""

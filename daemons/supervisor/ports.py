@@ -33,11 +33,12 @@ class PortSlots:
     def __init__(self, supervisor_id: str, ports: list[int], timeouts: _slot.Timeouts, memory_max: int | None,
                  local: LocalWorkers, code: CodeDownloads, envs: TopologyEnvironments, feed: AssignmentFeed,
                  actions: WorkerActions, metrics: SupervisorMetrics, clock: Clock, logger: Any,
-                 warn_once: WarnOnce, bind_host: str = "127.0.0.1") -> None:
+                 warn_once: WarnOnce, bind_host: str = "127.0.0.1", zk_max: int | None = None) -> None:
         self.id = supervisor_id
         self.ports = ports
         self.timeouts = timeouts
         self.memory_max = memory_max
+        self.zk_max = zk_max  # worker.zookeeper.max.connections
         self.local = local
         self.code = code
         self.envs = envs
@@ -149,6 +150,7 @@ class PortSlots:
             timeouts=self.timeouts, new_worker_id=uuid.uuid4().hex,
             worker_leftovers=view.leftovers, worker_ready=ready, memory_bytes=view.memory,
             memory_max_bytes=self.memory_max, oom_killed=view.oom_killed,
+            zk_connections=view.zk_connections, zk_max_connections=self.zk_max,
         )
         new, actions = _slot.step(state, obs)
         self.slots[port] = new

@@ -143,6 +143,8 @@ class Observation:
     env_failure: tuple[float, str] | None = None  # (when, why) building that environment last failed
     worker_exit_code: int | None = None  # the worker's own exit code, when it is gone and known
     port_in_use: bool | None = None  # the supervisor's probe of the port: held by another process (None: not probed)
+    zk_connections: int | None = None  # TCP connections the worker's processes hold to ZooKeeper
+    zk_max_connections: int | None = None  # worker.zookeeper.max.connections; None: no limit
 
 
 # --- actions: plain data the supervisor carries out in order -------------------------------
@@ -342,6 +344,12 @@ def _begin_kill(state: SlotState, obs: Observation, name: State, reason: str) ->
     return killing, [KillWorker(state.pid, False, state.worker_id, reason)]
 
 
+def _hog_problem(obs: Observation) -> Problem | None:
+    """The worker takes more than its share of the host: memory, or ZooKeeper's connections."""
+    return (verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
+            or verdicts.zookeeper_problem(obs.zk_connections, obs.zk_max_connections))
+
+
 def _kill_for(state: SlotState, obs: Observation, problem: Problem, force: bool) -> Result:
     """End a worker for a verdict, and report it; ``force``: SIGKILL without the grace."""
     if not force:
@@ -399,14 +407,15 @@ def _beat_problem(state: SlotState, obs: Observation) -> str | None:
 
 def _ended(state: SlotState, obs: Observation, exited: str) -> Result | None:
     """What ends a launched worker whether it is starting or running: its assignment
-    changed, it exited (``exited`` says so), or it is over its memory limit; else None."""
+    changed, it exited (``exited`` says so), or it takes more than its share (memory, ZooKeeper
+    connections); else None."""
     if obs.assignment != state.assignment:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
         return _died(state, obs, exited)
-    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
-    if memory is not None:
-        return _kill_for(state, obs, memory, force=True)
+    hog = _hog_problem(obs)
+    if hog is not None:
+        return _kill_for(state, obs, hog, force=True)
     return None
 
 

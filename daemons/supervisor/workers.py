@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.daemons import local_state
-from squall.daemons.supervisor.containment import Containment
+from squall.daemons.supervisor.containment import Containment, Endpoint, connections_to
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -48,14 +48,17 @@ class WorkerView:
     memory: int | None  # bytes, all of them together
     oom_killed: bool  # the kernel ended it at its memory limit
     exit_code: int | None = None  # its own process's, when it ended and this supervisor launched it
+    zk_connections: int | None = None  # TCP connections to ZooKeeper, all of them together
 
 
 class LocalWorkers:
     """The workers this supervisor owns (``records``) and the processes it launched."""
 
     def __init__(self, layout: local_state.LocalLayout, log_dir: Path, state_path: Path, clock: Clock,
-                 containment: Containment, counts: Any, logger: Any) -> None:
+                 containment: Containment, counts: Any, logger: Any,
+                 zk_endpoints: frozenset[Endpoint] = frozenset()) -> None:
         self.layout = layout
+        self.zk_endpoints = zk_endpoints  # ZooKeeper's addresses: a worker's connections to them are counted
         self.log_dir = log_dir
         self.state_path = state_path
         self.clock = clock
@@ -115,7 +118,8 @@ class LocalWorkers:
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
                           not alive and self.containment.oom_killed(rec.worker_id),
-                          None if alive or child is None else child.poll())
+                          None if alive or child is None else child.poll(),
+                          connections_to(procs, self.zk_endpoints) if procs and self.zk_endpoints else None)
 
     def reap(self, own: Callable[[], Collection[int]] = frozenset) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
@@ -228,8 +232,9 @@ class LocalWorkers:
             self.log.warning("worker's cgroup still holds processes; kept", worker=rec.worker_id)
 
     def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
-        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``; a
-        link or other non-file a worker left in its place is not followed."""
+        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``, the
+        supervisor's alone (0700, the logs 0600: one topology's output is not another's to
+        read); a link or other non-file a worker left in its place is not followed."""
         try:
             info = os.lstat(path)
         except FileNotFoundError:
@@ -238,8 +243,13 @@ class LocalWorkers:
             return
         dest_dir = self.log_dir / "workers"
         try:
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
+            local_state.private_dir(self.log_dir)
+            local_state.private_dir(dest_dir)
+            dest = dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log"
+            shutil.move(str(path), dest)
+            if info.st_uid != os.geteuid():  # a worker's own user wrote it: the supervisor's now
+                os.chown(dest, os.geteuid(), os.getegid())
+            os.chmod(dest, 0o600)
             kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
             for old in kept[:-ARCHIVED_LOGS_KEPT]:
                 old.unlink(missing_ok=True)

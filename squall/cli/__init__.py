@@ -54,7 +54,8 @@ COMMANDS = {
                       "one of DEBUG, INFO, WARNING, ERROR, CRITICAL (WARN, FATAL and TRACE are taken too)."),
     "spark-run": ("squall.cli.spark", "Run the topology in FILE on Spark over bounded inputs (a backfill)."),
     "status": ("squall.cli.cluster", "Show topology NAME: components, executors with host and port, totals and "
-               "rates per second over the last minute, last errors."),
+               "rates per second over the last minute, last errors (control characters escaped unless "
+               "--raw)."),
     "submit": ("squall.cli.cluster", "Submit the topology defined in FILE to nimbus (a topology file, a "
                "streamparse topology, or with --flux a Flux YAML file)."),
     "supervisor": ("squall.cli.cluster", "Run a supervisor (worker slots of this host) in the foreground."),

@@ -109,6 +109,8 @@ def render(st: Mapping[str, Any]) -> str:
         unknown = any(not ex.get("rates") for c in st["components"] for ex in c["executors"])
         lines.append(f"rates: per second over the last {duration(window)}"
                      + (" ('-': not enough beats yet)" if unknown else ""))
+    if st.get("state_namespace") and any(c["id"] == "__checkpoint" for c in st["components"]):
+        lines.append(f"checkpointed state: {st['state_namespace']}")
     if drops:
         lines.append("input dropped (counted by cause; anchored tuples are replayed):")
         lines.extend(drops)

@@ -38,7 +38,7 @@ from squall.runtime.collectors import BoltCollector
 from squall.runtime.wrapping import BoltWrapper, SpoutWrapper
 from squall.state.kv import KeyValueState
 from squall.state.protocol import COMMIT, PREPARE, Alignment, AlignmentActions, Barrier
-from squall.state.stores import StoreError, describe_load, namespace, open_store
+from squall.state.stores import StoreError, describe_load, namespace, open_store, state_name
 
 log = structlog.get_logger("squall.state")
 SPOUT_MAX_HELD = 16  # a spout task's only input is barriers
@@ -83,7 +83,7 @@ class TaskCheckpoint(AlignmentActions):
         self.restored = False
         self.counts = {"prepared": 0, "committed": 0, "restored": 0, "discarded": 0}
         if stateful:
-            ns = namespace(str(conf["topology.name"]), context.this_component_id, context.this_task_index)
+            ns = namespace(state_name(conf), context.this_component_id, context.this_task_index)
             self.state = KeyValueState(open_store(conf, ns), ns)
 
     # -- AlignmentActions -----------------------------------------------------------------

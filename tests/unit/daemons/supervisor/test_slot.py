@@ -307,6 +307,29 @@ def test_a_worker_over_its_memory_limit_is_sigkilled_and_reported(starting):
     assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]  # relaunched
 
 
+@pytest.mark.parametrize("starting", [True, False])
+def test_a_worker_holding_zookeepers_connections_is_sigkilled_reported_and_relaunched_with_back_off(starting):
+    state = launched() if starting else running()
+    state, actions = step(state, obs(20, worker_alive=True, worker_pid=42, heartbeat_time=20, zk_connections=54,
+                                     zk_max_connections=4))
+    report, kill = actions
+    assert kill == KillWorker(42, True, "w@0.0", verdicts.ZOOKEEPER)
+    assert report.problem.kind == verdicts.ZOOKEEPER and "held 54 connections" in report.problem.text
+    # It keeps doing it: each quick death holds the next relaunch longer.
+    holds = []
+    for t in range(21, 200):
+        state, actions = step(state, obs(t, code_present=True, new_worker_id=f"w{t}", worker_alive=bool(
+            state.name in (State.WAITING_FOR_WORKER_START, State.RUNNING)), worker_pid=42, heartbeat_time=t,
+            zk_connections=54, zk_max_connections=4))
+        if state.hold_until is not None and (not holds or holds[-1] != state.hold_until):
+            holds.append(state.hold_until)
+    gaps = [b - a for a, b in zip(holds, holds[1:])]
+    assert len(holds) >= 4 and gaps == sorted(gaps), holds  # 1, 2, 4 ... seconds apart, growing
+    state, actions = step(running(), obs(20, worker_alive=True, heartbeat_time=20, zk_connections=4,
+                                         zk_max_connections=4))
+    assert state.name is State.RUNNING and actions == []  # its own session and a few more are fine
+
+
 def test_memory_under_the_limit_is_left_alone():
     state = running()
     state, actions = step(state, obs(20, worker_alive=True, heartbeat_time=20, memory_bytes=256 * MB,
