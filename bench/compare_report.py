@@ -116,6 +116,17 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
             name = f"p99 complete latency at 50% of max, {where} (ms)"
             ratio_rows.append({"name": name, "goal": LATENCY_GOAL, "value": p99})
             lines.append(f"  {name:48}{_num(p99):>8}{'':14}{LATENCY_GOAL:>9}")
+    for key, where, top, goals in (("latency-local", "local", "75%", ("<= 2", "<= 10")),
+                                   ("latency-cluster", "cluster", "50%", ("<= 3", "<= 15"))):
+        if key not in latency:
+            continue
+        loads = [p for p in latency[key]["phases"][1:]
+                 if p["phase"].endswith("%") and float(p["phase"][:-1]) <= float(top[:-1])]
+        for q, goal in zip(("p50", "p99"), goals):  # issue 31: the worst over every load up to ``top``
+            worst = max((p.get(f"{q}_ms", math.nan) for p in loads), default=math.nan)
+            name = f"worst {q} at 1-{top} of max, {where} (ms)"
+            ratio_rows.append({"name": name, "goal": goal, "value": worst})
+            lines.append(f"  {name:48}{_num(worst):>8}{'':14}{goal:>9}")
 
     if latency:
         lines += ["", "latency under load: complete latency from each tuple's scheduled emit time to its ack",

@@ -42,6 +42,8 @@ def test_latency_rows_and_failed_figures_are_shown():
               "error": "exit 1: ZooKeeperError: no java"}]
     text, tables = render(report(extra), [*LOCAL, *CLUSTER, *LATENCY])
     assert row(text, "p99 complete latency at 50% of max, local (ms)").split()[-3:] == ["7.25", "<=", "10"]
+    assert row(text, "worst p99 at 1-75% of max, local (ms)").split()[-3:] == ["7.25", "<=", "10"]
+    assert row(text, "worst p50 at 1-75% of max, local (ms)").split()[-3:] == ["0.50", "<=", "2"]
     assert row(text, "local        50%").split()[2:] == ["50,000", "50,000", "0.50", "1.50", "7.25", "8.50",
                                                            "9.00", "5.00", "2.50", "1"]
     assert "machine: a 1 ms sleep woke p99 4.50 ms late, max 30.00 ms" in text
