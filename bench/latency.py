@@ -75,8 +75,8 @@ def summary(result: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
     parts = [f"max {result['max_rate']:,.0f} tuples/s"]
     for p in result["phases"][1:]:
         text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', nan):.2f} ms " \
-               f"p99 {p.get('p99_ms', nan):.2f} ms p999 {p.get('p999_ms', nan):.2f} ms (lag {p.get('lag_p99_ms', nan):.2f}, " \
-               f"flight {p.get('flight_p99_ms', nan):.2f})"
+               f"p99 {p.get('p99_ms', nan):.2f} ms p999 {p.get('p999_ms', nan):.2f} ms " \
+               f"(lag {p.get('lag_p99_ms', nan):.2f}, flight {p.get('flight_p99_ms', nan):.2f})"
         if p["missing"] or p["failed"]:
             text += f" ({p['missing']} missing, {p['failed']} failed)"
         parts.append(text)
