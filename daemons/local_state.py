@@ -92,6 +92,24 @@ def set_tree_modes(root: Path, directories: int, files: int, executables: int) -
                 os.chmod(path, executables if mode & stat.S_IXUSR else files)
 
 
+def tree_bytes(roots: Iterable[Path], limit: int) -> int:
+    """Bytes the regular files under ``roots`` take (links not followed, missing roots 0),
+    counted until the total passes ``limit``."""
+    total = 0
+    for root in roots:
+        for dirpath, _dirnames, filenames in os.walk(root):
+            for name in filenames:
+                try:
+                    info = os.lstat(os.path.join(dirpath, name))
+                except OSError:  # gone while counting
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+            if total > limit:
+                return total
+    return total
+
+
 def make_private(root: Path) -> None:
     """Make ``root`` and everything under it readable by its owner only: directories 0700,
     files 0600 (0700 when executable)."""

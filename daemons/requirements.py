@@ -54,7 +54,8 @@ class RequirementsError(ValueError):
 def default_file(shipped: Iterable[str], topology_name: str, streamparse: bool) -> str | None:
     """Which shipped file (paths relative to the code directory) holds the topology's
     requirements when ``topology.python.requirements`` does not say: a streamparse project's
-    ``virtualenvs/<name>.txt``, else ``requirements.txt``; None when neither is shipped."""
+    ``virtualenvs/<topology_name>.txt`` (the name of its topology file), else
+    ``requirements.txt``; None when neither is shipped."""
     files = set(shipped)
     if streamparse and f"{STREAMPARSE_DIR}/{topology_name}.txt" in files:
         return f"{STREAMPARSE_DIR}/{topology_name}.txt"

@@ -12,7 +12,9 @@ what squall's environment lacks or pins differently, and a multilang child run b
 venv's ``python`` sees both. pip runs as the supervisor (root), so only wheels are
 installed (``--only-binary=:all:``: no build script runs) unless the operator's
 ``supervisor.venv.pip.args`` say otherwise, from the index pip is configured with on this
-host (pip.conf, ``PIP_*``), within ``supervisor.venv.build.timeout.secs``. The finished
+host (pip.conf, ``PIP_*``), within ``supervisor.venv.build.timeout.secs`` and
+``supervisor.venv.max.mb`` (the venv and pip's temporary files, looked at every second:
+pip's downloads go to a temporary folder beside the venv). The finished
 tree belongs to root and is readable, not writable, by the workers' users;
 ``.squall-venv.json`` appears last, so a venv without it is a build that did not finish and
 is made again.
@@ -39,7 +41,7 @@ from typing import Any
 from squall import config as _config
 from squall.daemons import requirements as reqs
 from squall.daemons.credentials import without_daemon_secret_env
-from squall.daemons.local_state import read_regular, set_tree_modes, write_atomic
+from squall.daemons.local_state import read_regular, set_tree_modes, tree_bytes, write_atomic
 from squall.daemons.requirements import MARKER
 from squall.daemons.supervisor import launcher
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
@@ -49,6 +51,7 @@ RUNTIME_PTH = "_squall_runtime.pth"  # squall's own packages, after the venv's
 MAX_CONF_BYTES = 1 << 20
 LOG_TAIL_LINES = 12
 LOG_TAIL_CHARS = 2000
+SIZE_CHECK_SECS = 1.0  # how often a running build step's disk use is looked at
 # squall's arguments to ``pip install``; the operator's come after them and may override them.
 PIP_INSTALL = ("install", "--no-input", "--disable-pip-version-check", "--root-user-action=ignore",
                "--only-binary=:all:")
@@ -133,6 +136,15 @@ def _tail(path: Path) -> str:
 
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a build step's whole process group (it has a session of its own) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def open_to_workers(root: Path) -> None:
     """Directories 0755, files 0644 (0755 when executable): the workers' users read and run
     what is there and change nothing (it stays the supervisor's)."""
@@ -158,6 +170,7 @@ class TopologyEnvironments:
         self.timeout = float(conf["supervisor.venv.build.timeout.secs"])
         self.retry = float(conf["supervisor.venv.retry.secs"])
         self.cache_max = int(conf["supervisor.venv.cache.max"])
+        self.max_bytes = int(conf["supervisor.venv.max.mb"]) * 1024 * 1024
         self.python_version, self.runtime_paths = describe_python(self.python)
         self.built = 0
         self.failed = 0
@@ -245,9 +258,10 @@ class TopologyEnvironments:
             return set(self._pids)
 
     def _run(self, cmd: Sequence[str], deadline: float, log_file: Path, cwd: Path, env: Mapping[str, str],
-             what: str) -> None:
-        """Run one build step, its output appended to ``log_file``; EnvBuildError when it fails
-        or is still running at ``deadline`` (then its whole process group is killed)."""
+             what: str, watched: Sequence[Path] = ()) -> None:
+        """Run one build step, its output appended to ``log_file``; EnvBuildError when it fails,
+        is still running at ``deadline`` or the files under ``watched`` grow past
+        ``supervisor.venv.max.mb`` (then its whole process group is killed)."""
         left = deadline - self.clock.monotonic()
         if left <= 0:
             raise EnvBuildError(f"{what} did not start within supervisor.venv.build.timeout.secs")
@@ -256,20 +270,32 @@ class TopologyEnvironments:
                                     stderr=subprocess.STDOUT, start_new_session=True)
             self._pids.add(proc.pid)
         try:
-            code = proc.wait(left)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-            raise EnvBuildError(f"{what} did not finish within supervisor.venv.build.timeout.secs; its last "
-                                f"lines:\n{_tail(log_file)}") from None
+            code = None
+            while code is None:
+                try:
+                    code = proc.wait(min(left, SIZE_CHECK_SECS))
+                except subprocess.TimeoutExpired:
+                    left = deadline - self.clock.monotonic()
+                    if left <= 0:
+                        _kill_group(proc)
+                        raise EnvBuildError(f"{what} did not finish within supervisor.venv.build.timeout.secs; "
+                                            f"its last lines:\n{_tail(log_file)}") from None
+                    if watched:
+                        self._check_size(watched, what, lambda: _kill_group(proc))
         finally:
             with self._lock:
                 self._pids.discard(proc.pid)
         if code != 0:
             raise EnvBuildError(f"{what} exited {code}:\n{_tail(log_file)}")
+
+    def _check_size(self, watched: Sequence[Path], what: str, stop: Callable[[], None] = lambda: None) -> None:
+        """EnvBuildError (after ``stop()``) when the files under ``watched`` take more than
+        ``supervisor.venv.max.mb``."""
+        used = tree_bytes(watched, self.max_bytes)
+        if used > self.max_bytes:
+            stop()
+            raise EnvBuildError(f"{what} took more than supervisor.venv.max.mb ({self.max_bytes // (1024 * 1024)} "
+                                f"MB) of disk: {used // (1024 * 1024)} MB so far")
 
     def _build_thread(self, topology_id: str, spec: EnvSpec, target: Path) -> None:
         key = target.name
@@ -301,9 +327,19 @@ class TopologyEnvironments:
         shutil.rmtree(target, ignore_errors=True)  # a build that did not finish
         log_file = self.root / f".{target.name}.log"
         log_file.unlink(missing_ok=True)
+        scratch = self.root / f".{target.name}.tmp"  # pip's downloads and unpacked archives, counted
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(mode=0o700)
+        try:
+            self._build(spec, target, deadline, log_file, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _build(self, spec: EnvSpec, target: Path, deadline: float, log_file: Path, scratch: Path) -> None:
         env = without_daemon_secret_env(os.environ)
         env.pop("PYTHONPATH", None)
         env["PIP_NO_INPUT"] = "1"
+        env["TMPDIR"] = str(scratch)
         self._run([self.python, "-m", "venv", "--without-pip", str(target)], deadline, log_file, self.root, env,
                   "making the venv")
         answer = self.root / f".{target.name}.site"
@@ -321,7 +357,8 @@ class TopologyEnvironments:
         requirements.write_text("\n".join(spec.requirements) + "\n", encoding="utf-8")
         python = target / "bin" / "python"
         self._run([str(python), "-m", "pip", *PIP_INSTALL, *self.pip_args, "-r", str(requirements)], deadline,
-                  log_file, target, env, "pip install")
+                  log_file, target, env, "pip install", watched=(target, scratch))
+        self._check_size((target,), "pip install")
         open_to_workers(target)
         write_atomic(target / MARKER, json.dumps({"site": site, "python": self.python_version,
                                                   "requirements": list(spec.requirements)}).encode())
@@ -356,6 +393,7 @@ class TopologyEnvironments:
         spare.sort(reverse=True)
         for _mtime, entry in spare[self.cache_max:] + [s for s in spare[:self.cache_max] if s[0] == float("-inf")]:
             shutil.rmtree(entry, ignore_errors=True)
+            shutil.rmtree(self.root / f".{entry.name}.tmp", ignore_errors=True)
             (self.root / f".{entry.name}.log").unlink(missing_ok=True)
             removed.append(entry.name)
         return removed

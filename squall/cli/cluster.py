@@ -122,7 +122,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
         raise Failure(str(exc)) from None
     shipped = [rel for rel, _ in code_files(source.root)]
     topology_source.check_shipped(topology, shipped)
-    topology_source.pick_requirements(source, name, topology_conf, shipped)
+    topology_source.pick_requirements(source, topology_conf, shipped)
     try:
         bundle = build_bundle(file, topology, topology_conf, root=source.root)
     except (OSError, TypeError, ValueError) as exc:

@@ -101,15 +101,16 @@ def check_shipped(topology: Topology, shipped: Iterable[str]) -> None:
         raise Failure("; ".join(problems))
 
 
-def pick_requirements(source: Source, name: str, conf: dict[str, Any], shipped: Iterable[str]) -> str | None:
+def pick_requirements(source: Source, conf: dict[str, Any], shipped: Iterable[str]) -> str | None:
     """Set ``topology.python.requirements`` in the topology's ``conf`` when the bundle ships a
-    requirements file (a streamparse project's ``virtualenvs/<name>.txt``, else
+    requirements file (a streamparse project's ``virtualenvs/<file>.txt``, named after the
+    topology's file as ``sparse submit`` names it, whatever ``--name`` says; else
     ``requirements.txt``) and it does not name one, and check the file as supervisors will:
     a Failure names what they would refuse. Returns the file, or None."""
     shipped = set(shipped)
     path = conf.get(requirements.REQUIREMENTS_KEY)
     if path is None:
-        path = requirements.default_file(shipped, name, source.streamparse)
+        path = requirements.default_file(shipped, source.name, source.streamparse)
         if path is None:
             return None
     try:

@@ -112,3 +112,4 @@ def test_a_built_venv_is_readable_by_everyone_and_writable_by_its_owner_only(tmp
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in (venv, venv / "bin", venv / "bin" / "tool",
                                                             venv / "lib.py")} == {
         "v": "0o755", "bin": "0o755", "tool": "0o755", "lib.py": "0o644"}
+
