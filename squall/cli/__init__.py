@@ -44,8 +44,8 @@ COMMANDS = {
                 "(py-spy when the worker's host has it, else the standard library); waits for the result."),
     "rebalance": ("squall.cli.cluster", "Spread topology NAME anew over a number of workers and/or change "
                   "executor counts."),
-    "run": ("squall.cli.local", "Run the topology defined in FILE in local mode (a topology file, a streamparse "
-            "topology, or with --flux a Flux YAML file)."),
+    "run": ("squall.cli.local", "Run the topology defined in FILE in this process (a topology file, a streamparse "
+                                "topology, or with --flux a Flux YAML file); exit 1 when a component reported errors."),
     "secure-init": ("squall.cli.security", "Make tokens, a CA, nimbus's and the supervisors' certificates in "
                     "DIRECTORY, plus client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the "
                     "daemons' SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors)."),
