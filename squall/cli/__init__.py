@@ -1,7 +1,7 @@
 """The ``squall`` command line (click). Exit codes: 0 ok, 1 failure, 2 usage.
 
 This module holds the command group; each command module lists its commands in
-``COMMANDS``: ``squall.cli.local`` (``run --local``), ``squall.cli.cluster`` (the daemons, the
+``COMMANDS``: ``squall.cli.local`` (``run``), ``squall.cli.cluster`` (the daemons, the
 nimbus client commands, ``dev-cluster``), ``squall.cli.security`` (``token``, ``secure-init``),
 ``squall.cli.logs`` (``logs``: worker logs through nimbus), ``squall.cli.errors`` (``errors``:
 user code's tracebacks), ``squall.cli.operate`` (``set-log-level``, ``debug``, ``profile``,
@@ -45,7 +45,7 @@ COMMANDS = {
     "rebalance": ("squall.cli.cluster", "Spread topology NAME anew over a number of workers and/or change "
                   "executor counts."),
     "run": ("squall.cli.local", "Run the topology defined in FILE in this process (a topology file, a streamparse "
-                                "topology, or with --flux a Flux YAML file); exit 1 when a component reported errors."),
+            "topology, or with --flux a Flux YAML file); exit 1 when a component reported errors."),
     "secure-init": ("squall.cli.security", "Make tokens, a CA, nimbus's and the supervisors' certificates in "
                     "DIRECTORY, plus client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the "
                     "daemons' SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors)."),
