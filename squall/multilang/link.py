@@ -47,6 +47,9 @@ class ChildLink:
         self.pid_dir = tempfile.mkdtemp(prefix=f"squall-shell-{os.getpid()}-")
         self._frames = framing(settings.serializer, settings.max_message_bytes)
         self.encode = self._frames.encode
+        # Called by the child's stdout reader thread when it has news (squall.multilang.child);
+        # the component's executor then reads it on its own thread.
+        self.wake: Callable[[], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, now: float) -> bool:
@@ -54,7 +57,8 @@ class ChildLink:
         self._frames = framing(self.settings.serializer, self.settings.max_message_bytes)
         self.generation += 1
         try:
-            self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec)
+            self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec,
+                                      self.wake)
         except OSError as exc:
             self.child = None
             self._down(now, 0.0, f"could not be started: {exc}")

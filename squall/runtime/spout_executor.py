@@ -48,6 +48,7 @@ class SpoutExecutor(Executor):
                                   self.reporter(task), book.pending)
             if isinstance(spout, SpoutWrapper):
                 spout.attach(self.system_collector(task), book)
+            self.attach_wake(task, spout)
             spout.open(self.conf, self.context(task), coll)
             self.tasks[task] = SpoutTask(spout, coll, book)
             if isinstance(spout, ExecutorStats):
@@ -172,8 +173,11 @@ class SpoutExecutor(Executor):
         except Exception as exc:
             self.user_error(task, exc, fn.__name__)
 
-    def _acks(self, task: int, tuples: list, now: float) -> None:
-        t = self.tasks[task]
+    def _acks(self, task: Any, tuples: list, now: float) -> None:
+        t = self.tasks.get(task)
+        if t is None:  # a component's wake (attach_wake)
+            self.wakes[task](tuples)
+            return
         if t.wrapper is not None:  # a wrapping spout takes its task's input itself
             t.wrapper.receive(tuples, now)
             return
