@@ -39,8 +39,10 @@ class AckerExecutor(Executor):
                 if stream == ACK_ACK:
                     ledger.apply(tup.values[0])
                 elif stream == ACK_FAIL:
-                    for root in tup.values[0]:
-                        ledger.fail(root)
+                    roots, reasons = tup.values
+                    get = reasons.get
+                    for root in roots:
+                        ledger.fail(root, get(root))
         done, failed = ledger.take()
         deliver, spouts = self.link.deliver, self.spout_tasks
         finished = 0
@@ -52,8 +54,9 @@ class AckerExecutor(Executor):
                 self._no_spout(spout, roots)
         for spout, roots in failed.items():
             finished += len(roots)
+            reasons = ledger.take_reasons(roots)
             if spout in spouts:
-                deliver(spout, [Tuple([roots], self.fail_src)])
+                deliver(spout, [Tuple([roots, reasons], self.fail_src)])
             else:
                 self._no_spout(spout, roots)
         if finished:

@@ -1,14 +1,16 @@
-"""Tuple batches to bytes and back (msgpack), with registered serializers for user types.
+"""Tuple batches to bytes and back (msgpack), by the rule of what a tuple may hold
+(squall.values), with the types ``topology.serializers`` registers.
 
 A payload holds one batch for one target task, column-wise: a list of
 ``[source_task, stream, [values, ...], [ids, ...] | None]`` groups, one per run of tuples
 from the same source task and stream (usually the whole batch), so a batch costs one
-C-level pack call and no per-tuple wrapper lists. Types msgpack does not know must be
-registered in ``topology.serializers``; anything else is an error naming the type.
+C-level pack call and no per-tuple wrapper lists. A batch that does not encode is looked
+at tuple by tuple (``unsendable``): each tuple that cannot cross gets a reason naming its
+component, stream, field and the type at fault, and the others still go.
 """
 from __future__ import annotations
 
-import importlib
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +19,7 @@ import msgpack
 from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
+from squall.values import SerializationError, ValueCodec
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
@@ -27,60 +30,26 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
     from squall.tuple import _new
 
 
-class SerializationError(ValueError):
-    pass
-
-
+__all__ = ["SerializationError", "TupleSerializer"]
 def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
     what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
     raise GroupRejected(drops.BAD_GROUP, f"tuple from task {task} on {stream!r} {what}, expected {n} values")
 
 
-def _load(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    if not module:
-        raise SerializationError(f"{path!r} is not a dotted module.Name path")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SerializationError(f"cannot load {path!r}: {exc}") from None
-
-
 class TupleSerializer:
-    """Packs and unpacks tuple batches; one per worker."""
+    """Packs and unpacks tuple batches; one per worker, used by its executor threads and its
+    receive thread (a msgpack Packer serves one thread: each thread gets its own)."""
 
     def __init__(self, serializers: Mapping[str, str], task_to_component: Mapping[int, str],
                  stream_fields: Callable[[str, str], Fields], admission: Admission | None = None) -> None:
-        self._by_type: dict[type, tuple[int, Any]] = {}
-        self._by_code: dict[int, Any] = {}
-        for code, (cls_path, ser_path) in enumerate(sorted(serializers.items()), start=1):
-            cls, ser = _load(cls_path), _load(ser_path)
-            ser = ser() if isinstance(ser, type) else ser
-            self._by_type[cls] = (code, ser)
-            self._by_code[code] = ser
+        self.codec = codec = ValueCodec(serializers)
+        self._ext = codec.ext_hook
+        self._local = threading.local()
         self._task_to_component = task_to_component
         self._stream_fields = stream_fields
         self._sources: dict[tuple[int, str], Source] = {}
         self._admission = admission
         self._admitted: dict[tuple[int | None, int, str], tuple[Source, str | None]] = {}
-        self._packer = msgpack.Packer(use_bin_type=True, default=self._default)
-
-    def _default(self, obj: Any) -> Any:
-        if isinstance(obj, tuple):
-            return list(obj)
-        entry = self._by_type.get(type(obj))
-        if entry is None:
-            raise SerializationError(
-                f"cannot serialize a value of type {type(obj).__module__}.{type(obj).__qualname__}; "
-                "register it in topology.serializers")
-        code, ser = entry
-        return msgpack.ExtType(code, ser.serialize(obj))
-
-    def _ext(self, code: int, data: bytes) -> Any:
-        ser = self._by_code.get(code)
-        if ser is None:
-            raise SerializationError(f"no serializer registered for extension type {code}")
-        return ser.deserialize(data)
 
     def dumps(self, tuples: list[Tuple]) -> bytes:
         groups: list[list] = []
@@ -97,12 +66,33 @@ class TupleSerializer:
             if not any(g[3]):  # unanchored: no ids column at all
                 g[3] = None
         try:
-            return self._packer.pack(groups)
-        except SerializationError:
-            raise
-        except Exception as exc:  # a user serializer's bug, or a value msgpack refuses
-            self._packer.reset()
-            raise SerializationError(f"cannot serialize tuple batch: {exc!r}") from None
+            packer = self._local.packer
+        except AttributeError:
+            packer = self._local.packer = self.codec.packer()
+        try:
+            return packer.pack(groups)
+        except Exception as exc:  # a value of no known type, a user serializer's bug, a cycle
+            packer.reset()
+            raise SerializationError(f"cannot serialize tuple batch: {exc}") from None
+
+    def unsendable(self, tuples: list[Tuple]) -> list[tuple[int, str, tuple[str, str, str, str]]]:
+        """The tuples of ``tuples`` that cannot be encoded: (index, reason, cause), where
+        the reason names the component, stream, field, where in it and the type at fault,
+        and the cause is (component, stream, field, type). The slow path, after ``dumps``
+        refused a batch."""
+        out = []
+        pack = self.codec.pack
+        for i, t in enumerate(tuples):
+            try:
+                pack(t.values)
+            except Exception:  # noqa: BLE001 - explained below
+                reason, cause = self._explain(t)
+                out.append((i, reason, cause))
+        return out
+
+    def _explain(self, t: Tuple) -> tuple[str, tuple[str, str, str, str]]:
+        src = t.source
+        return self.codec.refusal(t.values, src.fields.names, src.component, src.stream)
 
     def loads(self, payload: bytes, target: int | None = None,
               drop: Callable[[str, int, str], None] | None = None) -> list[Tuple]:

@@ -6,7 +6,7 @@ import pytest
 from squall import LocalCluster, TopologyBuilder
 from squall.model import task_ids
 from squall.runtime.serialization import SerializationError, TupleSerializer
-from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
+from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, unique_name
 from squall.testing.waiting import wait_for
 from squall.tuple import Fields, Source, Tuple, anchored_tuple
 
@@ -58,15 +58,29 @@ def test_registered_user_type_crosses_workers():
     assert all(isinstance(p, Point) for p in got)
 
 
-def test_unregistered_type_is_reported_by_name_and_nothing_crashes():
+def test_each_tuple_of_an_unregistered_type_fails_alone_with_its_reason():
+    """Every fourth row holds a value no serializer carries: those fail alone (their spout
+    hears why, once each: a replay would fail again); every other row arrives; one error
+    line per cause, with a count."""
+    key = unique_name("mixed")
+    rows = [[Unregistered() if i % 4 == 0 else i] for i in range(20)]
+    b = TopologyBuilder()
+    b.set_spout("points", FixedTupleSpout(key, rows, ["p"]))
+    b.set_bolt("sink", RecordingBolt(key), 2).shuffle("points")
+    conf = {"topology.workers": 3, "topology.testing.always.try.serialize": True}
     with LocalCluster() as cluster:
-        cluster.submit("bad-points", {"topology.workers": 3, "topology.message.timeout.secs": 30},
-                       _topology("bad", "unregistered"))
-        wait_for(lambda: "points" in cluster.errors("bad-points"), 10, what="error reported")
-        text = cluster.errors("bad-points")["points"][0]["error"]
-        assert "cannot serialize a value of type" in text and "Unregistered" in text
-        assert "register it in topology.serializers" in text
-        assert all(t.is_alive() for w in cluster._get("bad-points").workers for t in w.threads)
+        cluster.submit(key, conf, b.build())
+        wait_for(lambda: len(Recorder.get(key + ".acked")) == 15 and len(Recorder.get(key + ".undeliverable")) == 5,
+                 20, what="good rows acked, the others undeliverable")
+        errors = cluster.errors(key)["points"]
+        assert all(t.is_alive() for w in cluster._get(key).workers for t in w.threads)
+    assert sorted(v for (v,) in RecordingBolt.values(key)) == [i for i in range(20) if i % 4]
+    assert sorted(i for i, _ in Recorder.get(key + ".undeliverable")) == [0, 4, 8, 12, 16]
+    assert Recorder.get(key + ".failed") == []
+    for _, reason in Recorder.get(key + ".undeliverable"):
+        for part in ("component 'points'", "stream 'default'", "field 'p'", path(Unregistered), "topology.serializers"):
+            assert part in reason, reason
+    assert len(errors) == 1 and "(1 tuple refused so far)" in errors[0]["error"]
 
 
 def _serializer():
