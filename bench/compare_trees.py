@@ -27,10 +27,12 @@ import argparse
 import json
 import os
 import re
+import runpy
 import statistics
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -90,11 +92,19 @@ def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tup
 
 
 def build(tree: Path) -> None:
-    """Compile ``tree``'s hot modules beside their sources, as an install would."""
-    out = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
-                         capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        raise SystemExit(f"building {tree} failed:\n{out.stderr[-2000:]}")
+    """Compile ``tree``'s hot modules as an install would (``pip wheel``: its own build
+    requirements, isolated) and put the extension modules beside their sources."""
+    with tempfile.TemporaryDirectory(prefix="squall-wheel-") as wheels:
+        out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, str(tree)],
+                             capture_output=True, text=True, timeout=1800)
+        if out.returncode != 0:
+            raise SystemExit(f"building {tree} failed:\n{out.stderr[-2000:]}")
+        sources = runpy.run_path(str(tree / "squall" / "compiled.py"))["MODULES"]
+        with zipfile.ZipFile(next(Path(wheels).glob("*.whl"))) as wheel:
+            for name in wheel.namelist():
+                module = name.split(".")[0].replace("/", ".")
+                if module in sources and not name.endswith(".py"):
+                    (tree / sources[module]).with_name(Path(name).name).write_bytes(wheel.read(name))
 
 
 def cost(tree: Path, scenario: str, turns: int, script: str = "step_cost.py") -> float:
