@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-BIGINT, TUPLE, SET, FROZENSET, DECIMAL, DATETIME, DATE, TIME, TIMEDELTA, UUID = range(64, 74)
+BIGINT, TUPLE, SET, FROZENSET, DECIMAL, DATETIME, DATE, TIME, TIMEDELTA, UUID, MAP = range(64, 75)
 MAX_REGISTERED = 63  # extension codes 1..63 for topology.serializers
 TYPES_DOC = "docs/guide/topologies.md#what-a-tuple-may-hold"
 
@@ -123,7 +123,8 @@ class ValueCodec:
         self._decoders: dict[int, Callable[[bytes], Any]] = {
             BIGINT: _int_in, TUPLE: lambda d: tuple(self.unpack(d)), SET: lambda d: set(self.unpack(d)),
             FROZENSET: lambda d: frozenset(self.unpack(d)), DECIMAL: _decimal_in, DATETIME: self._datetime_in,
-            DATE: _date_in, TIME: self._time_in, TIMEDELTA: self._timedelta_in, UUID: _uuid_in}
+            DATE: _date_in, TIME: self._time_in, TIMEDELTA: self._timedelta_in, UUID: _uuid_in,
+            MAP: lambda d: dict(self.unpack(d))}
 
     # -- encoding -----------------------------------------------------------------------------
     def packer(self) -> msgpack.Packer:
@@ -166,6 +167,23 @@ class ValueCodec:
 
     def _ext(self, code: int, obj: Any) -> msgpack.ExtType:
         return msgpack.ExtType(code, self.pack(obj))
+
+    def text_keyed(self, v: Any) -> Any:
+        """``v`` with every dict whose keys are not all str or bytes as an extension type
+        (MAP: its [key, value] pairs), for readers that take only such keys in a msgpack
+        map (pystorm's Unpacker, msgpack's default ``strict_map_key``)."""
+        t = type(v)
+        if t is list:
+            return [self.text_keyed(x) for x in v]
+        if t is dict:
+            if all(type(k) is str or type(k) is bytes for k in v):
+                return {k: self.text_keyed(x) for k, x in v.items()}
+            return self._ext(MAP, [[self.text_keyed(k), self.text_keyed(x)] for k, x in v.items()])
+        if t is tuple:
+            return self._ext(TUPLE, [self.text_keyed(x) for x in v])
+        if t is set or t is frozenset:
+            return self._ext(SET if t is set else FROZENSET, [self.text_keyed(x) for x in v])
+        return v
 
     # -- decoding -----------------------------------------------------------------------------
     def ext_hook(self, code: int, data: bytes) -> Any:

@@ -9,7 +9,8 @@ child that writes an endless or enormous message is caught at that bound.
 
 Tuple values cross both ways as what they are (squall.values): over msgpack, the types it
 does not know are the wire's extension types (a child that echoes one sends it back
-unchanged); over JSON, they are tagged objects (squall.multilang.json_values).
+unchanged), and so is a map whose keys are not all text (pystorm reads only text keys);
+over JSON, they are tagged objects (squall.multilang.json_values).
 """
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ class MsgpackFraming:
                                           ext_hook=codec.ext_hook)
 
     def encode(self, message: Any) -> bytes:
-        return self.codec.pack(message)
+        # pystorm's reader takes only str and bytes map keys: other maps go as MAP extensions
+        return self.codec.pack(self.codec.text_keyed(message))
 
     def feed(self, data: bytes) -> list[Any]:
         out: list[Any] = []

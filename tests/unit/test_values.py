@@ -13,13 +13,13 @@ from squall.values import PLAIN, SerializationError, UnsupportedValue, ValueCode
 from support.values import canon, values
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(values())
 def test_every_value_round_trips_as_itself(v):
     assert canon(PLAIN.unpack(PLAIN.pack(v))) == canon(v)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(values())
 def test_a_packer_of_the_codec_encodes_alike(v):
     # the wire packs whole batches with codec.packer(); the bytes decode as pack's do

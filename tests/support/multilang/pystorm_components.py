@@ -11,6 +11,13 @@ class Upper(Bolt):
         self.emit([word.upper(), len(word)])
 
 
+class Echo(Bolt):
+    """Emits the values it read, as it read them (pystorm's own decoding and encoding)."""
+
+    def process(self, tup):
+        self.emit(list(tup.values))
+
+
 class Splitter(Bolt):
     """sentence -> one tuple per word on "words", the sentence length on "lengths"; asks
     for task ids (need_task_ids) and records that it got a list back."""

@@ -78,7 +78,7 @@ def test_a_value_no_rule_carries_is_refused(framing):
         framing(1 << 20).encode({"tuple": [Opaque()]})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(values())
 def test_every_value_crosses_to_a_child_and_back(v):
     """A child that echoes what it read (pystorm's decoders: json.loads, msgpack.unpackb)
@@ -88,7 +88,7 @@ def test_every_value_crosses_to_a_child_and_back(v):
         if framing.name == "json":
             echoed = json.dumps(json.loads(sent[:-len(b"\nend\n")])).encode() + b"\nend\n"
         else:
-            echoed = msgpack.packb(msgpack.unpackb(sent, raw=False, strict_map_key=False), use_bin_type=True)
+            echoed = msgpack.packb(msgpack.unpackb(sent, raw=False), use_bin_type=True)  # pystorm's strict keys
         (back,) = framing.feed(echoed)
         assert canon(back["tuple"][0]) == canon(v), framing.name
 
