@@ -15,6 +15,8 @@ import decimal
 import uuid
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as seeded
 from hypothesis import strategies as st
 
 BIG = 2 ** 300  # integers up to this size (JSON carries them; 4,300 digits is Python's str limit)
@@ -85,3 +87,20 @@ def canon(v: Any) -> str:
 def same_rows(got: list[list[Any]], want: list[list[Any]]) -> bool:
     """The same rows in any order (tasks in other workers receive in their own order)."""
     return sorted(canon(r) for r in got) == sorted(canon(r) for r in want)
+
+
+def sample(strategy: st.SearchStrategy[Any], n: int, seed: int) -> list[Any]:
+    """``n`` examples hypothesis generates from ``strategy`` (the same ones for a seed), for
+    tests whose boundary is too costly to cross once per example (a cluster, Spark): they
+    send all of them at once. Nothing is shrunk: a failure shows the values themselves."""
+    out: list[Any] = []
+
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @seeded(seed)
+    @given(strategy)
+    def collect(v: Any) -> None:
+        out.append(v)
+
+    collect()
+    return out[:n]
