@@ -42,6 +42,34 @@ class SerializationError(ValueError):
     """A value that cannot be encoded, or bytes that do not decode."""
 
 
+class Undecoded:
+    """What ``ValueCodec.lenient_ext_hook`` leaves where an extension value did not decode."""
+
+    __slots__ = ("code", "error")
+
+    def __init__(self, code: int, error: str) -> None:
+        self.code, self.error = code, error
+
+    def __repr__(self) -> str:
+        return f"<undecodable extension value {self.code}: {self.error}>"
+
+
+def find_undecoded(value: Any) -> Undecoded | None:
+    """The first ``Undecoded`` inside ``value`` (as ``lenient_ext_hook`` leaves them), or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is Undecoded:
+            return v
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(v)
+        elif t is dict:
+            stack.extend(v)
+            stack.extend(v.values())
+    return None
+
+
 class UnsupportedValue(SerializationError):
     """A value of a type no rule carries (raised from inside msgpack's packer)."""
 
@@ -194,6 +222,15 @@ class ValueCodec:
         if ser is None:
             raise SerializationError(f"no serializer registered for extension type {code}")
         return ser.deserialize(data)
+
+    def lenient_ext_hook(self, code: int, data: bytes) -> Any:
+        """``ext_hook``, but an extension value that does not decode (a registered type's
+        deserializer that raises) becomes an ``Undecoded`` in its place, so that the rest
+        of a batch still decodes."""
+        try:
+            return self.ext_hook(code, data)
+        except Exception as exc:  # noqa: BLE001 - the value's own failure, kept with it
+            return Undecoded(code, f"{type(exc).__name__}: {exc}"[:500])
 
     def unpack(self, data: bytes, use_list: bool = True) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=use_list, ext_hook=self.ext_hook)

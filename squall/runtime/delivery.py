@@ -104,14 +104,22 @@ class Delivery:
                               f"SerializationError: {reason} ({n} tuple{'s' if n > 1 else ''} refused so far)")
 
     def _deliver_decoded(self, q: BatchQueue, task: int, payload: bytes, n: int) -> None:
-        """``always_serialize``: a local task gets the batch as a remote one would."""
+        """``always_serialize``: a local task gets the batch as a remote one would (a value
+        that does not decode fails its own tuple, as the receive thread does it)."""
+        refused: dict[int, str] = {}
         try:
-            tuples = self.serializer.loads(payload, task)
-        except SerializationError as exc:  # a user deserializer that fails
+            tuples = self.serializer.loads(payload, task, None, refused)
+        except SerializationError as exc:  # not one value's failure: the batch cannot be read
             self.dropped_unserializable += n
             self.log.error("tuples could not be decoded", task=task, error=str(exc), tuples=n)
             return
-        q.put((task, tuples), len(tuples))
+        if refused:
+            for i, reason in refused.items():
+                src = tuples[i].source
+                self._count(src, (src.component, src.stream, "", "undecodable"), reason)
+            tuples = self._sort_out(task, tuples, refused)
+        if tuples:
+            q.put((task, tuples), len(tuples))
 
     def _deliver_oversize(self, task: int, tuples: list, size: int) -> None:
         """A batch over the frame limit goes as smaller batches; one tuple over it cannot go."""

@@ -19,7 +19,7 @@ import msgpack
 from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
-from squall.values import SerializationError, ValueCodec
+from squall.values import SerializationError, ValueCodec, find_undecoded
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
@@ -95,17 +95,26 @@ class TupleSerializer:
         return self.codec.refusal(t.values, src.fields.names, src.component, src.stream)
 
     def loads(self, payload: bytes, target: int | None = None,
-              drop: Callable[[str, int, str], None] | None = None) -> list[Tuple]:
+              drop: Callable[[str, int, str], None] | None = None,
+              refused: dict[int, str] | None = None) -> list[Tuple]:
         """Decode a payload for task ``target``.
 
         A payload that does not decode at all raises SerializationError. A group that
         fails a check (shape, source, ``target``'s subscriptions, ids, acker traffic) is
         left out and reported to ``drop(cause, tuples, detail)``; the other groups are
-        returned. Without ``drop`` the first bad group raises SerializationError."""
+        returned. Without ``drop`` the first bad group raises SerializationError. With
+        ``refused``, a value that does not decode (a registered type's deserializer
+        raised) fails only its tuple: that tuple is returned too, its index in ``refused``
+        with the reason, for the caller to fail and leave out."""
         try:
             groups = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
         except Exception as exc:  # msgpack's own errors, or a user deserializer's
-            raise SerializationError(f"undecodable tuple payload: {exc}") from None
+            if refused is None:
+                raise SerializationError(f"undecodable tuple payload: {exc}") from None
+            groups = self._lenient(payload, exc)
+            lenient = True
+        else:
+            lenient = False
         if type(groups) is not list:
             raise SerializationError("tuple payload is not a list")
         out: list[Tuple] = []
@@ -119,7 +128,26 @@ class TupleSerializer:
                     raise SerializationError(str(exc)) from None
                 values = group[2] if type(group) is list and len(group) == 4 else None
                 drop(exc.cause, max(1, len(values)) if type(values) is list else 1, str(exc))
+        if lenient and refused is not None:
+            self._undecoded(out, refused)
         return out
+
+    def _lenient(self, payload: bytes, exc: Exception) -> Any:
+        """The payload decoded with what does not decode left in place (squall.values.Undecoded)."""
+        try:
+            return msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self.codec.lenient_ext_hook)
+        except Exception:  # not a value's failure: the payload itself
+            raise SerializationError(f"undecodable tuple payload: {exc}") from None
+
+    def _undecoded(self, out: list[Tuple], refused: dict[int, str]) -> None:
+        for i, t in enumerate(out):
+            for name, v in zip(t.source.fields.names, t.values):
+                bad = find_undecoded(v)
+                if bad is not None:
+                    src = t.source
+                    refused[i] = (f"component {src.component!r} stream {src.stream!r} field {name!r}: a value "
+                                  f"(extension type {bad.code}) could not be deserialized: {bad.error}")
+                    break
 
     def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
         if type(group) is not list or len(group) != 4:

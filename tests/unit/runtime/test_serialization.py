@@ -123,3 +123,39 @@ def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
         wait_for(lambda: worker.drops.by_cause(every=True) == {"unknown_task": 1, "bad_payload": 1,
                                                                "bad_frame": 1}, 10, what="bad input counted")
         wait_for(lambda: len(Recorder.get("frames.acked")) == 20, 20, what="topology still flows")
+
+
+class Fragile:
+    def __init__(self, ok):
+        self.ok = ok
+
+
+class FragileSerializer:
+    """Writes any Fragile, reads back only the good ones (a deserializer with a bug)."""
+
+    def serialize(self, f):
+        return b"ok" if f.ok else b"bad"
+
+    def deserialize(self, data):
+        if data != b"ok":
+            raise ValueError("cannot read a bad Fragile")
+        return Fragile(True)
+
+
+def test_a_value_that_does_not_decode_fails_its_own_tuple():
+    """On the way in too: every fifth row's value does not deserialize; those rows fail
+    alone (their spout hears why), the others arrive, in a worker of their own or not."""
+    key = unique_name("fragile")
+    b = TopologyBuilder()
+    b.set_spout("rows", FixedTupleSpout(key, [[i, Fragile(i % 5 != 0)] for i in range(20)], ["i", "f"]))
+    b.set_bolt("sink", RecordingBolt(key, ["i"]), 2).shuffle("rows")
+    conf = {"topology.workers": 2, "topology.testing.always.try.serialize": True,
+            "topology.serializers": {path(Fragile): path(FragileSerializer)}}
+    with LocalCluster() as cluster:
+        cluster.submit(key, conf, b.build())
+        wait_for(lambda: len(Recorder.get(key + ".acked")) == 16 and len(Recorder.get(key + ".undeliverable")) == 4,
+                 20, what="good rows acked, the others undeliverable")
+    assert sorted(i for (i,) in RecordingBolt.values(key)) == [i for i in range(20) if i % 5]
+    assert sorted(i for i, _ in Recorder.get(key + ".undeliverable")) == [0, 5, 10, 15]
+    for _, reason in Recorder.get(key + ".undeliverable"):
+        assert "field 'f'" in reason and "cannot read a bad Fragile" in reason, reason
