@@ -28,12 +28,12 @@ CHECKPOINT_FIELDS = Fields(["txid", "action", "epoch"])
 ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 # Acker traffic is batched: one system tuple per flush and destination carries
 #   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
-#   __ack_fail to the acker:   [[root, ...], {root: reason, ...}]
-#   __ack_ack from the acker to a spout task:  [[root, ...]]
-#   __ack_fail from the acker to a spout task: [[root, ...], {root: reason, ...}]
-# A fail's reason (text) is there only for a tree that failed because one of its tuples
-# could not be delivered (squall.runtime.refusals); its spout hears ``undeliverable``.
-ACKER_STREAMS = {ACK_ACK: Fields(["batch"]), ACK_FAIL: Fields(["batch", "reasons"])}
+#   __ack_fail to the acker:   [[root, ...]]
+#   __ack_ack / __ack_fail from the acker to a spout task: [[root, ...]]
+# A failed tree whose tuple could not be delivered (squall.runtime.refusals) is a
+# [root, reason] entry of a __ack_fail batch instead of its root alone: its spout hears
+# ``undeliverable``. (Plain fails keep the shape workers of earlier versions send and read.)
+ACKER_STREAMS = {ACK_ACK: Fields(["batch"]), ACK_FAIL: Fields(["batch"])}
 
 ExecutorId = tuple[int, int]
 Slot = tuple[str, int]  # (supervisor/node id, port); local mode: ("local", worker number)

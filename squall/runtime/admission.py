@@ -27,7 +27,7 @@ class GroupRejected(ValueError):
 # What an acker-stream group's values must be (see squall.model for the traffic).
 ROOTS = "roots"        # [root, ...]
 ROOT_XORS = "xors"     # {root: xor, ...}
-FAILS = "fails"        # [root, ...], {root: reason, ...}
+FAILS = "fails"        # [root or [root, reason], ...]
 MAX_REASON_CHARS = 4000
 
 
@@ -63,16 +63,19 @@ class Admission:
 
 def check_acker_values(shape: str, values: list) -> None:
     """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
-    (and, for fails, the reasons of some of its roots: text of a bounded length)."""
+    (fails: a root may come with its reason, ``[root, text]``, the text of bounded length)."""
     for v in values:
         batch: Any = v[0]
         if shape == ROOT_XORS:
             ok = type(batch) is dict and all(type(r) is int and type(x) is int for r, x in batch.items())
-        else:
+        elif shape == ROOTS:
             ok = type(batch) is list and all(type(r) is int for r in batch)
-            if ok and shape == FAILS:
-                reasons: Any = v[1]
-                ok = type(reasons) is dict and all(type(r) is int and type(x) is str and len(x) <= MAX_REASON_CHARS
-                                                   for r, x in reasons.items())
+        else:
+            ok = type(batch) is list and all(type(r) is int or _reasoned(r) for r in batch)
         if not ok:
-            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {v!r:.60}")
+            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
+
+
+def _reasoned(entry: Any) -> bool:
+    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
+            and len(entry[1]) <= MAX_REASON_CHARS)

@@ -162,7 +162,7 @@ class Outbox:
         if self.fails:
             src = self.sources[ACK_FAIL]
             for task, flat in self.fails.items():
-                deliver(task, [Tuple([flat, {}], src)])  # no reasons: a bolt's own fail
+                deliver(task, [Tuple([flat], src)])
             self.fails = {}
 
 

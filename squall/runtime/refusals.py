@@ -33,12 +33,12 @@ def roots_of(t: Any) -> tuple[int, ...]:
 
 class TreeFailures:
     """Failed trees with their reasons, gathered per (acker task, emitting component and
-    task) and handed on as acker fail messages (``[roots, {root: reason}]``)."""
+    task) and handed on as acker fail messages (a batch of ``[root, reason]`` entries)."""
 
     def __init__(self, ackers: tuple[int, ...]) -> None:
         self.ackers = ackers
         self._sources: dict[tuple[str, int], Source] = {}
-        self.pending: dict[tuple[int, str, int], tuple[list[int], dict[int, str]]] = {}
+        self.pending: dict[tuple[int, str, int], list[list]] = {}
 
     def add(self, t: Any, reason: str) -> None:
         if not self.ackers:
@@ -47,20 +47,19 @@ class TreeFailures:
         text = reason[:MAX_REASON]
         for root in roots_of(t):
             key = (self.ackers[root % len(self.ackers)], src.component, src.task)
-            entry = self.pending.get(key)
-            if entry is None:
-                entry = self.pending[key] = ([], {})
-            entry[0].append(root)
-            entry[1][root] = text
+            entries = self.pending.get(key)
+            if entries is None:
+                entries = self.pending[key] = []
+            entries.append([root, text])
 
     def messages(self) -> list[tuple[int, Tuple]]:
         """(acker task, fail message) for everything added since the last call."""
         out = []
-        for (acker, component, task), (roots, reasons) in self.pending.items():
+        for (acker, component, task), entries in self.pending.items():
             src = self._sources.get((component, task))
             if src is None:
                 src = self._sources[(component, task)] = Source(component, task, ACK_FAIL, ACKER_STREAMS[ACK_FAIL])
-            out.append((acker, Tuple([roots, reasons], src)))
+            out.append((acker, Tuple([entries], src)))
         self.pending = {}
         return out
 

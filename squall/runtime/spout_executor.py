@@ -201,12 +201,13 @@ class SpoutExecutor(Executor):
                     except Exception as exc:
                         self.user_error(task, exc, "ack")
             elif stream == ACK_FAIL:
-                roots, reasons = tup.values
-                for root in roots:
+                for root in tup.values[0]:
+                    reason = None
+                    if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
+                        root, reason = root
                     entry = pop(root, None)
                     if entry is not None:
                         book.failed += 1
-                        reason = reasons.get(root) if reasons else None
                         if reason is None:
                             self._call(task, spout.fail, entry[0])
                         else:  # a tuple of the tree could not be delivered: replaying fails again

@@ -363,12 +363,13 @@ class CheckpointedSpout(Participant, SpoutWrapper):
             if stream == ACK_ACK:
                 ck.completed(tup.values[0])
             elif stream == ACK_FAIL:
-                roots, reasons = tup.values
-                for root in roots:
+                for root in tup.values[0]:
+                    reason = None
+                    if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
+                        root, reason = root
                     if root in pending:  # stays pending: the restore fails it
                         ck.book.failed += 1
                         ck.want_rollback()
-                        reason = reasons.get(root) if reasons else None
                         if reason is not None:  # undeliverable: the spout hears why, and not fail too
                             ck.undeliverable(pending.pop(root)[0], reason)
             elif stream == CHECKPOINT_STREAM:

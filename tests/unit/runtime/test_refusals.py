@@ -58,8 +58,7 @@ def failed(acker_q):
     for _, tuples in acker_q.get_all():
         for t in tuples:
             assert t.source.stream == ACK_FAIL and t.source.component == "src"
-            roots, reasons = t.values
-            out.update({r: reasons[r] for r in roots})
+            out.update(dict(t.values[0]))  # [root, reason] entries
     return out
 
 
