@@ -25,7 +25,8 @@ class Delivery:
 
     def __init__(self, queues: Mapping[int, BatchQueue], transfer_queue: BatchQueue, serializer: TupleSerializer,
                  max_payload: int, log: Any, report_error: Callable[[str, int, str], None],
-                 ackers: tuple[int, ...] = (), always_serialize: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
+                 ackers: tuple[int, ...] = (), always_serialize: bool = False, clock: Clock = SYSTEM_CLOCK,
+                 checkpointed: bool = False) -> None:
         self.queues = queues
         self.transfer_queue = transfer_queue
         self.serializer = serializer
@@ -34,7 +35,7 @@ class Delivery:
         self.report_error = report_error
         self.always_serialize = always_serialize
         self.failures = TreeFailures(tuple(ackers))
-        self.channels = Channels()
+        self.channels = Channels(checkpointed)
         self.refusals = RefusalLog(clock.monotonic)
         self._refusing = threading.Lock()  # executor threads deliver at once; only refusals take it
         self.dropped_unserializable = 0  # tuples this worker could not put on the wire
@@ -48,6 +49,8 @@ class Delivery:
             return
         if self.channels.broken:  # a PREPARE barrier after a refused tuple must not go
             tuples = self._sort_out(task, tuples, {})
+            if not tuples:
+                return
         try:
             payload = self.serializer.dumps(tuples)
         except SerializationError as exc:

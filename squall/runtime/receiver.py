@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from squall.model import executor_tasks
+from squall.model import executor_tasks, is_checkpointed
 from squall.runtime import drops
 from squall.runtime.affinity import pin_thread
 from squall.runtime.drops import DropCounter
@@ -53,7 +53,7 @@ class Receiver:
         self._drop_for = {ex: self._drop_callback(ex) for ex in set(self._task_executor.values())}
         # Only the receive thread uses these (Delivery has its own for the way out).
         self.failures = TreeFailures(tuple(link.topology.acker_tasks))
-        self.channels = Channels()
+        self.channels = Channels(is_checkpointed(link.topology.system))
         self.refusals = RefusalLog(link.clock.monotonic)
 
     def receive(self, messages: list[tuple[int, bytes]]) -> None:

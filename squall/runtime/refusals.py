@@ -65,9 +65,11 @@ class TreeFailures:
 
 
 class Channels:
-    """Channels (source task, target task) that lost a tuple since their last barrier."""
+    """Channels (source task, target task) that lost a tuple since their last barrier; kept
+    only in a checkpointed topology (``barriers``): elsewhere no barrier would clear one."""
 
-    def __init__(self) -> None:
+    def __init__(self, barriers: bool = True) -> None:
+        self.barriers = barriers
         self.broken: set[tuple[int, int]] = set()
 
     def sort_out(self, target: int, tuples: list, refused: dict[int, str],
@@ -82,7 +84,8 @@ class Channels:
             src = t.source
             reason = refused.get(i)
             if reason is not None:
-                broken.add((src.task, target))
+                if self.barriers:
+                    broken.add((src.task, target))
                 failures.add(t, reason)
             elif broken and src.stream == CHECKPOINT_STREAM and (src.task, target) in broken:
                 action = t.values[1] if len(t.values) > 1 else None

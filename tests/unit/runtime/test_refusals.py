@@ -35,7 +35,7 @@ def delivery(clock=None):
     acker_q, transfer = BatchQueue(100), BatchQueue(100)
     errors, log = [], Log()
     d = Delivery({ACKER: acker_q}, transfer, ser, 1 << 20, log, lambda c, t, text: errors.append(text),
-                 ackers=(ACKER,), clock=clock or FakeClock())
+                 ackers=(ACKER,), clock=clock or FakeClock(), checkpointed=True)
     return d, ser, acker_q, transfer, errors, log
 
 
@@ -88,6 +88,15 @@ def test_a_barrier_in_a_later_batch_fails_and_a_recovery_clears_the_channel():
     d.deliver(SINK, [data(3, Opaque()), barrier(10, "rollback", 63), barrier(11, "prepare", 64)])
     assert [v for _, v in sent(ser, transfer)] == [[10, "rollback", 1], [11, "prepare", 1]]
     assert sorted(failed(acker_q)) == [103]
+
+
+def test_without_checkpoints_no_channel_is_watched():
+    """No barrier would ever clear a channel: batches after a refusal take the fast path."""
+    d, ser, acker_q, transfer, _, _ = delivery()
+    d.channels.barriers = False
+    d.deliver(SINK, [data(0, Opaque()), data(1, "x")])
+    assert not d.channels.broken and sorted(failed(acker_q)) == [100]
+    assert sent(ser, transfer) == [("default", [1, "x"])]
 
 
 def test_a_tuple_over_the_frame_limit_fails_alone():
