@@ -10,8 +10,9 @@ others) and reads the whole topic, alternating, in fresh consumer groups:
 - ``poll``: the loop of confluent-kafka's documentation, ``poll()`` one message at a time,
   reading key, value and offset, committing asynchronously every 1000 messages;
 - ``consume``: the same with ``consume(500)`` batches;
-- ``squall``: local mode, KafkaSpout -> a bolt that acks each tuple (the acker tracks every
-  tree), the spout committing contiguous acked offsets: consume -> emit -> ack -> commit,
+- ``squall``: local mode, KafkaSpout with its default settings -> a bolt that acks each tuple
+  (the acker tracks every tree), the spout committing contiguous acked offsets: consume -> emit
+  -> ack -> commit,
   timed until the spout has every tree acked and then checked to have committed the end.
 
 Each contender's clock starts after its first WARM records (client and topology start-up
@@ -38,6 +39,7 @@ from squall.contrib.kafka import EARLIEST, KafkaSpout  # noqa: E402
 from squall.logs import configure  # noqa: E402
 from support.kafka import Tansu, committed, create_topic, produce  # noqa: E402
 
+EXTRA = json.loads(os.environ.get("KBENCH_SPOUT_CONF", "{}"))  # A/B only: spout settings over the defaults
 WARM = 2000  # records read before the clock starts (start-up is not throughput), in every contender
 
 
@@ -77,8 +79,7 @@ def squall_run(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
     group = f"squall-{uuid.uuid4().hex[:8]}"
     b = TopologyBuilder()
     b.set_spout("kafka", KafkaSpout(topic, group_id=group, bootstrap_servers=bootstrap,
-                                    conf={"kafka.spout.first.poll.offset.strategy": EARLIEST,
-                                          "kafka.spout.offset.commit.period.ms": 1000}))
+                                    conf={"kafka.spout.first.poll.offset.strategy": EARLIEST, **EXTRA}))
     b.set_bolt("ack", Ack()).shuffle("kafka")
     with LocalCluster() as lc:
         lc.submit("kbench", {"topology.max.spout.pending": 5000, "topology.acker.executors": 1}, b.build())

@@ -45,8 +45,10 @@ def _children_cpu() -> float:
     return total
 
 
-def _measure_local(topology, conf: dict, component: str, duration: float, warmup: float) -> dict[str, Any]:
-    """Run in local mode; rate = tuples executed by ``component`` per second."""
+def _measure_local(topology, conf: dict, component: str, duration: float, warmup: float,
+                   emitted: bool = False) -> dict[str, Any]:
+    """Run in local mode; rate = tuples executed by ``component`` per second (``emitted``:
+    tuples it emitted, on all its streams)."""
     from squall import LocalCluster
     from squall.logs import configure
 
@@ -55,7 +57,10 @@ def _measure_local(topology, conf: dict, component: str, duration: float, warmup
         cluster.submit("bench", conf, topology)
 
         def executed() -> int:
-            return sum(s["executed"] for s in cluster.stats("bench") if s["component"] == component)
+            stats = [s for s in cluster.stats("bench") if s["component"] == component]
+            if emitted:
+                return sum(n for s in stats for n in s.get("emitted", {}).values())
+            return sum(s["executed"] for s in stats)
 
         time.sleep(warmup)
         start_n, start_t, start_cpu = executed(), time.monotonic(), time.process_time()
@@ -108,6 +113,26 @@ def local_wordcount_unacked(duration: float, warmup: float) -> dict[str, Any]:
     import wordcount
 
     return _measure_local(wordcount.topology(1, 1), {"topology.acker.executors": 0}, "count", duration, warmup)
+
+
+@scenario("local-stream-wordcount",
+          "word count as a stream pipeline (squall.streams, all steps fused in one bolt), acked: (word, count) "
+          "pairs emitted per second")
+def local_stream_wordcount(duration: float, warmup: float) -> dict[str, Any]:
+    import stream_wordcount
+
+    return _measure_local(stream_wordcount.stream_topology(), dict(stream_wordcount.CONFIG),
+                          "flat_map-map_to_pair-count", duration, warmup, emitted=True)
+
+
+@scenario("local-stream-wordcount-by-hand",
+          "the same word count by hand (a spout, split and running-count bolts), acked: (word, count) pairs "
+          "emitted per second")
+def local_stream_wordcount_by_hand(duration: float, warmup: float) -> dict[str, Any]:
+    import stream_wordcount
+
+    return _measure_local(stream_wordcount.hand_topology(), dict(stream_wordcount.CONFIG), "count",
+                          duration, warmup, emitted=True)
 
 
 @scenario("local-stateful-count",

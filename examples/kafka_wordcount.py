@@ -21,8 +21,6 @@ import time
 from squall import BasicBolt, TopologyBuilder
 from squall.contrib.kafka import KafkaBolt, KafkaSpout, StringTranslator
 
-IN = os.environ.get("KAFKA_WORDCOUNT_IN", "lines")
-OUT = os.environ.get("KAFKA_WORDCOUNT_OUT", "word-counts")
 CONFIG = {"topology.max.spout.pending": 2000}
 
 
@@ -50,12 +48,15 @@ class Count(BasicBolt):
 
 
 def topology():
+    # The topics are read when the topology is built (not when this file is imported).
+    topic_in = os.environ.get("KAFKA_WORDCOUNT_IN", "lines")
+    topic_out = os.environ.get("KAFKA_WORDCOUNT_OUT", "word-counts")
     b = TopologyBuilder()
     # Lines as text; a line that is not UTF-8 is reported and skipped (and committed past).
-    b.set_spout("lines", KafkaSpout(IN, group_id="kafka-wordcount", translator=StringTranslator()), 2)
+    b.set_spout("lines", KafkaSpout(topic_in, group_id="kafka-wordcount", translator=StringTranslator()), 2)
     b.set_bolt("split", Split(), 2).shuffle("lines")
     b.set_bolt("count", Count(), 2).fields("split", ["word"])
-    b.set_bolt("write", KafkaBolt(OUT), 2).shuffle("count")
+    b.set_bolt("write", KafkaBolt(topic_out), 2).shuffle("count")
     return b.build()
 
 

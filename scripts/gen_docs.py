@@ -40,6 +40,7 @@ API_MODULES: dict[str, tuple[str, str, list[str] | None]] = {
     "squall.loader": ("loader.md", "Topology files.", ["load_topology", "TopologyFileError"]),
     "squall.contrib": ("contrib.md", "Spouts and sinks shared by live runs and backfills.", None),
     "squall.spark": ("spark.md", "Backfills on Spark (the `spark` extra).", None),
+    "squall.streams": ("streams.md", "Stream pipelines: Storm 2's Stream API, built into a topology.", None),
     "squall.state.inspect": ("state-inspect.md", "Reading a topology's committed state from outside it.",
                              ["read_record", "committed_state"]),
     "squall.testing.components": ("testing.md", "Components and helpers for testing topologies.",

@@ -48,7 +48,14 @@ class OutputFieldsDeclarer:
 
 
 class Component:
-    """What spouts and bolts share: output declaration and per-component config."""
+    """What spouts and bolts share: output declaration and per-component config.
+
+    ``live_output``: True for a component whose job is a side effect on a live system (a
+    KafkaBolt writing to a topic): a batch run (``squall spark-run``) leaves it out, with
+    what hangs below it, and says so, instead of writing a backfill into live output.
+    """
+
+    live_output = False
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare output streams; a component with no outputs declares nothing."""
@@ -118,6 +125,14 @@ class Bolt(Component):
 
     def execute(self, tuple: Tuple) -> None:
         raise NotImplementedError
+
+    def ready(self) -> bool:
+        """Whether the bolt takes more input now (flow control). A bolt whose own output
+        cannot keep up (a client's send buffer is full) returns False: its input stays
+        queued, where it raises backpressure and so holds the spouts back, and the executor
+        asks again about every millisecond; tick tuples still arrive meanwhile. Called from
+        the bolt's own thread, before each batch of input."""
+        return True
 
     def cleanup(self) -> None:
         """The bolt is shutting down (not guaranteed when a process is killed)."""

@@ -92,6 +92,15 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         if kept:
             click.echo(f"errors in {component}: {counts.get(component, len(kept))} (last: "
                        f"{last_line(kept[-1]['error'])}; tracebacks in the log above)", err=True)
+    # A spout that emitted nothing and reported errors never got going (its source away,
+    # say): the run did not do its job.
+    emitted_by = {s["component"]: 0 for s in stats if s["kind"] == "spout" and not s["component"].startswith("__")}
+    for s in stats:
+        if s["component"] in emitted_by:
+            emitted_by[s["component"]] += sum(s["emitted"].values())
+    stuck = sorted(c for c, n in emitted_by.items() if n == 0 and errors.get(c))
+    if stuck:
+        raise Failure(f"spout {', '.join(stuck)} emitted nothing and reported errors (above)")
 
 
 COMMANDS = [run]

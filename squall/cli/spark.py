@@ -53,7 +53,8 @@ def _summary(result, spark_secs: float, total: float, written: dict[str, str], f
             for text in sorted(result.malformed_texts.get(key, []))[:3]:
                 lines.append("    " + text)
     if result.excluded:
-        lines.append(f"  excluded: {', '.join(result.excluded)}")
+        live = f" ({', '.join(result.live)}: live output, left out by themselves)" if result.live else ""
+        lines.append(f"  excluded: {', '.join(result.excluded)}{live}")
     for sink, path in written.items():
         lines.append(f"wrote {sink}: {result.rows[sink]} rows -> {path} ({fmt})")
     return lines

@@ -13,11 +13,16 @@ bolts see the same values in both. The rules:
   a key given twice keeps its last value;
 - the tuple is the object's values for the declared fields, in declared order; a field
   the object lacks is None, keys that are not fields are ignored;
-- malformed, and so skipped and counted: not UTF-8; not JSON; JSON that is not an
-  object; ``NaN``/``Infinity`` or a number too large for a float; an integer outside
-  the signed 64-bit range (no serializer or column type downstream could carry it); a
-  string holding a lone surrogate (a ``\\ud800`` escape without its pair); nesting
-  deeper than ``max_depth`` (default 64); a line longer than ``max_line_bytes``.
+- malformed, and so skipped and counted: not UTF-8 (UTF-16 and UTF-32, with or without a
+  byte-order mark, included); not JSON; JSON that is not an object; ``NaN``/``Infinity``
+  (not JSON) or a number too large for a float; a string holding a lone surrogate (a
+  ``\\ud800`` escape without its pair); nesting deeper than ``max_depth`` (default 64); a
+  line longer than ``max_line_bytes``. Integers of any size are data (Python's ``int``;
+  tuples carry them).
+
+``json_value`` is the part of these rules that makes one JSON value of bytes: the Kafka
+``JsonTranslator`` decodes record values by it, so a record is data or malformed alike live,
+in a Kafka backfill and in a JSON-lines file.
 """
 from __future__ import annotations
 
@@ -31,20 +36,11 @@ from squall.contrib.line_spout import LineRules, LineSpout, MalformedLine
 from squall.contrib.lines import DEFAULT_MAX_LINE_BYTES
 
 DEFAULT_MAX_DEPTH = 64
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _int(text: str) -> int:
-    value = int(text)
-    if len(text) > 18 and not _INT_MIN <= value <= _INT_MAX:
-        raise MalformedLine(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is outside the "
-                            "signed 64-bit range")
-    return value
 
 
 def _float(text: str) -> float:
@@ -54,7 +50,7 @@ def _float(text: str) -> float:
     return value
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int, parse_float=_float)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_float)
 
 
 def _check(obj: Any, max_depth: int, strings: bool) -> None:
@@ -98,29 +94,36 @@ class JsonLineRules(LineRules):
     def parse(self, raw: bytes) -> list | None:
         if not raw.strip(b" \t"):
             return None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MalformedLine(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
-        text = text.strip(" \t")  # JSON's whitespace, but for line ends (no longer there)
-        try:
-            obj, end = _DECODER.raw_decode(text)
-        except RecursionError:
-            raise MalformedLine(f"nested deeper than {self.max_depth} levels") from None
-        except MalformedLine:
-            raise
-        except ValueError as exc:
-            raise MalformedLine(f"not JSON ({exc})") from None
-        if end != len(text):
-            raise MalformedLine(f"not JSON (extra data at character {end})")
+        obj = json_value(raw, self.max_depth, " \t")  # JSON's whitespace, but for line ends (no longer there)
         if type(obj) is not dict:
             raise MalformedLine(f"a JSON {_JSON_NAMES.get(type(obj), type(obj).__name__)}, not an object")
-        # Depth d takes 2d bytes, so short lines need no walk; escapes are rare.
-        strings = "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
-        if strings or (len(raw) > 2 * self.max_depth and raw.count(b"[") + raw.count(b"{") > self.max_depth):
-            _check(obj, self.max_depth, strings)
         get = obj.get
         return [get(f) for f in self.fields]
+
+
+def json_value(raw: bytes, max_depth: int = DEFAULT_MAX_DEPTH, space: str = " \t\r\n") -> Any:
+    """One JSON value of ``raw`` by the rules above (``space``: what may surround it);
+    MalformedLine naming why it is not one."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedLine(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    text = text.strip(space)
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except RecursionError:
+        raise MalformedLine(f"nested deeper than {max_depth} levels") from None
+    except MalformedLine:
+        raise
+    except ValueError as exc:
+        raise MalformedLine(f"not JSON ({exc})") from None
+    if end != len(text):
+        raise MalformedLine(f"not JSON (extra data at character {end})")
+    # Depth d takes 2d bytes, so short values need no walk; escapes are rare.
+    strings = "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+    if strings or (len(raw) > 2 * max_depth and raw.count(b"[") + raw.count(b"{") > max_depth):
+        _check(obj, max_depth, strings)
+    return obj
 
 
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from squall.components import Bolt
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import EXECUTE_BOUNDS, Histogram
@@ -17,6 +18,7 @@ _TICK_FIELDS = Fields(["rate_secs"])
 # (ticks) read the worker's clock (link.clock).
 _monotonic = time.monotonic
 STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about)
+HELD_WAIT = 0.001  # how soon a bolt that is not ready for input is asked again
 
 
 class BoltExecutor(Executor):
@@ -26,10 +28,14 @@ class BoltExecutor(Executor):
         self.tasks: dict[int, tuple[Any, BoltCollector, bool]] = {}
         # task -> what takes its input: the executor's run of the bolt, or a wrapper's feed
         self.inputs: dict[int, Callable[[list], None]] = {}
+        # The ``ready`` of the bolts that have one of their own (flow control, Bolt.ready).
+        self.readiness: list[Callable[[], bool]] = []
         for task in self.task_ids:
             bolt: Any = self.spec.runnable()
             coll = BoltCollector(self.component, task, self.routes(task), self.outbox, self.reporter(task))
             target = bolt.bolt if isinstance(bolt, BoltWrapper) else bolt
+            if type(target).ready is not Bolt.ready:
+                self.readiness.append(target.ready)
             basic = bool(getattr(target, "_auto_anchor", False))
             run = partial(self._run_batch, task, target.execute, coll, basic)
             if isinstance(bolt, BoltWrapper):
@@ -62,10 +68,14 @@ class BoltExecutor(Executor):
 
     def step(self, now: float) -> float:
         inputs, queue = self.inputs, self.queue
-        # A bounded bite: what is left stays in the queue, where backpressure and the load
-        # peers shuffle by (squall.runtime.load) see it, and is taken on the next step.
-        for task, tuples in queue.get_some(STEP_TUPLES):
-            inputs[task](tuples)
+        held = False
+        if self.readiness and queue._size:
+            held = not self._ready()
+        if not held:
+            # A bounded bite: what is left stays in the queue, where backpressure and the
+            # load peers shuffle by (squall.runtime.load) see it, and is taken on the next step.
+            for task, tuples in queue.get_some(STEP_TUPLES):
+                inputs[task](tuples)
         next_tick = self.next_tick
         if next_tick is not None and now >= next_tick:
             self.next_tick = next_tick = max(next_tick + self.tick, now)
@@ -76,8 +86,19 @@ class BoltExecutor(Executor):
         if link.bp_tasks:
             link.relieve(self.task_ids, queue)
         if queue._size:
-            return 0.0  # more is waiting
+            return HELD_WAIT if held else 0.0  # more is waiting
         return IDLE if next_tick is None else min(IDLE, next_tick - now)
+
+    def _ready(self) -> bool:
+        """Do the executor's bolts take input now? A ``ready`` that raises counts as ready
+        (the error is the user's; input must not stop for it)."""
+        for ready in self.readiness:
+            try:
+                if not ready():
+                    return False
+            except Exception as exc:
+                self.user_error(self.task_ids[0], exc, "ready")
+        return True
 
     def _run_batch(self, task: int, execute, coll: BoltCollector, basic: bool, tuples: list) -> None:
         # Counted as executed before execute runs, and read before acks by stats(), which

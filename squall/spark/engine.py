@@ -55,6 +55,7 @@ class BackfillResult(Mapping):
         self.sinks: dict[str, tuple[str, str]] = dict(plan.sinks)
         self.order: list[str] = list(plan.order)
         self.excluded: list[str] = list(plan.excluded)
+        self.live: list[str] = list(plan.live)
         self.stages: list[list[str]] = [list(s.components) for s in stages]
         self._stage_of = {name: sink_stage(stages, comp).id for name, (comp, _) in plan.sinks.items()}
         self.rows: dict[str, int] = {

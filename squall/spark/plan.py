@@ -1,7 +1,7 @@
 """What a batch run of a topology will do, decided and checked before Spark is touched.
 
-A plan says which components run (all but the excluded ones and what hangs below
-them), in which order (topological), which spout streams the inputs feed, which streams
+A plan says which components run (all but the excluded ones, those that write live
+output, and what hangs below them), in which order (topological), which spout streams the inputs feed, which streams
 are written out (sinks), which bolts get a simulated tick, and which streams each
 component must keep (those someone reads). Everything batch cannot do is refused here
 with an error that names the component: a cycle, a spout without input, a bolt that
@@ -37,6 +37,7 @@ class Plan:
     excluded: list[str] = field(default_factory=list)
     task_to_component: dict[int, str] = field(default_factory=dict)
     component_to_tasks: dict[str, list[int]] = field(default_factory=dict)
+    live: list[str] = field(default_factory=list)  # left out by themselves: they write live output
 
     def component_conf(self, component: str) -> dict[str, Any]:
         """The conf a task of ``component`` sees, as a streaming executor builds it."""
@@ -146,7 +147,10 @@ def make_plan(topology: Topology, inputs: Iterable[str], sinks: Sequence[str] | 
         if ex not in comps:
             raise BackfillError(f"cannot exclude {ex!r}: no such component (components: {sorted(comps)})")
         excluded_roots.append(ex)
-    excluded = _downstream_closure(topology, excluded_roots)
+    # Components that write live output (Component.live_output) are left out by themselves:
+    # a backfill must not write into the live topology's output.
+    live = sorted(c.id for c in topology.bolts() if c.id not in excluded_roots and c.instantiate().live_output)
+    excluded = _downstream_closure(topology, excluded_roots + live)
     running = set(comps) - excluded - system_components()
 
     input_map: dict[str, tuple[str, str]] = {}
@@ -210,6 +214,9 @@ def make_plan(topology: Topology, inputs: Iterable[str], sinks: Sequence[str] | 
     else:
         for ref in sinks:
             comp, stream = parse_stream_ref(topology, ref, "sink")
+            if comp in live:
+                raise BackfillError(f"sink {ref!r}: {comp!r} writes live output, and a batch run leaves it "
+                                    "out; name the bolts whose streams you want written (--sink COMPONENT)")
             if comp in excluded:
                 raise BackfillError(f"sink {ref!r}: component {comp!r} is excluded")
             stream = _resolve_stream(topology, comp, stream, "sink")
@@ -228,4 +235,4 @@ def make_plan(topology: Topology, inputs: Iterable[str], sinks: Sequence[str] | 
     c2t.pop(ACKER, None)
     return Plan(topology, conf, order, input_map, sink_map, keep,
                 tick_periods if ticks else {},
-                sorted(excluded), t2c, c2t)
+                sorted(excluded), t2c, c2t, live)

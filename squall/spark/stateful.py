@@ -6,7 +6,9 @@ KeyValueState in memory that starts empty, or, with ``topology.state.snapshot: N
 the live topology NAME, read from the configured store (a window's own contents are not
 carried over). A windowed bolt takes its task's whole input, then fires every window:
 with event time nothing is late, so each window holds what a live run without late tuples
-gives it. Processing-time windows need a clock and are refused.
+gives it (a bolt with ``batch_watermark`` moves its watermark as tuples arrive instead, as
+live, and finds the same late tuples when they arrive in the same order). Processing-time
+windows need a clock and are refused.
 """
 from __future__ import annotations
 

@@ -131,6 +131,12 @@ class TaskCheckpoint(AlignmentActions):
         if self.state is not None:
             self.obj.pre_prepare(txid)
             self.state.prepare(txid)
+        else:
+            # A stateless component may still have side effects the checkpoint must cover (a
+            # KafkaBolt's records in flight): its pre_prepare, if it has one, finishes them.
+            finish = getattr(self.obj, "pre_prepare", None)
+            if finish is not None:
+                finish(txid)
         return True
 
     def commit(self, txid: int) -> bool:

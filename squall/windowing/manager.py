@@ -56,6 +56,13 @@ class WindowManager:
         self.watermark = -math.inf
         self.next_k: int | None = None          # time windows: the next window ends at next_k * slide
 
+    def expect(self, streams: list[Any]) -> None:
+        """Event time: the watermark waits for these input streams, each until its first
+        tuple (as Storm's watermarks wait for every input stream): a stream that has not
+        spoken yet does not see its tuples made late by another's timestamps."""
+        for stream in streams:
+            self.max_ts.setdefault(stream, -math.inf)
+
     def __len__(self) -> int:
         """Tuples held (in windows or waiting for the watermark)."""
         return len(self.buf) - self.head + len(self.pending)

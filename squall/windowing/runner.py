@@ -113,7 +113,7 @@ class WindowedBoltRunner(Bolt):
         self.collector = collector
         self.context = context
         self._time = context.clock.time  # processing time: the arrival time of a tuple
-        self.manager = WindowManager(self.spec)
+        self.manager = self._new_manager()
         self.max_tuples = window_max(conf)
         self.batch = False  # set by a batch run: all input first, then end_of_input
         self.late = self.bad = self.refused = 0
@@ -140,7 +140,8 @@ class WindowedBoltRunner(Bolt):
                                   f"{ts!r:.40}, not a number of seconds: dropped")
                 coll.ack(tup)
                 return
-            late, fired = self.manager.add(tup, ts, (tup.source.component, tup.source.stream), not self.batch)
+            late, fired = self.manager.add(tup, ts, (tup.source.component, tup.source.stream),
+                                           not self.batch or self.bolt.batch_watermark)
         else:
             late, fired = self.manager.add(tup, self._time())
         if late:
@@ -150,6 +151,13 @@ class WindowedBoltRunner(Bolt):
             coll.ack(tup)
         if fired:
             self._run(fired)
+
+    def _new_manager(self) -> WindowManager:
+        manager = WindowManager(self.spec)
+        if self.spec.event_time:
+            manager.expect([(c, s) for c, s in self.context.this_sources()
+                            if not c.startswith("__") and not s.startswith("__")])
+        return manager
 
     def _run(self, fired: list[Fired]) -> None:
         coll, wcoll = self.collector, self.window_collector
@@ -202,7 +210,7 @@ class StatefulWindowedBoltRunner(Stateful, WindowedBoltRunner):
 
     def init_state(self, state: Any) -> None:
         self.state = state
-        self.manager = WindowManager(self.spec)
+        self.manager = self._new_manager()
         snap = state.get(WINDOW_KEY)
         if snap is not None:
             self.manager.restore(snap, self._decode)

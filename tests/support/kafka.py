@@ -97,6 +97,16 @@ class Tansu:
                 time.sleep(0.1)
         return False
 
+    def pause(self, secs: float) -> None:
+        """Stop the broker process (SIGSTOP) for ``secs``, then let it go on (SIGCONT): its
+        connections stay open and nothing answers, as when a broker stalls."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(secs)
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:

@@ -1,7 +1,7 @@
 // squall's web UI: a few pages over nimbus's JSON API (/api/v1), the same numbers that
 // `squall status --json` prints. No build step, no outside assets. Pages (by URL hash):
 //   #/                           cluster: nimbus leader and standbys, supervisors, topologies
-//   #/topology/NAME              status, graph, components, executors, errors, conf, actions
+//   #/topology/NAME              status, graph, components, executors, metrics, errors, conf, actions
 //   #/log/NAME/NODE/PORT         a worker's log (through nimbus, from its supervisor)
 // A bearer token pasted into the header box is kept in sessionStorage and sent with every
 // request as `Authorization: Bearer ...`.
@@ -175,6 +175,7 @@
     const graph = h("section", {id: "graph"});
     const comps = h("section", {id: "components"});
     const execs = h("section", {id: "executors"});
+    const metricsBox = h("section", {id: "metrics"});
     const workers = h("section", {id: "workers"});
     const errors = h("section", {id: "errors"});
     const confBox = h("section", {id: "conf"});
@@ -212,7 +213,7 @@
     const summaryData = h("div", {class: "summary"});
     summary.append(summaryData, actions);
     main.replaceChildren(h("h1", {}, "Topology ", h("span", {id: "topology-name"}, name)),
-                         summary, graph, comps, execs, workers, errors, confBox);
+                         summary, graph, comps, execs, metricsBox, workers, errors, confBox);
     // Samples of per-stream emitted counts for the edge rates: the rate is taken against the
     // oldest sample of the last RATE_WINDOW seconds (stats reach nimbus every few seconds).
     let samples = [];  // [{id, at, streams: {component: {stream: count}}}]
@@ -227,7 +228,7 @@
           summaryData.replaceChildren(h("p", {id: "gone"}, `No topology named ${name} is running. `,
             h("a", {href: "#/"}, "Back to the cluster")));
           actions.hidden = true;
-          [graph, comps, execs, workers, errors, confBox].forEach(s => s.replaceChildren());
+          [graph, comps, execs, metricsBox, workers, errors, confBox].forEach(s => s.replaceChildren());
           return;
         }
         throw e;
@@ -284,6 +285,18 @@
           numCell("emitted", ex.emitted), numCell("executed", ex.executed),
           cell("capacity", fixed(ex.capacity, 3), "num"), numCell("acked", ex.acked),
           numCell("failed", ex.failed))))));
+
+      // What components registered themselves (squall.metrics): a Kafka spout's lag per
+      // partition, a KafkaBolt's records in flight and refusals, transactions aborted, ...
+      const metricRows = st.components.flatMap(c => c.executors.flatMap(ex =>
+        (ex.metrics || []).map(m => ({component: c.id, ...m}))));
+      metricsBox.replaceChildren(h("h2", {}, "Metrics ", h("span", {class: "muted"},
+        "(registered by the components; the last bucket's value)")), metricRows.length ? table(
+        [["component"], ["task", "num"], ["metric"], ["key"], ["value", "num"]],
+        metricRows.map(m => h("tr", {"data-row": `metric:${m.component}:${m.task}:${m.name}:${m.key ?? ""}`},
+          cell("component", m.component), numCell("task", Number(m.task)), cell("metric", m.name),
+          cell("key", m.key ?? ""), numCell("value", m.value))))
+        : h("p", {class: "muted"}, "No component registered a metric."));
 
       const we = st.worker_error;  // the last worker a supervisor ended: over its memory, not started
       const workerError = we ? h("p", {id: "worker-error", class: "error-text"},

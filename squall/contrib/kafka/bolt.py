@@ -1,30 +1,41 @@
 """KafkaBolt: tuples written as records (Storm's KafkaBolt), acked when the broker confirms.
 
-A tuple becomes a record through a key mapper, a value mapper and a topic selector (by
-default the tuple's ``key`` and ``value`` fields to one topic). The producer is idempotent
-(no duplicates or reordering from its own retries). Each record's delivery report acks its
-tuple, or fails it (the spout replays) when the broker refuses it or does not confirm it
-within ``kafka.bolt.delivery.timeout.ms``. Reports are served on the bolt's own thread at
-every input and at tick tuples (``topology.tick.tuple.freq.secs`` is set for the bolt), so
-acks never wait long. At most ``kafka.bolt.max.in.flight`` records wait for a report; past
-that a tuple waits up to ``kafka.bolt.full.wait.ms`` for room and then fails, which holds
-the spouts back (through their pending bound and retries) instead of growing memory.
+A tuple becomes a record through a key mapper, a value mapper, a headers mapper and a topic
+selector (by default the tuple's ``key``, ``value`` and ``headers`` fields to one topic).
+The producer is idempotent (no duplicates or reordering from its own retries). Each
+record's delivery report acks its tuple, or fails it (the spout replays) when the broker
+does not confirm it within ``kafka.bolt.delivery.timeout.ms``. Reports are served on the
+bolt's own thread at every input, at tick tuples (``topology.tick.tuple.freq.secs`` is
+set for the bolt) and whenever the executor asks whether the bolt is ``ready``.
+
+Flow control, not refusal: at ``kafka.bolt.max.in.flight`` records awaiting a report the
+bolt is not ready for input, so its queue fills and backpressure holds the spouts back
+until deliveries drain. A record the broker *rejects* (too large, not authorised, an
+invalid topic) is not retried: it is counted in ``kafka_writes_refused{reason}``,
+reported, and, when the bolt declares a ``failed`` stream, emitted there with its reason
+(the input is acked); without one the input fails and its spout decides.
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
-from squall.components import Bolt
+from squall.components import Bolt, OutputFieldsDeclarer
 from squall.contrib.kafka.client import ClientErrors, KafkaConfigError, client_config, component_conf, confluent
-from squall.metrics import CountMetric
+from squall.contrib.kafka.records import REASON_HEADER, refusal, to_bytes, to_headers
+from squall.metrics import CountMetric, GaugeMetric, MultiCountMetric
 from squall.tuple import TICK_STREAM
 
 log = structlog.get_logger("squall.contrib.kafka")
 TICK_SECS = 0.1  # how often delivery reports are served without input
+PREPARE_FLUSH_SECS = 5.0  # the longest a checkpoint's PREPARE waits for this bolt's records
+FAILED_STREAM = "failed"
+# What a KafkaBolt's ``failed`` stream carries: the record it could not write and why (the
+# headers hold the reason too, so a dead-letter KafkaBolt keeps it without a mapping).
+REFUSED_FIELDS = ("topic", "key", "value", "headers", "reason")
 
 
 class FieldMapper:
@@ -60,132 +71,198 @@ class FieldTopicSelector:
         return topic if isinstance(topic, str) and topic else self.default
 
 
-def to_bytes(value: Any) -> bytes | None:
-    """A record key or value: bytes as they are, text as UTF-8, None as none; other types
-    are the mapper's job (a TypeError fails the tuple)."""
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"a record key or value must be bytes or str, not {type(value).__name__}")
+Mapper = str | Callable[[Any], Any]
 
 
 class KafkaBolt(Bolt):
     """Writes each input tuple to Kafka and acks it once the broker has it.
 
-    topic: a topic name or a selector ``f(tuple) -> topic``; key / value: a field name or
-    ``f(tuple) -> bytes | str | None``. client_config: librdkafka producer properties (no
-    secrets; see ``kafka.secrets``); conf: ``kafka.*`` keys for this bolt only.
+    topic: a topic name or a selector ``f(tuple) -> topic``; key / value / headers: a field
+    name or ``f(tuple) -> ...`` (key and value bytes, str or None; headers a list of
+    ``(name, bytes | str)`` pairs, a dict, or None). failed_stream: declare the ``failed``
+    stream (REFUSED_FIELDS) for records the broker rejects. client_config: librdkafka
+    producer properties (no secrets; see ``kafka.secrets``); conf: ``kafka.*`` keys for this
+    bolt only. A batch run (spark-run) leaves it out (``live_output``).
     """
 
-    def __init__(self, topic: str | Callable[[Any], str], *, key: str | Callable[[Any], Any] = "key",
-                 value: str | Callable[[Any], Any] = "value", bootstrap_servers: str | None = None,
+    live_output = True
+
+    def __init__(self, topic: str | Callable[[Any], str], *, key: Mapper = "key", value: Mapper = "value",
+                 headers: Mapper = "headers", failed_stream: bool = False, bootstrap_servers: str | None = None,
                  client_config: dict[str, Any] | None = None, conf: dict[str, Any] | None = None) -> None:
         self.topic_of = TopicSelector(topic) if isinstance(topic, str) else topic
         self.key_of = FieldMapper(key) if isinstance(key, str) else key
         self.value_of = FieldMapper(value) if isinstance(value, str) else value
-        for what, f in (("topic", self.topic_of), ("key", self.key_of), ("value", self.value_of)):
+        self.headers_of = FieldMapper(headers) if isinstance(headers, str) else headers
+        for what, f in (("topic", self.topic_of), ("key", self.key_of), ("value", self.value_of),
+                        ("headers", self.headers_of)):
             if not callable(f):
                 raise TypeError(f"KafkaBolt {what} must be a name or a callable")
+        self.failed_stream = failed_stream
         self.bootstrap_servers = bootstrap_servers
         self.conf = component_conf(conf, client_config, "KafkaBolt")
 
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        if self.failed_stream:
+            declarer.declare_stream(FAILED_STREAM, list(REFUSED_FIELDS))
+
     def component_config(self) -> dict[str, Any] | None:
         return {**self.conf, "topology.tick.tuple.freq.secs": TICK_SECS}
+
+    # -- the producer ------------------------------------------------------------------------
+    def producer_config(self, conf: Mapping[str, Any]) -> dict[str, Any]:
+        props = client_config(conf, None, self.bootstrap_servers)
+        props.update({"enable.idempotence": True, "acks": "all",
+                      "delivery.timeout.ms": int(conf["kafka.bolt.delivery.timeout.ms"]),
+                      "error_cb": lambda err: self._client_error(err)})
+        props.setdefault("linger.ms", 5)
+        return props
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
         self.log = log.bind(topology=context.topology_id, component=context.this_component_id,
                             task=context.this_task_id)
-        ck = confluent()
-        props = client_config(conf, None, self.bootstrap_servers)
-        props.update({"enable.idempotence": True, "acks": "all",
-                      "delivery.timeout.ms": int(conf["kafka.bolt.delivery.timeout.ms"]),
-                      "error_cb": lambda err: self._on_client_error(err)})
-        props.setdefault("linger.ms", 5)
+        self.ck = confluent()
+        props = self.producer_config(conf)
+        b = float(conf["kafka.spout.metrics.time.bucket.secs"])
+        self._client_error = ClientErrors(context, self.log, b, str(props["bootstrap.servers"]), "write records",
+                                          collector.report_error)
         try:
-            self.producer = ck.Producer(props)
-        except ck.KafkaException as exc:
+            self.producer = self.ck.Producer(props)
+        except self.ck.KafkaException as exc:
             raise KafkaConfigError(f"cannot make a Kafka producer: {exc}") from None
         self.max_in_flight = int(conf["kafka.bolt.max.in.flight"])
         self.full_wait = conf["kafka.bolt.full.wait.ms"] / 1000.0
         self.in_flight = 0
-        self._reports: list[tuple[Any, Any]] = []
-        b = float(conf["kafka.spout.metrics.time.bucket.secs"])
+        self.failures = 0  # delivery failures so far (a checkpoint's PREPARE must see none)
+        self._reports: list[tuple[Any, Any, Any]] = []
+        self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
-        self.m_refused = context.register_metric("kafka_writes_refused_full", CountMetric(), b)
-        self._on_client_error = ClientErrors(context, self.log, b)
+        self.m_refused = context.register_metric("kafka_writes_refused", MultiCountMetric("reason"), b)
+        self.m_in_flight = context.register_metric("kafka_in_flight", GaugeMetric(), b)
+        self.m_held = context.register_metric("kafka_bolt_held", CountMetric(), b)
 
+    def ready(self) -> bool:
+        if self.in_flight < self.max_in_flight:
+            return True
+        self._serve(0)
+        if self.in_flight < self.max_in_flight:
+            return True
+        self.m_held.incr()
+        return False
+
+    # -- writing -----------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
         if tup.source.stream == TICK_STREAM:
             self._serve(0)
             return
+        record = self.map(tup)
+        if record is not None:
+            self.send(tup, record)
+            self._serve(0)
+
+    def map(self, tup: Any) -> tuple[str, Any, Any, Any] | None:
+        """(topic, key, value, headers) of a tuple; None (and the tuple failed) when the
+        mapping raises."""
         try:
-            topic = self.topic_of(tup)
-            key, value = to_bytes(self.key_of(tup)), to_bytes(self.value_of(tup))
+            return (self.topic_of(tup), to_bytes(self.key_of(tup)), to_bytes(self.value_of(tup)),
+                    to_headers(self.headers_of(tup)))
         except Exception as exc:  # noqa: BLE001 - the mapping's error: fail, the spout decides
             self.collector.report_error(f"KafkaBolt cannot map a tuple: {type(exc).__name__}: {exc}")
             self.collector.fail(tup)
-            return
-        if self.in_flight >= self.max_in_flight and not self._wait_for_room():
-            self.m_refused.incr()
-            self.collector.fail(tup)
-            return
+            return None
+
+    def send(self, tup: Any, record: tuple[str, Any, Any, Any]) -> bool:
+        """Hand a record to the producer; its report settles ``tup``. False when it was not
+        taken (the tuple is settled already: refused or failed)."""
+        topic, key, value, headers = record
         reports = self._reports
         try:
-            self.producer.produce(topic, value, key, on_delivery=lambda err, msg: reports.append((tup, err)))
-        except BufferError:  # librdkafka's own queue is full
-            if not self._wait_for_room() or not self._produce_again(topic, value, key, tup):
-                self.m_refused.incr()
+            self.producer.produce(topic, value, key, headers=headers,
+                                  on_delivery=lambda err, msg: reports.append((tup, err, record)))
+        except BufferError:  # librdkafka's own queue is full (its limits below max.in.flight)
+            if not self._wait_for_room(record, tup):
+                self.m_failed.incr()
                 self.collector.fail(tup)
-                return
-        except Exception as exc:  # noqa: BLE001 - e.g. a record over message.max.bytes
-            self.m_failed.incr()
-            self.collector.report_error(f"KafkaBolt cannot write a record: {exc}")
-            self.collector.fail(tup)
-            return
-        self.in_flight += 1
-        self._serve(0)
-
-    def _produce_again(self, topic: str, value: Any, key: Any, tup: Any) -> bool:
-        reports = self._reports
-        try:
-            self.producer.produce(topic, value, key, on_delivery=lambda err, msg: reports.append((tup, err)))
-            return True
-        except BufferError:
-            return False
-
-    def _wait_for_room(self) -> bool:
-        deadline = time.monotonic() + self.full_wait
-        while True:
-            self._serve(0.01)
-            if self.in_flight < self.max_in_flight and len(self.producer) < self.max_in_flight:
-                return True
-            if time.monotonic() >= deadline:
                 return False
+        except self.ck.KafkaException as exc:  # e.g. a record over message.max.bytes
+            self._refused(tup, record, exc.args[0] if exc.args else exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - a type the client does not take
+            self._refused(tup, record, exc)
+            return False
+        self.in_flight += 1
+        return True
+
+    def _wait_for_room(self, record: tuple[str, Any, Any, Any], tup: Any) -> bool:
+        topic, key, value, headers = record
+        reports = self._reports
+        deadline = time.monotonic() + self.full_wait
+        while time.monotonic() < deadline:
+            self._serve(0.01)
+            try:
+                self.producer.produce(topic, value, key, headers=headers,
+                                      on_delivery=lambda err, msg: reports.append((tup, err, record)))
+                return True
+            except BufferError:
+                continue
+        return False
 
     def _serve(self, timeout: float) -> None:
-        """Run delivery reports: ack what the broker has, fail what it refused."""
+        """Run delivery reports: ack what the broker has, fail or refuse the rest."""
         self.producer.poll(timeout)
         reports = self._reports  # the callbacks (run inside poll, on this thread) append here
         if not reports:
             return
         done = reports[:]
         reports.clear()
+        self.in_flight -= len(done)
+        self.m_in_flight.set(self.in_flight)
+        self.settle(done)
+
+    def settle(self, done: list[tuple[Any, Any, Any]]) -> None:
         ack, fail = self.collector.ack, self.collector.fail
         written = 0
-        for tup, err in done:
+        for tup, err, record in done:
             if err is None:
                 ack(tup)
                 written += 1
+            elif refusal(err) is not None:
+                self._refused(tup, record, err)
             else:
                 self.m_failed.incr()
+                self.failures += 1
                 fail(tup)
-        self.in_flight -= len(done)
         self.m_written.incr(written)
+        if written and self._client_error.down_since is not None:
+            self._client_error.answered()
+
+    def _refused(self, tup: Any, record: tuple[str, Any, Any, Any], err: Any) -> None:
+        """The broker (or the client, before sending) will never take this record."""
+        reason = refusal(err) or type(err).__name__
+        text = f"{reason}: {err}"[:500]
+        self.m_refused.incr(reason)
+        self.collector.report_error(f"KafkaBolt: record to {record[0]!r} refused: {text}")
+        if not self._has_failed_stream:
+            self.collector.fail(tup)
+            return
+        topic, key, value, headers = record
+        headers = [*(headers or ()), (REASON_HEADER, text.encode("utf-8"))]
+        self.collector.emit([topic, key, value, headers, text], stream=FAILED_STREAM, anchors=[tup])
+        self.collector.ack(tup)
+
+    def pre_prepare(self, txid: int) -> None:
+        """In a checkpointed topology: before a checkpoint covers the tuples this bolt took,
+        their records must be with the broker (else a failure after the checkpoint would
+        lose them: the spouts replay only what no checkpoint covers)."""
+        failed = self.failures
+        self.producer.flush(PREPARE_FLUSH_SECS)
+        self._serve(0)
+        if self.in_flight:
+            raise TimeoutError(f"{self.in_flight} records not delivered within {PREPARE_FLUSH_SECS:.0f}s")
+        if self.failures != failed:
+            raise RuntimeError("records failed while the checkpoint waited for them; rolling back")
 
     def cleanup(self) -> None:
         try:

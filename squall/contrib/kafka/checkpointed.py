@@ -98,10 +98,9 @@ class CheckpointedKafkaSpout(StatefulSpout, KafkaSpout):
             if mgr is not None:
                 mgr.commit(offset)  # what the state covers is no longer uncommitted
                 self.m_committed.set(label(key), offset)
-        self._send_commit([self._TP(k[0], k[1], v, metadata=self._metadata) for k, v in sorted(pos.items())],
-                          sync=False)
+        self._send_commit([self._TP(k[0], k[1], v, metadata=self._metadata) for k, v in sorted(pos.items())])
 
-    def _commit(self, sync: bool = False, keys: list[Key] | None = None) -> None:
+    def _commit(self, handover: bool = False, keys: list[Key] | None = None) -> None:
         """Group commits follow checkpoint commits only (pre_commit)."""
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:

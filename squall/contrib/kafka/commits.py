@@ -1,39 +1,53 @@
 """A KafkaSpout's group commits and lag (part of KafkaSpout).
 
-Commits are asynchronous and confirmed in ``_on_commit`` (run inside ``consume``, on the
-spout's thread); deactivate, close and a revoke wait for theirs at most SYNC_COMMIT_SECS,
-so a broker that is away never holds the spout's thread.
+Periodic commits are asynchronous on the consumer and confirmed in ``_on_commit`` (run
+inside ``consume``, on the spout's thread). Commits that must land before a partition
+changes hands (a revoke, deactivate, close) go through the lookup thread
+(squall.contrib.kafka.lookups) and are confirmed when its answer is applied: the spout's
+thread never waits for the broker, except in ``close``, at most SYNC_COMMIT_SECS.
+
+A partition's commit also goes out early, between periods, once half of
+``kafka.spout.max.uncommitted.offsets`` of its offsets wait for one: reading stops at the
+bound, and a fast partition would otherwise sit idle until the next period.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from squall.contrib.kafka.failures import Key, label
 
-SYNC_COMMIT_SECS = 3.0  # how long deactivate, close and a revoke wait for their commit
+SYNC_COMMIT_SECS = 3.0  # how long close waits for its last commit
 
 
 class GroupCommits:
     """KafkaSpout's commits to the consumer group, and the lag metric."""
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
+        if err is not None:
+            for tp in partitions:
+                if self.committing.get((tp.topic, tp.partition)) == tp.offset:
+                    del self.committing[(tp.topic, tp.partition)]
+            self._on_client_error(err)  # committed again at the next period
+            return
+        self._confirmed([((tp.topic, tp.partition), tp.offset) for tp in partitions if tp.error is None])
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            if self.committing.get(key) == tp.offset:
+            if tp.error is not None and self.committing.get(key) == tp.offset:
                 del self.committing[key]
-            if err is not None or tp.error is not None:
-                continue  # committed again at the next period
-            mgr = self.managers.get(key)
-            if mgr is not None and tp.offset > mgr.committed:  # confirmations may overtake each other
-                mgr.commit(tp.offset)
-                self.m_committed.set(label(key), tp.offset)
-        if err is not None:
-            self._on_client_error(err)
 
-    def _commit(self, sync: bool = False, keys: list[Key] | None = None) -> None:
-        """Commit each partition's contiguous acked offsets that moved (async: confirmed in
-        ``_on_commit``; sync on deactivate, close and revoke, with a deadline)."""
+    def _confirmed(self, done: list[tuple[Key, int]]) -> None:
+        """Commits the broker took: the managers forget what they cover."""
+        for key, offset in done:
+            if self.committing.get(key) == offset:
+                del self.committing[key]
+            mgr = self.managers.get(key)
+            if mgr is not None and offset > mgr.committed:  # confirmations may overtake each other
+                mgr.commit(offset)
+                self.m_committed.set(label(key), offset)
+
+    def _commit(self, handover: bool = False, keys: list[Key] | None = None) -> None:
+        """Commit each partition's contiguous acked offsets that moved (asynchronously;
+        ``handover``: through the lookup thread, for a revoke, deactivate or close)."""
         offsets = []
         for key in (self.managers if keys is None else keys):
             mgr = self.managers.get(key)
@@ -41,13 +55,16 @@ class GroupCommits:
                 continue
             nxt = mgr.next_commit()
             if nxt > mgr.committed and self.committing.get(key) != nxt:
-                offsets.append(self._TP(key[0], key[1], nxt, metadata=self._metadata))
+                offsets.append((key[0], key[1], nxt, self._metadata))
                 self.committing[key] = nxt
-        self._send_commit(offsets, sync)
+        if handover:
+            if offsets:
+                self.lookups.commit(offsets)
+            return
+        self._send_commit([self._TP(t, p, o, metadata=m) for t, p, o, m in offsets])
 
-    def _send_commit(self, offsets: list[Any], sync: bool) -> None:
-        """Commit asynchronously; ``sync`` then waits for the confirmations, at most
-        SYNC_COMMIT_SECS (a broker that is away must not hold the spout's thread)."""
+    def _send_commit(self, offsets: list[Any], sync: bool = False) -> None:
+        """Commit asynchronously; confirmed in ``_on_commit``."""
         if not offsets:
             return
         try:
@@ -56,17 +73,6 @@ class GroupCommits:
             for tp in offsets:
                 self.committing.pop((tp.topic, tp.partition), None)
             self._on_client_error(exc)
-            return
-        if not sync:
-            return
-        keys = {(tp.topic, tp.partition) for tp in offsets}
-        deadline = time.monotonic() + SYNC_COMMIT_SECS
-        while keys & self.committing.keys() and time.monotonic() < deadline:
-            try:  # serves the commit callbacks; records read meanwhile are kept for next_tuple
-                self.buf.extend(self.consumer.consume(self.settings.poll_records, 0.05))
-            except Exception as exc:  # noqa: BLE001
-                self._on_client_error(exc)
-                return
 
     def _update_lag(self) -> None:
         for key, mgr in self.managers.items():

@@ -7,7 +7,9 @@ retried, since a retry would fail alike. A given-up, undeliverable or undecodabl
 reported (counted per partition, logged, reported as an error) and, when the spout has a
 ``failed`` stream, emitted there with its reason as a reliable tuple whose ack lets its
 offset be committed (a failed one is sent again with the same back-off, without a limit);
-without the stream its offset counts as done at once.
+without the stream its offset counts as done at once. The tuple's ``headers`` are the
+record's own, then the reason and where it was read: a KafkaBolt on the stream writes a
+dead letter that keeps them all.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from typing import Any
 
 from squall.contrib.kafka.offsets import OffsetManager
+from squall.contrib.kafka.records import dead_letter_headers
 from squall.contrib.kafka.translator import FAILED_STREAM
 
 Key = tuple[str, int]  # (topic, partition)
@@ -161,5 +164,6 @@ class RecordFailures:
     def _emit_failed(self, msg: Any, key: Key, mgr: OffsetManager, reason: str) -> None:
         off = msg.offset()
         mgr.emitted(off)
-        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason], stream=FAILED_STREAM,
+        headers = dead_letter_headers(msg.headers(), reason, f"{label(key)}@{off}")
+        self.collector.emit([key[0], key[1], off, msg.key(), msg.value(), reason, headers], stream=FAILED_STREAM,
                             msg_id=(key[0], key[1], off))

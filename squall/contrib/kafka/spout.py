@@ -36,8 +36,9 @@ from squall.contrib.kafka.client import (
     component_conf,
     confluent,
 )
-from squall.contrib.kafka.commits import GroupCommits
+from squall.contrib.kafka.commits import SYNC_COMMIT_SECS, GroupCommits
 from squall.contrib.kafka.failures import Key, RecordFailures, label
+from squall.contrib.kafka.lookups import COMMIT, COMMITTED, METADATA, Backoff, BrokerLookups
 from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.retry import RetrySchedule
 from squall.contrib.kafka.settings import SpoutSettings, commit_metadata, committed_by, start_offset
@@ -45,10 +46,8 @@ from squall.contrib.kafka.translator import FAILED_FIELDS, FAILED_STREAM, Record
 from squall.metrics import MultiCountMetric, MultiGaugeMetric
 
 log = structlog.get_logger("squall.contrib.kafka")
-HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses and refreshes are looked at this often
-METADATA_TIMEOUT = 5.0     # the longest a metadata or committed-offsets request may block the spout
+HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses, answers and refreshes are looked at this often
 RESEEK_SECS = 5.0          # a due retry not read back by then is sought again
-REFRESH_TIMEOUT = 1.0      # a periodic metadata refresh blocks the spout at most this long (a broker away)
 
 
 class KafkaSpout(RecordFailures, GroupCommits, Spout):
@@ -109,17 +108,25 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         props.setdefault("queued.max.messages.kbytes", 16384)  # prefetch per task: 16 MB, not 64
         props.update(CONSUMER_FIXED)
         props["group.id"] = self.group_id
+        b = s.metrics_bucket
+        what = f"read {', '.join(self.topics) if self.topics else 'topics matching ' + repr(self.pattern)}"
+        self._on_client_error = ClientErrors(context, self.log, b, str(props["bootstrap.servers"]), what,
+                                             collector.report_error)
         self.consumer = _consumer(ck, {**props, "auto.offset.reset": "earliest", "on_commit": self._on_commit,
                                        "error_cb": lambda err: self._on_client_error(err)})
-        # Metadata comes from a client that never fetches. A broker answers one connection's
-        # requests in order, and on the consumer's connection a metadata request waits behind
-        # the fetch the broker holds open for up to fetch.wait.max.ms: each refresh held this
-        # thread (and every executor sharing it) that long. A consumer, not an admin client,
-        # so that the consumer properties in the configuration raise no warnings.
+        # Metadata, committed offsets and the commits that must land come from a client that
+        # never fetches, on a thread of its own (squall.contrib.kafka.lookups): a broker
+        # answers one connection's requests in order, so on the consumer's connection they
+        # would wait behind the fetch the broker holds open, and on this thread they would
+        # hold every executor that shares it. A consumer, not an admin client, so that the
+        # consumer properties in the configuration raise no warnings.
         self.metadata_client = _consumer(ck, props)
+        self.lookups = BrokerLookups(self.metadata_client, self._TP)
+        self.meta_backoff, self.offsets_backoff = Backoff(), Backoff()
         self.retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, s.retry_max_count)
         self.dead_retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, None)
         self.managers: dict[Key, OffsetManager | None] = {}   # None until the first record shows where it starts
+        self.awaiting: set[Key] = set()        # partitions of this task whose committed offset is being asked
         self.starts: dict[Key, int] = {}       # where each assigned partition was started (logical or real)
         self.dead: dict[Key, dict[int, str]] = {}   # offsets reported -> why: the failed stream carries them
         self.aside: dict[Key, dict[int, str]] = {}  # offsets to report when read again (after a rollback)
@@ -132,82 +139,104 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self._next_house = 0.0
         self._next_commit = time.monotonic() + s.commit_period
         self.refresh_timer = assignment.RefreshTimer(s.refresh_period)
-        b = s.metrics_bucket
         self.m_lag = context.register_metric("kafka_lag", MultiGaugeMetric("partition"), b)
         self.m_committed = context.register_metric("kafka_committed_offset", MultiGaugeMetric("partition"), b)
         self.m_retries = context.register_metric("kafka_retries", MultiCountMetric("partition"), b)
         self.m_decode = context.register_metric("kafka_decode_failures", MultiCountMetric("partition"), b)
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
         self.m_undeliverable = context.register_metric("kafka_undeliverable", MultiCountMetric("partition"), b)
-        self._on_client_error = ClientErrors(context, self.log, b)
-        self._refresh(METADATA_TIMEOUT)
+        self.lookups.metadata()  # the first look; its answer assigns the partitions
 
     def deactivate(self) -> None:
-        self._commit(sync=True)
+        self._commit(handover=True)
 
     def close(self) -> None:
+        """The last commit, waited for at most SYNC_COMMIT_SECS (the executor is ending)."""
         try:
-            self._commit(sync=True)
+            self._commit(handover=True)
+            if self.committing:
+                for ans in self.lookups.wait(COMMIT, SYNC_COMMIT_SECS):
+                    self._answer(ans)
         finally:
+            self.lookups.stop()
             try:
                 self.consumer.close()
             finally:
                 self.metadata_client.close()
 
     # -- assignment ------------------------------------------------------------------------
-    def _refresh(self, timeout: float = REFRESH_TIMEOUT) -> None:
-        """Recompute this task's partitions from the broker's metadata; assign the new ones
-        at their start offsets, drop the revoked ones (committing what they finished)."""
-        md = self._list_topics(timeout)
-        if md is None:
+    def _answer(self, ans: tuple[str, Any, Any]) -> None:
+        """Apply one answer of the lookup thread (on the spout's own thread)."""
+        kind, result, err = ans
+        now = time.monotonic()
+        if err is not None:
+            self._on_client_error(err)
+            if kind == METADATA:
+                self.refresh_timer.looked(now)
+                self.meta_backoff.failed(now)
+            elif kind == COMMITTED:
+                self.offsets_backoff.failed(now)
+            else:
+                self.committing.clear()  # not committed: the next period (or hand-over) tries again
             return
+        self._on_client_error.answered()
+        if kind == METADATA:
+            self.refresh_timer.looked(now)
+            self.meta_backoff.succeeded()
+            self._reassign(result)
+        elif kind == COMMITTED:
+            self.offsets_backoff.succeeded()
+            self._assign(result)
+        else:
+            self._confirmed(result)
+
+    def _reassign(self, md: Any) -> None:
+        """Recompute this task's partitions from the broker's metadata: ask the committed
+        offsets of new ones (assigned when the answer comes), drop the revoked ones
+        (committing what they finished)."""
         topics = assignment.subscribed_topics(md.topics, self.topics, self.pattern)
         parts = {t: [p for p in md.topics[t].partitions] for t in topics if md.topics[t].error is None}
         mine = assignment.task_partitions(assignment.all_partitions(parts, topics), self.task_index, self.n_tasks)
-        added, revoked = assignment.changes(self.managers, mine)
-        if revoked:
-            self._commit(sync=True, keys=revoked)
-            self.consumer.incremental_unassign([self._tp(k) for k in revoked])
-            for key in revoked:
+        added, revoked = assignment.changes(set(self.managers) | self.awaiting, mine)
+        revoked_now = [k for k in revoked if k in self.managers]
+        self.awaiting.difference_update(revoked)
+        if revoked_now:
+            self._commit(handover=True, keys=revoked_now)
+            try:
+                self.consumer.incremental_unassign([self._tp(k) for k in revoked_now])
+            except Exception as exc:  # noqa: BLE001 - forgotten anyway: records of it are dropped
+                self._on_client_error(exc)
+            for key in revoked_now:
                 self._forget(key)
         if added:
-            self._assign(added)
+            self.awaiting.update(added)
+            self.lookups.committed(sorted(self.awaiting))
         if added or revoked:
             self.log.info("partitions assigned", partitions=[label(k) for k in mine],
                           added=[label(k) for k in added], revoked=[label(k) for k in revoked])
 
-    def _list_topics(self, timeout: float) -> Any:
-        """The cluster's metadata, or None (counted) if the broker does not answer in time."""
-        try:
-            return self.metadata_client.list_topics(timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - the broker away: keep what we have, try later
-            self._on_client_error(exc)
-            return None
-        finally:
-            self.refresh_timer.looked(time.monotonic())
-            try:  # its log lines, handed over only when it is polled (else they pile up in it)
-                self.metadata_client.poll(0)
-            except Exception as exc:  # noqa: BLE001
-                self._on_client_error(exc)
-
-    def _assign(self, keys: list[Key]) -> None:
-        try:
-            committed = self.consumer.committed([self._tp(k) for k in keys], timeout=METADATA_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - try again at the next refresh
-            self._on_client_error(exc)
-            return
+    def _assign(self, committed: dict[Key, tuple[int, Any]]) -> None:
+        """Start the partitions whose committed offsets came (and are still ours)."""
         tps = []
-        for tp in committed:
-            key = (tp.topic, tp.partition)
+        for key, (off, meta) in sorted(committed.items()):
+            if key not in self.awaiting:
+                continue  # revoked meanwhile, or assigned already
+            self.awaiting.discard(key)
             offset = self.restored.get(key)
             if offset is None:
-                offset = start_offset(self.settings.strategy, tp.offset, committed_by(tp.metadata), self.topology_id)
+                offset = start_offset(self.settings.strategy, off, committed_by(meta), self.topology_id)
             self.starts[key] = offset
             self.managers[key] = OffsetManager(offset) if offset >= 0 else None
             if offset >= 0:
                 self.m_committed.set(label(key), offset)
             tps.append(self._TP(key[0], key[1], offset))
-        self.consumer.incremental_assign(tps)
+        if tps:
+            try:
+                self.consumer.incremental_assign(tps)
+            except Exception as exc:  # noqa: BLE001 - a local call; asked again at the next refresh
+                self._on_client_error(exc)
+                for tp in tps:
+                    self._forget((tp.topic, tp.partition))
 
     def _forget(self, key: Key) -> None:
         self.managers.pop(key, None)
@@ -299,13 +328,21 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
             return False
         if not msgs:
             return False
+        if self._on_client_error.down_since is not None:
+            self._on_client_error.answered()
         self.buf.extend(msgs)
         return True
 
     def _housekeeping(self, now: float) -> None:
         self._next_house = now + HOUSEKEEPING_SECS
-        if self.refresh_timer.due(now):
-            self._refresh()
+        lookups = self.lookups
+        if not lookups.answers.empty():
+            for ans in lookups.drain():
+                self._answer(ans)
+        if self.refresh_timer.due(now) and self.meta_backoff.due(now) and METADATA not in lookups.pending:
+            lookups.metadata()
+        if self.awaiting and COMMITTED not in lookups.pending and self.offsets_backoff.due(now):
+            lookups.committed(sorted(self.awaiting))
         if now >= self._next_commit:
             self._next_commit = now + self.settings.commit_period
             self._commit()
@@ -338,7 +375,16 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
 
     def _pause_over_bound(self) -> None:
         bound = self.settings.max_uncommitted
-        over = {k for k, m in self.managers.items() if m is not None and m.uncommitted >= bound}
+        half = bound // 2
+        over, early = set(), []
+        for k, m in self.managers.items():
+            if m is not None and m.uncommitted >= half:
+                if m.uncommitted >= bound:
+                    over.add(k)
+                if k not in self.committing:
+                    early.append(k)
+        if early:  # commit now what is done, not at the next period (reading stops at the bound)
+            self._commit(keys=early)
         if over == self.paused:
             return
         pause, resume = over - self.paused, self.paused - over

@@ -14,14 +14,16 @@ unit event-time windows use.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from squall.contrib.jsonl import DEFAULT_MAX_DEPTH, json_value
+
 DEFAULT_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 FAILED_STREAM = "failed"
-# What the ``failed`` stream carries: where the record was, its raw bytes and why.
-FAILED_FIELDS = ("topic", "partition", "offset", "key", "value", "reason")
+# What the ``failed`` stream carries: where the record was, its raw bytes, why, and the
+# headers a dead letter keeps (the record's own, then the reason and origin: records.py).
+FAILED_FIELDS = ("topic", "partition", "offset", "key", "value", "reason", "headers")
 
 
 class Record:
@@ -90,7 +92,13 @@ class StringTranslator(RecordTranslator):
 
 
 class JsonTranslator(RecordTranslator):
-    """The value parsed as JSON (the key as UTF-8 text); a value that is not JSON is undecodable."""
+    """The value parsed as JSON (the key as UTF-8 text) by the JSON-lines rules
+    (``squall.contrib.jsonl.json_value``: UTF-8 only, no NaN or Infinity, integers of any
+    size, nesting up to ``max_depth``); a value they refuse is undecodable, as a line of a
+    JSON-lines file is malformed, so live, backfill and files agree on every record."""
+
+    def __init__(self, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+        self.max_depth = max_depth
 
     def translate(self, record: Any) -> list[Any] | None:
         kind, ms = record.timestamp()
@@ -98,7 +106,8 @@ class JsonTranslator(RecordTranslator):
         if value is None:
             raise ValueError("the record has no value (a tombstone), not JSON")
         return [record.topic(), record.partition(), record.offset(),
-                None if key is None else key.decode("utf-8"), json.loads(value), ms / 1000.0 if kind else None]
+                None if key is None else key.decode("utf-8"), json_value(value, self.max_depth),
+                ms / 1000.0 if kind else None]
 
 
 class FunctionTranslator(RecordTranslator):

@@ -10,12 +10,31 @@ from squall.cli import main
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "backfill"
 
 
+TOPOLOGY = """
+from squall import BasicBolt, TopologyBuilder
+from squall.contrib import JsonLinesSpout
+
+
+class Tally(BasicBolt):  # keeps its own results and declares no stream
+    def execute(self, t):
+        pass
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("lines", JsonLinesSpout(["line"], path="unused.jsonl"))
+    b.set_bolt("tally", Tally()).shuffle("lines")
+    return b.build()
+"""
+
+
 def test_a_run_without_sink_streams_is_refused(tmp_path: Path) -> None:
-    # Run with the archive (a ParquetSink that writes its own files, on ticks) and no
-    # --sink: no stream is left for --output.
-    result = CliRunner().invoke(main, ["spark-run", str(EXAMPLE / "wordcount.py"), "--input",
-                                       f"lines={EXAMPLE / 'words.jsonl'}", "--ticks",
-                                       "--output", str(tmp_path / "out")])
+    # The only bolt declares no stream (as a ParquetSink archive run with --ticks), so no
+    # stream is left for --output.
+    topology = tmp_path / "tally.py"
+    topology.write_text(TOPOLOGY)
+    result = CliRunner().invoke(main, ["spark-run", str(topology), "--input",
+                                       f"lines={EXAMPLE / 'words.jsonl'}", "--output", str(tmp_path / "out")])
     assert result.exit_code == 1, result.output
     assert f"nothing would be written under {tmp_path / 'out'}" in result.output
     assert "--sink COMPONENT[:STREAM]" in result.output

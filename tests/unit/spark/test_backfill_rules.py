@@ -68,6 +68,7 @@ RULES = JsonLineRules(["user", "cents"])
     (b'{"user": "a", "user": "b"}', ["b", None]),                 # the last of a repeated key
     (b' \t{"cents": -0}\t ', [None, 0]),
     (b'{"cents": 9223372036854775807}', [None, 2 ** 63 - 1]),
+    (b'{"cents": -92233720368547758080}', [None, -(2 ** 63) * 10]),  # integers of any size are data
     (b'{"user": "\\ud83d\\ude00 \xc3\xa9"}', ["\U0001F600 \u00e9", None]),
 ])
 def test_json_values_keep_the_type_json_gave_them(raw, values):
@@ -81,7 +82,7 @@ def test_json_values_keep_the_type_json_gave_them(raw, values):
     (b"42", "a JSON number, not an object"),
     (b'{"cents": NaN}', "NaN is not JSON"),
     (b'{"cents": 1e999}', "too large for a float"),
-    (b'{"cents": 9223372036854775808}', "outside the signed 64-bit range"),
+    (b'\xff\xfe{\x00}\x00', "not UTF-8"),                              # UTF-16 with its byte-order mark
     (b'{"user": "\\udc00"}', "lone surrogate"),
     (b'\xff{"user": 1}', "not UTF-8"),
     (b'{"a": 1} {"b": 2}', "extra data"),
@@ -264,3 +265,19 @@ def test_terminal_progress_rewrites_one_line_and_ends_it_when_done():
     assert first.startswith("backfill running: components 0/3 done, 1,000 rows read")
     assert second.startswith("backfill done: components 3/3 done, 9 rows read") and second.endswith("\n")
     assert len(second.rstrip("\n")) >= len(first)  # padded over the longer line before it
+
+
+def test_a_bolt_that_writes_live_output_is_left_out_by_itself():
+    from squall.contrib.kafka import KafkaBolt, KafkaSpout
+    from squall.spark.plan import BackfillError
+
+    b = TopologyBuilder()
+    b.set_spout("in", KafkaSpout("t", group_id="g"))
+    b.set_bolt("echo", EchoBolt(["topic", "partition", "offset", "key", "value", "timestamp"])).shuffle("in")
+    b.set_bolt("out", KafkaBolt("t2", failed_stream=True)).shuffle("echo")
+    b.set_bolt("dead", KafkaBolt("t3")).shuffle("out", "failed")
+    plan = make_plan(b.build(), ["in"], None, {})
+    assert plan.live == ["dead", "out"] and plan.excluded == ["dead", "out"]
+    assert list(plan.sinks) == ["echo"] and not plan.ticks  # its ticks no longer stop the run
+    with pytest.raises(BackfillError, match="'out' writes live output.*--sink COMPONENT"):
+        make_plan(b.build(), ["in"], ["out:failed"], {})

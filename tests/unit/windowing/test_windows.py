@@ -274,3 +274,20 @@ def test_windows_are_checked_at_build_and_submit():
             cluster.submit("w2", {"topology.message.timeout.secs": 60}, topo)
         with pytest.raises(TopologyError, match="never fill"):
             cluster.submit("w3", {"topology.max.spout.pending": 5}, build(WindowLog("x").with_window(Count(10))))
+
+
+def test_event_time_waits_for_every_input_stream_it_expects():
+    """Two inputs (a join's two sides): one sending all its tuples first must not make the
+    other's late; the watermark is the least over both, from the first tuple of each."""
+    m = WindowManager(WindowSpec(Duration(10), Duration(10), "ts", 1.0))
+    m.expect(["left", "right"])
+    fired = []
+    for ts in (1.0, 5.0, 12.0, 25.0, 40.0):
+        late, f = m.add(("L", ts), ts, "left")
+        assert not late and not f  # the right side has said nothing yet
+    for ts in (2.0, 11.0, 30.0):
+        late, f = m.add(("R", ts), ts, "right")
+        assert not late
+        fired += f
+    assert [(w.end, sorted(e.tup for e in w.entries)) for w in fired] == [
+        (10.0, [("L", 1.0), ("L", 5.0), ("R", 2.0)]), (20.0, [("L", 12.0), ("R", 11.0)])]

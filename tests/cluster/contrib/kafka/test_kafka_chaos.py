@@ -5,8 +5,10 @@ KafkaSpout -> tag -> KafkaBolt to another topic. Every decodable input reaches t
 at least once, every undecodable one reaches the dead-letter topic, and whenever the
 group's committed offsets are sampled, every input below them is already in the output.
 Then the broker is away for 30 s (every connection reset, connections refused) and comes
-back: nothing is lost and no worker ends. ``count``: the same records through a
-CheckpointedKafkaSpout into a stateful count: the committed counts are exact.
+back: nothing is lost and no worker ends. ``eos``: the same records through a
+CheckpointedKafkaSpout into a stateful count whose every update a TransactionalKafkaBolt
+writes to another topic, through 5 kills and the broker stopped for 20 s: the committed
+counts are exact and the output, read committed, holds every count exactly once.
 
 SQUALL_KAFKA_CHAOS_LONG=1 runs more records and kills. Prints
 ``kafka-chaos: records=N kills=K lost=0 duplicates=D ...``.
@@ -24,6 +26,7 @@ import pytest
 from squall.testing.cluster import ProcessCluster
 from squall.testing.state import committed_component, wait_committed
 from support.kafka import committed, create_topic, produce, read_all
+from support.kafka_log import read_committed_log
 from support.paths import CLUSTER_TOPOLOGIES
 
 pytestmark = pytest.mark.cluster
@@ -187,16 +190,22 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
 
 
 @pytest.mark.timeout(600)
-def test_kafka_checkpointed_count_is_exact_under_kills(kafka_broker, zk_server, zk_root, tmp_path, capsys):
-    n, kills = (40_000, 5) if LONG else (10_000, 2)
+def test_kafka_exactly_once_count_into_kafka_under_kills_and_a_broker_pause(kafka_broker, zk_server, zk_root,
+                                                                             tmp_path, capsys):
+    """Kafka -> CheckpointedKafkaSpout -> stateful count -> TransactionalKafkaBolt -> Kafka,
+    through 5 worker SIGKILLs and the broker stopped (SIGSTOP) for 20 s: the committed state
+    counts are exact, and the output topic, read committed, has every ``key n`` exactly once."""
+    n, kills = (40_000, 8) if LONG else (12_000, 5)
     rng = random.Random(int(os.environ.get("SQUALL_CHAOS_SEED", "23")))
     bs = kafka_broker.bootstrap
-    t_in = kafka_broker.topic_name("count-in")
+    t_in, t_out = kafka_broker.topic_name("eos-in"), kafka_broker.topic_name("eos-out")
     group = f"g-{t_in}"
     create_topic(bs, t_in, PARTITIONS)
+    create_topic(bs, t_out, 2)
     recs = [(f"k{(i * 7919) % KEYS}".encode(), str(i).encode()) for i in range(n)]
     produce(bs, t_in, recs)
     reference = collections.Counter(k.decode() for k, _ in recs)
+    want = collections.Counter(f"{k} {i}" for k, c in reference.items() for i in range(1, c + 1))
     state_conf = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path / "host-state")}
     cluster = ProcessCluster(zk_server.port, zk_root, tmp_path / "cluster", supervisors=2, slots=2,
                              conf={"supervisor.state.dir": state_conf["supervisor.state.dir"]})
@@ -204,30 +213,55 @@ def test_kafka_checkpointed_count_is_exact_under_kills(kafka_broker, zk_server, 
     started = time.monotonic()
     try:
         cluster.start()
-        submit(cluster, "kcount", {"KPIPE_IN": t_in, "KPIPE_GROUP": group, "KPIPE_MODE": "count"}, bs,
-               "-c", "topology.state.provider=embedded")
+        submit(cluster, "keos", {"KPIPE_IN": t_in, "KPIPE_OUT": t_out, "KPIPE_GROUP": group, "KPIPE_MODE": "eos"},
+               bs, "-c", "topology.state.provider=embedded")
         cluster.wait_for(lambda: len(cluster.worker_pids()) == 3, 60, "three workers")
 
         def progress() -> int:
             return sum(committed(bs, group, t_in, PARTITIONS).values())
 
-        done_kills = kill_workers(cluster, rng, kills, progress, "count")
+        done_kills = kill_workers(cluster, rng, kills - 1, progress, "eos")
+        # The broker stops answering for 20 s mid-stream (connections open, nothing moves);
+        # then one more kill right after it comes back.
+        before = progress()
+        cluster.wait_for(lambda: progress() > before + 500, 120, "progress before the pause", interval=0.5)
+        kafka_broker.tansu.pause(20)
+        done_kills += kill_workers(cluster, rng, 1, progress, "eos after the pause")
 
         def all_read(txid: int) -> bool:
-            spouts = committed_component(reader, "kcount", "kafka", 2, txid)
+            spouts = committed_component(reader, "keos", "kafka", 2, txid)
             return sum(sum((s.get("offsets") or {}).values()) for s in spouts) >= n
 
-        record = wait_committed(reader, "kcount", all_read, 240, f"all {n} records in a committed checkpoint")
+        record = wait_committed(reader, "keos", all_read, 240, f"all {n} records in a committed checkpoint")
         counts = collections.Counter()
-        for part in committed_component(reader, "kcount", "count", 3, record.restore_point()):
-            counts.update(part)
+        for part in committed_component(reader, "keos", "count", 3, record.restore_point()):
+            counts.update({k: v for k, v in part.items() if not str(k).startswith("__")})
         group_done = cluster.wait_for(lambda: progress() >= n, 60, "the group's offsets after the checkpoints")
+        logs = cluster.wait_for(lambda: (lambda ls: ls if sum(len(lg.committed) for lg in ls) >= n else None)(
+            [read_committed_log(bs, t_out, p) for p in range(2)]), 60, "every count committed to the output")
+        status = cluster.cli("status", "keos")
+        token = cluster.credentials.add_user("prom", "viewer")
+        metrics = cluster.wait_for(lambda: (lambda t: t if sample_value(
+            t, "squall_metric_kafka_transactions_committed_total") > 0 else None)(cluster.scrape(token)),
+            60, "transactions in the supervisors' /metrics")
     finally:
         cluster.stop()
+    seen = collections.Counter(r.value.decode() for lg in logs for r in lg.committed)
+    # What librdkafka's read_committed consumer gets from this broker (Tansu lists no aborted
+    # transactions): the committed records and the aborted ones, for the line below.
+    plain = len(read_all(bs, t_out, idle=1.0))
     wrong = sum(1 for k in set(reference) | set(counts) if counts.get(k) != reference.get(k))
-    line = (f"kafka-state-chaos: records={n} keys={KEYS} kills={done_kills} wrong={wrong} "
+    dups = sum(c - 1 for c in seen.values() if c > 1)
+    missing = sum(1 for k in want if k not in seen)
+    line = (f"kafka-eos-chaos: records={n} keys={KEYS} kills={done_kills} broker_paused_secs=20 "
+            f"state_wrong={wrong} output={sum(seen.values())} duplicates={dups} missing={missing} "
+            f"aborted_records={sum(lg.aborted for lg in logs)} aborts={sum(lg.markers['abort'] for lg in logs)} "
+            f"commits={sum(lg.markers['commit'] for lg in logs)} read_by_librdkafka={plain} "
             f"restores={record.recoveries - 1} seconds={time.monotonic() - started:.0f}")
     with capsys.disabled():
         print("\n" + line)
-    assert wrong == 0, line
-    assert sum(counts.values()) == n and group_done
+    assert wrong == 0 and sum(counts.values()) == n and group_done, line
+    assert dups == 0 and missing == 0 and set(seen) == set(want), line
+    assert status.returncode == 0 and "kafka_transactions_committed" in status.stdout, status.stdout + status.stderr
+    for family in ("kafka_in_flight", "kafka_lag", "kafka_committed_offset"):
+        assert f"squall_metric_{family}{{" in metrics, family
