@@ -16,6 +16,7 @@ import pytest
 
 from squall import Bolt, LocalCluster, StatefulBolt, TopologyBuilder
 from squall.contrib.kafka import CheckpointedKafkaSpout, FunctionTranslator, KafkaBolt, KafkaSpout
+from squall.contrib.kafka.records import REASON_HEADER
 from squall.testing.components import Recorder, RecordingBolt, unique_name
 from squall.testing.state import committed_component, wait_committed
 from squall.testing.waiting import wait_for
@@ -104,7 +105,8 @@ def test_poison_record_alone_in_the_dead_letters(kafka_broker):
         wait_for(lambda: committed(bs, f"g-{t_in}", t_in, 1).get(0, 0) >= N, 120, "every offset committed",
                  interval=0.1)
         errors = lc.errors(name)
-    dead = sorted(int(m.key()) for m in read_all(bs, t_dead, idle=2.0))
+    letters = read_all(bs, t_dead, idle=2.0)
+    dead = sorted(int(m.key()) for m in letters)
     seen = dict(Recorder.get(name))
     reasons = dict(RecordingBolt.values(name + ".failed"))
     print(f"kafka-poison: records={N} seen={len(seen)} dead={len(dead)} good_dead={len(set(dead) - {POISON_AT})}")
@@ -114,6 +116,8 @@ def test_poison_record_alone_in_the_dead_letters(kafka_broker):
     reason = reasons[POISON_AT]
     for part in ("'in'", "'default'", "'value'", "Opaque", "topology.serializers"):
         assert part in reason, reason
+    headers = dict(letters[0].headers() or [])
+    assert reason in headers[REASON_HEADER].decode()  # the dead letter says why
     texts = [e["error"] for es in errors.values() for e in es]
     assert any("Opaque" in t and "'value'" in t for t in texts), texts
 
