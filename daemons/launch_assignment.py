@@ -20,14 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from squall.daemons.local_state import read_private, write_atomic
-from squall.daemons.state.records import (
-    MAX_NODE_BYTES,
-    Assignment,
-    as_dict,
-    encode,
-    field_value,
-    parse_node,
-)
+from squall.daemons.state.fields import as_dict, field_value
+from squall.daemons.state.records import MAX_NODE_BYTES, Assignment, encode, parse_node
 
 MAX_FILE_BYTES = MAX_NODE_BYTES  # as large as the ZooKeeper node it copies, no larger
 # Whatever a parser may raise on hostile data.

@@ -27,20 +27,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from squall.daemons.state.records import (
+from squall.daemons.state.fields import (
     MAX_BEAT_EXECUTORS,
-    Beat,
     ExecutorId,
-    WorkerBeat,
     as_dict,
     as_int,
     as_list,
     as_num,
     as_str,
-    check_name,
     expand_runs,
     field_value,
 )
+from squall.daemons.state.records import Beat, WorkerBeat, check_name
 
 REPORT_VERSION = 1
 MAX_REPORT_BYTES = 4 << 20  # nimbus refuses a larger body (413) before reading it

@@ -3,7 +3,8 @@
 Every daemon reads time through a :class:`Clock` (``SYSTEM_CLOCK`` in production) so that
 its decisions about time can be tested with a :class:`FakeClock` and no sleeping. The clock
 lives in :mod:`squall.clock` (the runtime and windows read the same one) and is re-exported
-here. Nothing else under ``daemons/`` calls ``time.time()`` or ``time.monotonic()``.
+here. Nothing else under ``daemons/`` calls ``time.time()``, ``time.monotonic()`` or
+``time.sleep()`` (``tests/unit/daemons/test_timers.py`` checks).
 
 * :class:`HaltingTimer` runs a callback periodically on its own thread; a callback that
   raises halts its owner (Storm's ``mk-halting-timer``): a half-alive daemon is worse

@@ -1,5 +1,7 @@
 # Shared by quickstart.sh and test.sh: one virtual environment, installed idempotently.
+# SQUALL_PYTHON: the interpreter it is made with (test.sh makes a second one on Debian's own).
 VENV="${SQUALL_VENV:-$PWD/.venv}"
+PYTHON="${SQUALL_PYTHON:-python3}"
 STAMP="$VENV/.squall-installed"
 INSTALL_LOG="$VENV/install.log"
 
@@ -22,6 +24,16 @@ compiled_sources() {
   done
 }
 
+# editable_here: whether the venv's squall is still an editable install (a `pip install .`
+# into it replaces that with a copy inside the venv, which edits here no longer reach).
+editable_here() {
+  local where
+  where="$(cd / && "$VENV/bin/python" -c 'import squall; print(squall.__file__)' 2>/dev/null)" || return 1
+  case "$where" in
+    "$(cd "$VENV" && pwd -P)"/*) return 1 ;;
+  esac
+}
+
 # ensure_venv [EXTRAS]: create .venv and install squall with EXTRAS (comma-separated) unless
 # pyproject.toml is unchanged since the last install and that install covered EXTRAS. Extras
 # installed before are kept, so quickstart.sh and test.sh do not undo each other's install.
@@ -34,11 +46,11 @@ ensure_venv() {
   # compiles (squall/compiled.py lists them), so editing one of those rebuilds.
   hash="$(cat pyproject.toml setup.py squall/compiled.py $(compiled_sources) | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
+    "$PYTHON" -m venv "$VENV"
   fi
   [ -f "$STAMP" ] && read -r have_hash have_extras < "$STAMP"
   union="$(printf '%s\n' ${have_extras//,/ } ${extras//,/ } | sort -u | paste -sd, -)"
-  if [ "$have_hash" = "$hash" ] && [ "$union" = "$have_extras" ]; then
+  if [ "$have_hash" = "$hash" ] && [ "$union" = "$have_extras" ] && editable_here; then
     return 0
   fi
   echo "installing squall${union:+ [$union]} into $VENV (log: $INSTALL_LOG)"

@@ -8,12 +8,14 @@ what each failing tool said and exits 1.
     .venv/bin/python scripts/lint.py mypy
     .venv/bin/python scripts/lint.py imports --contract layers
 
-The repository keeps ``daemons/`` and ``messaging/`` at the top level while they install as
-``squall.daemons`` and ``squall.messaging`` (``[tool.setuptools.package-dir]``). mypy and
-import-linter read a package from its directory, so an editable install shows them ``squall``
-without those two. For them this lays the sources out as installed (copies, in the
-environment's ``squall-lint/`` folder, where mypy keeps its cache between runs) and names the
-repository's files in what they report.
+The repository keeps ``daemons/``, ``messaging/`` and ``conf/`` at the top level while they
+install as ``squall.daemons``, ``squall.messaging`` and ``squall.conf``
+(``[tool.setuptools.package-dir]``); ``squall/daemons``, ``squall/messaging`` and
+``squall/conf`` are symbolic links to them, so that import-linter, which reads a package from
+its directory, sees the package as installed: the contracts run with plain ``lint-imports``
+from the repository's root, as here. For mypy this lays the sources out as installed (copies,
+in the environment's ``squall-lint/`` folder, where mypy keeps its cache between runs) and
+names the repository's files in what it reports.
 """
 from __future__ import annotations
 
@@ -81,11 +83,10 @@ def mypy(args: list[str]) -> tuple[int, str]:
 
 
 def imports(args: list[str]) -> tuple[int, str]:
+    """``lint-imports`` as anyone runs it, from the repository's root (it puts the working
+    directory first on sys.path: ``squall`` is the repository's, its links included)."""
     lint = Path(sys.executable).with_name("lint-imports")
-    layout = _fresh_layout()
-    # cwd is the layout: lint-imports puts the working directory first on sys.path.
-    code, out = _run([str(lint), "--config", str(REPO / "pyproject.toml"), "--no-cache", "--no-logo", *args], layout)
-    return code, out
+    return _run([str(lint), "--no-cache", "--no-logo", *args], REPO)
 
 
 TOOLS = {"ruff": ruff, "mypy": mypy, "imports": imports}

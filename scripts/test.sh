@@ -6,26 +6,29 @@
 #   scripts/test.sh lint [tool [args]]                     ruff, mypy and the import contracts alone (scripts/lint.py;
 #                                                          the unit tier runs them too)
 # Other arguments go to pytest; a path under tests/ among them (a folder, a file, file::test) narrows the tier.
-# Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium, Prometheus and kcat come from apt
-# (Java is already on the machine).
+#   scripts/test.sh debian [pytest args]                   the unit tier and one cluster test on Debian's own
+#                                                          Python (/usr/bin/python3, 3.11.2), in .venv-debian
+# Python packages go into .venv; Debian's ZooKeeper, Redis, Chromium, Prometheus, kcat and Docker (docker.io,
+# docker-compose, mmdebstrap: the compose test) come from apt (Java is already on the machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 tier=""
 case "${1:-}" in
-  unit|cluster|spark|ui|lint|pure) tier="$1"; shift ;;
+  unit|cluster|spark|ui|lint|pure|debian) tier="$1"; shift ;;
 esac
 
 # What each tier needs: the venv's extras and Debian packages (the whole suite needs all of them).
 case "$tier" in
   unit|lint|pure) extras="test"; debs="" ;;
-  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker-compose" ;;
+  cluster) extras="test,kafka"; debs="zookeeper redis-server kcat docker" ;;
   spark)   extras="test,spark,kafka"; debs="zookeeper" ;;  # one test compares Spark with a squall cluster
   ui)      extras="test";       debs="zookeeper chromium prometheus" ;;
-  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker-compose" ;;
+  debian)  extras="test";       debs="zookeeper debian-python" ;;
+  *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker debian-python" ;;
 esac
-ensure_venv "$extras"
+[ "$tier" = debian ] || ensure_venv "$extras"  # the debian run has an environment of its own
 if [ "$tier" = "lint" ]; then
   exec "$VENV/bin/python" scripts/lint.py "$@"
 fi
@@ -41,8 +44,12 @@ for deb in $debs; do
   case "$deb" in
     zookeeper) [ -f /usr/share/java/zookeeper.jar ] || apt_quietly zookeeper ;;
     redis-server) command -v redis-server >/dev/null || apt_quietly redis-server ;;  # state tests (squall.state)
-    # the compose files' checks (`docker-compose config`); the Docker engine it recommends is not needed
-    docker-compose) command -v docker-compose >/dev/null || apt_quietly docker-compose --no-install-recommends ;;
+    # the compose test: Debian's Docker engine and docker-compose, mmdebstrap for its base image
+    docker) { command -v dockerd && command -v docker-compose && command -v mmdebstrap; } >/dev/null \
+              || apt_quietly docker.io docker-compose mmdebstrap ;;
+    # Debian's own Python and its venv module (the `debian` run)
+    debian-python) [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null \
+                     || apt_quietly python3 python3-venv ;;
     *) command -v "$deb" >/dev/null || apt_quietly "$deb" ;;  # the web UI tests, the metrics scrape
   esac
 done
@@ -64,8 +71,24 @@ run_pure() {
     tests/unit/test_compiled.py tests/unit/test_local.py
 }
 
+# The unit tier and one cluster test (bundles unpacked by a supervisor, workers started) once
+# more on Debian's own Python, the distribution's interpreter users install the wheel on, in a
+# venv of its own. The lint checks are left out: they read the sources, not the interpreter.
+run_debian() {
+  echo "the unit tier and a cluster test again on Debian's Python ($(/usr/bin/python3 --version))"
+  ( VENV="$PWD/.venv-debian" PYTHON=/usr/bin/python3 STAMP="$PWD/.venv-debian/.squall-installed" \
+      INSTALL_LOG="$PWD/.venv-debian/install.log"
+    SQUALL_PURE=1 ensure_venv test  # no second compile: the main install built the tree's modules
+    "$VENV/bin/pytest" -q -n 2 "$@" tests/unit --deselect tests/unit/test_lint.py --deselect tests/unit/test_layers.py \
+      "tests/cluster/test_cluster_e2e.py::test_kill_9_worker_is_relaunched_and_every_message_completes" )
+}
+
 if [ "$tier" = pure ]; then
   run_pure "$@"
+  exit 0
+fi
+if [ "$tier" = debian ]; then
+  run_debian "$@"
   exit 0
 fi
 if [ -n "$tier" ]; then
@@ -80,3 +103,4 @@ fi
 # daemons rather than compute, so two at a time nearly halve the wall time on two cores.
 "$VENV/bin/pytest" -n 2 --dist loadfile "$@"
 run_pure
+run_debian

@@ -73,6 +73,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.command": ("list[str]", True),
     "supervisor.worker.user": (_STR, True),
     "supervisor.worker.uids": ("list[int]", False),
+    "supervisor.worker.runtime.dir": (_STR, False),
     "supervisor.cgroup.dir": (_STR, False),
     "worker.memory.max.mb": (_INT, True),
     "supervisor.code.max.unpacked.bytes": (_INT, False),

@@ -11,13 +11,13 @@
 """
 from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
 from squall.daemons.state.election import ElectionSupport, NimbusElection
+from squall.daemons.state.fields import ExecutorId
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     MAX_NODE_BYTES,
     TOPOLOGY_STATUSES,
     Assignment,
     ErrorInfo,
-    ExecutorId,
     NodeAssignment,
     PublishedTokens,
     Slot,

@@ -15,17 +15,9 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from squall.daemons.state.fields import ExecutorId
 from squall.daemons.state.nodes import ZkNodes
-from squall.daemons.state.records import (
-    LAYOUT,
-    Assignment,
-    ExecutorId,
-    LayoutMark,
-    NodeAssignment,
-    Slot,
-    check_name,
-    node_parts,
-)
+from squall.daemons.state.records import LAYOUT, Assignment, LayoutMark, NodeAssignment, Slot, check_name, node_parts
 from squall.daemons.state.watchers import Watch
 
 _UNREAD: Any = object()  # set_assignment's previous assignment, when the caller does not know it

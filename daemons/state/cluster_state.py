@@ -58,6 +58,7 @@ from kazoo.retry import ForceRetryError
 from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.assignments import AssignmentNodes
 from squall.daemons.state.election import NimbusElection, contender_order
+from squall.daemons.state.fields import as_dict, as_list, field_value
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
@@ -69,11 +70,8 @@ from squall.daemons.state.records import (
     TopologyInfo,
     TopologySecrets,
     WorkerBeat,
-    as_dict,
-    as_list,
     check_name,
     encode,
-    field_value,
     slot_name,
 )
 from squall.daemons.state.session import ClusterStateError
@@ -87,11 +85,13 @@ log = structlog.get_logger("squall.state")
 class ClusterState(AssignmentNodes):
     """Typed access to squall's ZooKeeper state for nimbus, supervisors and workers."""
 
-    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None) -> None:
+    def __init__(self, conf: Mapping[str, Any], auth: ZkAuth | None = None, warn_outside_open: bool = True) -> None:
         """``auth``: a worker's topology credential; daemons leave it None and authenticate
         with ``zookeeper.auth.user`` / ``zookeeper.auth.password`` or ``$SQUALL_ZOOKEEPER_PASSWORD``
-        (``ZkAuth.from_conf``; no user: no ACLs)."""
+        (``ZkAuth.from_conf``; no user: no ACLs). ``warn_outside_open=False``: for the
+        commands that lock those nodes, which would otherwise announce them open first."""
         super().__init__(conf, auth)
+        self.warn_outside_open = warn_outside_open
         self._topology_digests: dict[str, str] = {}  # topology id -> digest identity
         self.errors_kept = int(self.conf["topology.errors.kept"])
 
@@ -103,7 +103,8 @@ class ClusterState(AssignmentNodes):
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
             self._warn_if_open(client)
-            self._warn_if_outside_open()
+            if self.warn_outside_open:
+                self._warn_if_outside_open()
 
     # -- what elections use (ElectionSupport) -----------------------------------------
     def leader_lock(self, identifier: str) -> Lock:

@@ -1,4 +1,5 @@
-"""The records kept in ZooKeeper, their field checks and their node encoding.
+"""The records kept in ZooKeeper and their node encoding (their fields are checked by
+:mod:`squall.daemons.state.fields`).
 
 Plain data and plain functions: nothing here touches ZooKeeper, so every check can be
 tested without a server. Every node holds JSON ``{"v": FORMAT_VERSION, ...}``; decoding
@@ -15,6 +16,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from squall.daemons.state.fields import (
+    ExecutorId,
+    as_bool,
+    as_dict,
+    as_int,
+    as_list,
+    as_num,
+    as_str,
+    executor_id,
+    executor_runs,
+    expand_runs,
+    field_value,
+    int_field,
+    num_field,
+    row_of,
+    str_field,
+)
+
 FORMAT_VERSION = 1
 # The cluster's layout: 2 adds each supervisor's part of every assignment and moves worker
 # beats off ZooKeeper (1: whole assignments only, beats in /workerbeats).
@@ -26,115 +45,9 @@ MAX_ERROR_CHARS = 8000  # one error text; keeps kept-errors nodes far below the 
 # worker over its memory limit, or because it did not finish starting in time.
 WORKER_COMPONENT = "__worker"
 MAX_DEPTH = 64  # JSON nesting past this is refused (deeper input made json raise RecursionError)
-MAX_TASK_ID = 2**31 - 1  # task ids are 32-bit, as in Storm
-MAX_EXECUTOR_TASKS = 100_000  # one executor's task range; a wider one is refused, never iterated
-MAX_BEAT_EXECUTORS = 100_000  # executors one worker beat may name
-SYSTEM_TASK = -1  # Storm's system executor [-1, -1] may appear in worker beats
 
-ExecutorId = tuple[int, int]
 Slot = tuple[str, int]
 T = TypeVar("T")
-
-
-# --- field checks (raise ValueError naming the field) --------------------------------
-
-def field_value(d: Mapping[str, Any], key: str) -> Any:
-    if key not in d:
-        raise ValueError(f"missing field {key!r}")
-    return d[key]
-
-
-def as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    return value
-
-
-def as_num(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    return float(value)
-
-
-def as_str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{what} must be a string, got {value!r}")
-    return value
-
-
-def as_list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"{what} must be a list, got {type(value).__name__}")
-    return value
-
-
-def as_dict(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _bool(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{what} must be true or false, got {value!r}")
-    return value
-
-
-def _int(d: Mapping[str, Any], key: str) -> int:
-    return as_int(field_value(d, key), key)
-
-
-def _num(d: Mapping[str, Any], key: str) -> float:
-    return as_num(field_value(d, key), key)
-
-
-def _str(d: Mapping[str, Any], key: str) -> str:
-    return as_str(field_value(d, key), key)
-
-
-def _executor(start: Any, end: Any, what: str) -> ExecutorId:
-    start, end = as_int(start, f"{what} start"), as_int(end, f"{what} end")
-    if start > end:
-        raise ValueError(f"{what} [{start}, {end}] has start after end")
-    if start < SYSTEM_TASK or end > MAX_TASK_ID:
-        raise ValueError(f"{what} [{start}, {end}] names task ids outside {SYSTEM_TASK}..{MAX_TASK_ID}")
-    if end - start >= MAX_EXECUTOR_TASKS:
-        raise ValueError(f"{what} [{start}, {end}] spans more than {MAX_EXECUTOR_TASKS} tasks")
-    return (start, end)
-
-
-def _row(value: Any, width: int, what: str) -> list[Any]:
-    if not isinstance(value, list) or len(value) != width:
-        raise ValueError(f"{what} entry must be a list of {width}, got {value!r}")
-    return value
-
-
-def executor_runs(executors: list[ExecutorId]) -> list[list[int]]:
-    """Executors as runs ``[first start, width, count]`` of equal-width neighbours: a
-    worker beat stays a few bytes per component whatever the executor count."""
-    runs: list[list[int]] = []
-    for start, end in sorted(executors):
-        width = end - start + 1
-        if runs and runs[-1][1] == width and runs[-1][0] + width * runs[-1][2] == start:
-            runs[-1][2] += 1
-        else:
-            runs.append([start, width, 1])
-    return runs
-
-
-def expand_runs(rows: list[Any], limit: int = MAX_BEAT_EXECUTORS) -> list[ExecutorId]:
-    """The executors of ``executor_runs`` rows, refusing more than ``limit`` of them. A run
-    is checked once, as a whole (what ``_executor`` checks of each of its executors)."""
-    out: list[ExecutorId] = []
-    for row in rows:
-        start, width, count = (as_int(v, "executor run") for v in _row(row, 3, "executor_runs"))
-        if width < 1 or count < 1 or len(out) + count > limit:
-            raise ValueError(f"executor run {row!r} is empty or has more than {limit} executors")
-        if start < SYSTEM_TASK or start + width * count - 1 > MAX_TASK_ID or width > MAX_EXECUTOR_TASKS:
-            raise ValueError(f"executor run {row!r} names task ids outside {SYSTEM_TASK}..{MAX_TASK_ID} "
-                             f"or executors wider than {MAX_EXECUTOR_TASKS} tasks")
-        out.extend((start + i * width, start + (i + 1) * width - 1) for i in range(count))
-    return out
 
 
 # --- records -------------------------------------------------------------------------
@@ -163,7 +76,7 @@ class TopologyInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopologyInfo:
-        status = _str(d, "status")
+        status = str_field(d, "status")
         if status not in TOPOLOGY_STATUSES:
             raise ValueError(f"status must be one of {TOPOLOGY_STATUSES}, got {status!r}")
         parallelism = {
@@ -171,9 +84,9 @@ class TopologyInfo:
             for k, v in as_dict(field_value(d, "component_parallelism"), "component_parallelism").items()
         }
         return cls(
-            id=_str(d, "id"), name=_str(d, "name"), status=status,
-            num_workers=_int(d, "num_workers"), component_parallelism=parallelism,
-            code_digest=_str(d, "code_digest"), submitted_at=_num(d, "submitted_at"),
+            id=str_field(d, "id"), name=str_field(d, "name"), status=status,
+            num_workers=int_field(d, "num_workers"), component_parallelism=parallelism,
+            code_digest=str_field(d, "code_digest"), submitted_at=num_field(d, "submitted_at"),
             conf=as_dict(field_value(d, "conf"), "conf"),
             owner=as_str(d.get("owner", ""), "owner"),
         )
@@ -212,18 +125,18 @@ class Assignment:
     def from_dict(cls, d: Mapping[str, Any]) -> Assignment:
         executors: dict[ExecutorId, Slot] = {}
         for row in as_list(field_value(d, "executors"), "executors"):
-            s, e, node, port = _row(row, 4, "executors")
-            executors[_executor(s, e, "executor")] = (
+            s, e, node, port = row_of(row, 4, "executors")
+            executors[executor_id(s, e, "executor")] = (
                 as_str(node, "executor node"), as_int(port, "executor port"))
         starts: dict[ExecutorId, float] = {}
         for row in as_list(field_value(d, "executor_start"), "executor_start"):
-            s, e, t = _row(row, 3, "executor_start")
-            starts[_executor(s, e, "executor_start")] = as_num(t, "executor start time")
+            s, e, t = row_of(row, 3, "executor_start")
+            starts[executor_id(s, e, "executor_start")] = as_num(t, "executor start time")
         hosts = {as_str(k, "node id"): as_str(v, f"host of node {k!r}")
                  for k, v in as_dict(field_value(d, "node_host"), "node_host").items()}
-        return cls(topology_id=_str(d, "topology_id"), executors=executors, node_host=hosts,
-                   executor_start=starts, code_digest=_str(d, "code_digest"),
-                   version=_int(d, "version"))
+        return cls(topology_id=str_field(d, "topology_id"), executors=executors, node_host=hosts,
+                   executor_start=starts, code_digest=str_field(d, "code_digest"),
+                   version=int_field(d, "version"))
 
 
 @dataclass
@@ -246,14 +159,14 @@ class NodeAssignment:
     def from_dict(cls, d: Mapping[str, Any]) -> NodeAssignment:
         ports: dict[int, list[ExecutorId]] = {}
         for row in as_list(field_value(d, "ports"), "ports"):
-            port, runs = _row(row, 2, "ports")
+            port, runs = row_of(row, 2, "ports")
             port = as_int(port, "port")
             if port in ports:
                 raise ValueError(f"port {port} appears twice")
             ports[port] = expand_runs(as_list(runs, f"executors of port {port}"))
             if not ports[port]:
                 raise ValueError(f"port {port} has no executors")
-        return cls(_str(d, "topology_id"), _str(d, "code_digest"), ports)
+        return cls(str_field(d, "topology_id"), str_field(d, "code_digest"), ports)
 
 
 def node_parts(assignment: Assignment) -> dict[str, NodeAssignment]:
@@ -291,14 +204,14 @@ class SupervisorInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SupervisorInfo:
         return cls(
-            id=_str(d, "id"), host=_str(d, "host"),
+            id=str_field(d, "id"), host=str_field(d, "host"),
             ports=[as_int(p, "port") for p in as_list(field_value(d, "ports"), "ports")],
-            started_at=_num(d, "started_at"),
+            started_at=num_field(d, "started_at"),
             used_ports=[as_int(p, "used port") for p in as_list(field_value(d, "used_ports"), "used_ports")],
             time=as_num(d.get("time", 0.0), "time"),
             logviewer_port=None if d.get("logviewer_port") is None
             else as_int(d["logviewer_port"], "logviewer_port"),
-            away=_bool(d.get("away", False), "away"),
+            away=as_bool(d.get("away", False), "away"),
         )
 
 
@@ -329,8 +242,8 @@ class Beat:
     def checked_fields(d: Mapping[str, Any], executors: list[ExecutorId]) -> dict[str, Any]:
         """These fields of the wire form ``d``, each checked (ValueError naming the field);
         ``executors`` are the caller's, already checked."""
-        return {"topology_id": _str(d, "topology_id"), "node": _str(d, "node"), "port": _int(d, "port"),
-                "time": _num(d, "time"), "executors": executors, "uptime": _num(d, "uptime")}
+        return {"topology_id": str_field(d, "topology_id"), "node": str_field(d, "node"), "port": int_field(d, "port"),
+                "time": num_field(d, "time"), "executors": executors, "uptime": num_field(d, "uptime")}
 
 
 @dataclass
@@ -347,7 +260,7 @@ class WorkerBeat(Beat):
         if "executor_runs" in d:
             executors = expand_runs(as_list(d["executor_runs"], "executor_runs"))
         else:  # the row form older workers write
-            executors = [_executor(*_row(r, 2, "executors"), "executor")
+            executors = [executor_id(*row_of(r, 2, "executors"), "executor")
                          for r in as_list(field_value(d, "executors"), "executors")]
         return cls(**cls.checked_fields(d, executors), stats=as_dict(field_value(d, "stats"), "stats"))
 
@@ -369,8 +282,8 @@ class ErrorInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ErrorInfo:
-        return cls(time=_num(d, "time"), component=_str(d, "component"), task=_int(d, "task"),
-                   host=_str(d, "host"), port=_int(d, "port"), error=_str(d, "error"))
+        return cls(time=num_field(d, "time"), component=str_field(d, "component"), task=int_field(d, "task"),
+                   host=str_field(d, "host"), port=int_field(d, "port"), error=str_field(d, "error"))
 
 
 @dataclass(frozen=True)
@@ -384,7 +297,7 @@ class LayoutMark:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LayoutMark:
-        return cls(_int(d, "layout"))
+        return cls(int_field(d, "layout"))
 
 
 @dataclass(frozen=True)
@@ -395,7 +308,7 @@ class NimbusId:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NimbusId:
-        return cls(id=_str(d, "id"))
+        return cls(id=str_field(d, "id"))
 
 
 @dataclass(frozen=True)
@@ -414,8 +327,8 @@ class TopologySecrets:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopologySecrets:
-        out = cls(zk_password=_str(d, "zk_password"), curve_public=_str(d, "curve_public"),
-                  curve_secret=_str(d, "curve_secret"))
+        out = cls(zk_password=str_field(d, "zk_password"), curve_public=str_field(d, "curve_public"),
+                  curve_secret=str_field(d, "curve_secret"))
         for key in ("curve_public", "curve_secret"):
             if len(getattr(out, key)) != 40:
                 raise ValueError(f"{key} must be 40 characters of Z85")
@@ -457,7 +370,7 @@ class PublishedTokens:
             if not user or len(user) > 200 or not role or len(role) > 32:
                 raise ValueError("a token entry's user or role is empty or too long")
             entries.append((digest, user, role))
-        return cls(_bool(field_value(d, "enabled"), "enabled"), tuple(entries))
+        return cls(as_bool(field_value(d, "enabled"), "enabled"), tuple(entries))
 
 
 def encode(path: str, payload: Mapping[str, Any]) -> bytes:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import time
 from pathlib import Path
+
+from squall.daemons.timers import SYSTEM_CLOCK, Clock, sleep
 
 PROC_MOUNTINFO = "/proc/self/mountinfo"
 PROC_CGROUP = "/proc/self/cgroup"
@@ -175,18 +176,18 @@ def supervisor_base(local_dir: Path) -> Path | None:
     return parent / f"squall-{supervisor_id}" if parent is not None and supervisor_id else None
 
 
-def end_tree(base: Path, timeout: float = 5.0) -> bool:
+def end_tree(base: Path, timeout: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> bool:
     """SIGKILL every process in the worker groups under ``base`` and remove them all;
-    whether everything went within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    whether everything went within ``timeout`` seconds (by ``clock``)."""
+    deadline = clock.monotonic() + timeout
     try:
         groups = [p for p in base.iterdir() if p.is_dir()]
     except OSError:
         return not base.exists()
     for group in groups:
         WorkerGroups(base, False).kill(group.name)
-    while not remove_tree(base) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while not remove_tree(base) and clock.monotonic() < deadline:
+        sleep(0.05)
     return not base.exists()
 
 

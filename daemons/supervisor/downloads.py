@@ -17,6 +17,7 @@ from typing import Any
 
 from squall.daemons.local_state import make_private
 from squall.daemons.nimbus.access import ApiAccess
+from squall.daemons.supervisor import unpack
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
@@ -114,14 +115,16 @@ class CodeDownloads:
             try:
                 with tarfile.open(archive, "r:gz") as tar:
                     self._check_members(tar)
-                    tar.extractall(tree, filter="data")
+                    unpack.extract(tar, tree)
+            except unpack.UnsafeMember as exc:
+                raise BundleError(f"bad code bundle: {exc}") from None
             except (tarfile.TarError, OSError, EOFError) as exc:
                 raise BundleError(f"bad code bundle: {exc}") from None
             missing = [m for m in BUNDLE_MEMBERS if not (tree / m).exists()]
             if missing:
                 raise BundleError(f"bad code bundle: no {', '.join(missing)}")
             (tree / ".digest").write_text(digest + "\n", encoding="utf-8")
-            make_private(tree)  # the data filter keeps group/other read bits: drop them
+            make_private(tree)  # extraction keeps group/other read bits: drop them
             self._install(tree, self.root / topology_id)
             return size
         finally:

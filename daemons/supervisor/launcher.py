@@ -21,13 +21,15 @@ from typing import Any
 from squall.daemons import local_state
 from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_env, write_credentials
-from squall.daemons.supervisor import worker_files
+from squall.daemons.supervisor import worker_files, worker_runtime
 from squall.daemons.supervisor.containment import WORKER_ID_ENV, Containment
 from squall.daemons.supervisor.worker_user import WorkerIdentity
 
 DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
 WORKER_CONF = "squall.yaml"
 PROBE_TIMEOUT_SECS = 60.0
+NO_PASSAGE = 17  # the probe's exit code: its user cannot pass through to the local dir
+PASSAGE_PROBLEM = "cannot pass through"
 
 
 class LaunchError(RuntimeError):
@@ -71,19 +73,53 @@ def launch(cmd: Sequence[str], wdir: Path, layout: local_state.LocalLayout, work
             os.close(fd)
 
 
-def probe(prefix: Sequence[str], who: WorkerIdentity) -> str | None:
-    """Whether ``who`` can start the default worker command (its Python and squall must be
-    readable by that user): None if so, else why not."""
-    if list(prefix) != list(DEFAULT_WORKER_COMMAND):
-        return None  # a command of the operator's own: trusted to work for its user
+def probe(prefix: Sequence[str], who: WorkerIdentity, reach: Path | None = None) -> str | None:
+    """Whether ``who`` can start a worker with ``prefix`` (a Python running squall's worker
+    main: that Python and squall must be readable by that user) and pass through ``reach``
+    (where the supervisor's local dir is, or the nearest part of it that exists): None if so, else
+    why not. A command of the operator's own is trusted to work for its user."""
+    if list(prefix[1:]) != list(DEFAULT_WORKER_COMMAND[1:]):
+        return None
     setup, _ = Containment().prepare("probe", None, who)
+    check = ("import os, sys\ntry:\n    sys.argv[1:] and os.chdir(sys.argv[1])\nexcept OSError:\n"
+             f"    sys.exit({NO_PASSAGE})\nimport squall.daemons.worker.main")
+    where = [] if reach is None else [str(_existing(reach))]
     try:
-        result = subprocess.run([prefix[0], "-c", "import squall.daemons.worker.main"], cwd="/",
+        result = subprocess.run([prefix[0], "-c", check, *where], cwd="/",
                                 env={"PATH": os.environ.get("PATH", ""), "HOME": "/"},
                                 capture_output=True, timeout=PROBE_TIMEOUT_SECS, preexec_fn=setup)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"uid {who.uid} cannot run {prefix[0]}: {exc}"
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).decode(errors="replace").strip().splitlines()[-1:]
+        if where and result.returncode == NO_PASSAGE:
+            return f"uid {who.uid} {PASSAGE_PROBLEM} {where[0]} to its worker's directory"
         return f"uid {who.uid} cannot run {prefix[0]} with squall: {' '.join(tail) or result.returncode}"
     return None
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest existing parent (a local dir not made yet)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def resolve_worker_command(conf: Mapping[str, Any], who: WorkerIdentity | None,
+                           reach: Path | None = None) -> tuple[list[str], str | None]:
+    """The command prefix that starts workers as ``who`` and what stands in the way (None:
+    nothing). With the default command and an interpreter ``who`` cannot run (one in a
+    private home), the workers' runtime is laid out under ``supervisor.worker.runtime.dir``
+    (worker_runtime) and its Python is used instead."""
+    prefix = worker_prefix(conf)
+    if who is None:
+        return prefix, None
+    problem = probe(prefix, who, reach)
+    if problem is None or conf.get("supervisor.worker.command") or PASSAGE_PROBLEM in problem:
+        return prefix, problem  # nothing to do, the operator's own command, or no Python would help
+    try:
+        python = worker_runtime.prepare(Path(conf["supervisor.worker.runtime.dir"]))
+    except worker_runtime.WorkerRuntimeError as exc:
+        return prefix, f"{problem}, and {exc}"
+    runtime_prefix = [str(python), *DEFAULT_WORKER_COMMAND[1:]]
+    return runtime_prefix, probe(runtime_prefix, who, reach)

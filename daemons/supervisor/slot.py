@@ -322,14 +322,23 @@ def _beat_problem(state: SlotState, obs: Observation) -> str | None:
                                  obs.timeouts.worker)
 
 
-def _handle_waiting_for_worker_start(state: SlotState, obs: Observation) -> Result:
+def _ended(state: SlotState, obs: Observation, exited: str) -> Result | None:
+    """What ends a launched worker whether it is starting or running: its assignment
+    changed, it exited (``exited`` says so), or it is over its memory limit; else None."""
     if obs.assignment != state.assignment:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
-        return _died(state, obs, "worker exited while starting")
+        return _died(state, obs, exited)
     memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
     if memory is not None:
         return _kill_for(state, obs, memory, force=True)
+    return None
+
+
+def _handle_waiting_for_worker_start(state: SlotState, obs: Observation) -> Result:
+    ended = _ended(state, obs, "worker exited while starting")
+    if ended is not None:
+        return ended
     problem = _beat_problem(state, obs)
     if problem is None:
         start = verdicts.start_problem(obs.worker_ready, state.launch_time, obs.now, obs.timeouts.start)
@@ -347,13 +356,9 @@ def _handle_waiting_for_worker_start(state: SlotState, obs: Observation) -> Resu
 
 
 def _handle_running(state: SlotState, obs: Observation) -> Result:
-    if obs.assignment != state.assignment:
-        return _begin_kill(state, obs, State.KILL, "assignment changed")
-    if not obs.worker_alive:
-        return _died(state, obs, "worker exited")
-    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
-    if memory is not None:
-        return _kill_for(state, obs, memory, force=True)
+    ended = _ended(state, obs, "worker exited")
+    if ended is not None:
+        return ended
     problem = _beat_problem(state, obs)
     if problem == "no heartbeat":
         # An adopted worker (see recover) may not have beaten yet: same grace as a start.

@@ -14,8 +14,8 @@ since a half-alive worker is worse than a dead one (the supervisor restarts it).
 being unreachable is not such a failure: every request gives up after the session timeout,
 the timers log the outage once and the worker keeps running its last assignment. Beats and
 executor stats never go to ZooKeeper: the worker leaves them on local disk (``heartbeat.json``,
-``stats.json``), and its supervisor watches the heartbeat and reports both to nimbus (Storm
-2's path; see :mod:`squall.daemons.reports`). The
+``stats.json``: :mod:`squall.daemons.worker.local_files`), and its supervisor watches the
+heartbeat and reports both to nimbus (Storm 2's path; see :mod:`squall.daemons.reports`). The
 decisions (is this worker still assigned, which task lives where) are plain functions in
 :mod:`squall.daemons.worker.decisions`. Backpressure between workers travels over the
 transport, not ZooKeeper (see squall.runtime.flow).
@@ -30,7 +30,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import psutil
 import structlog
 
 from squall.compiled import compiled_modules
@@ -41,7 +40,6 @@ from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentE
 from squall.daemons.shutdown import StopDeadline
 from squall.daemons.state import Assignment, ClusterState, ClusterStateError
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
-from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
     CHANGED,
@@ -52,14 +50,13 @@ from squall.daemons.worker.decisions import (
     assignment_verdict,
     bind_host,
     check_executors,
-    fit_stats,
     is_active,
     merge_worker_conf,
     missing_tasks,
     nodes_without_host,
     task_endpoints,
-    with_capacity,
 )
+from squall.daemons.worker.local_files import LocalFiles
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.runtime.worker_runtime import WorkerRuntime
@@ -73,9 +70,6 @@ SHUTDOWN_DEADLINE_SECS = 15.0
 # How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
 # (kazoo queues requests while disconnected, without a deadline) is left behind.
 THREAD_JOIN_SECS = 2.0
-# Executor stats one worker hands its supervisor; the rest are left out (and counted) so that
-# a supervisor's report of all its workers stays bounded (reports.MAX_REPORT_BYTES).
-STATS_BUDGET_BYTES = 256_000
 
 
 # --- the worker ------------------------------------------------------------------------
@@ -117,19 +111,16 @@ class Worker:
         self._stop_lock = threading.Lock()
         self.exit_code: int | None = None
         self.stop_reason = ""
-        self._stats: dict[str, Any] = {}
-        self.stats_failures = 0
         self._executors_started = False  # start_executors returned (it waits 60 s at most)
-        self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._last_missing: list[int] = []
-        self._process: Any = None  # psutil.Process of this worker, made on first use
-        self.metrics_failures = 0
         self._outage = OutageLog()
         self._known_tasks: frozenset[int] | None = None
         self._shut_down = False
         self._deadline = StopDeadline(SHUTDOWN_DEADLINE_SECS, self._deadline_code, self._release_zookeeper,
                                       "worker")
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
+        self.files = LocalFiles(self.layout, topology_id, port, worker_id, self.pid, self.started_at, clock,
+                                lambda: self.rt, self._ready, lambda: self.stopping, self.log)
 
     # -- stop requests ------------------------------------------------------------------
     def stop(self, code: int, reason: str) -> None:
@@ -195,7 +186,7 @@ class Worker:
         launch = self._launch_assignment() if assignment is None else None
         if launch is not None:
             assignment = launch.assignment
-        self.executors = assignment.executors_on(self.supervisor_id, self.port)
+        self.executors = self.files.executors = assignment.executors_on(self.supervisor_id, self.port)
         if not self.executors:
             raise _NotAssigned(f"the assignment of {self.topology_id} names no executors on "
                                f"{self.supervisor_id}:{self.port}")
@@ -209,11 +200,11 @@ class Worker:
                       executors=[list(e) for e in self.executors])
         # Heartbeat once now (a failure here fails the start), then on timers, before the
         # executors load: slow-loading tasks must not make the worker look dead.
-        self.local_heartbeat()
-        self.write_stats()
-        self._timer("heartbeat", float(self.conf["worker.heartbeat.frequency.secs"]), self.local_heartbeat)
-        self._timer("stats", float(self.conf["task.heartbeat.frequency.secs"]), self.write_stats)
-        self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.write_metrics)
+        self.files.heartbeat()
+        self.files.write_stats()
+        self._timer("heartbeat", float(self.conf["worker.heartbeat.frequency.secs"]), self.files.heartbeat)
+        self._timer("stats", float(self.conf["task.heartbeat.frequency.secs"]), self.files.write_stats)
+        self._timer("metrics", float(self.conf["worker.metrics.frequency.secs"]), self.files.write_metrics)
         poll = float(self.conf["task.refresh.poll.secs"])
         if launch is not None:  # ZooKeeper is away: connect and run spouts by the supervisor's copy
             self._connect(launch.assignment)
@@ -320,34 +311,8 @@ class Worker:
         return timer
 
     # -- timer callbacks ----------------------------------------------------------------
-    def local_heartbeat(self) -> None:
-        """The heartbeat file the supervisor watches; ``ready`` once every spout's open and
-        bolt's prepare has returned (the supervisor relaunches a worker that is not ready
-        within supervisor.worker.start.timeout.secs)."""
-        local_state.write_heartbeat(self.layout, local_state.heartbeat_of(
-            self.clock.time(), self.topology_id, self.port, self.worker_id, self.pid, self.executors,
-            ready=self._ready()))
-
     def _ready(self) -> bool:
         return self._executors_started and all(t.started.is_set() for t in self.rt.threads)
-
-    def write_stats(self) -> None:
-        """The executor stats (trimmed to STATS_BUDGET_BYTES) the supervisor puts in its next
-        report to nimbus. Never halts the worker: a failed write is logged and counted, and
-        the next period writes again; the local heartbeat alone keeps the worker alive."""
-        now = self.clock.time()
-        try:
-            if self.rt is not None and self.rt.executors:
-                entries, dropped = fit_stats(self._executor_stats(), STATS_BUDGET_BYTES)
-                self._stats = {"executors": entries, "transport": self.rt.transport_stats(), "time": now}
-                if dropped:
-                    self._stats["executors_left_out"] = dropped
-            local_state.write_stats(self.layout, self.worker_id,
-                                    local_state.WorkerStats(now - self.started_at, self._stats))
-        except Exception as exc:  # noqa: BLE001
-            self.stats_failures += 1
-            if self.stats_failures in (1, 10, 100) or self.stats_failures % 1000 == 0:
-                self.log.warning("writing executor stats failed", error=repr(exc), failures=self.stats_failures)
 
     def _zk_call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run one ZooKeeper request of a timer; None while ZooKeeper is unreachable (each
@@ -366,36 +331,6 @@ class Worker:
             self.log.info("ZooKeeper available again", outage_secs=round(lasted, 1),
                           failed_calls=self._outage.failures)
         return result
-
-    def write_metrics(self) -> None:
-        """The metrics snapshot the supervisor exports. Never halts the worker: a failure
-        (a full disk, a counter read mid-change) is logged and counted, and the next period
-        tries again."""
-        if self.rt is None or self.stopping:
-            return
-        try:
-            if self._process is None:
-                self._process = psutil.Process(self.pid)
-            now = self.clock.time()
-            data = worker_metrics.snapshot(
-                self.rt.metrics(), worker_metrics.process_stats(self._process), now, now - self.started_at,
-                self.topology_id, self.port, self.worker_id)
-            local_state.write_metrics(self.layout, self.worker_id, data)
-        except Exception as exc:  # noqa: BLE001
-            self.metrics_failures += 1
-            if self.metrics_failures in (1, 10, 100) or self.metrics_failures % 1000 == 0:
-                self.log.warning("writing the metrics snapshot failed", error=repr(exc),
-                                 failures=self.metrics_failures)
-
-    def _executor_stats(self) -> list[dict[str, Any]]:
-        # Stats are read while the executors run; a rare concurrent-mutation error must not
-        # halt the worker: keep the last good stats instead.
-        try:
-            stats, self._busy_marks = with_capacity(self.rt.stats(), self._busy_marks, self.clock.monotonic())
-            return stats
-        except Exception as exc:  # noqa: BLE001
-            self.log.warning("reading executor stats failed", error=repr(exc))
-            return self._stats.get("executors", [])
 
     def refresh_connections(self) -> None:
         """Storm's mk-refresh-connections, plus the "still assigned?" check."""
@@ -481,9 +416,7 @@ class Worker:
         if self.writer is not None:
             self.writer.stop(THREAD_JOIN_SECS)
         try:
-            local_state.remove_heartbeat(self.layout, self.worker_id)
-            local_state.remove_stats(self.layout, self.worker_id)
-            local_state.remove_metrics(self.layout, self.worker_id)
+            self.files.remove()
         except OSError as exc:
             self.log.warning("removing the heartbeat, stats or metrics file failed", error=str(exc))
         if self.state is not None:

@@ -105,21 +105,24 @@ def zookeeper_security(directory: Path) -> dict[str, Any]:
     return auth
 
 
-def workers_setting(conf: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The supervisors' ``supervisor.worker.user`` and what to tell the user about it.
+def workers_setting(conf: Mapping[str, Any], directory: Path) -> tuple[dict[str, Any], str | None]:
+    """The supervisors' worker settings and what to tell the user about them.
 
-    Run as root, workers get users of their own; when such a user cannot run this Python
-    (one under /root, say) the dev cluster runs them as root instead and says so loudly,
-    rather than not starting."""
+    Run as root, workers get users of their own, with a copy of this Python and squall laid
+    out for them when they cannot run the originals (a venv under /root: worker_runtime).
+    Only when even that cannot work (the dev cluster's directory is closed to them, say) do
+    they run as root, said loudly with the fix, rather than not starting."""
     accounts = WorkerAccounts.from_conf(conf)
-    who = accounts.probe_identity()
-    problem = launcher.probe(launcher.worker_prefix(conf), who) if who is not None else None
+    prefix, problem = launcher.resolve_worker_command(conf, accounts.probe_identity(), directory)
     if problem is None:
-        return {}, None
+        return ({"supervisor.worker.command": prefix} if prefix != launcher.worker_prefix(conf) else {}), None
+    fix = (f"start it with --dir in a directory every user may pass through (e.g. /var/tmp/{directory.name})"
+           if launcher.PASSAGE_PROBLEM in problem else
+           "run it where /var/cache/squall is writable (supervisor.worker.runtime.dir), or install squall "
+           "where every user can read it (docs/install.md)")
     return {"supervisor.worker.user": ROOT_USER}, (
         f"SECURITY OFF: workers run as root, so topologies can read this dev cluster's tokens and "
-        f"keys: {problem}. Install squall where every user can read it (e.g. python3 -m venv "
-        f"/opt/squall) for workers that run as users of their own.")
+        f"keys: {problem}. To run them as users of their own, {fix}.")
 
 
 def _without_token(environ: Mapping[str, str]) -> dict[str, str]:
@@ -247,7 +250,7 @@ def run_dev_cluster(directory: Path, supervisors: int, slots: int, log_format: s
                                                                "squall.local.dir": str(nimbus_dir)})
         children.append(_Child("nimbus", _daemon_argv("nimbus", log_format), nimbus_conf,
                                logs_dir / "nimbus.log", nimbus_dir))
-        workers_as, warning = workers_setting(load_defaults())
+        workers_as, warning = workers_setting(load_defaults(), directory)
         if warning:
             click.echo(warning, err=True)
         port_ranges = pick_slot_ports(supervisors, slots)

@@ -67,7 +67,7 @@ def lock(server: ZooKeeperServer, daemon_auth: Mapping[str, Any], root: str) -> 
     conf = {"zookeeper.servers": [server.host], "zookeeper.port": server.port, "zookeeper.root": root,
             **daemon_auth}
     try:
-        with ClusterState(conf) as state:
+        with ClusterState(conf, warn_outside_open=False) as state:
             return state.lock_outside()
     except ClusterStateError as exc:
         raise ZooKeeperError(f"cannot lock ZooKeeper: {exc}") from None

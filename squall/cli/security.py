@@ -175,7 +175,7 @@ def lock_zookeeper(overrides: tuple[str, ...]) -> None:
     zookeeper.auth.password or $SQUALL_ZOOKEEPER_PASSWORD); running it again changes nothing."""
     conf = base_config(parse_overrides(overrides))
     try:
-        with ClusterState(conf) as state:
+        with ClusterState(conf, warn_outside_open=False) as state:
             changed = state.lock_outside()
     except (ClusterStateError, ValueError) as exc:
         raise Failure(str(exc)) from None

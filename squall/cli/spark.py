@@ -16,6 +16,7 @@ from squall import config as _config
 from squall import logs
 from squall.cli.status_view import plural
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.extras import needs
 from squall.loader import TopologyFileError, load_topology
 from squall.spark import progress as _progress
 from squall.spark.engine import run
@@ -138,7 +139,7 @@ def spark_run(file: str, inputs: tuple[str, ...], input_format: str, output: str
         if there:
             raise Failure(f"output {there[0]} exists; pass --overwrite to replace it")
     if importlib.util.find_spec("pyspark") is None:
-        raise Failure("spark-run needs pyspark: pip install 'squall[spark]'")
+        raise Failure(needs("spark-run", "pyspark", "spark"))
 
     spark, created = session(master, spark_pairs, f"squall-{name}")
     spark_secs = time.monotonic() - started

@@ -32,6 +32,7 @@ from typing import Any
 
 from squall.components import Bolt
 from squall.contrib.columns import ColumnTypes
+from squall.extras import needs
 from squall.tuple import Fields, Tuple
 
 
@@ -99,7 +100,7 @@ class ParquetSink(Bolt):
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise ImportError("ParquetSink needs pyarrow: pip install 'squall[spark]'") from None
+            raise ImportError(needs("ParquetSink", "pyarrow", "spark")) from None
         self._pa, self._pq = pa, pq
         self.collector = collector
         self.component = context.this_component_id

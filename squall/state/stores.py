@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from squall.extras import needs
+
 Changes = Mapping[bytes, "bytes | None"]
 
 MEMORY, EMBEDDED, REDIS = "memory", "embedded", "redis"
@@ -313,8 +315,7 @@ def redis_client(url: str, timeout: float) -> Any:
     try:
         import redis
     except ImportError:
-        raise StoreError("topology.state.provider is redis, but the redis package is not installed "
-                         "(pip install 'squall[redis]')") from None
+        raise StoreError(needs("topology.state.provider redis", "the redis package", "redis")) from None
     with _clients_lock:
         client = _clients.get((url, timeout))
         if client is None:

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from squall.config import SECRET_PROPERTY, validate
+from squall.extras import needs
 from squall.metrics import CountMetric
 
 MAX_SECRET_BYTES = 64 * 1024
@@ -38,7 +39,7 @@ def confluent() -> Any:
     try:
         import confluent_kafka  # noqa: PLC0415 - the lazy import of an optional extra
     except ImportError:
-        raise KafkaConfigError("squall.contrib.kafka needs confluent-kafka: pip install 'squall[kafka]'") from None
+        raise KafkaConfigError(needs("squall.contrib.kafka", "confluent-kafka", "kafka")) from None
     return confluent_kafka
 
 

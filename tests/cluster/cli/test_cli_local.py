@@ -1,10 +1,7 @@
-"""The CLI in local mode, the word-count example, and packaging."""
+"""The CLI in local mode and the word-count example (packaging: tests/cluster/test_install.py)."""
 import json
-import os
-import shutil
 import subprocess
 import sys
-import zipfile
 
 from support.paths import REPO
 
@@ -49,25 +46,3 @@ def test_wordcount_example_as_a_script():
     final = dict(kv.split("=") for kv in out.stdout.split("final counts: ")[1].splitlines()[0].split(", "))
     # "the" is in four of the five sentences, twice in one: it must lead the counts
     assert max(final, key=lambda w: int(final[w])) == "the"
-
-
-def test_wheel_ships_every_package_and_the_defaults(tmp_path):
-    # pip builds in the source tree (build/, *.egg-info): build from a copy, not the repo.
-    src = tmp_path / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "squall-local", "squall-dev-cluster",
-        "spark-warehouse", "out", ".hypothesis"))
-    # What a wheel ships is checked here, not the compiled build (every install of the suite
-    # builds that, tests/unit/test_compiled.py): SQUALL_PURE=1 skips half a minute of C.
-    out = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-               "-w", str(tmp_path), str(src)], timeout=180, env={**os.environ, "SQUALL_PURE": "1"})
-    assert out.returncode == 0, out.stderr
-    (wheel,) = tmp_path.glob("squall-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ["squall/py.typed",  # PEP 561: users' type checkers read squall's hints
-                   "squall/conf/defaults.yaml", "squall/messaging/zmq.py", "squall/messaging/local.py",
-                   "squall/daemons/state/cluster_state.py", "squall/daemons/nimbus/scheduler.py",
-                   "squall/daemons/worker/main.py", "squall/daemons/supervisor/slot.py", "squall/cli/__init__.py",
-                   "squall/daemons/nimbus/webui/index.html", "squall/daemons/nimbus/webui/app.js",
-                   "squall/daemons/nimbus/webui/graph.js", "squall/daemons/nimbus/webui/style.css"]:
-        assert needed in names, needed

@@ -27,6 +27,7 @@ from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
+from support import dev_cluster
 from support.paths import TOPOLOGIES
 from support.reports import report_beats
 
@@ -213,18 +214,10 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
     import psutil
 
     directory = tmp_path / "dev"
-    proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "dev-cluster", "--supervisors", "2",
-                             "--slots-per-supervisor", "1", "--dir", str(directory)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 90
-        while not any("Press Ctrl-C to stop." in line for line in lines):
-            line = proc.stdout.readline()
-            assert line and time.monotonic() < deadline, "".join(lines)
-            lines.append(line)
+    with dev_cluster.running([sys.executable, "-m", "squall.cli", "dev-cluster", "--supervisors", "2",
+                              "--slots-per-supervisor", "1", "--dir", str(directory)], 90) as (proc, banner):
         conf = directory / "squall.yaml"
-        assert f"export SQUALL_CONF={conf}" in "".join(lines)
+        assert f"export SQUALL_CONF={conf}" in banner
         daemons = psutil.Process(proc.pid).children(recursive=True)
         assert len(daemons) >= 4  # ZooKeeper, nimbus, two supervisors
         result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")
@@ -246,8 +239,8 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
         assert {w["port"] for w in status["workers"]} == slot_ports  # one worker per supervisor
         # The banner names nimbus's and each supervisor's /metrics; each supervisor runs one worker.
         # They take the client's token and CA, and refuse a caller without the token.
-        urls = re.findall(r"https://127\.0\.0\.1:\d+/metrics", "".join(lines))
-        assert len(urls) == 3, "".join(lines)
+        urls = re.findall(r"https://127\.0\.0\.1:\d+/metrics", banner)
+        assert len(urls) == 3, banner
         client = yaml.safe_load(conf.read_text())
         ctx = ssl.create_default_context(cafile=client["nimbus.tls.ca.file"])
         for url in urls[1:]:
@@ -285,12 +278,6 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
         assert "SIGKILL" not in out and took < 10, (took, out)
         gone, alive = psutil.wait_procs(everything, timeout=10)
         assert not alive, [p.pid for p in alive]
-    finally:
-        if proc.poll() is None:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
-            proc.wait(10)
 
 
 def test_a_missing_daemon_module_does_not_break_the_cli(monkeypatch):

@@ -2,8 +2,10 @@
 driven by a fake clock with no sleeping."""
 from __future__ import annotations
 
+import ast
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +130,22 @@ def test_waker_wakes_a_waiting_thread_and_times_out_otherwise():
         assert woke == [True]
     finally:
         waker.close()
+
+
+def test_no_daemon_module_but_timers_reads_or_sleeps_on_the_clock_itself():
+    """The module's promise: every daemon reads time through a Clock and sleeps through
+    ``timers.sleep``, so tests drive time with a FakeClock (measurements, ``perf_counter``
+    and ``thread_time``, are not decisions and stay allowed)."""
+    daemons = Path(__file__).resolve().parents[3] / "daemons"
+    found = []
+    for path in sorted(daemons.rglob("*.py")):
+        if path.name == "timers.py" and path.parent == daemons:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("time", "monotonic", "sleep")
+                    and isinstance(node.value, ast.Name) and node.value.id in ("time", "_time")):
+                found.append(f"{path.relative_to(daemons)}:{node.lineno} time.{node.attr}")
+            if (isinstance(node, ast.ImportFrom) and node.module == "time"
+                    and {a.name for a in node.names} & {"time", "monotonic", "sleep"}):
+                found.append(f"{path.relative_to(daemons)}:{node.lineno} from time import")
+    assert not found, found

@@ -1,9 +1,10 @@
-"""Where a supervisor puts its workers' cgroups, from the kernel's own descriptions."""
+"""Where a supervisor puts its workers' cgroups, from the kernel's own descriptions; how long
+removing them may take, by the clock it is given."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from squall.daemons.supervisor.cgroups import cgroup2_mount, own_cgroup, parent_dir
+from squall.daemons.supervisor.cgroups import cgroup2_mount, end_tree, own_cgroup, parent_dir
 
 HYBRID = """\
 25 24 0:22 / /sys/fs/cgroup rw,relatime shared:8 - tmpfs tmpfs rw,mode=755
@@ -33,3 +34,27 @@ def test_parent_dir_auto_is_the_supervisors_own_cgroup():
     assert parent_dir("auto", NONE, "0::/\n") is None
     assert parent_dir("off", UNIFIED, service) is None
     assert parent_dir("/sys/fs/cgroup/squall", NONE, "") == Path("/sys/fs/cgroup/squall")
+
+
+class SteppingClock:
+    """Each read moves time on by ``step`` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def time(self) -> float:
+        return self.monotonic()
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_end_tree_gives_up_at_the_deadline_of_the_clock_it_is_given(tmp_path: Path) -> None:
+    base = tmp_path / "squall-sup"
+    base.mkdir()
+    (base / "cgroup.procs").write_text("")  # rmdir fails, as on a group a process still holds
+    clock = SteppingClock(10.0)
+    assert end_tree(base, timeout=30.0, clock=clock) is False
+    assert base.exists()
+    assert clock.now == 40.0  # deadline 40 s: read at 20, 30, then 40, by this clock alone

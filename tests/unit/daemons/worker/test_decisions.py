@@ -10,7 +10,6 @@ from squall.config import build_config
 from squall.daemons.state import Assignment, TopologyInfo, WorkerBeat
 from squall.daemons.state.records import MAX_NODE_BYTES, encode, parse_node
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
-from squall.daemons.worker.daemon import STATS_BUDGET_BYTES
 from squall.daemons.worker.decisions import (
     CHANGED,
     GONE,
@@ -26,6 +25,7 @@ from squall.daemons.worker.decisions import (
     nodes_without_host,
     task_endpoints,
 )
+from squall.daemons.worker.local_files import STATS_BUDGET_BYTES
 
 A = Assignment("t1", {(1, 1): ("n1", 6700), (2, 3): ("n1", 6700), (4, 4): ("n2", 6701)},
                node_host={"n1": "10.0.0.1", "n2": "10.0.0.2"})
