@@ -2,6 +2,8 @@
 are rejected whole."""
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from squall import LocalCluster, TopologyBuilder
 from squall.model import task_ids
@@ -9,6 +11,7 @@ from squall.runtime.serialization import SerializationError, TupleSerializer
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt, unique_name
 from squall.testing.waiting import wait_for
 from squall.tuple import Fields, Source, Tuple, anchored_tuple
+from support.values import canon, rows
 
 
 class Point:
@@ -159,3 +162,45 @@ def test_a_value_that_does_not_decode_fails_its_own_tuple():
     assert sorted(i for i, _ in Recorder.get(key + ".undeliverable")) == [0, 5, 10, 15]
     for _, reason in Recorder.get(key + ".undeliverable"):
         assert "field 'f'" in reason and "cannot read a bad Fragile" in reason, reason
+
+
+def same_rows_in_order(got, want):
+    return [canon(r) for r in got] == [canon(r) for r in want]
+
+
+def _pairs_serializer():
+    b = TopologyBuilder()
+    b.set_spout("rows", FixedTupleSpout("rows-x", [], ["i", "value"]))
+    topo = b.build()
+    return TupleSerializer({}, task_ids(topo), topo.stream_fields), Source("rows", 1, "default", Fields(["i", "value"]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows(2, max_size=8))
+def test_generated_batches_cross_the_wire_codec_as_they_were(batch):
+    """Issue 34, point 4: a batch of generated tuples through a worker's way out and way in
+    (``dumps``, ``loads``) arrives as the same values of the same types, anchored or not.
+    scripts/test.sh runs this module on the compiled codec and again on plain Python."""
+    ser, src = _pairs_serializer()
+    sent = [anchored_tuple(v, src, {i + 1: 7 * i + 1}) if i % 2 else Tuple(v, src) for i, v in enumerate(batch)]
+    back = ser.loads(ser.dumps(sent), None)
+    assert same_rows_in_order([t.values for t in back], batch)
+    assert [t.ids for t in back] == [t.ids for t in sent]
+
+
+@settings(max_examples=10, deadline=None)
+@given(rows(2, max_size=6), st.integers(min_value=0, max_value=6))
+def test_a_value_no_rule_carries_is_found_alone_in_its_batch(batch, at):
+    """``dumps`` refuses the whole batch; ``unsendable`` names the one tuple at fault (its
+    field and type), and the batch without it crosses as it was."""
+    ser, src = _pairs_serializer()
+    at = min(at, len(batch))
+    sent = [Tuple(v, src) for v in batch]
+    sent.insert(at, Tuple([at, {"deep": (1, [Unregistered()])}], src))
+    with pytest.raises(SerializationError):
+        ser.dumps(sent)
+    [(i, reason, cause)] = ser.unsendable(sent)
+    assert i == at and cause == ("rows", "default", "value", path(Unregistered)), cause
+    assert "field 'value'" in reason and "topology.serializers" in reason, reason
+    del sent[at]
+    assert same_rows_in_order([t.values for t in ser.loads(ser.dumps(sent), None)], batch)
