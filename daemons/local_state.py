@@ -11,7 +11,9 @@ record the supervisor's slot machine reads to decide whether a worker lives)::
                                       sent on in the supervisor's reports), metrics.json,
                                       worker.log (rotated by the
                                       worker: worker.log.1 ...), worker.out (output before the
-                                      worker's log is set up, captured by the supervisor);
+                                      worker's log is set up, captured by the supervisor),
+                                      events.log (sampled tuples, rotated: events.log.1),
+                                      profile-<id>.txt (profiles an operator asked for);
                                       from the supervisor at each launch: credentials.json and
                                       assignment.json (0600, see credentials and launch_assignment)
       logs/                           daemon logs; logs/workers/ keeps cleaned-up workers' logs
@@ -165,6 +167,14 @@ class LocalLayout:
 
     def worker_early_output(self, worker_id: str) -> Path:
         return self.worker_dir(worker_id) / "worker.out"
+
+    def events_log(self, worker_id: str) -> Path:
+        """Tuples sampled by ``squall debug`` (JSON lines; rotated once: events.log.1)."""
+        return self.worker_dir(worker_id) / "events.log"
+
+    def profile_file(self, worker_id: str, profile_id: str) -> Path:
+        """A profile's result; ``profile_id`` is checked by the caller (operator_requests)."""
+        return self.worker_dir(worker_id) / f"profile-{profile_id}.txt"
 
 
 def truncate_if_over(path: Path, limit: int) -> bool:

@@ -44,7 +44,11 @@ REPORT_VERSION = 1
 MAX_REPORT_BYTES = 4 << 20  # nimbus refuses a larger body (413) before reading it
 MAX_REPORT_WORKERS = 1024  # workers one report may name (a supervisor has one per port)
 MAX_REPORT_EXECUTORS = MAX_BEAT_EXECUTORS  # executors all beats of one report may name together
-Counters = tuple[int, int, int, int]  # emitted (user streams), executed, acked, failed
+# emitted (user streams), executed, acked, failed, then what latencies over a window are
+# made of: execute time in microseconds, complete latency in microseconds summed over the
+# trees it was measured on, and how many trees that was.
+Counters = tuple[int, int, int, int, int, int, int]
+COUNTER_NAMES = ("emitted", "executed", "acked", "failed", "busy_us", "complete_us", "completed")
 
 
 # --- executors' counters, from a worker's stats -------------------------------------------------
@@ -73,8 +77,14 @@ def emitted_of(entry: Mapping[str, Any]) -> int:
     return _int(emitted)
 
 
+def _micros(value: Any) -> int:
+    return int(value * 1e6) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def counters_of(entry: Mapping[str, Any]) -> Counters:
-    return (emitted_of(entry), _int(entry.get("executed")), _int(entry.get("acked")), _int(entry.get("failed")))
+    return (emitted_of(entry), _int(entry.get("executed")), _int(entry.get("acked")), _int(entry.get("failed")),
+            _micros(entry.get("busy_secs")), _micros(entry.get("complete_latency_sum_secs")),
+            _int(entry.get("complete_latency_count")))
 
 
 def stats_counters(stats: Any, executors: Iterable[ExecutorId]) -> tuple[float | None, dict[ExecutorId, Counters]]:
@@ -115,13 +125,13 @@ class ReportedBeat(Beat):
         counters: dict[ExecutorId, Counters] = {}
         for row in as_list(d.get("counters", []), "counters"):
             # `type(v) is int`, not isinstance: a bool is no counter (and this runs for every
-            # executor of every report).
-            if type(row) is not list or len(row) != 6 or not all(type(v) is int for v in row):
-                raise ValueError(f"a counters row must be six integers, got {row!r}")
+            # executor of every report). Six: from a supervisor of an earlier squall (no latencies).
+            if type(row) is not list or len(row) not in (6, 9) or not all(type(v) is int for v in row):
+                raise ValueError(f"a counters row must be six or nine integers, got {row!r}")
             ex = (row[0], row[1])
             if ex not in named:
                 raise ValueError(f"counters for executor {list(ex)} the worker does not run")
-            counters[ex] = (row[2], row[3], row[4], row[5])
+            counters[ex] = (row[2], row[3], row[4], row[5], *(row[6:] if len(row) == 9 else (0, 0, 0)))
         t = d.get("counters_time")
         return cls(**cls.checked_fields(d, executors),
                    counters_time=None if t is None else as_num(t, "counters_time"), counters=counters,

@@ -16,6 +16,14 @@ Routes (all under ``/api/v1``; errors are ``{"error": "..."}`` with a 4xx/5xx st
     GET  /topologies/<name>/errors          -> {"errors": [...]} newest first
     GET  /topologies/<name>/logs/<node>/<port>?lines=N | ?offset=O&inode=I
                                             -> a worker's log, from its supervisor's logviewer
+    POST /topologies/<name>/log-levels      {"levels": {logger: level or "RESET"}, "timeout_secs": S}
+    POST /topologies/<name>/debug           {"component": c or null, "percent": p (0: off), "timeout_secs": S}
+    POST /topologies/<name>/profiles        {"worker": "host:port", "kind": "stack"|"record"|"heap", "secs": S}
+    POST /topologies/<name>/kill-workers    every worker restarts
+    GET  /topologies/<name>/operations      -> what is asked of its workers now
+    GET  /topologies/<name>/debug?component=C&limit=N -> {"samples": [...]} (the workers' events logs)
+    GET  /topologies/<name>/profiles/<id>   -> {"text": the profile} (404 until it is written)
+    GET  /topologies/<name>/history?window=S -> component counters over time (the topology page's plot)
     GET  /cluster                           -> supervisors, slots, nimbus leader
     POST /supervisors/<id>/report           a supervisor's report (role supervisor, the leader)
                                             -> {"supervisor", "beats"}
@@ -41,7 +49,7 @@ import structlog
 
 from squall.daemons.http.body import PIECE, BodyError
 from squall.daemons.nimbus import web
-from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, REPORT, SUBMIT, Principal, authorize
+from squall.daemons.nimbus.auth import CONTROL, FETCH_CODE, READ, READ_LOGS, REPORT, SUBMIT, Principal, authorize
 from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal, status_line
 from squall.daemons.reports import MAX_REPORT_BYTES
 from squall.daemons.state import ClusterStateError
@@ -76,6 +84,8 @@ class NimbusService(Protocol):
     def cluster_info(self) -> dict[str, Any]: ...
     def bundle(self, topology_id: str) -> tuple[bytes, str]: ...
     def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]: ...
+    def operate(self, name: str, action: str, body: dict[str, Any], user: str) -> dict[str, Any]: ...
+    def operator_read(self, name: str, what: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 _TOPOLOGY = re.compile(r"^/topologies/([^/]+)$")
@@ -83,6 +93,11 @@ _ACTION = re.compile(r"^/topologies/([^/]+)/(kill|activate|deactivate|rebalance|
 _READ = re.compile(r"^/topologies/([^/]+)/(conf|errors)$")
 _LOG = re.compile(r"^/topologies/([^/]+)/logs/([^/]+)/(\d{1,5})$")
 _REPORT = re.compile(r"^/supervisors/([^/]+)/report$")
+_OPERATE = re.compile(r"^/topologies/([^/]+)/(log-levels|debug|profiles|kill-workers|operations|history)$")
+_PROFILE = re.compile(r"^/topologies/([^/]+)/profiles/([^/]{1,80})$")
+# What an operator may ask (POST) and read (GET) of a topology's workers, and the right each needs.
+_OPERATE_POST = ("log-levels", "debug", "profiles", "kill-workers")
+_OPERATE_GET = {"operations": READ, "history": READ, "debug": READ_LOGS}
 
 
 def no_such_topology(name: str) -> str:
@@ -142,6 +157,20 @@ def _query_int(environ: dict[str, Any], key: str, low: int, high: int) -> int | 
         raise ApiError(400, f"parameter {key!r} must be an integer from {low} to {high}, "
                             f"got {values[0][:40]!r}")
     return int(values[0])
+
+
+def _operator_params(environ: dict[str, Any], what: str) -> dict[str, Any]:
+    """The query of an operator read, checked: ``debug`` takes ``component`` and ``limit``
+    (1 to 1000 samples), ``history`` a ``window`` in seconds."""
+    if what == "debug":
+        values = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("component")
+        component = values[0] if values else None
+        if component is not None and not 0 < len(component) <= 200:
+            raise ApiError(400, "parameter 'component' must be 1 to 200 characters")
+        return {"component": component, "limit": _query_int(environ, "limit", 1, 1000) or 100}
+    if what == "history":
+        return {"window": _query_int(environ, "window", 1, 1 << 40)}
+    return {}
 
 
 Handler = Callable[[], list[bytes]]
@@ -207,6 +236,22 @@ def make_app(nimbus: NimbusService, guard: Guard,
             name, what = match.groups()
             read = nimbus.topology_conf if what == "conf" else nimbus.topology_errors
             return READ, name, lambda: reply(read(name))
+        match = _OPERATE.match(path) or _PROFILE.match(path)
+        if match:
+            if match.re is _PROFILE:
+                if method != "GET":
+                    raise not_allowed(method, path, "GET")
+                name, profile_id = match.groups()
+                return READ_LOGS, name, lambda: reply(nimbus.operator_read(name, "profile", {"id": profile_id}))
+            name, what = match.groups()
+            if method == "GET" and what in _OPERATE_GET:
+                params = _operator_params(environ, what)
+                return _OPERATE_GET[what], name, lambda: reply(nimbus.operator_read(name, what, params))
+            if method == "POST" and what in _OPERATE_POST:
+                return CONTROL, name, lambda: reply(nimbus.operate(name, what, _json_body(environ), who.user))
+            allowed = ", ".join(m for m, ok in (("GET", what in _OPERATE_GET), ("POST", what in _OPERATE_POST))
+                                if ok)
+            raise not_allowed(method, path, allowed)
         match = _ACTION.match(path)
         if not match:
             raise ApiError(404, f"no such resource: {API}{path}")

@@ -105,6 +105,45 @@ class NimbusClient:
     def cluster(self) -> dict[str, Any]:
         return self._json("GET", "/cluster")
 
+    # -- operating a running topology (squall set-log-level, debug, profile, kill-workers) ----
+    def set_log_levels(self, name: str, levels: Mapping[str, str], timeout_secs: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"levels": dict(levels)}
+        if timeout_secs is not None:
+            body["timeout_secs"] = timeout_secs
+        return self._post(f"/topologies/{_q(name)}/log-levels", body)
+
+    def debug(self, name: str, component: str | None, percent: float,
+              timeout_secs: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"component": component, "percent": percent}
+        if timeout_secs is not None:
+            body["timeout_secs"] = timeout_secs
+        return self._post(f"/topologies/{_q(name)}/debug", body)
+
+    def debug_samples(self, name: str, component: str | None = None, limit: int = 100) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if component is not None:
+            params["component"] = component
+        return self._json("GET", f"/topologies/{_q(name)}/debug?{urllib.parse.urlencode(params)}")
+
+    def profile(self, name: str, worker: str, kind: str, secs: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"worker": worker, "kind": kind}
+        if secs is not None:
+            body["secs"] = secs
+        return self._post(f"/topologies/{_q(name)}/profiles", body)
+
+    def profile_result(self, name: str, profile_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/topologies/{_q(name)}/profiles/{_q(profile_id)}")
+
+    def kill_workers(self, name: str) -> dict[str, Any]:
+        return self._post(f"/topologies/{_q(name)}/kill-workers", {})
+
+    def operations(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/topologies/{_q(name)}/operations")
+
+    def history(self, name: str, window: int | None = None) -> dict[str, Any]:
+        query = f"?window={int(window)}" if window is not None else ""
+        return self._json("GET", f"/topologies/{_q(name)}/history{query}")
+
     def download_bundle(self, topology_id: str) -> tuple[bytes, str]:
         """(bundle bytes, digest from X-Squall-Digest); the caller checks the sha256."""
         status, headers, data = self._request("GET", f"/topologies/{_q(topology_id)}/bundle")

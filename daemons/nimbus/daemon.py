@@ -45,6 +45,7 @@ from squall.daemons.nimbus.guard import Guard
 from squall.daemons.nimbus.heard import Hearing
 from squall.daemons.nimbus.leadership import Leadership
 from squall.daemons.nimbus.operations import Operations
+from squall.daemons.nimbus.operator import OperatorActions
 from squall.daemons.nimbus.placement import Placement
 from squall.daemons.nimbus.queries import Queries
 from squall.daemons.nimbus.rounds import LeaderRounds
@@ -86,6 +87,7 @@ class Nimbus:
                                    self.leadership, self.hearing, self.placement, self.operations,
                                    self.deadlines, warn_once, self.counts,
                                    lambda: self.guard.tokens if self.guard is not None else None)
+        self.operator = OperatorActions(self.state, clock, self._lock, self.leadership, self.placement)
         self.queries = Queries(self.state, self.store, clock, self.leadership, self.hearing, self.placement,
                                self.counts)
         self._watch: Watch | None = None
@@ -227,6 +229,27 @@ class Nimbus:
     def rebalance(self, name: str, num_workers: Any = None, executors: Any = None,
                   wait_secs: Any = None) -> dict[str, Any]:
         return self.operations.rebalance(name, num_workers, executors, wait_secs)
+
+    def operate(self, name: str, action: str, body: dict[str, Any], user: str) -> dict[str, Any]:
+        """An operator's request of the topology's workers (``api._OPERATE_POST``)."""
+        op = self.operator
+        if action == "log-levels":
+            return op.set_log_levels(name, body.get("levels"), body.get("timeout_secs"), user)
+        if action == "debug":
+            return op.debug(name, body.get("component"), body.get("percent"), body.get("timeout_secs"), user)
+        if action == "profiles":
+            return op.profile(name, body.get("worker"), body.get("kind"), body.get("secs"), user)
+        return op.kill_workers(name, user)
+
+    def operator_read(self, name: str, what: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What operators read of a topology: requests, samples, a profile, its history."""
+        if what == "operations":
+            return self.operator.requests(name)
+        if what == "profile":
+            return self.operator.profile_result(self.access, name, params["id"])
+        if what == "debug":
+            return self.operator.samples(self.access, name, params["component"], params["limit"])
+        return self.queries.history(name, params.get("window"))
 
     def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]:
         """A supervisor's report, kept by the leader; 503 naming the leader on a standby."""

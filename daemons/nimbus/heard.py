@@ -12,6 +12,7 @@ import structlog
 
 from squall.daemons.nimbus.beats import BeatTable
 from squall.daemons.nimbus.guard import ApiError
+from squall.daemons.nimbus.history import CounterHistory, RunningTotals
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.rates import RateHistory
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot
@@ -39,6 +40,8 @@ class Hearing:
         self.away_expired: list[str] = []  # away supervisors past their grace, to delete
         self.beats = BeatTable()  # what supervisors reported (leader only)
         self.rates = RateHistory()  # recent executor counters, for rates in status
+        self.totals = RunningTotals()  # executors' counters over their workers' lives, by component
+        self.history = CounterHistory()  # component totals over time: Storm's windows, the UI's plot
         self._sup_seen: dict[str, tuple[tuple[float, bool], float]] = {}  # -> ((time, away), seen at)
         # supervisor -> the last round that saw it away within its restart grace: its workers
         # report through it, so their silence counts from then (liveness.vouched_while_away)
@@ -62,8 +65,10 @@ class Hearing:
             self.counts["reports_refused"] += 1
             raise ApiError(400, f"bad report: {exc}") from None
         kept = self.beats.take(report, self.clock.time())
-        for beat in report.beats:  # the rate history takes the counters as they come
-            self.rates.add(beat.topology_id, beat.samples())
+        for beat in report.beats:  # the rate history and the totals take the counters as they come
+            samples = beat.samples()
+            self.rates.add(beat.topology_id, samples)
+            self.totals.add(beat.topology_id, samples)
         return {"supervisor": supervisor_id, "beats": kept}
 
     def next_judgement(self, supervisors: Mapping[str, SupervisorInfo], judged: float) -> float | None:
@@ -136,12 +141,23 @@ class Hearing:
             legacy = self.state.worker_beats(topology_id)
             self.beats.take_legacy(topology_id, legacy, now)
             for beat in legacy.values():
-                self.rates.add(topology_id, ReportedBeat.of(beat).samples())
+                samples = ReportedBeat.of(beat).samples()
+                self.rates.add(topology_id, samples)
+                self.totals.add(topology_id, samples)
             heard = self.beats.heard(topology_id)
         return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
+
+    def record_history(self, topology_id: str, components: Mapping[ExecutorId, str], now: float) -> None:
+        """The topology's component totals now, into the history (each leader round)."""
+        self.totals.set_components(topology_id, components)
+        totals = self.totals.by_component(topology_id)
+        if totals:
+            self.history.record(topology_id, totals, now)
 
     def retain(self, ids: set[str]) -> None:
         """Forget the topologies that are gone (a round's end)."""
         self.beats.retain(ids, self._sup_seen)
         self.rates.retain(ids)
+        self.totals.retain(ids)
+        self.history.retain(ids)
         self.rates.forget_stale(self.clock.time())

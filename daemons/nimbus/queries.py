@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from squall.daemons.metrics.families import Series
-from squall.daemons.nimbus import status, worker_logs
+from squall.daemons.nimbus import history, status, worker_logs
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.api import no_such_topology
 from squall.daemons.nimbus.code_store import CodeStore, digest
@@ -74,17 +74,37 @@ class Queries:
         return status.topology_status(
             info, assignment, beats, self.placement.executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
-            rates=rates.rates(info.id, now), rate_window=rates.window)
+            rates=rates.rates(info.id, now), rate_window=rates.window,
+            windows=self.hearing.history.windows(info.id, now))
+
+    def history(self, name: str, window: int | None) -> dict[str, Any]:
+        """The topology's components over the last ``window`` seconds (default ten minutes):
+        rates and latencies between the points the leader kept, per component and for the
+        topology (its spouts: what entered it, what was acked and failed, the complete latency)."""
+        self.leadership.require()
+        info = lookup(self.state, name)
+        now = self.clock.time()
+        secs = min(float(window or 600), float(history.WINDOWS[-1][0]))
+        points = self.hearing.history.points(info.id, now - secs)
+        structure = self.store.structure(info.id) or {}
+        kinds = {c: e.get("kind") for c, e in (structure.get("components") or {}).items() if isinstance(e, dict)}
+        spouts = [c for c, kind in kinds.items() if kind == "spout"]
+        return {"id": info.id, "name": info.name, "window_secs": secs, "now": now,
+                "topology": history.rate_points(history.summed(points, spouts)),
+                "components": {c: history.rate_points(p) for c, p in sorted(points.items())}}
 
     def topology_conf(self, name: str) -> dict[str, Any]:
         info = lookup(self.state, name)
         return {"id": info.id, "name": info.name, "conf": info.conf}
 
     def topology_errors(self, name: str) -> dict[str, Any]:
-        """Every kept error of the topology, newest first."""
+        """Every kept error of the topology, newest first, and the same grouped: identical
+        errors as one entry with a count."""
         info = lookup(self.state, name)
-        errors = sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)
-        return {"id": info.id, "name": info.name, "errors": [e.to_dict() for e in errors]}
+        errors = [e.to_dict() for e in sorted(self.state.errors(info.id), key=lambda e: e.time, reverse=True)]
+        kept = info.conf.get("topology.errors.kept")  # checked at submit; as the workers keep them
+        kept = max(1, kept if isinstance(kept, int) and not isinstance(kept, bool) else self.state.errors_kept)
+        return {"id": info.id, "name": info.name, "errors": errors, "groups": status.group_errors(errors, kept)}
 
     def worker_log(self, access: ApiAccess, name: str, node: str, port: int, lines: int | None = None,
                    offset: int | None = None, inode: int | None = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ MAX_SAMPLES = 128         # per executor: a minute or more even with stats every
 MAX_TOPOLOGIES = 256      # rings kept; the least recently updated topology goes first
 WIDTH = 1 + len(COUNTERS)  # a sample in a ring: its time, then the counters
 
-Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order)
+Sample = tuple[float, tuple[int, ...]]  # (time of the counters, values in COUNTERS order, then others)
 
 
 def window_rates(samples: Sequence[Sample], now: float, window: float = WINDOW_SECS) -> dict[str, float] | None:
@@ -79,7 +79,7 @@ class RateHistory:
                 if ring and t <= ring[-WIDTH]:
                     continue
                 ring.append(t)
-                ring.extend(counters)
+                ring.extend(counters[:len(COUNTERS)])  # the latency sums go to the history only
                 drop = 0
                 while ring[drop] < t - self.window or len(ring) - drop > self._max_samples * WIDTH:
                     drop += WIDTH

@@ -165,6 +165,9 @@ class LeaderRounds:
                 except (ValueError, TypeError) as exc:  # e.g. a hand-edited node: skip this one
                     self._warn_once((topology_id, "bad-record"), "cannot schedule topology",
                                     topology_id=topology_id, error=str(exc))
+            components = self.placement.executor_components(info)
+            if components:
+                self.hearing.record_history(topology_id, components, now)
         for topology_id in sorted(assignments.keys() - ids):
             log.warning("removing assignment of unknown topology", topology_id=topology_id)
             self.state.remove_assignment(topology_id)

@@ -4,6 +4,7 @@ report to the leader."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -88,6 +89,39 @@ def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None
     return round(sum(v * w for v, w in pairs) / total, 4)
 
 
+# Where a worker runs the topology's code: <local dir>/topologies/<id>/code/ (local_state).
+_CODE_DIR = re.compile(r'File "[^"\n]*/topologies/[^/"\n]+/code/')
+
+
+def group_errors(errors: Iterable[Mapping[str, Any]], kept: int | None = None) -> list[dict[str, Any]]:
+    """Identical errors (one component, one text) as one entry each, newest first: the text
+    (the newest one's), how many times, first and last time, and the tasks and workers that
+    raised it. Tracebacks count as identical whichever supervisor's copy of the code they
+    name (each host has its own local dir). Only the last ``kept`` errors of a component are
+    kept (``topology.errors.kept``): where a component has that many, older ones were let go
+    and its groups' counts are ``at_least`` (lower bounds)."""
+    errors = list(errors)
+    per_component = Counter(e["component"] for e in errors)
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in errors:
+        key = (e["component"], _CODE_DIR.sub('File "', e["error"]))
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"component": e["component"], "error": e["error"], "count": 0,
+                               "first": e["time"], "last": e["time"], "tasks": set(), "workers": set()}
+        g["count"] += 1
+        if e["time"] > g["last"]:
+            g["error"] = e["error"]
+        g["first"], g["last"] = min(g["first"], e["time"]), max(g["last"], e["time"])
+        g["tasks"].add(e["task"])
+        g["workers"].add(f"{e['host']}:{e['port']}")
+    out = sorted(groups.values(), key=lambda g: g["last"], reverse=True)
+    for g in out:
+        g["tasks"], g["workers"] = sorted(g["tasks"]), sorted(g["workers"])
+        g["at_least"] = kept is not None and per_component[g["component"]] >= kept
+    return out
+
+
 UNREADABLE = "unreadable"  # the status shown for a topology whose ZooKeeper node is malformed
 _ID = re.compile(r"^(.+)-\d+-\d+$")  # <name>-<n>-<time>, as nimbus makes ids
 
@@ -141,7 +175,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                     components: Mapping[ExecutorId, str], structure: Mapping[str, Any],
                     errors: Iterable[ErrorInfo], now: float,
                     rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
-                    rate_window: float | None = None) -> dict[str, Any]:
+                    rate_window: float | None = None,
+                    windows: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Components with their executors (host, port, counters, per-second rates over the last
     ``rate_window`` seconds where ``rates`` has them), workers, last errors (a component's,
     and ``worker_error``: the last a supervisor reported about a whole worker)."""
@@ -197,6 +232,8 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         comp["complete_latency_ms"] = _weighted(rows, "complete_latency_ms", "acked")
         comp["rates"] = _rounded(sum_rates(r["rates"] for r in rows))
         comp["last_error"] = last_errors.get(comp["id"])
+        # Storm's windows (10m, 3h, 1d, all): rates and latencies the leader keeps over time.
+        comp["windows"] = (windows or {}).get(comp["id"])
     workers = []
     for node, port in sorted(assignment.slots()) if assignment else []:
         beat = beats.get((node, port))

@@ -17,6 +17,7 @@ FILES = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/ui/graph.js": ("graph.js", "text/javascript; charset=utf-8"),
+    "/ui/operate.js": ("operate.js", "text/javascript; charset=utf-8"),
     "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
 }
 

@@ -21,7 +21,7 @@ FETCH_TIMEOUT_SECS = 10.0
 def worker_log(access: ApiAccess, info: TopologyInfo, assignment: Assignment | None,
                supervisors: Mapping[str, SupervisorInfo], node: str, port: int, *,
                lines: int | None = None, offset: int | None = None,
-               inode: int | None = None) -> dict[str, Any]:
+               inode: int | None = None, file: str | None = None) -> dict[str, Any]:
     """The log of ``info``'s worker on (node, port), as its supervisor's logviewer gives it,
     with the slot's node, host and port; ApiError naming what is missing."""
     if assignment is None or (node, port) not in assignment.slots():
@@ -34,7 +34,7 @@ def worker_log(access: ApiAccess, info: TopologyInfo, assignment: Assignment | N
                             "(supervisor.logviewer.port is null in its config)")
     try:
         body = fetch_log(sup.host, sup.logviewer_port, access, info.id, port, lines=lines,
-                         offset=offset, inode=inode, timeout=FETCH_TIMEOUT_SECS)
+                         offset=offset, inode=inode, timeout=FETCH_TIMEOUT_SECS, file=file)
     except LogViewerError as exc:
         raise ApiError(404 if exc.status == 404 else 502, str(exc)) from None
     return {"topology_id": info.id, "node": node, "host": sup.host, "port": port,

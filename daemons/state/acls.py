@@ -6,7 +6,7 @@ Plain data and plain functions, tested without a server. Two kinds of identity e
   else from ``$SQUALL_ZOOKEEPER_PASSWORD``), shared by nimbus and supervisors: full rights on
   every node under the root;
 - one generated credential per topology (Storm's topology digest, made by nimbus at submit):
-  its workers read their topology's node and whole assignment, and read and write their
+  its workers read their topology's node, whole assignment and operator requests, and read and write their
   own topology's errors (and worker beats, which only workers of an earlier squall still
   write). Nothing else: never another topology's nodes, nor the supervisors' parts of the
   assignments (``/node-assignments``), which are the daemons' alone.
@@ -35,7 +35,7 @@ from squall.config import ZOOKEEPER_PASSWORD_ENV, zookeeper_auth
 # of an earlier squall, during a rolling upgrade).
 WORKER_WRITABLE = ("workerbeats", "errors")
 # Per-topology nodes its workers read: /<part>/<topology id>
-WORKER_READABLE = ("topologies", "assignments")
+WORKER_READABLE = ("topologies", "assignments", "operations")
 # Per-topology nodes only daemons read: the topology's secrets.
 DAEMON_ONLY_TOPOLOGY = ("credentials",)
 TOPOLOGY_SCOPED = WORKER_WRITABLE + WORKER_READABLE + DAEMON_ONLY_TOPOLOGY

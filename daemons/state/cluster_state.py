@@ -16,6 +16,8 @@ Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{
     /errors/<topology>/<component>           {"errors": [ErrorInfo, ...]}, oldest first, bounded
     /nimbus/leader/<lock node>               kazoo Lock contenders, data {"id": identifier}
     /credentials/<topology>                  TopologySecrets (daemons only)
+    /operations/<topology>                   OperatorRequests: log levels, sampling, profiles,
+                                             restarts asked of its workers (they read it)
     /tokens                                  PublishedTokens: the API token hashes (daemons only)
     /layout                                  {"layout": 2} once assignments have node parts
     /workerbeats/<topology>/<node>-<port>    WorkerBeat of workers of the previous layout only
@@ -59,6 +61,7 @@ from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.assignments import AssignmentNodes
 from squall.daemons.state.election import NimbusElection, contender_order
 from squall.daemons.state.fields import as_dict, as_list, field_value
+from squall.daemons.state.operator_requests import OperatorRequests
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,
     TOPOLOGY_STATUSES,
@@ -98,7 +101,7 @@ class ClusterState(AssignmentNodes):
     def _ensure_base_paths(self) -> None:
         client = self.client
         for part in ("topologies", "assignments", "node-assignments", "supervisors", "workerbeats",
-                     "errors", "nimbus", "credentials"):
+                     "errors", "nimbus", "credentials", "operations"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
@@ -177,6 +180,44 @@ class ClusterState(AssignmentNodes):
         """Call ``callback(info)`` now and whenever the topology changes (None: gone or malformed)."""
         path = self._path("topologies", topology_id)
         return self._watch_node(path, TopologyInfo.from_dict, callback, f"topology {topology_id}")
+
+    # -- what operators ask of a topology's workers --------------------------------------
+    def operator_requests(self, topology_id: str) -> OperatorRequests | None:
+        """The topology's operator requests; None when there are none (or the node is malformed)."""
+        return self._read(self._path("operations", topology_id), OperatorRequests.from_dict)
+
+    def update_operator_requests(self, topology_id: str,
+                                 change: Callable[[OperatorRequests], OperatorRequests]) -> OperatorRequests:
+        """Apply ``change`` to the topology's requests (an empty set when there are none or
+        the node is malformed) and write the result, retried when another writer came between;
+        the requests written."""
+        path = self._path("operations", check_name(topology_id, "topology id"))
+        acl = self._acl(path)
+
+        def update() -> OperatorRequests:
+            try:
+                data, stat = self._op("get", path)
+            except NoNodeError:
+                data, stat = None, None
+            current = self._decode(path, data, OperatorRequests.from_dict) if data is not None else None
+            new = change(current or OperatorRequests())
+            encoded = encode(path, new.to_dict())
+            try:
+                if stat is None:
+                    self._op("create", path, encoded, acl=acl, makepath=True)
+                else:
+                    self._op("set", path, encoded, version=stat.version)
+            except (NodeExistsError, BadVersionError):
+                raise ForceRetryError() from None
+            return new
+
+        return self._retry(update)
+
+    def watch_operator_requests(self, topology_id: str,
+                                callback: Callable[[OperatorRequests | None], None]) -> Watch:
+        """Call ``callback(requests)`` now and whenever they change (None: none, or malformed)."""
+        path = self._path("operations", topology_id)
+        return self._watch_node(path, OperatorRequests.from_dict, callback, f"operator requests of {topology_id}")
 
     # -- topology secrets (daemons only) ----------------------------------------------
     def set_topology_secrets(self, topology_id: str, secrets: TopologySecrets) -> None:
@@ -378,6 +419,7 @@ class ClusterState(AssignmentNodes):
         self.remove_assignment(topology_id)
         for part in ("workerbeats", "errors"):
             self._delete(self._path(part, topology_id), recursive=True)
+        self._delete(self._path("operations", topology_id))
         self._delete(self._path("credentials", topology_id))
         self._topology_digests.pop(topology_id, None)
         self._delete(self._path("topologies", topology_id))

@@ -3,7 +3,9 @@
 One route, ``GET /logs/<topology id>/<port>``: the log of the worker this supervisor runs
 for that topology on that port. ``?lines=N`` gives the last N lines (across rotated
 files), ``?offset=O&inode=I`` what was written after byte O of the current file (to
-follow it). Replies are JSON ``{"text", "next_offset", "inode", "truncated", "worker_id"}``
+follow it). ``?file=events`` reads the worker's sampled tuples (``squall debug``) instead of
+its log, and ``?file=profile-<id>`` a profile it took (``squall profile``). Replies are JSON
+``{"text", "next_offset", "inode", "truncated", "worker_id"}``
 and never carry more than ``supervisor.logviewer.max.bytes`` of log.
 
 Who may read: the API's token scheme (``nimbus.guard``), with the tokens the leading
@@ -29,6 +31,7 @@ from typing import Any
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import READ_LOGS
 from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal
+from squall.daemons.state.operator_requests import valid_profile_id
 from squall.daemons.supervisor.log_reader import read_from, tail
 
 MAX_LINES = 100_000
@@ -59,6 +62,19 @@ def _int_param(query: dict[str, list[str]], key: str, low: int, high: int) -> in
     return int(raw)
 
 
+def worker_file(log_path: Path, which: str) -> tuple[Path, int] | None:
+    """The file of the worker whose log is ``log_path`` that ``which`` names ("" or "log":
+    the log; "events"; "profile-<id>"), with its backups; None when it names none. Paths are
+    made from fixed names and a checked profile id, beside the log."""
+    if which in ("", "log"):
+        return log_path, -1
+    if which == "events":
+        return log_path.with_name("events.log"), 1
+    if which.startswith("profile-") and valid_profile_id(which[len("profile-"):]):
+        return log_path.with_name(f"{which}.txt"), 0
+    return None
+
+
 def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
              max_bytes: int) -> Callable[..., list[bytes]]:
     """The WSGI app serving worker logs found through ``lookup`` to callers ``guard`` lets in."""
@@ -79,6 +95,7 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
         guard.check(who, READ_LOGS, owner, f"the logs of topology {topology_id!r}", missing=missing)
         try:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            which = (query.get("file") or [""])[0]
             lines = _int_param(query, "lines", 1, MAX_LINES)
             offset = _int_param(query, "offset", 0, 1 << 62)
             inode = _int_param(query, "inode", 0, 1 << 64)
@@ -88,10 +105,18 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
         if found is None:
             return json_response(start_response, 404, {"error": missing})
         worker_id, log_path = found
+        chosen = worker_file(log_path, which)
+        if chosen is None:
+            return json_response(start_response, 400, {"error": f"file must be log, events or profile-<id>, "
+                                                                f"got {which[:80]!r}"})
+        path, kept = chosen
+        kept = backups if kept < 0 else kept
         if offset is not None:
-            read = read_from(log_path, offset, max_bytes, inode)
+            read = read_from(path, offset, max_bytes, inode)
+        elif kept == 0 and lines is None:  # a profile: the whole file, within the bound
+            read = read_from(path, 0, max_bytes)
         else:
-            read = tail(log_path, backups, lines or DEFAULT_LINES, max_bytes)
+            read = tail(path, kept, lines or DEFAULT_LINES, max_bytes)
         return json_response(start_response, 200, {"worker_id": worker_id, "text": read.text,
                                            "next_offset": read.next_offset, "inode": read.inode,
                                            "truncated": read.truncated})
@@ -107,10 +132,12 @@ def make_app(lookup: Lookup, owner_of: OwnerOf, guard: Guard, backups: int,
 
 def fetch_log(host: str, port: int, access: ApiAccess, topology_id: str, worker_port: int, *,
               lines: int | None = None, offset: int | None = None, inode: int | None = None,
-              timeout: float = 10.0) -> dict[str, Any]:
-    """Ask the logviewer at ``host:port`` for a worker's log, presenting ``access``'s token
-    (over TLS when it has a CA); LogViewerError on failure."""
-    params = {k: v for k, v in (("lines", lines), ("offset", offset), ("inode", inode)) if v is not None}
+              timeout: float = 10.0, file: str | None = None) -> dict[str, Any]:
+    """Ask the logviewer at ``host:port`` for a worker's log (or the ``file`` that
+    ``worker_file`` names), presenting ``access``'s token (over TLS when it has a CA);
+    LogViewerError on failure."""
+    params = {k: v for k, v in (("lines", lines), ("offset", offset), ("inode", inode), ("file", file))
+              if v is not None}
     url = (f"{access.scheme}://{host}:{port}/logs/{urllib.parse.quote(topology_id, safe='')}/{worker_port}"
            + (f"?{urllib.parse.urlencode(params)}" if params else ""))
     req = urllib.request.Request(url, headers=access.headers())

@@ -57,6 +57,7 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
 )
 from squall.daemons.worker.local_files import LocalFiles
+from squall.daemons.worker.operator import OperatorHandler
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
 from squall.runtime.worker_runtime import WorkerRuntime
@@ -70,6 +71,7 @@ SHUTDOWN_DEADLINE_SECS = 15.0
 # How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
 # (kazoo queues requests while disconnected, without a deadline) is left behind.
 THREAD_JOIN_SECS = 2.0
+OPERATOR_TICK_SECS = 1.0  # how often operator requests are carried out (a log level's end, samples)
 
 
 # --- the worker ------------------------------------------------------------------------
@@ -121,6 +123,9 @@ class Worker:
         self.log = log.bind(topology=topology_id, node=supervisor_id, port=port, worker=worker_id)
         self.files = LocalFiles(self.layout, topology_id, port, worker_id, self.pid, self.started_at, clock,
                                 lambda: self.rt, self._ready, lambda: self.stopping, self.log)
+        self.operator = OperatorHandler(self.layout, worker_id, supervisor_id, port, self.started_at, clock,
+                                        lambda: self.rt, lambda reason: self.stop(EXIT_OK, reason), self.log,
+                                        lambda: self.stopping)
 
     # -- stop requests ------------------------------------------------------------------
     def stop(self, code: int, reason: str) -> None:
@@ -215,6 +220,10 @@ class Worker:
         self.refresh_active()
         active = self._timer("refresh-active", poll, self.refresh_active)
         self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
+        # What operators ask (log levels, sampling, profiles, restarts): read as the status is.
+        operator = self._timer("operator", OPERATOR_TICK_SECS, self.operator.tick)
+        self.watches.append(self.state.watch_operator_requests(
+            self.topology_id, lambda requests: (self.operator.on_requests(requests), operator.trigger())))
         self._checkpoint()
         self.rt.start_executors()
         self._executors_started = True
@@ -413,6 +422,7 @@ class Worker:
             self.log.info("messaging context terminated")
         for timer in self.timers.values():
             timer.cancel(THREAD_JOIN_SECS)
+        self.operator.close()
         if self.writer is not None:
             self.writer.stop(THREAD_JOIN_SECS)
         try:

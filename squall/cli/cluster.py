@@ -21,6 +21,7 @@ import click
 from squall.checks import check_runnable
 from squall.cli import topology_source
 from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
+from squall.cli.operate import render_windows
 from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import plural
 from squall.cli.status_view import render as render_status
@@ -226,25 +227,66 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     click.echo(_table(table))
 
 
+FIRST_BEAT_WAIT_SECS = 30.0  # how long `status` waits for a new topology's first beats
+
+
 @click.command()
 @click.argument("name")
 @JSON_OUT
 @click.option("--watch", is_flag=True, help="Redraw the table every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between redraws with --watch.")
+@click.option("--windows", is_flag=True, help="Also each component's rates and latencies over Storm's "
+              "windows: 10 minutes, 3 hours, 1 day and all time.")
+@click.option("--wait", "wait_secs", type=click.FloatRange(min=0, max=600), default=None,
+              help=f"Seconds to wait for the first beats and rates of a topology whose executors do not "
+                   f"all have them yet (default {FIRST_BEAT_WAIT_SECS:g} for a topology that started less than "
+                   f"that ago; 0: do not wait).")
 @OVERRIDES
-def status(name: str, as_json: bool, watch: bool, interval: float, overrides: tuple[str, ...]) -> None:
+def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool, wait_secs: float | None,
+           overrides: tuple[str, ...]) -> None:
     """Show topology NAME: components, executors with host and port, totals and rates per
     second over the last minute, last errors."""
     if watch and as_json:
         raise click.UsageError("--watch redraws the table; use --json without it")
     conf = base_config(parse_overrides(overrides))
     client = _client(conf)
+
+    def draw(st: Mapping[str, Any]) -> str:
+        return render_status(st) + (f"\n{render_windows(st)}" if windows else "")
+
     if not watch:
-        st = _call(client.topology, name)
-        click.echo(json.dumps(st, indent=2) if as_json else render_status(st))
+        st = _first_beats(client, name, wait_secs)
+        click.echo(json.dumps(st, indent=2) if as_json else draw(st))
         return
-    _watch(lambda: render_status(_call(client.topology, name)), interval)
+    _watch(lambda: draw(_call(client.topology, name)), interval)
+
+
+def _unheard(st: Mapping[str, Any]) -> bool:
+    """Some executor of the topology has no figures yet: no beat (its worker is starting), or
+    no rate (a rate needs two beats; the first beat of a new worker is all zeros)."""
+    return any(ex["uptime"] is None or not ex.get("rates") for c in st["components"] for ex in c["executors"])
+
+
+def _first_beats(client: NimbusClient, name: str, wait_secs: float | None) -> dict[str, Any]:
+    """The status, once every executor has reported and has rates: a topology submitted a
+    moment ago has no beats yet (its workers are starting), then beats of zeros, and a table of
+    zeros would say nothing. Waits (and says so on stderr) only for a young topology, unless
+    ``wait_secs`` asks."""
+    st = _call(client.topology, name)
+    wait = wait_secs if wait_secs is not None else (
+        FIRST_BEAT_WAIT_SECS if (st.get("uptime") or 0) < FIRST_BEAT_WAIT_SECS else 0.0)
+    if not _unheard(st) or wait <= 0:
+        return st
+    click.echo(f"waiting up to {wait:g}s for the first beats and rates of {st['name']}'s executors "
+               "(--wait 0 shows the status at once)...", err=True)
+    deadline = time.monotonic() + wait
+    while _unheard(st) and time.monotonic() < deadline:
+        time.sleep(1.0)
+        st = _call(client.topology, name)
+    if _unheard(st):
+        click.echo(f"some executors have no rates after {wait:g}s: see `squall logs {st['name']}`", err=True)
+    return st
 
 
 def _watch(draw: Any, interval: float) -> None:

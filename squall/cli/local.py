@@ -15,7 +15,9 @@ import click
 
 from squall import logs
 from squall.cli import topology_source
+from squall.cli.live_rates import LiveRates
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
+from squall.local import LocalCluster  # only `squall run` imports this module (squall/cli/__init__.py)
 from squall.logs import last_line
 from squall.multilang.codedir import set_code_dir
 from squall.topology import TopologyError
@@ -49,18 +51,16 @@ def _report(module: Any, cluster: Any, name: str, conf: dict[str, Any]) -> str |
 @click.option("--local", is_flag=True, required=True, help="Run in this process (local mode).")
 @click.option("--duration", type=click.FloatRange(min=0), default=None, help="Stop after this many seconds.")
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--rates-every", "rates_every", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds between the lines of live rates on stderr (0: none).")
 @OVERRIDES
 @LOG_FORMAT
 @topology_source.flux_options
-def run(file: str, local: bool, duration: float | None, name: str | None, overrides: tuple[str, ...],
-        log_format: str | None, flux: bool, filter_file: str | None, env_filter: bool) -> None:
+def run(file: str, local: bool, duration: float | None, name: str | None, rates_every: float,
+        overrides: tuple[str, ...], log_format: str | None, flux: bool, filter_file: str | None,
+        env_filter: bool) -> None:
     """Run the topology defined in FILE in local mode (a topology file, a streamparse
     topology, or with --flux a Flux YAML file)."""
-    # Start-up: local mode pulls in the runtime, which every other command (and `squall
-    # --help`, which imports this module) would pay for: about 8% of the CLI's import time
-    # (45 of 550 ms of CPU, measured on a loaded machine); see squall/__init__.py.
-    from squall.local import LocalCluster
-
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
@@ -73,7 +73,9 @@ def run(file: str, local: bool, duration: float | None, name: str | None, overri
         except TopologyError as exc:
             raise Failure(str(exc)) from None
         started = time.monotonic()
+        live = LiveRates(lambda: cluster.stats(name), rates_every).start()
         wait_for_stop(duration)
+        live.stop()
         verdict = _report(source.module, cluster, name, {**conf, **source.conf, **extra})
         stats = cluster.stats(name)
         errors = cluster.errors(name)

@@ -105,7 +105,10 @@ def render(st: Mapping[str, Any]) -> str:
             drops.append(f"  worker {w['host']}:{w['port']}: " + _causes(w["dropped_by_cause"]))
     lines.append(table(rows))
     if window:
-        lines.append(f"rates: per second over the last {duration(window)} ('-': not enough beats yet)")
+        # '-' only where an executor has no two beats yet (a new worker, or one that stopped beating)
+        unknown = any(not ex.get("rates") for c in st["components"] for ex in c["executors"])
+        lines.append(f"rates: per second over the last {duration(window)}"
+                     + (" ('-': not enough beats yet)" if unknown else ""))
     if drops:
         lines.append("input dropped (counted by cause; anchored tuples are replayed):")
         lines.extend(drops)

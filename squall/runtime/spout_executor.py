@@ -235,6 +235,10 @@ class SpoutExecutor(Executor):
         lat = sorted(getattr(self, "latencies", ()))
         out.update(acked=self.acked, failed=self.failed,
                    pending=sum(len(t.pending) for t in getattr(self, "tasks", {}).values()))
+        hist = getattr(self, "complete_latency", None)
+        if hist is not None:  # sums, so that nimbus can take latencies over any window
+            snap = hist.snapshot()
+            out.update(complete_latency_sum_secs=snap["sum"], complete_latency_count=sum(snap["counts"]))
         if lat:
             out["complete_latency_ms"] = {"p50": lat[len(lat) // 2] * 1000,
                                           "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000}

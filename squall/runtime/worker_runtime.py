@@ -52,6 +52,7 @@ from squall.runtime.load import LOAD_SECS, TaskLoads
 from squall.runtime.peers import Peers
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.runtime.receiver import Receiver
+from squall.runtime.sampling import TupleSampler, set_sampling
 from squall.runtime.serialization import TupleSerializer
 from squall.runtime.spout_executor import SpoutExecutor
 from squall.runtime.transfer import Endpoint, Transfer
@@ -112,6 +113,7 @@ class WorkerRuntime:
         self.stopping = threading.Event()
         self.executors: list[Executor] = []
         self.threads: list[ExecutorThread] = []
+        self.sampler = TupleSampler()  # emits sampled by `squall debug`
         self._server: Connection | None = None
         # Backpressure: remote tasks under it (ours are the link's bp_tasks).
         self.remote_bp: set[int] = set()
@@ -304,6 +306,10 @@ class WorkerRuntime:
     # -- status, errors, shutdown ---------------------------------------------------------
     def set_active(self, active: bool) -> None:
         self.link.active = active
+
+    def set_sampling(self, percents: Callable[[str], float]) -> None:
+        """Sample each component's emits at ``percents(component)`` percent into ``sampler``."""
+        set_sampling(self.executors, percents, self.sampler)
 
     def report_error(self, component: str, task: int, text: str) -> None:
         if self._error_sink is not None:

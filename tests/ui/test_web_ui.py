@@ -378,3 +378,81 @@ def _log_status(url: str, token: str | None, ctx: ssl.SSLContext) -> int:
             return reply.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster, browser):
+    name = "operated-ui"
+    res = cluster.cli("submit", str(CLUSTER_TOPOLOGIES / "operated.py"), "--name", name)
+    assert res.returncode == 0, res.stdout + res.stderr
+    base = f"https://127.0.0.1:{cluster.common['nimbus.port']}"
+    browser.open(f"{base}/#/topology/{name}")
+    paste_token(browser, cluster.credentials.admin_token)
+    browser.wait_for("document.querySelector('[data-row=\"component:numbers\"]')", "the topology page")
+
+    # -- the plot: the topology's throughput, latency and failures over time -----------------
+    def plotted() -> bool:
+        render(browser)
+        return browser.evaluate("Number((document.querySelector('[data-chart=\"throughput\"]') || "
+                                "{dataset: {}}).dataset.points || 0) >= 2")
+    cluster.wait_for(plotted, 60, "two points of throughput on the plot", interval=1)
+    charts = browser.evaluate("[...document.querySelectorAll('svg.chart')].map(c => "
+                              "[c.dataset.chart, c.querySelectorAll('path.series').length])")
+    assert charts == [["throughput", 2], ["latency", 1], ["failures", 1]]
+    history = cluster.client.history(name)["topology"]
+    assert history[-1]["emitted_per_sec"] > 0 and history[-1]["complete_latency_ms"] > 0
+
+    # -- the component table over Storm's windows ------------------------------------------
+    rows = page_rows(browser)
+    assert float(rows["component:numbers"][0]["window_emitted"].replace(",", "")) > 0
+    assert rows["component:square"][0]["window_execute_ms"] != "–"
+    browser.evaluate("const w = document.getElementById('window'); w.value = 'all';"
+                     "w.dispatchEvent(new Event('change'))")
+    browser.wait_for("!document.querySelector('[data-row=\"component:numbers\"] [data-col=\"window_emitted\"]')",
+                     "the all-time window (counts, no rates)")
+    browser.screenshot(SHOTS / "topology-history.png")
+
+    # -- debug: sample square's emits from the page ------------------------------------------
+    browser.evaluate("document.getElementById('debug-component').value = 'square';"
+                     "document.getElementById('debug-percent').value = '100'")
+    render(browser)  # what the operator chose survives the page's refresh
+    browser.click("#debug-start")
+    browser.wait_for("document.getElementById('debug-state').textContent.includes('square: 100%')",
+                     "the page to say square is sampled")
+
+    def sampled() -> list:
+        render(browser)
+        return page_rows(browser).get("sample")
+    samples = cluster.wait_for(sampled, 40, "sampled tuples on the page", interval=1)
+    assert {s["component"] for s in samples} == {"square"} and {s["stream"] for s in samples} == {"default"}
+    first = json.loads(samples[0]["values"])
+    assert first[1] == first[0] ** 2
+    browser.click("#debug-stop")
+    browser.wait_for("document.getElementById('debug-state').textContent === 'Nothing is sampled.'",
+                     "sampling stopped")
+
+    # -- a profile asked for and downloaded ---------------------------------------------------
+    browser.evaluate("document.getElementById('profile-kind').value = 'heap';"
+                     "document.getElementById('profile-secs').value = '1'")
+    render(browser)
+    browser.click("#profile-ask")
+    browser.wait_for("document.querySelector('[data-row^=\"profile:\"] button.profile-download')",
+                     "the profile listed")
+
+    def downloaded() -> str | None:
+        browser.evaluate("window.squallLastProfile = null")
+        browser.click("[data-row^='profile:'] button.profile-download")
+        time.sleep(0.5)
+        return browser.evaluate("window.squallLastProfile && window.squallLastProfile.text")
+    text = cluster.wait_for(downloaded, 40, "the profile downloaded", interval=1)
+    assert "allocations traced over 1s (tracemalloc)" in text
+
+    # -- identical errors once, with a count ------------------------------------------------
+    def grouped() -> list:
+        render(browser)
+        rows = page_rows(browser).get("error") or []
+        return rows if rows and int(rows[0]["count"].rstrip("+")) >= 2 else None  # 10+: older ones let go
+    errors = cluster.wait_for(grouped, 40, "the same error twice, grouped", interval=1)
+    assert len(errors) == 1 and errors[0]["component"] == "square"
+    assert errors[0]["error"].startswith("ValueError: four hundred is too round")
+    browser.screenshot(SHOTS / "topology-operate.png")
+    assert cluster.cli("kill", name, "--wait", "0").returncode == 0

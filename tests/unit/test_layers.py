@@ -16,12 +16,9 @@ SOURCES = {"squall": REPO / "squall", "squall.daemons": REPO / "daemons", "squal
 # or a deliberate lazy import; an entry whose import is gone fails the test, so the list
 # never outlives its reasons. Imports of non-squall packages (pyspark, pyarrow) are not
 # checked here: a heavy optional dependency may be imported where it is used.
-ALLOWED = {
-    # Start-up: LocalCluster pulls in the runtime, ZeroMQ and structlog; imported eagerly it
-    # doubled `import squall` (about 75 -> 270 ms) and slowed `squall --help` by about 90 ms.
-    ("squall", "squall.local"): "start-up of `import squall`",
-    # The runtime is about 8% of every `squall` command's import time (45 of 550 ms of CPU).
-    ("squall.cli.local", "squall.local"): "start-up of every `squall` command",
+ALLOWED: dict[tuple[str, str], str] = {
+    # None today: the facade imports its names with importlib on first use, and `squall`'s
+    # commands load their modules when they run (squall/cli/__init__.py).
 }
 
 

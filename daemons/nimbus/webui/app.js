@@ -1,7 +1,8 @@
 // squall's web UI: a few pages over nimbus's JSON API (/api/v1), the same numbers that
 // `squall status --json` prints. No build step, no outside assets. Pages (by URL hash):
 //   #/                           cluster: nimbus leader and standbys, supervisors, topologies
-//   #/topology/NAME              status, graph, components, executors, metrics, errors, conf, actions
+//   #/topology/NAME              status, graph, history plot, components (over Storm's windows),
+//                                executors, metrics, debug samples, profiles, errors, conf, actions
 //   #/log/NAME/NODE/PORT         a worker's log (through nimbus, from its supervisor)
 // A bearer token pasted into the header box is kept in sessionStorage and sent with every
 // request as `Authorization: Bearer ...`.
@@ -36,6 +37,9 @@
   }
   const num = v => (v === null || v === undefined) ? "–" : Number(v).toLocaleString("en-US");
   const fixed = (v, d) => (v === null || v === undefined) ? "–" : Number(v).toFixed(d);
+  const perSec = v => (v === null || v === undefined) ? "–" : (v < 10 ? Number(v).toFixed(1) : num(Math.round(v)));
+  const WINDOWS = [["10m", "10 minutes"], ["3h", "3 hours"], ["1d", "1 day"], ["all", "all time"]];
+  let windowChoice = "10m";  // the components table's window, kept across refreshes
   function duration(secs) {
     if (secs === null || secs === undefined) return "–";
     let s = Math.floor(secs);
@@ -123,13 +127,17 @@
     if (!(await confirmAction(question))) return;
     try {
       const reply = await api(`/topologies/${enc(name)}/${action}`, {method: "POST", body: body || {}});
-      showBanner(`${action}: topology ${reply.name} is ${reply.status}` +
+      showBanner(`${action}: topology ${reply.name} ` + (reply.status ? `is ${reply.status}` :
+                 `restarting ${reply.workers} worker(s)`) +
                  (reply.wait_secs !== undefined ? ` (wait ${reply.wait_secs}s)` : ""), "info");
     } catch (e) {
       showBanner(`${action} failed: ${e.message}`);
     }
     await refresh();
   }
+
+  // What operate.js builds its sections with.
+  const ui = {h, table, cell, numCell, enc, showBanner, api: (...a) => api(...a), refresh: () => refresh()};
 
   // -- cluster page -------------------------------------------------------------------------
   function clusterPage() {
@@ -173,6 +181,12 @@
   function topologyPage(name) {
     const summary = h("section", {id: "summary"});
     const graph = h("section", {id: "graph"});
+    const historyBox = h("section", {id: "history"});
+    const debugBox = h("section", {id: "debug"});
+    const profilesBox = h("section", {id: "profiles"});
+    // Their controls are made once: what an operator chose or typed there survives refreshes.
+    const debug = window.squallOperate.debugSection(ui, name);
+    const profiles = window.squallOperate.profileSection(ui, name);
     const comps = h("section", {id: "components"});
     const execs = h("section", {id: "executors"});
     const metricsBox = h("section", {id: "metrics"});
@@ -203,6 +217,9 @@
         act(name, "rebalance", body, `Rebalance topology ${name}${what}? It is deactivated for the wait ` +
             `(${body.wait_secs !== undefined ? body.wait_secs + "s" : "its message timeout"}).`);
       }}, "Rebalance"),
+      h("button", {id: "action-kill-workers", type: "button", onclick: () =>
+        act(name, "kill-workers", {}, `Restart every worker of ${name}? Each ends and its supervisor starts it ` +
+            "again; tuples in flight are replayed.")}, "Kill workers"),
       h("label", {for: "kill-wait"}, "wait"), killWait,
       h("button", {id: "action-kill", type: "button", class: "danger", onclick: () => {
         const wait = waitOf(killWait);
@@ -213,22 +230,26 @@
     const summaryData = h("div", {class: "summary"});
     summary.append(summaryData, actions);
     main.replaceChildren(h("h1", {}, "Topology ", h("span", {id: "topology-name"}, name)),
-                         summary, graph, comps, execs, metricsBox, workers, errors, confBox);
+                         summary, graph, historyBox, comps, execs, metricsBox, workers, debugBox, profilesBox,
+                         errors, confBox);
+    let samplesSeen = null;  // the last samples read; read again while sampling is on
     // Samples of per-stream emitted counts for the edge rates: the rate is taken against the
     // oldest sample of the last RATE_WINDOW seconds (stats reach nimbus every few seconds).
     let samples = [];  // [{id, at, streams: {component: {stream: count}}}]
 
     async function load() {
-      let st, errs, conf;
+      let st, errs, conf, history, ops;
       try {
-        [st, errs, conf] = await Promise.all([api(`/topologies/${enc(name)}`),
-          api(`/topologies/${enc(name)}/errors`), api(`/topologies/${enc(name)}/conf`)]);
+        [st, errs, conf, history, ops] = await Promise.all([api(`/topologies/${enc(name)}`),
+          api(`/topologies/${enc(name)}/errors`), api(`/topologies/${enc(name)}/conf`),
+          api(`/topologies/${enc(name)}/history`), api(`/topologies/${enc(name)}/operations`)]);
       } catch (e) {
         if (e.status === 404) {
           summaryData.replaceChildren(h("p", {id: "gone"}, `No topology named ${name} is running. `,
             h("a", {href: "#/"}, "Back to the cluster")));
           actions.hidden = true;
-          [graph, comps, execs, metricsBox, workers, errors, confBox].forEach(s => s.replaceChildren());
+          [graph, historyBox, comps, execs, metricsBox, workers, debugBox, profilesBox, errors, confBox]
+            .forEach(s => s.replaceChildren());
           return;
         }
         throw e;
@@ -258,10 +279,20 @@
         "(edges: tuples/s emitted on the stream over the last minute)")),
         window.squallGraph.draw(user, rate));
 
-      comps.replaceChildren(h("h2", {}, "Components"), table(
+      historyBox.replaceChildren(h("h2", {}, "Over time ", h("span", {class: "muted"},
+        `(what the spouts saw, last ${duration(history.window_secs)}; kept by the leading nimbus)`)),
+        h("div", {class: "charts"}, window.squallOperate.plots(history)));
+
+      const windowSelect = h("select", {id: "window", onchange: ev => { windowChoice = ev.target.value; refresh(); }},
+        WINDOWS.map(([key, label]) => h("option", {value: key, selected: key === windowChoice}, label)));
+      const win = c => (c.windows || {})[windowChoice] || {};
+      const rateOrCount = (c, key) => windowChoice === "all" ? num(win(c)[key]) : perSec(win(c)[`${key}_per_sec`]);
+      comps.replaceChildren(h("h2", {}, "Components ", h("span", {class: "muted"}, "window "), windowSelect), table(
         [["component"], ["kind"], ["executors", "num"], ["tasks", "num"], ["emitted", "num"],
          ["executed", "num"], ["capacity", "num"], ["execute ms", "num"], ["complete ms", "num"],
-         ["acked", "num"], ["failed", "num"], ["last error"]],
+         ["acked", "num"], ["failed", "num"],
+         ...(windowChoice === "all" ? [] : [["emit/s", "num"], ["ack/s", "num"], ["fail/s", "num"]]),
+         ["window exec ms", "num"], ["window complete ms", "num"], ["last error"]],
         st.components.map(c => h("tr", {"data-row": `component:${c.id}`},
           cell("id", c.id), cell("kind", c.kind || "?"), numCell("executors", c.executors.length),
           numCell("tasks", c.tasks), numCell("emitted", c.emitted), numCell("executed", c.executed),
@@ -269,6 +300,10 @@
           cell("execute_latency_ms", fixed(c.execute_latency_ms, 4), "num"),
           cell("complete_latency_ms", fixed(c.complete_latency_ms, 3), "num"),
           numCell("acked", c.acked), numCell("failed", c.failed),
+          ...(windowChoice === "all" ? [] : [cell("window_emitted", rateOrCount(c, "emitted"), "num"),
+            cell("window_acked", rateOrCount(c, "acked"), "num"), cell("window_failed", rateOrCount(c, "failed"), "num")]),
+          cell("window_execute_ms", fixed(win(c).execute_latency_ms, 4), "num"),
+          cell("window_complete_ms", fixed(win(c).complete_latency_ms, 3), "num"),
           cell("last_error", c.last_error ? h("span", {class: "error-text", title: c.last_error.error},
             `${when(c.last_error.time)} task ${c.last_error.task}: ${lastLine(c.last_error.error)}`) : "")))));
 
@@ -308,11 +343,23 @@
           numCell("executors", w.executors), cell("uptime", duration(w.uptime)))))
         : h("p", {class: "muted"}, "No worker is assigned."));
 
-      errors.replaceChildren(h("h2", {}, `Errors (${errs.errors.length})`), errs.errors.length ? table(
-        [["time"], ["component"], ["task", "num"], ["host:port"], ["error"]],
-        errs.errors.map(e => h("tr", {"data-row": "error"},
-          cell("time", when(e.time)), cell("component", e.component), numCell("task", e.task),
-          cell("where", `${e.host}:${e.port}`),
+      if (Object.keys(ops.debug || {}).length || samplesSeen === null) {
+        samplesSeen = await api(`/topologies/${enc(name)}/debug?limit=50`);
+      }
+      if (!debugBox.firstChild) debugBox.append(...debug.nodes);  // again after a 404 emptied it
+      if (!profilesBox.firstChild) profilesBox.append(...profiles.nodes);
+      debug.update(st, ops, samplesSeen);
+      profiles.update(st, ops);
+
+      // Identical errors once, with how many times (nimbus groups them).
+      const groups = errs.groups || errs.errors.map(e => ({...e, count: 1, first: e.time, last: e.time,
+        tasks: [e.task], workers: [`${e.host}:${e.port}`]}));
+      errors.replaceChildren(h("h2", {}, `Errors (${errs.errors.length}` +
+        (groups.length !== errs.errors.length ? `, ${groups.length} different` : "") + ")"), groups.length ? table(
+        [["last"], ["count", "num"], ["component"], ["tasks"], ["host:port"], ["error"]],
+        groups.map(e => h("tr", {"data-row": "error"},
+          cell("time", when(e.last)), cell("count", e.at_least ? `${num(e.count)}+` : num(e.count), "num"), cell("component", e.component),
+          cell("tasks", e.tasks.join(", ")), cell("where", e.workers.join(", ")),
           cell("error", h("details", {}, h("summary", {}, lastLine(e.error)),
                            h("pre", {class: "error-text"}, e.error))))))
         : h("p", {class: "muted"}, "No errors reported."));

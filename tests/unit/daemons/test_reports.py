@@ -30,9 +30,20 @@ def test_a_report_round_trips_with_counters_and_stats_as_text():
     parsed = parse_report(report.to_json(), "s1")
     assert parsed == SupervisorReport("s1", 42.0, [beat(6700, 10), beat(6701, 10)], 0)
     first = parsed.beats[0]
-    assert first.counters == {(1, 1): (5, 4, 3, 1)}  # user streams only: acker traffic left out
-    assert first.samples() == {(1, 1): (99.0, (5, 4, 3, 1))}
+    assert first.counters == {(1, 1): (5, 4, 3, 1, 0, 0, 0)}  # user streams only: acker traffic left out
+    assert first.samples() == {(1, 1): (99.0, (5, 4, 3, 1, 0, 0, 0))}
     assert first.decoded().stats["executors"][0]["acked"] == 3  # decoded only where shown
+
+
+def test_latency_sums_travel_as_integer_micros_and_six_wide_rows_still_parse():
+    stats = {"time": 5.0, "executors": [{"executor": [1, 1], "emitted": {"default": 2}, "executed": 8,
+                                         "acked": 2, "failed": 0, "busy_secs": 0.25,
+                                         "complete_latency_sum_secs": 1.5, "complete_latency_count": 3}]}
+    b = ReportedBeat.of(WorkerBeat("wc-1-1", "s1", 6700, 6.0, [(1, 1)], 5.0, stats))
+    assert b.counters == {(1, 1): (2, 8, 2, 0, 250_000, 1_500_000, 3)}
+    old = {**b.to_dict(), "counters": [[1, 1, 2, 8, 2, 0]]}  # a supervisor of an earlier squall
+    report = {"v": 1, "supervisor": "s1", "time": 1.0, "workers": [old]}
+    assert parse_report(json.dumps(report).encode(), "s1").beats[0].counters == {(1, 1): (2, 8, 2, 0, 0, 0, 0)}
 
 
 def test_every_beat_and_its_counters_stay_and_stats_fill_the_budget_smallest_first():
@@ -40,7 +51,7 @@ def test_every_beat_and_its_counters_stay_and_stats_fill_the_budget_smallest_fir
     report = build_report("s1", 1.0, beats, budget=60_000)
     assert [b.port for b in report.beats] == [6700, 6701, 6702, 6703]  # nobody's beat is lost
     assert [bool(b.stats) for b in report.beats] == [True, True, False, True]
-    assert all(b.counters == {(1, 1): (5, 4, 3, 1)} for b in report.beats)  # rates go on
+    assert all(b.counters == {(1, 1): (5, 4, 3, 1, 0, 0, 0)} for b in report.beats)  # rates go on
     assert report.stats_left_out == 1
     assert len(report.to_json()) <= 60_000
     everything = build_report("s1", 1.0, beats)
@@ -67,7 +78,7 @@ def _report(workers, supervisor="s1", **extra) -> bytes:
     (_report([{**beat(6700).to_dict(), "topology_id": ".."}]), "node name"),
     (_report([{**beat(6700).to_dict(), "stats": {"a": 1}}]), "stats must be a string"),
     (_report([{**beat(6700).to_dict(), "counters": [[9, 9, 1, 1, 1, 1]]}]), "does not run"),
-    (_report([{**beat(6700).to_dict(), "counters": [[1, 1, 1, 1, True, 1]]}]), "six integers"),
+    (_report([{**beat(6700).to_dict(), "counters": [[1, 1, 1, 1, True, 1]]}]), "six or nine integers"),
     (b'{"v": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper"),
     (b" " * (MAX_REPORT_BYTES + 1), "above"),
 ])

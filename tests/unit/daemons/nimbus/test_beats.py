@@ -88,7 +88,7 @@ def test_beats_of_earlier_workers_from_zookeeper_count_until_they_go():
     table = BeatTable()
     old = WorkerBeat("t", "old", 5, 1.0, [(5, 5)], 1.0, {"executors": [{"executor": [5, 5], "acked": 2}]})
     table.take_legacy("t", {("old", 5): old}, now=10.0)
-    assert table.heard("t")[("old", 5)].beat.counters == {(5, 5): (0, 0, 2, 0)}
+    assert table.heard("t")[("old", 5)].beat.counters == {(5, 5): (0, 0, 2, 0, 0, 0, 0)}
     assert table.heard("t")[("old", 5)].seen == 10.0
     table.take(report(beat(1, 1.0)), now=11.0)
     table.take_legacy("t", {}, now=12.0)  # the old worker removed its beat: it stopped

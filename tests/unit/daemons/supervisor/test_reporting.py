@@ -23,7 +23,7 @@ def test_a_beat_takes_topology_port_and_executors_from_the_launch_record():
                                 WorkerStats(12.0, stats), launch_time=10.0)
     assert (beat.topology_id, beat.node, beat.port) == ("wc-1-1", "s1", 6700)
     assert beat.executors == [(1, 1), (2, 2)]  # (7, 9) is not this worker's to claim
-    assert beat.counters == {(1, 1): (0, 7, 0, 0)} and beat.counters_time == 49.0
+    assert beat.counters == {(1, 1): (0, 7, 0, 0, 0, 0, 0)} and beat.counters_time == 49.0
     assert (beat.time, beat.uptime, beat.decoded().stats, refused) == (50.0, 12.0, stats, False)
 
 
