@@ -129,6 +129,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.error.throttle.interval.secs": (_FLOAT, False),
     "topology.errors.kept": (_INT, False),
     "topology.serializers": ("dict", False),
+    "topology.testing.always.try.serialize": (_BOOL, False),
     "topology.state.provider": ("enum:memory,embedded,redis", True),
     "topology.state.checkpoint.interval.ms": (_INT, False),
     "topology.state.checkpoint.timeout.secs": (_FLOAT, True),

@@ -206,10 +206,19 @@ class SpoutExecutor(Executor):
                         self.user_error(task, exc, "ack")
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
+                    reason = None
+                    if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
+                        root, reason = root
                     entry = pop(root, None)
                     if entry is not None:
                         book.failed += 1
-                        self._call(task, spout.fail, entry[0])
+                        if reason is None:
+                            self._call(task, spout.fail, entry[0])
+                        else:  # a tuple of the tree could not be delivered: replaying fails again
+                            try:
+                                spout.undeliverable(entry[0], reason)
+                            except Exception as exc:
+                                self.user_error(task, exc, "undeliverable")
         if sample:
             # A bounded sample per batch, for the histogram and the recent latencies.
             lats = [now - entry[1] for entry in sample[:SAMPLE_PER_BATCH]]

@@ -19,6 +19,13 @@ class Logs(Bolt):
         self.emit([tup.values[0], self.task_id])
 
 
+class Echo(Bolt):
+    """Emits the values it read, as it read them (pystorm's own decoding and encoding)."""
+
+    def process(self, tup):
+        self.emit(list(tup.values))
+
+
 class Splitter(Bolt):
     """sentence -> one tuple per word on "words", the sentence length on "lengths"; asks
     for task ids (need_task_ids) and records that it got a list back."""
