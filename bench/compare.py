@@ -63,6 +63,8 @@ LATENCY = [
     Figure("latency-cluster", "latency under load, cluster", "tuples/s", scenario="cluster-latency", slack=400),
 ]
 
+LATENCY_PHASES = 6  # the latency plan: max, then bench/latency.py's five loads (FRACTIONS)
+
 
 class FigureError(RuntimeError):
     pass
@@ -95,7 +97,7 @@ class Runner:
         return entry
 
     def _budget(self, fig: Figure, duration: float) -> float:
-        phases = 4 if fig in LATENCY else 1  # the latency plan: max, then three loads
+        phases = LATENCY_PHASES if fig in LATENCY else 1
         return phases * (duration + self.args.warmup) + fig.slack
 
     def _child(self, cmd: list[str], timeout: float) -> dict[str, Any]:

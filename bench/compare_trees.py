@@ -13,9 +13,13 @@ compared side by side in one run, never against numbers from another day (the ma
 shared).
 
 ``--cost`` measures the executors' hot path alone instead (``bench/step_cost.py``: CPU
-nanoseconds per tuple, stepped in one thread); ``--cost --callgrind`` counts the
-instructions per tuple under valgrind, which the machine's load does not change at all
-(the difference of two runs of different lengths, so start-up cancels out).
+nanoseconds per tuple, stepped in one thread), ``--codec`` the wire codec alone
+(``bench/codec_cost.py``: encode and decode of tuple batches); with ``--callgrind`` either
+counts the instructions per tuple under valgrind, which the machine's load does not change
+at all (the difference of two runs of different lengths, so start-up cancels out).
+``git archive`` exports source only: ``--build`` compiles the base's own hot modules
+(``setup.py build_ext --inplace`` in the export) so that a compiled tree is held against a
+compiled base; without it the base runs as plain Python (compare with ``SQUALL_PURE=1``).
 """
 from __future__ import annotations
 
@@ -23,10 +27,12 @@ import argparse
 import json
 import os
 import re
+import runpy
 import statistics
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -85,16 +91,32 @@ def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tup
     return rate, rate / cpu if cpu else 0.0
 
 
-def cost(tree: Path, scenario: str, turns: int) -> float:
-    """CPU nanoseconds per tuple of the executors stepped in one thread."""
-    result, _ = run(tree, HERE / "step_cost.py", [scenario, "--turns", str(turns)], 600)
+def build(tree: Path) -> None:
+    """Compile ``tree``'s hot modules as an install would (``pip wheel``: its own build
+    requirements, isolated) and put the extension modules beside their sources."""
+    with tempfile.TemporaryDirectory(prefix="squall-wheel-") as wheels:
+        out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, str(tree)],
+                             capture_output=True, text=True, timeout=1800)
+        if out.returncode != 0:
+            raise SystemExit(f"building {tree} failed:\n{out.stderr[-2000:]}")
+        sources = runpy.run_path(str(tree / "squall" / "compiled.py"))["MODULES"]
+        with zipfile.ZipFile(next(Path(wheels).glob("*.whl"))) as wheel:
+            for name in wheel.namelist():
+                module = name.split(".")[0].replace("/", ".")
+                if module in sources and not name.endswith(".py"):
+                    (tree / sources[module]).with_name(Path(name).name).write_bytes(wheel.read(name))
+
+
+def cost(tree: Path, scenario: str, turns: int, script: str = "step_cost.py") -> float:
+    """CPU nanoseconds per tuple of ``script``: the executors stepped in one thread, or the codec."""
+    result, _ = run(tree, HERE / script, [scenario, "--turns", str(turns)], 600)
     return float(result["cpu_ns_per_tuple"])
 
 
-def instructions(tree: Path, scenario: str, turns: int) -> float:
+def instructions(tree: Path, scenario: str, turns: int, script: str = "step_cost.py") -> float:
     """Instructions per tuple under callgrind: two runs, ``turns`` apart."""
     def one(n: int) -> tuple[int, int]:
-        result, err = run(tree, HERE / "step_cost.py", [scenario, "--turns", str(n)], 3600,
+        result, err = run(tree, HERE / script, [scenario, "--turns", str(n)], 3600,
                           ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"])
         match = re.search(r"Collected : (\d+)", err)
         if match is None:
@@ -112,20 +134,25 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--cost", action="store_true", help="CPU per tuple of the executors alone (step_cost.py)")
-    parser.add_argument("--callgrind", action="store_true", help="with --cost: instructions per tuple")
+    parser.add_argument("--codec", action="store_true", help="CPU per tuple of the wire codec alone (codec_cost.py)")
+    parser.add_argument("--callgrind", action="store_true", help="with --cost or --codec: instructions per tuple")
+    parser.add_argument("--build", action="store_true", help="compile the base's hot modules first")
     parser.add_argument("--turns", type=int, default=2000, help="with --cost: executor turns per run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="squall-base-") as tmp:
         sides = {"base": export(args.base, Path(tmp)), "this": REPO}
+        if args.build:
+            build(sides["base"])
+        script = "codec_cost.py" if args.codec else "step_cost.py"
         figures: dict[tuple[str, str, str], list[float]] = {}
         for scenario in args.scenarios:
             for r in range(args.rounds):
                 for side, tree in sides.items():
                     load = os.getloadavg()[0]
                     if args.callgrind:
-                        got = {"instructions/tuple": instructions(tree, scenario, args.turns)}
-                    elif args.cost:
-                        got = {"CPU ns/tuple": cost(tree, scenario, args.turns)}
+                        got = {"instructions/tuple": instructions(tree, scenario, args.turns, script)}
+                    elif args.cost or args.codec:
+                        got = {"CPU ns/tuple": cost(tree, scenario, args.turns, script)}
                     else:
                         rate, per_cpu = throughput(tree, scenario, args.duration, args.warmup)
                         got = {"tuples/s": rate, "tuples/CPU-s": per_cpu}

@@ -8,6 +8,12 @@ A spout of words feeds one bolt task, reliably (acking on, topology.max.spout.pe
 or with acking off. Figures: tuples the bolt executed per second, and per CPU second (the
 worker's CPU plus its children's), which a loaded machine disturbs less: a child process
 gets a CPU share of its own, so under load wall-clock rates flatter multilang.
+
+The split scenario (``split_storm_style_vs_pystorm``): sentences of 9 words split by a child
+two ways over the same pipe, alternating: pystorm (its emits do not wait) and a Storm-style
+adapter that waits for the task ids of every emit, as Storm's own ``storm.py`` does
+(tests/support/multilang/storm_style.py). Figure: words counted downstream per second, and
+the ratio storm-style / pystorm (issue 31's goal: >= 0.8).
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from typing import Any, Callable
 from squall import Bolt, Spout, TopologyBuilder
 
 HERE = Path(__file__).resolve().parent
+STORM_STYLE = HERE.parent / "tests" / "support" / "multilang" / "storm_style.py"
+SENTENCE = "the quick brown fox jumps over the lazy dog"
 WORDS = ["dog", "cat", "zebra", "elephant", "ant", "bee", "cow", "owl"]
 ACKED = {"topology.acker.executors": 1, "topology.max.spout.pending": 2000}
 UNACKED = {"topology.acker.executors": 0}
@@ -82,3 +90,59 @@ def multilang_vs_in_process(measure: Callable[..., dict[str, Any]], duration: fl
             "tuples_per_cpu_sec": {k: round(v) for k, v in cpu.items()},
             "in_process_over_multilang_per_cpu": round(cpu["in-process"] / cpu["multilang"], 1),
             "runs": rates, "runs_per_cpu_sec": per_cpu}
+
+
+class Sentences(Spout):
+    def open(self, conf, context, collector):
+        self.collector, self.n = collector, 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([SENTENCE], msg_id=self.n)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["sentence"])
+
+
+class Count(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector, self.counts = collector, {}
+
+    def execute(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def split_topology(kind: str):
+    from squall.multilang import ShellBolt
+
+    command = {"pystorm": ["python3", "pystorm_split.py"], "storm-style": ["python3", str(STORM_STYLE)]}[kind]
+    b = TopologyBuilder()
+    b.set_spout("sentences", Sentences())
+    b.set_bolt("split", ShellBolt(command, ["word"])).shuffle("sentences")
+    b.set_bolt("count", Count()).fields("split", ["word"])
+    return b.build()
+
+
+def split_storm_style_vs_pystorm(measure: Callable[..., dict[str, Any]], duration: float, warmup: float,
+                                 conf: dict[str, Any]) -> dict[str, Any]:
+    from squall.multilang.codedir import set_code_dir
+
+    set_code_dir(HERE / "topologies")
+    kinds = ("pystorm", "storm-style")
+    rates: dict[str, list[float]] = {k: [] for k in kinds}
+    failed: dict[str, int] = dict.fromkeys(kinds, 0)
+    for _ in range(3):
+        for kind in kinds:  # alternated, so a noisy neighbour hits both alike
+            result = measure(split_topology(kind), conf, "count", duration / 3, warmup)
+            rates[kind].append(round(result["tuples_per_sec"]))
+            failed[kind] += result.get("failed", 0)
+    mean = {k: sum(v) / len(v) for k, v in rates.items()}
+    return {"tuples_per_sec": round(mean["storm-style"]), "pystorm_words_per_sec": round(mean["pystorm"]),
+            "storm_style_words_per_sec": round(mean["storm-style"]),
+            "storm_style_over_pystorm": round(mean["storm-style"] / max(1e-9, mean["pystorm"]), 2),
+            "failed": failed, "runs": rates}

@@ -187,7 +187,8 @@ def _register_optional() -> None:
         import multilang_bench
     except ImportError as exc:  # listed all the same; running them says what is missing
         MISSING.update({"multilang-pystorm": exc.name or "multilang_bench",
-                        "multilang-pystorm-unacked": exc.name or "multilang_bench"})
+                        "multilang-pystorm-unacked": exc.name or "multilang_bench",
+                        "multilang-split": exc.name or "multilang_bench"})
 
     @scenario("multilang-pystorm", "a pystorm bolt through multilang, the same bolt in-process, and a "
               "native squall bolt doing the same work, alternating, three rounds each (acking on)")
@@ -198,6 +199,11 @@ def _register_optional() -> None:
     def _multilang_unacked(duration: float, warmup: float) -> dict[str, Any]:
         return multilang_bench.multilang_vs_in_process(_measure_local, duration, warmup,
                                                        multilang_bench.UNACKED)
+
+    @scenario("multilang-split", "sentences split by a child: a Storm-style adapter that waits for the "
+              "task ids of every emit (as storm.py does) against pystorm, alternating, three rounds (acked)")
+    def _multilang_split(duration: float, warmup: float) -> dict[str, Any]:
+        return multilang_bench.split_storm_style_vs_pystorm(_measure_local, duration, warmup, multilang_bench.ACKED)
 
     for module_name in ("cluster_bench", "latency", "api_bench", "load_aware", "http_bench"):
         try:

@@ -32,6 +32,9 @@ from typing import Any
 from squall.runtime.stats import WorkerStats
 
 ExecutorId = tuple[int, int]
+# A worker's exit code when another process holds its port (it could not bind it); its
+# supervisor then probes the port and, when it is held, takes the slot out of use.
+EXIT_PORT_IN_USE = 3
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
@@ -80,16 +83,41 @@ def read_private(path: Path, limit: int) -> bytes:
     return read_regular(path, limit, private=True)
 
 
-def make_private(root: Path) -> None:
-    """Make ``root`` and everything under it readable by its owner only: directories 0700,
-    files 0600 (0700 when executable). Symlinks are left alone (never followed)."""
+def set_tree_modes(root: Path, directories: int, files: int, executables: int) -> None:
+    """Give ``root`` and every directory under it ``directories``, and every regular file
+    ``files`` (``executables`` when its owner may run it). Symlinks are left alone (never
+    followed)."""
     for dirpath, _dirnames, filenames in os.walk(root):
-        os.chmod(dirpath, 0o700)
+        os.chmod(dirpath, directories)
         for name in filenames:
             path = os.path.join(dirpath, name)
             mode = os.lstat(path).st_mode
             if stat.S_ISREG(mode):
-                os.chmod(path, 0o700 if mode & stat.S_IXUSR else 0o600)
+                os.chmod(path, executables if mode & stat.S_IXUSR else files)
+
+
+def tree_bytes(roots: Iterable[Path], limit: int) -> int:
+    """Bytes the regular files under ``roots`` take (links not followed, missing roots 0),
+    counted until the total passes ``limit``."""
+    total = 0
+    for root in roots:
+        for dirpath, _dirnames, filenames in os.walk(root):
+            for name in filenames:
+                try:
+                    info = os.lstat(os.path.join(dirpath, name))
+                except OSError:  # gone while counting
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+            if total > limit:
+                return total
+    return total
+
+
+def make_private(root: Path) -> None:
+    """Make ``root`` and everything under it readable by its owner only: directories 0700,
+    files 0600 (0700 when executable)."""
+    set_tree_modes(root, 0o700, 0o600, 0o700)
 
 
 def private_dir(path: Path) -> Path:
@@ -140,6 +168,11 @@ class LocalLayout:
 
     def topology_dir(self, topology_id: str) -> Path:
         return self.topologies_dir / topology_id
+
+    @property
+    def venvs_dir(self) -> Path:
+        """Topologies' Python environments (supervisor.environments)."""
+        return self.root / "venvs"
 
     @property
     def workers_dir(self) -> Path:

@@ -8,7 +8,11 @@ ZooKeeper, so ZooKeeper's write rate does not grow with workers; the report is a
 supervisor's own heartbeat.
 
 A report is JSON ``{"v": 1, "supervisor": id, "time": t, "workers": [ReportedBeat, ...],
-"stats_left_out": n}``. Each worker carries what nimbus reads from every report (its beat:
+"stats_left_out": n, "epoch": e, "seq": s, "key": k}``: ``epoch`` is when this run of the
+supervisor started (milliseconds, as its ZooKeeper node says), ``seq`` counts its reports,
+and ``key`` is the secret whose sha256 its node holds (nimbus's checks:
+``squall.daemons.nimbus.report_checks``); a supervisor of an earlier squall sends none of
+the three. Each worker carries what nimbus reads from every report (its beat:
 time and executors; and its executors' counters, for rates) as plain fields, and its full
 executor stats as the JSON text the worker wrote: nimbus decodes that text only when a status
 shows the topology, and keeps it as compact text meanwhile. At 1,000 reports per interval
@@ -45,6 +49,7 @@ REPORT_VERSION = 1
 MAX_REPORT_BYTES = 4 << 20  # nimbus refuses a larger body (413) before reading it
 MAX_REPORT_WORKERS = 1024  # workers one report may name (a supervisor has one per port)
 MAX_REPORT_EXECUTORS = MAX_BEAT_EXECUTORS  # executors all beats of one report may name together
+MAX_KEY_CHARS = 128  # the report key a supervisor sends (its sha256 is what its node holds)
 
 
 # --- one worker in a report -------------------------------------------------------------------
@@ -116,21 +121,35 @@ class SupervisorReport:
     time: float
     beats: list[ReportedBeat]
     stats_left_out: int = 0
+    epoch: int = 0  # this run of the supervisor (its start, ms); 0: not said (an earlier squall)
+    seq: int = 0    # the report's number in this run
+    key: str = ""   # this run's secret, whose sha256 its ZooKeeper node holds
 
     def to_json(self) -> bytes:
-        return json.dumps({"v": REPORT_VERSION, "supervisor": self.supervisor_id, "time": self.time,
-                           "workers": [b.to_dict() for b in self.beats], "stats_left_out": self.stats_left_out},
-                          separators=(",", ":")).encode("utf-8")
+        out: dict[str, Any] = {"v": REPORT_VERSION, "supervisor": self.supervisor_id, "time": self.time,
+                               "workers": [b.to_dict() for b in self.beats], "stats_left_out": self.stats_left_out}
+        if self.epoch:
+            out.update(epoch=self.epoch, seq=self.seq, key=self.key)
+        return json.dumps(out, separators=(",", ":")).encode("utf-8")
+
+    def __repr__(self) -> str:  # never print the key
+        return (f"SupervisorReport(supervisor_id={self.supervisor_id!r}, epoch={self.epoch}, seq={self.seq}, "
+                f"beats={len(self.beats)})")
+
+
+def report_epoch(started_at: float) -> int:
+    """A supervisor run's epoch: its start (its node's ``started_at``) in milliseconds."""
+    return int(started_at * 1000)
 
 
 def build_report(supervisor_id: str, now: float, beats: Iterable[ReportedBeat],
-                 budget: int = MAX_REPORT_BYTES) -> SupervisorReport:
+                 budget: int = MAX_REPORT_BYTES, epoch: int = 0, seq: int = 0, key: str = "") -> SupervisorReport:
     """A report of ``beats`` within ``budget`` bytes: every beat (with its counters) stays,
     stats texts go in, smallest first, while the report fits; the workers whose stats stayed
     out are counted (their numbers wait for the next report)."""
     beats = sorted(beats, key=lambda b: (b.topology_id, b.port))
     bare = [replace(b, stats="") for b in beats]
-    used = len(SupervisorReport(supervisor_id, now, bare, len(beats)).to_json())
+    used = len(SupervisorReport(supervisor_id, now, bare, len(beats), epoch, seq, key).to_json())
     kept = set()
     # Escaping in the report adds to each text; its encoded length is what counts.
     for size, i in sorted((len(json.dumps(b.stats)) - 2, i) for i, b in enumerate(beats) if b.stats):
@@ -140,7 +159,7 @@ def build_report(supervisor_id: str, now: float, beats: Iterable[ReportedBeat],
         kept.add(i)
     chosen = [beats[i] if i in kept else bare[i] for i in range(len(beats))]
     left_out = sum(1 for i, b in enumerate(beats) if b.stats and i not in kept)
-    return SupervisorReport(supervisor_id, now, chosen, left_out)
+    return SupervisorReport(supervisor_id, now, chosen, left_out, epoch, seq, key)
 
 
 def parse_report(data: bytes, supervisor_id: str) -> SupervisorReport:
@@ -179,4 +198,9 @@ def parse_report(data: bytes, supervisor_id: str) -> SupervisorReport:
         left -= len(beat.executors)
         beats.append(beat)
     left_out = as_int(d.get("stats_left_out", 0), "stats_left_out")
-    return SupervisorReport(sender, as_num(field_value(d, "time"), "time"), beats, max(0, left_out))
+    epoch, seq = as_int(d.get("epoch", 0), "epoch"), as_int(d.get("seq", 0), "seq")
+    key = as_str(d.get("key", ""), "key")
+    if epoch < 0 or seq < 0 or len(key) > MAX_KEY_CHARS:
+        raise ValueError("a report's epoch and seq must be non-negative, its key at most "
+                         f"{MAX_KEY_CHARS} characters")
+    return SupervisorReport(sender, as_num(field_value(d, "time"), "time"), beats, max(0, left_out), epoch, seq, key)

@@ -63,6 +63,17 @@ if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
   fi
 fi
 
+# The topology-environment test installs streamparse's redis example's pin, redis==2.10.1, on a
+# cluster with no index, as an offline cluster does: it is published as an sdist only, so its
+# wheel is built here once, into tests/support/wheelhouse.
+if [ "$tier" = "" ] || [ "$tier" = "cluster" ]; then
+  if ! compgen -G "tests/support/wheelhouse/redis-2.10.1-*.whl" >/dev/null; then
+    "$VENV/bin/pip" wheel --quiet --no-deps --disable-pip-version-check "redis==2.10.1" \
+        -w tests/support/wheelhouse >/dev/null 2>&1 \
+      || echo "building redis 2.10.1's wheel failed: the topology-environment test will fail" >&2
+  fi
+fi
+
 # The runtime's tests once more on the plain-Python modules (SQUALL_PURE=1: squall/compiled.py),
 # after the whole suite (or alone: `pure`): both builds must behave alike.
 run_pure() {

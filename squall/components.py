@@ -99,6 +99,14 @@ class Spout(Component):
     def fail(self, msg_id: Any) -> None:
         """The tuple tree of ``msg_id`` failed or timed out; replay it if you want it."""
 
+    def undeliverable(self, msg_id: Any, reason: str) -> None:
+        """A tuple of the tree of ``msg_id`` could not be delivered as it was (a value no
+        serializer carries, a tuple over the frame limit), so the tree failed; a replay of
+        the same values would fail the same way. ``reason`` names the component, stream,
+        field and type at fault. By default the same as ``fail``: a spout that can set the
+        record aside (a dead-letter stream) does that instead of replaying it."""
+        self.fail(msg_id)
+
     def activate(self) -> None:
         """The topology became active; ``next_tuple`` will be called."""
 

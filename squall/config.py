@@ -105,6 +105,10 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "squall.http.header.timeout.secs": (FLOAT, False),
     "squall.http.body.read.timeout.secs": (FLOAT, False),
     "squall.http.max.connections": (INT, False),
+    "squall.http.max.connections.per.address": (INT, False),
+    "squall.http.body.min.rate.bytes": (INT, False),
+    "squall.http.request.timeout.secs": (FLOAT, False),
+    "squall.http.reply.timeout.secs": (FLOAT, False),
     "nimbus.http.threads": (INT, False),
     "supervisor.slots.ports": ("list[int]", False),
     "supervisor.host": (STR, False),
@@ -121,6 +125,7 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.worker.runtime.dir": (STR, False),
     "supervisor.cgroup.dir": (STR, False),
     "worker.memory.max.mb": (INT, True),
+    "worker.zookeeper.max.connections": (INT, True),
     "supervisor.code.max.unpacked.bytes": (INT, False),
     "supervisor.code.max.members": (INT, False),
     "supervisor.metrics.port": (INT, True),
@@ -128,6 +133,11 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "supervisor.tls.cert.file": (STR, True),
     "supervisor.tls.key.file": (STR, True),
     "supervisor.logviewer.max.bytes": (INT, False),
+    "supervisor.venv.pip.args": ("list[str]", False),
+    "supervisor.venv.build.timeout.secs": (FLOAT, False),
+    "supervisor.venv.retry.secs": (FLOAT, False),
+    "supervisor.venv.cache.max": (INT, False),
+    "supervisor.venv.max.mb": (INT, False),
     "worker.log.max.bytes": (INT, False),
     "worker.log.backups": (INT, False),
     "supervisor.state.dir": (STR, True),
@@ -164,10 +174,13 @@ SCHEMA: dict[str, tuple[str, bool]] = {
     "topology.error.throttle.interval.secs": (FLOAT, False),
     "topology.errors.kept": (INT, False),
     "topology.serializers": ("dict", False),
+    "topology.testing.always.try.serialize": (BOOL, False),
     "topology.metrics.consumer.register": ("list[dict]", False),
     "topology.builtin.metrics.bucket.size.secs": (FLOAT, False),
     "topology.worker.hook.start.timeout.secs": (FLOAT, False),
     "topology.worker.hook.shutdown.timeout.secs": (FLOAT, False),
+    "topology.environment": ("dict", False),
+    "topology.python.requirements": (STR, True),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
@@ -191,6 +204,10 @@ RANGES: dict[str, Bounds] = {
     "squall.http.header.timeout.secs": (0.0, 3600.0, False),
     "squall.http.body.read.timeout.secs": (0.0, 3600.0, False),
     "squall.http.max.connections": (1, 100_000, True),
+    "squall.http.max.connections.per.address": (1, 100_000, True),
+    "squall.http.body.min.rate.bytes": (1, 2**40, True),
+    "squall.http.request.timeout.secs": (0.0, 86400.0, False),
+    "squall.http.reply.timeout.secs": (0.0, 86400.0, False),
     "nimbus.http.threads": (1, 1000, True),
     "supervisor.slots.ports": _PORT,
     "supervisor.monitor.frequency.secs": SECS,
@@ -202,8 +219,13 @@ RANGES: dict[str, Bounds] = {
     "supervisor.code.max.members": (1, 10**7, True),
     "supervisor.logviewer.port": (0, 65535, True),
     "supervisor.logviewer.max.bytes": (1, 2**40, True),
+    "supervisor.venv.build.timeout.secs": (1.0, _DAY, True),
+    "supervisor.venv.retry.secs": (0.0, _DAY, True),
+    "supervisor.venv.cache.max": (0, 1000, True),
+    "supervisor.venv.max.mb": (1, 2**30, True),
     "worker.log.max.bytes": (1, 2**40, True),
     "worker.log.backups": (0, 1000, True),
+    "worker.zookeeper.max.connections": (1, 10_000, True),
     "worker.metrics.frequency.secs": SECS,
     "supervisor.metrics.port": (0, 65535, True),
     "worker.heartbeat.frequency.secs": SECS,
@@ -234,6 +256,32 @@ RANGES: dict[str, Bounds] = {
     "topology.worker.hook.start.timeout.secs": (0.0, 600.0, False),
     "topology.worker.hook.shutdown.timeout.secs": (0.0, 10.0, False),
 }
+
+# topology.environment: variables a topology's workers (and their multilang children) get.
+# Never what isolation, security or squall itself sets for a worker: its identity, search
+# paths, the dynamic loader, the interpreter's own settings and squall's variables.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_RESERVED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "VIRTUAL_ENV", "TMPDIR"})
+ENV_RESERVED_PREFIXES = ("SQUALL_", "PYTHON", "LD_")
+ENV_MAX_VARS = 100
+ENV_MAX_VALUE_CHARS = 8192
+
+
+def _check_environment(key: str, value: dict) -> None:
+    if len(value) > ENV_MAX_VARS:
+        raise ConfigError(f"config key {key!r}: {len(value)} variables, more than {ENV_MAX_VARS}")
+    for name, v in value.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise ConfigError(f"config key {key!r}: {name!r:.140} is not a variable name "
+                              "(letters, digits and _, not starting with a digit, at most 128)")
+        if name.upper() in ENV_RESERVED or name.upper().startswith(ENV_RESERVED_PREFIXES):
+            raise ConfigError(f"config key {key!r}: {name} is set by squall for every worker (its identity, search "
+                              f"paths, loader and interpreter: {', '.join(sorted(ENV_RESERVED))}, "
+                              f"{', '.join(p + '*' for p in ENV_RESERVED_PREFIXES)}); a topology may not change it")
+        if not isinstance(v, str) or "\0" in v or len(v) > ENV_MAX_VALUE_CHARS:
+            raise ConfigError(f"config key {key!r}: {name} must be a string of at most {ENV_MAX_VALUE_CHARS} "
+                              f"characters without NUL, got {type(v).__name__} {v!r:.60}")
+
 
 # What one entry of topology.metrics.consumer.register may hold (Storm's keys): the class,
 # and optionally its argument, parallelism, queue bound and metric-name filters.
@@ -266,8 +314,13 @@ def _check_consumers(key: str, value: list) -> None:
                     raise ConfigError(f"{where}: {name!r} pattern {p!r}: {exc}") from None
 
 
-register_keys({key: KeySpec(kind, nullable, RANGES.get(key),
-                             _check_consumers if key == "topology.metrics.consumer.register" else None)
+# Keys with a check of their own, beyond kind and range.
+CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "topology.metrics.consumer.register": _check_consumers,
+    "topology.environment": _check_environment,
+}
+
+register_keys({key: KeySpec(kind, nullable, RANGES.get(key), CHECKS.get(key))
                for key, (kind, nullable) in SCHEMA.items()}, __name__)
 
 

@@ -1,7 +1,10 @@
 """Stream groupings: the declaration (part of a topology) and the chooser (run time).
 
 Fields grouping hashes with ``stable_hash`` (CRC-32 of the msgpack encoding of the key
-values), so a key goes to the same task in every run, every process and on Spark.
+values), so a key goes to the same task in every run, every process and on Spark. A key
+may hold anything a tuple may (squall.values): what msgpack packs itself is packed as it
+always was (a key keeps its task across versions), the rest as its extension type, a set's
+elements in an order of their own bytes (the same in every process).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import msgpack
 
 from squall.registry import Registry
 from squall.tuple import Fields
+from squall.values import PLAIN, SET
 
 SHUFFLE, FIELDS, ALL, GLOBAL, NONE, DIRECT, LOCAL_OR_SHUFFLE, PARTIAL_KEY, CUSTOM = (
     "shuffle", "fields", "all", "global", "none", "direct", "local_or_shuffle", "partial_key", "custom")
@@ -52,9 +56,20 @@ class Grouping:
         return f"{self.kind}({extra})"
 
 
+def _key_default(obj: Any) -> Any:
+    """How a key value msgpack has no type for is packed for hashing."""
+    if isinstance(obj, (set, frozenset)):  # iteration order differs between processes
+        return msgpack.ExtType(SET, b"".join(sorted(_key_bytes(x) for x in obj)))
+    return PLAIN.default(obj)
+
+
+def _key_bytes(values: Any) -> bytes:
+    return msgpack.packb(values, use_bin_type=True, default=_key_default)
+
+
 def stable_hash(key: Sequence[Any]) -> int:
     """A process-independent hash of key values (Python's own hash of str is salted)."""
-    return zlib.crc32(msgpack.packb(list(key), use_bin_type=True))
+    return zlib.crc32(_key_bytes(list(key)))
 
 
 def fields_task_index(key: Sequence[Any], n: int) -> int:
@@ -278,7 +293,7 @@ def _partial_key_chooser(indexes: list[int], tasks: list[int]) -> Chooser:
     sent = [0] * n
 
     def choose(values: list) -> tuple[int]:
-        raw = msgpack.packb([values[i] for i in indexes], use_bin_type=True)
+        raw = _key_bytes([values[i] for i in indexes])
         a = zlib.crc32(raw) % n
         b = zlib.crc32(raw, 0x9E3779B9) % n
         pick = a if sent[a] <= sent[b] else b

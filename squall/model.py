@@ -30,6 +30,9 @@ ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 #   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
 #   __ack_fail to the acker:   [[root, ...]]
 #   __ack_ack / __ack_fail from the acker to a spout task: [[root, ...]]
+# A failed tree whose tuple could not be delivered (squall.runtime.refusals) is a
+# [root, reason] entry of a __ack_fail batch instead of its root alone: its spout hears
+# ``undeliverable``. (Plain fails keep the shape workers of earlier versions send and read.)
 ACKER_STREAMS = {ACK_ACK: Fields(["batch"]), ACK_FAIL: Fields(["batch"])}
 
 ExecutorId = tuple[int, int]

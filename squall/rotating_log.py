@@ -5,7 +5,8 @@ signal it and no line is split between files. With ``capture_std`` the process's
 ``sys.stdout`` and ``sys.stderr`` (user ``print``, tracebacks) write through it line by
 line, and file descriptors 1 and 2 (C libraries, the interpreter's last words) point at
 the current file and follow it through every rotation: what a worker writes is bounded by
-about ``max_bytes * (backups + 1)``.
+about ``max_bytes * (backups + 1)``. The files are its owner's alone (0600): a log names
+topologies, users and ids, and holds what the code printed.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class RotatingLogFile:
             sys.stderr = _LineStream(self, "<stderr>")
 
     def _open(self) -> int:
-        fd = os.open(self.path, FLAGS, 0o644)
+        fd = os.open(self.path, FLAGS, 0o600)
+        os.fchmod(fd, 0o600)  # one left by an older version, or by another umask
         if self.capture_std:
             os.dup2(fd, 1)
             os.dup2(fd, 2)

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 MsgId = tuple[int, int, float, float]  # (phase index, sequence in the phase, scheduled, emitted)
+QUANTILES = (("50", 0.5), ("90", 0.9), ("99", 0.99), ("999", 0.999))
 
 
 class LatencyHistogram:
@@ -80,7 +81,7 @@ class Phase:
                "scheduled": self.scheduled, "completed": self.completed, "failed": self.failed,
                "missing": self.scheduled - self.completed - self.failed}
         if lat.n:
-            out.update({f"p{int(q * 100)}_ms": 1000 * lat.quantile(q) for q in (0.5, 0.9, 0.99)})
+            out.update({f"p{name}_ms": 1000 * lat.quantile(q) for name, q in QUANTILES})
             out["max_ms"] = 1000 * lat.max
             out["lag_p99_ms"] = 1000 * self.lag.quantile(0.99)
             out["flight_p99_ms"] = 1000 * self.flight.quantile(0.99)

@@ -26,10 +26,15 @@ REASONS = {
     "plain-http": "plain HTTP sent to a TLS port (400)",
     "header-timeout": "the request line and headers did not arrive within their deadline (408)",
     "body-timeout": "a read of the body did not get its bytes within its deadline (408)",
+    "slow-body": "a body slower than squall.http.body.min.rate.bytes per second (408)",
+    "request-timeout": "a request (head, body, its wait for a thread) not done within squall.http.request.timeout.secs "
+                       "(408, 503)",
     "malformed": "a malformed request line, header or chunked body (400, 501, 505)",
     "too-large": "headers or body above their limit (431, 413)",
     "capacity": "a connection over the server's connection limit, closed at once",
-    "reply-timeout": "the client did not take a part of the reply within the deadline of a read",
+    "per-address": "a connection over the limit for one client address, closed at once",
+    "reply-timeout": "the client did not take a part of the reply within the deadline of a read, or the whole "
+                     "reply within squall.http.reply.timeout.secs",
     "reset": "the client closed or reset the connection in the middle of a request",
     "error": "the server failed on a request (500); logged with its stack, within the same bound",
 }

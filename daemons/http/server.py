@@ -1,11 +1,22 @@
 """The daemons' HTTP(S) server: nimbus's API, a supervisor's ``/metrics`` and logviewer.
 
 One event loop (asyncio, on a thread of its own) holds every connection: it accepts, does
-the TLS handshake, reads the request head and the body, each within its deadline
+the TLS handshake (``opening.py``), reads the request head and the body, each within its deadline
 (:class:`~squall.daemons.http.limits.HttpLimits`), and hands complete heads to a small pool
 of threads that run the WSGI application. A connection that is slow, idle or never starts
-TLS costs the loop a socket and a few kilobytes, never a thread, so dozens of them do not
-hold up a real request; past ``max_connections`` new connections are closed at once.
+TLS costs the loop a socket and its buffers (about 300 KB with TLS), never a thread, so
+hundreds of them do not hold up a real request; past ``max_connections`` in all, or
+``max_connections_per_address`` from one address, new connections are closed at once
+(``admission.py``).
+
+A complete request waits on the loop until it may have a thread: one address runs at most a
+quarter of them, and requests with a body leave a quarter to bodiless ones (``admission.py``).
+A body must keep a minimum pace, and the whole request (head and body) and the whole reply
+have deadlines (``limits.py``, ``body.Pace``). A reply is handed to the loop as the
+application writes it, within a bound per connection (``REPLY_BUFFER``): the thread goes back
+to the pool while the loop sends it, and the next request on the connection waits until the
+client took the reply. Memory freed by closed connections is given back to the system
+(``give_back``) once many have closed, so a flood does not leave the process at its peak.
 
 Why not cheroot, which served before (measured, see docs/operations/security.md): cheroot
 does the TLS handshake on its one accepting thread, so each silent TCP connection stopped
@@ -27,15 +38,17 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import re
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from squall.daemons.http.body import BodyReader, InputStream
+from squall.daemons.http.admission import Admission, address_key
+from squall.daemons.http.body import BodyReader, InputStream, Pace
 from squall.daemons.http.head import Head, HeadError, framing, keeps_alive, parse_head
 from squall.daemons.http.limits import HttpLimits
+from squall.daemons.http.memory import give_back
+from squall.daemons.http.opening import open_streams
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.http.tls_material import TlsMaterial
 from squall.daemons.http.wsgi import Reply, WSGIApp, call, environ_of, finish, plain_reply
@@ -46,19 +59,11 @@ LINGER_BYTES = 1 << 20  # of a body the app did not read, drained before closing
 LINGER_SECS = 2.0
 CLOSE_SECS = 2.0        # for a TLS close to finish before the connection is cut
 MAX_REQUESTS = 1000     # on one connection
-PLAIN_TO_TLS = "The client sent a plain HTTP request, but this server only speaks HTTPS on this port."
-PLAIN_DRAIN_BYTES = 64 * 1024  # of a plain HTTP request read before its 400 (so the close sends FIN, not RST)
-PLAIN_DRAIN_SECS = 0.5
-_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d{1,9})[ \t]*$")
-
-
-def _whole_request(seen: bytes) -> bool:
-    """Has ``seen`` (the start of a plain HTTP request) its head and its declared body?"""
-    head, end, body = seen.partition(b"\r\n\r\n")
-    if not end:
-        return False
-    length = _CONTENT_LENGTH.search(head)
-    return len(body) >= (int(length.group(1)) if length else 0)
+REPLY_BUFFER = 256 * 1024  # of a reply the loop holds for a client before the application's thread waits
+GIVE_BACK_SECS = 5.0       # how often to look whether connections closed since memory was last given back
+GIVE_BACK_AFTER = 64       # so many: give it back, unless it was given back within GIVE_BACK_EARLIEST
+GIVE_BACK_EARLIEST = 4     # looks (20 s): a full collection costs the whole process a pause
+GIVE_BACK_LATEST = 12      # looks (a minute) after which any closed connection is enough
 
 
 class HttpServer:
@@ -79,6 +84,9 @@ class HttpServer:
         self.tls = tls is not None
         self._loop = asyncio.new_event_loop()
         self._conns: set[asyncio.Task[None]] = set()
+        self.admission = Admission(limits.max_connections, limits.max_connections_per_address, threads)
+        self._turn: asyncio.Condition | None = None  # a request finished: another may have its thread
+        self._closed_since_give_back = 0
         self._stopping: asyncio.Event | None = None
         self._stop_wanted = False
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -126,14 +134,30 @@ class HttpServer:
 
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
+        self._turn = asyncio.Condition()
         if self._stop_wanted:
             self._stopping.set()
         accepting = asyncio.create_task(self._accept())
+        giving_back = asyncio.create_task(self._give_back_memory())
         await self._stopping.wait()
         accepting.cancel()
+        giving_back.cancel()
         for task in list(self._conns):
             task.cancel()
-        await asyncio.wait([accepting, *self._conns], timeout=CLOSE_SECS)
+        await asyncio.wait([accepting, giving_back, *self._conns], timeout=CLOSE_SECS)
+
+    async def _give_back_memory(self) -> None:
+        """Once many connections have closed (or some, a minute ago), hand the memory they freed
+        back to the system (glibc keeps freed heap otherwise: a flood of 500 large heads left
+        nimbus 550 MB up)."""
+        looks = GIVE_BACK_EARLIEST
+        while True:
+            await asyncio.sleep(GIVE_BACK_SECS)
+            looks += 1
+            closed = self._closed_since_give_back
+            if closed and (looks >= GIVE_BACK_LATEST or closed >= GIVE_BACK_AFTER and looks >= GIVE_BACK_EARLIEST):
+                self._closed_since_give_back, looks = 0, 0
+                give_back()
 
     # -- connections -----------------------------------------------------------------------
     async def _accept(self) -> None:
@@ -145,100 +169,41 @@ class HttpServer:
                 self.refusals.refuse("capacity", error=f"accept failed: {exc}")
                 await asyncio.sleep(0.1)
                 continue
-            if len(self._conns) >= self.limits.max_connections:
-                self.refusals.refuse("capacity", remote=addr[0],
-                                     error=f"{self.limits.max_connections} connections open already")
+            key = address_key(str(addr[0]))
+            refused = self.admission.connect(key)
+            if refused is not None:
+                limit = (f"{self.limits.max_connections} connections open already" if refused == "capacity" else
+                         f"{self.limits.max_connections_per_address} connections from {key} open already")
+                self.refusals.refuse(refused, remote=addr[0], error=limit)
                 sock.close()
                 continue
             # Small writes at once (asyncio sets this only on sockets made with proto 6): with
             # Nagle, a reply waits behind the TLS session tickets for the client's delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = loop.create_task(self._connection(sock, addr))
+            task = loop.create_task(self._connection(sock, addr, key))
             self._conns.add(task)
             task.add_done_callback(self._conns.discard)
 
-    async def _connection(self, sock: socket.socket, addr: tuple[Any, ...]) -> None:
+    async def _connection(self, sock: socket.socket, addr: tuple[Any, ...], key: str) -> None:
         remote = str(addr[0])
         writer: asyncio.StreamWriter | None = None
         try:
-            streams = await self._open(sock, remote)
+            streams = await open_streams(sock, remote, self._tls, self.limits, self.refusals)
             if streams is not None:
                 reader, writer = streams
-                await self._exchange(reader, writer, remote, int(addr[1]))
+                writer.transport.set_write_buffer_limits(high=REPLY_BUFFER)
+                await self._exchange(reader, writer, remote, int(addr[1]), key)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a fault in one connection must not end the server
             self.refusals.refuse("error", remote=remote, exc_info=True)
         finally:
+            self.admission.disconnect(key)
+            self._closed_since_give_back += 1
             if writer is not None:
                 await self._close(writer)
             else:
                 sock.close()
-
-    async def _open(self, sock: socket.socket, remote: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """The connection's streams, TLS done within its deadline; None when refused."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=self.limits.max_header_bytes, loop=loop)
-
-        def protocol() -> asyncio.StreamReaderProtocol:
-            return asyncio.StreamReaderProtocol(reader, loop=loop)
-
-        if self._tls is None:
-            transport, proto = await loop.connect_accepted_socket(protocol, sock)
-            return reader, asyncio.StreamWriter(transport, proto, reader, loop)
-        deadline = loop.time() + self.limits.handshake_secs
-        try:
-            async with asyncio.timeout_at(deadline):
-                first = await self._peek(sock)
-                if first and first != b"\x16":  # not a TLS handshake record: plain HTTP, most likely
-                    await self._refuse_plain(sock, remote)
-                    return None
-                if not first:
-                    raise ConnectionError("closed before the TLS handshake")
-                transport, proto = await loop.connect_accepted_socket(
-                    protocol, sock, ssl=self._tls.context(), ssl_handshake_timeout=max(0.1, deadline - loop.time()))
-        except TimeoutError:
-            self.refusals.refuse("tls-handshake", remote=remote,
-                                 error=f"no TLS handshake within {self.limits.handshake_secs:g}s")
-            return None
-        except OSError as exc:  # ssl.SSLError, a reset, the handshake deadline (ConnectionAbortedError)
-            self.refusals.refuse("tls-handshake", remote=remote, error=str(exc)[:300] or type(exc).__name__)
-            return None
-        return reader, asyncio.StreamWriter(transport, proto, reader, loop)
-
-    @staticmethod
-    async def _peek(sock: socket.socket) -> bytes:
-        """The connection's first byte, left in the socket."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                return sock.recv(1, socket.MSG_PEEK)
-            except (BlockingIOError, InterruptedError):
-                pass
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(sock.fileno(), finish, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(sock.fileno())
-
-    async def _refuse_plain(self, sock: socket.socket, remote: str) -> None:
-        """Plain HTTP on the TLS port: a 400 that says so, after reading the request (bounded),
-        since closing a socket with unread data resets it and the client would lose the 400."""
-        self.refusals.refuse("plain-http", remote=remote, error="plain HTTP on the TLS port")
-        loop = asyncio.get_running_loop()
-        seen = b""
-        try:
-            async with asyncio.timeout(PLAIN_DRAIN_SECS):
-                while len(seen) < PLAIN_DRAIN_BYTES and not _whole_request(seen):
-                    chunk = await loop.sock_recv(sock, PLAIN_DRAIN_BYTES - len(seen))
-                    if not chunk:
-                        break
-                    seen += chunk
-            async with asyncio.timeout(1.0):
-                await loop.sock_sendall(sock, plain_reply(400, PLAIN_TO_TLS))
-        except (TimeoutError, OSError):
-            pass
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
         writer.close()
@@ -250,32 +215,52 @@ class HttpServer:
 
     # -- requests --------------------------------------------------------------------------
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
-                        remote_port: int) -> None:
+                        remote_port: int, key: str) -> None:
         """Serve requests on one connection until one of them ends it."""
         for served in range(MAX_REQUESTS):
-            head = await self._read_head(reader, writer, remote, idle_first=served > 0)
-            if head is None or not await self._request(head, reader, writer, remote, remote_port):
+            got = await self._read_head(reader, writer, remote, idle_first=served > 0)
+            if got is None:
+                return
+            head, began = got
+            if not await self._request(head, began, reader, writer, remote, remote_port, key):
                 return
 
-    async def _request(self, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
-                       remote_port: int) -> bool:
-        """Run one request through the application; whether the connection may serve another."""
+    async def _request(self, head: Head, began: float, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       remote: str, remote_port: int, key: str) -> bool:
+        """Run one request through the application; whether the connection may serve another.
+        ``began``: when its first byte came (the whole request's deadline counts from it)."""
         try:
             frame = framing(head)
         except HeadError as exc:
             await self._refuse_head(writer, exc, remote)
             return False
         loop = asyncio.get_running_loop()
-        body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer))
-        stream = InputStream(body, loop, self.limits.body_read_secs)
-        reply = Reply(writer, loop, self.limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head))
+        limits = self.limits
+        deadline = began + limits.request_secs
+        pace = Pace(grace=limits.body_read_secs, min_rate=limits.body_min_rate, deadline=deadline)
+        body = BodyReader(reader, frame, self._max_body, self._continuer(head, writer), pace)
+        stream = InputStream(body, loop, limits.body_read_secs)
+        reply = Reply(writer, loop, limits.body_read_secs, head.method == "HEAD", body, keeps_alive(head),
+                      limits.reply_secs)
         environ = environ_of(head, stream, (self.host, self.port), (remote, remote_port), self.tls)
+        path = environ["PATH_INFO"][:200]
+        with_body = not frame.empty
+        if not await self._take_turn(key, with_body, deadline):
+            self.refusals.refuse("request-timeout", remote=remote, method=head.method, path=path,
+                                 error=f"no free thread within the request's {limits.request_secs:g}s")
+            await self._answer(writer, 503, "the server is busy: try again")
+            return False
         done: asyncio.Future[None] = loop.create_future()
-        self._jobs.put((environ, reply, done))
-        await done
+        try:
+            self._jobs.put((environ, reply, done))
+            await done
+        finally:
+            await self._end_turn(key, with_body)
         if stream.error is not None:
             self.refusals.refuse(stream.error.reason, error=str(stream.error), remote=remote, method=head.method,
-                                 path=environ["PATH_INFO"][:200])
+                                 path=path)
+            return False
+        if not await self._delivered(reply, writer, remote, head.method, path):
             return False
         if reply.keep:
             return True
@@ -288,18 +273,54 @@ class HttpServer:
                 pass
         return False
 
+    async def _take_turn(self, key: str, with_body: bool, deadline: float) -> bool:
+        """Wait (on the loop, holding no thread) until the admission lets this request run;
+        False when ``deadline`` came first."""
+        assert self._turn is not None
+        try:
+            async with asyncio.timeout_at(deadline), self._turn:
+                await self._turn.wait_for(lambda: self.admission.may_run(key, with_body))
+                self.admission.run(key, with_body)
+                return True
+        except TimeoutError:
+            return False
+
+    async def _end_turn(self, key: str, with_body: bool) -> None:
+        assert self._turn is not None
+        async with self._turn:
+            self.admission.ran(key, with_body)
+            self._turn.notify_all()
+
+    async def _delivered(self, reply: Reply, writer: asyncio.StreamWriter, remote: str, method: str,
+                         path: str) -> bool:
+        """Wait, on the loop, until the client took the reply down to the transport's low-water
+        mark, within the reply's deadline; False (the connection aborted) when it did not."""
+        try:
+            async with asyncio.timeout_at(reply.deadline()):
+                await writer.drain()
+            return True
+        except TimeoutError:
+            self.refusals.refuse("reply-timeout", remote=remote, method=method, path=path,
+                                 error=f"the client did not take the reply within {self.limits.reply_secs:g}s")
+        except ConnectionError:
+            pass
+        writer.transport.abort()
+        return False
+
     async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: str,
-                         idle_first: bool = False) -> Head | None:
-        """The next request's head, within its deadline; None when there is none to serve.
-        With ``idle_first`` (a kept connection) the client may first stay silent for as long,
-        and is then closed quietly: an idle connection is not a refusal."""
+                         idle_first: bool = False) -> tuple[Head, float] | None:
+        """The next request's head, within its deadline, and when it began; None when there is
+        none to serve. With ``idle_first`` (a kept connection) the client may first stay silent
+        for as long, and is then closed quietly: an idle connection is not a refusal."""
         first = b""
+        began = asyncio.get_running_loop().time()
         if idle_first:
             try:
                 async with asyncio.timeout(self.limits.header_secs):
                     first = await reader.readexactly(1)
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 return None
+            began = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(self.limits.header_secs):
                 data = first + await reader.readuntil(b"\r\n\r\n")
@@ -321,7 +342,7 @@ class HttpServer:
             self.refusals.refuse("reset", remote=remote, error=f"connection reset in the request head: {exc}")
             return None
         try:
-            return parse_head(data)
+            return parse_head(data), began
         except HeadError as exc:
             await self._refuse_head(writer, exc, remote)
             return None

@@ -51,14 +51,19 @@ def plain_reply(status: int, text: str) -> bytes:
 
 
 class Reply:
-    """``start_response`` and the writes of one reply, on the application's thread; each
-    write must be taken by the client within ``timeout``. The connection is kept for another
-    request (``keep``) when the client allows it, the reply has a Content-Length it meets, and
-    the request's body was read whole before the reply began."""
+    """``start_response`` and the writes of one reply, on the application's thread. A write
+    waits only while the connection's transport holds more than its high-water mark (the
+    server's ``REPLY_BUFFER``), and then for at most ``timeout``; the whole reply must be
+    taken within ``whole`` seconds of its first write (``deadline()``, which the server awaits
+    on its loop once the application returned). The connection is kept for another request
+    (``keep``) when the client allows it, the reply has a Content-Length it meets, and the
+    request's body was read whole before the reply began."""
 
     def __init__(self, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop, timeout: float,
-                 head_only: bool, body: BodyReader, keep_wanted: bool) -> None:
+                 head_only: bool, body: BodyReader, keep_wanted: bool, whole: float = float("inf")) -> None:
         self._writer, self._loop, self._timeout, self._head_only = writer, loop, timeout, head_only
+        self._whole = whole
+        self._deadline: float | None = None  # on the loop's clock, set by the first write
         self._body, self._keep_wanted = body, keep_wanted
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
@@ -120,14 +125,21 @@ class Reply:
         except asyncio.CancelledError:
             raise ClientGone("reset", "the server stopped while replying") from None
 
+    def deadline(self) -> float:
+        """When the client must have taken the whole reply (the loop's clock; on the loop)."""
+        if self._deadline is None:
+            self._deadline = self._loop.time() + self._whole
+        return self._deadline
+
     async def _drain(self, data: bytes) -> None:
         try:
             self._writer.write(data)
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout_at(min(self.deadline(), self._loop.time() + self._timeout)):
                 await self._writer.drain()
         except TimeoutError:
             self._writer.transport.abort()
-            raise ClientGone("reply-timeout", f"the client did not take the reply within {self._timeout:g}s") from None
+            raise ClientGone("reply-timeout", f"the client did not take the reply within its deadline "
+                                              f"({self._timeout:g}s a part, {self._whole:g}s in all)") from None
         except ConnectionError as exc:
             raise ClientGone("reset", f"the connection broke while replying: {exc}") from None
 

@@ -4,6 +4,8 @@ that clock skew between hosts does not matter. Which of them are alive is decide
 :mod:`squall.daemons.nimbus.liveness` (plain code); this keeps what those decisions need."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,12 +17,17 @@ from squall.daemons.nimbus.guard import ApiError
 from squall.daemons.nimbus.history import CounterHistory, RunningTotals
 from squall.daemons.nimbus.liveness import ReconnectGrace, last_heard, next_judgement, supervisor_alive
 from squall.daemons.nimbus.rates import RateHistory
+from squall.daemons.nimbus.report_checks import Order, ReportChecks, ReportRefused
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot
-from squall.daemons.reports import ReportedBeat, parse_report
+from squall.daemons.reports import ReportedBeat, SupervisorReport, parse_report, report_epoch
 from squall.daemons.state import Assignment, ClusterState, SupervisorInfo
 from squall.daemons.timers import Clock
 
 log = structlog.get_logger("squall.nimbus")
+
+
+def _key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()
 
 
 class Hearing:
@@ -48,28 +55,70 @@ class Hearing:
         self.vouched: dict[str, float] = {}
         self._registered: dict[str, SupervisorInfo] | None = None  # the supervisors' nodes, as the watch saw them
         self._silent: set[str] = set()  # supervisors already warned about
+        self.checks = ReportChecks()  # what the last reports taken said: order, counters
+        self._submitted: dict[str, float] = {}  # topology id -> when submitted (as of the last round)
 
     def restart(self) -> None:
         """A new leadership has heard nothing yet: nothing is judged dead for the task timeout."""
         self.beats.clear()
+        self.checks = ReportChecks()
         self._sup_seen.clear()
         self.vouched.clear()
         self.grace.restart(self.state.connections)
 
     def take_report(self, supervisor_id: str, data: bytes) -> dict[str, Any]:
         """A supervisor's report (its heartbeat and its workers' beats and stats), kept in
-        memory; 400 when malformed."""
+        memory: 403 unless it comes from the supervisor it names (its key matches its node),
+        409 when it is not after the last one taken (a replay), 400 when malformed or when its
+        counters cannot be right (``report_checks``)."""
         try:
             report = parse_report(data, supervisor_id)
         except (ValueError, TypeError) as exc:
             self.counts["reports_refused"] += 1
-            raise ApiError(400, f"bad report: {exc}") from None
-        kept = self.beats.take(report, self.clock.time())
+            raise ApiError(400, f"bad report: {exc}", reason="malformed") from None
+        now = self.clock.time()
+        order = self._check_sender(report)
+        if order is not None:
+            try:
+                self.checks.check(report, order, now, self._topology_age(now))
+            except ReportRefused as exc:
+                self.counts["reports_refused"] += 1
+                replay = "not after the last one" in str(exc)
+                raise ApiError(409 if replay else 400, f"report refused: {exc}", reason="malformed") from None
+        kept = self.beats.take(report, now)
+        if order is not None:
+            self.checks.taken(report, order, now)
         for beat in report.beats:  # the rate history and the totals take the counters as they come
             samples = beat.samples()
             self.rates.add(beat.topology_id, samples)
             self.totals.add(beat.topology_id, samples)
         return {"supervisor": supervisor_id, "beats": kept}
+
+    def _check_sender(self, report: SupervisorReport) -> Order | None:
+        """ApiError 403 unless the report comes from the run of the supervisor it names: the
+        supervisor is registered, and its key's sha256 and its epoch are its node's. The
+        report's order for ``report_checks``; None for a supervisor of an earlier squall (it
+        registers no key, and is heard as before)."""
+        sid = report.supervisor_id
+        info = self.supervisors().get(sid)
+        if info is None or (report.key and info.report_key != _key_hash(report.key)):
+            info = self.state.supervisors().get(sid)  # the watch may not have brought its new node yet
+        if info is None:
+            self.counts["reports_refused"] += 1
+            raise ApiError(403, f"no supervisor {sid!r} is registered", reason="forbidden")
+        if not info.report_key:
+            self.counts["reports_unsigned"] += 1
+            return None
+        if not hmac.compare_digest(_key_hash(report.key), info.report_key) or \
+                report.epoch != report_epoch(info.started_at):
+            self.counts["reports_refused"] += 1
+            raise ApiError(403, f"the report is not signed by supervisor {sid!r}'s current run",
+                           reason="forbidden")
+        return report.epoch, report.seq
+
+    def _topology_age(self, now: float) -> Callable[[str], float | None]:
+        submitted = self._submitted
+        return lambda topology_id: (now - submitted[topology_id]) if topology_id in submitted else None
 
     def next_judgement(self, supervisors: Mapping[str, SupervisorInfo], judged: float) -> float | None:
         """When the next beat or supervisor heartbeat heard runs out of its timeout (what ran
@@ -154,8 +203,11 @@ class Hearing:
         if totals:
             self.history.record(topology_id, totals, now)
 
-    def retain(self, ids: set[str]) -> None:
-        """Forget the topologies that are gone (a round's end)."""
+    def retain(self, ids: set[str], submitted: Mapping[str, float] | None = None) -> None:
+        """Forget the topologies that are gone (a round's end); ``submitted``: when each
+        topology still here was submitted (what bounds its workers' uptime in reports)."""
+        if submitted is not None:
+            self._submitted = dict(submitted)
         self.beats.retain(ids, self._sup_seen)
         self.rates.retain(ids)
         self.totals.retain(ids)

@@ -12,7 +12,7 @@ from squall.daemons.metrics.families import Series
 STATUSES = ("active", "inactive", "rebalancing", "killed")
 
 
-REPORT_RESULTS = ("taken", "refused", "stats_dropped")
+REPORT_RESULTS = ("taken", "refused", "unsigned", "stats_dropped")
 
 
 def nimbus_series(is_leader: bool, counts: Mapping[str, int], statuses: Iterable[str] | None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.nimbus import status
+from squall.daemons.nimbus import state_lineage, status
 from squall.daemons.nimbus.code_store import CodeStore, Upload
 from squall.daemons.nimbus.deadlines import REBALANCE, REMOVE, SWEEP, SWEEP_DELAY_SECS, LeaderDeadlines
 from squall.daemons.nimbus.guard import ApiError
@@ -117,6 +117,11 @@ class Operations:
                 conf["topology.acker.executors"] = int(workers)
             system = system_counts(sub.counts, conf)
             topology_id = self._new_id(sub.name)
+            lineage = self.state.state_lineage(sub.name)
+            try:
+                conf[state_lineage.NAMESPACE] = state_lineage.choose(sub.name, owner, topology_id, conf, lineage)
+            except state_lineage.StateRefused as exc:
+                raise ApiError(409, str(exc)) from None
             code_digest = self.store.put(topology_id, upload, sub.structure)
             self.placement.remember(topology_id, sub.counts)
             info = TopologyInfo(
@@ -127,6 +132,7 @@ class Operations:
                 # Secrets first: the topology's beats and errors nodes need them.
                 self.state.set_topology_secrets(topology_id, new_topology_secrets())
                 self.state.set_topology(info)
+                self.state.set_state_lineage(sub.name, lineage.with_owner(owner, conf[state_lineage.NAMESPACE]))
                 now = self.clock.time()
                 assignment = self.placement.reassign(info, self.state.assignments(),
                                             self.hearing.live_supervisors(now), now)
@@ -224,7 +230,7 @@ class Operations:
             if wait is None:
                 wait = self.message_timeout(info)
             now = self.clock.time()
-            free = available_slots({sid: s.ports for sid, s in self.hearing.live_supervisors(now).items()},
+            free = available_slots({sid: s.usable_ports for sid, s in self.hearing.live_supervisors(now).items()},
                                    {tid: a.executors for tid, a in self.state.assignments().items()},
                                    exclude_topology=info.id)
             warning = slots_warning(workers, sum(parallelism.values()), len(free))

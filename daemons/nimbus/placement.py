@@ -132,7 +132,7 @@ class Placement:
             if not all_heard(placed, beats, now, self.task_timeout):
                 dead = dead_executors(cur_map, beats, cur_start, now, self.task_timeout, self.launch_timeout)
         if slots is None:
-            slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+            slots = RoundSlots.of({sid: s.usable_ports for sid, s in supervisors.items()},
                                   {tid: a.executors for tid, a in assignments.items()})
         if (not scratch and not dead and even and all(port in slots.ports.get(node, ()) and
                                                       slots.used.held_alone(topology_id, (node, port))

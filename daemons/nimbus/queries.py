@@ -72,11 +72,13 @@ class Queries:
         beats = self.hearing.beats.beats(info.id)
         assignment, now = self.state.assignment(info.id), self.clock.time()
         rates = self.hearing.rates
-        return status.topology_status(
+        out = status.topology_status(
             info, assignment, beats, self.placement.executor_components(info) or {},
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
             rates=rates.rates(info.id, now), rate_window=rates.window,
             windows=self.hearing.history.windows(info.id, now))
+        out.unusable_slots = status.unusable_slots(self.hearing.supervisors())
+        return out
 
     def history(self, name: str, window: int | None) -> dict[str, Any]:
         """The topology's components over the last ``window`` seconds (default ten minutes):
@@ -148,6 +150,7 @@ class Queries:
         beats = self.hearing.beats
         counts = {**self.counts, "reports:taken": beats.counts["reports"],
                   "reports:stats_dropped": beats.counts["stats_dropped"],
+                  "reports:unsigned": self.counts["reports_unsigned"],
                   "reports:refused": self.counts["reports_refused"] + sum(
                       n for k, n in beats.counts.items() if k.startswith("refused:"))}
         return nimbus_series(self.leadership.is_leader, counts, statuses, rows, round_secs)

@@ -147,7 +147,7 @@ class LeaderRounds:
             if self.state.remove_supervisor_if_away(sid):
                 log.info("supervisor did not come back within its restart grace; node removed",
                          supervisor=sid)
-        slots = RoundSlots.of({sid: s.ports for sid, s in supervisors.items()},
+        slots = RoundSlots.of({sid: s.usable_ports for sid, s in supervisors.items()},
                               {tid: a.executors for tid, a in assignments.items()}, self.placement.slot_use)
         # Topologies that lost a supervisor first: a death is acted on within the round's first
         # moments, not after every healthy topology has been looked at.
@@ -175,7 +175,7 @@ class LeaderRounds:
             if topology_id not in ids:
                 log.info("removing code of unknown topology", topology_id=topology_id)
                 self.store.remove(topology_id)
-        self.hearing.retain(ids)
+        self.hearing.retain(ids, {tid: info.submitted_at for tid, info in infos.items()})
         self.placement.retain(ids)
         self._judge_at = self.hearing.next_judgement(supervisors, now)
 

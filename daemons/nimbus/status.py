@@ -21,6 +21,7 @@ from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, Topology
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.model import ACKER
 from squall.runtime.stats import ExecutorStats
+from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 
 def _int(value: Any) -> int:
@@ -201,7 +202,16 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
         code_digest=info.code_digest, rate_window_secs=rate_window, workers=workers,
         # User components first, then system ones (``__acker``).
         components=[by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
-        worker_error=last_errors.get(WORKER_COMPONENT))
+        worker_error=last_errors.get(WORKER_COMPONENT),
+        # Where its checkpointed state lives (nimbus chose it at submit): what spark-run's
+        # topology.state.snapshot names, and what --carry-state carries over.
+        state_namespace=_state_namespace(info.conf))
+
+
+def _state_namespace(conf: Any) -> str | None:
+    namespace = conf.get(NAMESPACE) if isinstance(conf, dict) else None
+    return namespace if isinstance(namespace, str) else None
+
 
 
 def _worker_status(node: str, port: int, host: str | None, executors: int, beat: WorkerBeat | None) -> WorkerStatus:
@@ -214,6 +224,13 @@ def _worker_status(node: str, port: int, host: str | None, executors: int, beat:
 
 def _rounded(rates: Mapping[str, float] | None) -> dict[str, float] | None:
     return None if rates is None else {k: round(v, 2) for k, v in rates.items()}
+
+
+def unusable_slots(sups: Mapping[str, SupervisorInfo]) -> list[dict[str, Any]]:
+    """The cluster's slots whose port another process holds (the supervisor says why):
+    nothing is assigned there until they are free."""
+    return [{"node": sid, "host": s.host, "port": port, "reason": why}
+            for sid, s in sorted(sups.items()) for port, why in sorted(s.unusable.items())]
 
 
 def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str, Assignment],
@@ -230,7 +247,8 @@ def supervisor_rows(sups: Mapping[str, SupervisorInfo], assignments: Mapping[str
         used_ports = sorted(used.get(sid, ()))
         rows.append({"id": sid, "host": s.host, "ports": sorted(s.ports), "used_ports": used_ports,
                      "slots": len(s.ports), "used": len(used_ports),
-                     "free": len(set(s.ports) - set(used_ports)),
+                     "free": len(set(s.usable_ports) - set(used_ports)),
+                     "unusable": {str(p): why for p, why in sorted(s.unusable.items())},
                      "uptime": round(now - s.started_at, 1), "heartbeat_age": None if heartbeat_ages is None
                      else round(heartbeat_ages.get(sid, now - s.time), 1),
                      "logviewer_port": s.logviewer_port, "away": s.away})

@@ -157,6 +157,8 @@ class TopologyStatus:
     workers: list[WorkerStatus] = field(default_factory=list)
     components: list[ComponentStatus] = field(default_factory=list)
     worker_error: dict[str, Any] | None = None
+    state_namespace: str | None = None  # where its checkpointed state lives (nimbus chose it)
+    unusable_slots: list[dict[str, Any]] = field(default_factory=list)  # the cluster's, whose port is held
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,4 +166,5 @@ class TopologyStatus:
             "submitted_at": self.submitted_at, "requested_workers": self.requested_workers,
             "workers": [w.to_dict() for w in self.workers], "executors": self.executors,
             "code_digest": self.code_digest, "rate_window_secs": self.rate_window_secs,
-            "components": [c.to_dict() for c in self.components], "worker_error": self.worker_error}
+            "components": [c.to_dict() for c in self.components], "worker_error": self.worker_error,
+            "state_namespace": self.state_namespace, "unusable_slots": list(self.unusable_slots)}

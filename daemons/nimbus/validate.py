@@ -17,6 +17,7 @@ from typing import Any, BinaryIO, TypeGuard
 
 from squall import config as _config
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
+from squall.daemons.nimbus.state_lineage import CARRY, NAMESPACE, user_set_namespace
 from squall.errors import SquallError
 from squall.grouping import GROUPINGS
 from squall.model import CHECKPOINT
@@ -231,6 +232,9 @@ def check_conf(name: str, conf: dict[str, Any]) -> dict[str, Any]:
     if secret:
         raise SubmissionError(f"conf.json carries {', '.join(secret)}: a secret has no place in a "
                               "topology's config (every worker and every reader of its status sees it)")
+    if user_set_namespace(conf):
+        raise SubmissionError(f"conf.json sets {NAMESPACE}: nimbus sets it (a topology starts with state of its "
+                              f"own; {CARRY}: true carries over your own last topology's of this name)")
     declared = conf.get("topology.name")
     if declared is not None and declared != name:
         raise SubmissionError(f"conf.json names the topology {declared!r}, but it is submitted "

@@ -24,6 +24,7 @@ from squall.daemons.state.records import (
     NodeAssignment,
     PublishedTokens,
     Slot,
+    StateLineage,
     SupervisorInfo,
     TopologyInfo,
     WorkerBeat,
@@ -34,7 +35,7 @@ __all__ = [
     "MAX_ERROR_CHARS", "MAX_NODE_BYTES", "TOPOLOGY_STATUSES",
     "Assignment", "ClusterState", "ClusterStateError", "ElectionSupport", "ErrorInfo",
     "ExecutorId", "NimbusElection", "NodeAssignment",
-    "OperatorRequests", "ProfileRequest", "PublishedTokens", "SupervisorInfo", "Slot",
+    "OperatorRequests", "ProfileRequest", "PublishedTokens", "SupervisorInfo", "Slot", "StateLineage",
     "TopologyInfo", "Watch",
     "WatchSupport", "WorkerBeat",
 ]

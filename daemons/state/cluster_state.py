@@ -19,6 +19,7 @@ Layout under ``zookeeper.root`` (default ``/squall``); every node holds JSON ``{
     /operations/<topology>                   OperatorRequests: log levels, sampling, profiles,
                                              restarts asked of its workers (they read it)
     /tokens                                  PublishedTokens: the API token hashes (daemons only)
+    /state-lineage/<name>                    StateLineage: each owner's state namespace for a name (daemons only)
     /layout                                  {"layout": 2} once assignments have node parts
     /workerbeats/<topology>/<node>-<port>    WorkerBeat of workers of the previous layout only
 
@@ -69,6 +70,7 @@ from squall.daemons.state.records import (
     NimbusId,
     PublishedTokens,
     Slot,
+    StateLineage,
     SupervisorInfo,
     TopologyInfo,
     TopologySecrets,
@@ -101,7 +103,7 @@ class ClusterState(AssignmentNodes):
     def _ensure_base_paths(self) -> None:
         client = self.client
         for part in ("topologies", "assignments", "node-assignments", "supervisors", "workerbeats",
-                     "errors", "nimbus", "credentials", "operations"):
+                     "errors", "nimbus", "credentials", "state-lineage", "operations"):
             self._retry(client.ensure_path, self._path(part), self._acl(self._path(part)))
         self._base_paths_wanted = False
         if self.auth.enabled and self.auth.topology_id is None:
@@ -234,6 +236,15 @@ class ClusterState(AssignmentNodes):
     def topology_secrets(self, topology_id: str) -> TopologySecrets | None:
         """A topology's secrets; None when missing or malformed."""
         return self._read(self._path("credentials", topology_id), TopologySecrets.from_dict)
+
+    # -- state lineage (daemons only) ---------------------------------------------------
+    def state_lineage(self, name: str) -> StateLineage:
+        """Whose state the topologies named ``name`` kept (empty when none, or malformed)."""
+        found = self._read(self._path("state-lineage", check_name(name, "topology name")), StateLineage.from_dict)
+        return found if found is not None else StateLineage()
+
+    def set_state_lineage(self, name: str, lineage: StateLineage) -> None:
+        self._write(self._path("state-lineage", check_name(name, "topology name")), lineage.to_dict())
 
     # -- API tokens (daemons only) ----------------------------------------------------
     def set_api_tokens(self, tokens: PublishedTokens) -> None:

@@ -183,7 +183,8 @@ def node_parts(assignment: Assignment) -> dict[str, NodeAssignment]:
 class SupervisorInfo:
     """A live supervisor and its slots; ``time`` is when the node was last refreshed.
     ``away``: it stopped cleanly and means to come back (a persistent node nimbus honours
-    for ``supervisor.restart.grace.secs``)."""
+    for ``supervisor.restart.grace.secs``). ``unusable``: its ports another process holds
+    (port -> why); nimbus assigns nothing there until they are free."""
 
     id: str
     host: str
@@ -193,6 +194,15 @@ class SupervisorInfo:
     time: float = 0.0
     logviewer_port: int | None = None  # where its worker logs are served; None: not served
     away: bool = False
+    unusable: dict[int, str] = field(default_factory=dict)
+    # sha256 (hex) of the key this run of the supervisor signs its reports to nimbus with;
+    # "" for a supervisor of an earlier squall
+    report_key: str = ""
+
+    @property
+    def usable_ports(self) -> list[int]:
+        """The ports nimbus may assign: all but the unusable ones."""
+        return [p for p in self.ports if p not in self.unusable]
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "host": self.host, "ports": list(self.ports),
@@ -200,6 +210,10 @@ class SupervisorInfo:
                "logviewer_port": self.logviewer_port}
         if self.away:
             out["away"] = True
+        if self.unusable:
+            out["unusable"] = {str(p): why for p, why in sorted(self.unusable.items())}
+        if self.report_key:
+            out["report_key"] = self.report_key
         return out
 
     @classmethod
@@ -213,7 +227,32 @@ class SupervisorInfo:
             logviewer_port=None if d.get("logviewer_port") is None
             else as_int(d["logviewer_port"], "logviewer_port"),
             away=as_bool(d.get("away", False), "away"),
+            unusable=_unusable(d.get("unusable", {})),
+            report_key=_report_key(d.get("report_key", "")),
         )
+
+
+MAX_UNUSABLE_REASON = 500
+
+
+def _unusable(value: Any) -> dict[int, str]:
+    """A supervisor node's unusable ports (port -> why), checked: ports as in ``ports``,
+    reasons cut to MAX_UNUSABLE_REASON characters."""
+    if not isinstance(value, dict):
+        raise ValueError(f"field 'unusable' is {type(value).__name__}, not an object")
+    out = {}
+    for port, why in value.items():
+        if not isinstance(port, str) or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"field 'unusable' names {port!r:.40}, not a port")
+        out[int(port)] = as_str(why, "unusable reason")[:MAX_UNUSABLE_REASON]
+    return out
+
+
+def _report_key(value: Any) -> str:
+    key = as_str(value, "report_key")
+    if key and (len(key) != 64 or any(c not in "0123456789abcdef" for c in key)):
+        raise ValueError("report_key must be 64 lower-case hex digits (a sha256)")
+    return key
 
 
 @dataclass
@@ -340,6 +379,41 @@ class TopologySecrets:
 
     def __repr__(self) -> str:  # never print secrets
         return f"TopologySecrets(curve_public={self.curve_public!r})"
+
+
+MAX_STATE_OWNERS = 32
+
+
+@dataclass(frozen=True)
+class StateLineage:
+    """Where the checkpointed state of the topologies of one name went, by owner: the state
+    namespace each owner's last topology of that name used (nimbus writes it at submit and
+    keeps it after the kill, so that an owner may carry their state over to a new instance)."""
+
+    owners: tuple[tuple[str, str], ...] = ()  # (owner, namespace), the most recent last
+
+    def namespace_of(self, owner: str) -> str | None:
+        return dict(self.owners).get(owner)
+
+    def with_owner(self, owner: str, namespace: str) -> StateLineage:
+        """This lineage with ``owner``'s namespace set (the oldest owners dropped past the bound)."""
+        rest = [(o, ns) for o, ns in self.owners if o != owner]
+        return StateLineage(tuple([*rest, (owner, namespace)][-MAX_STATE_OWNERS:]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"owners": [list(e) for e in self.owners]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StateLineage:
+        rows = as_list(field_value(d, "owners"), "owners")
+        if len(rows) > MAX_STATE_OWNERS:
+            raise ValueError(f"more than {MAX_STATE_OWNERS} owners")
+        out = []
+        for row in rows:
+            if not isinstance(row, list) or len(row) != 2 or not all(isinstance(x, str) and x for x in row):
+                raise ValueError("an owner entry must be [owner, namespace], both non-empty strings")
+            out.append((row[0], row[1]))
+        return cls(tuple(out))
 
 
 MAX_PUBLISHED_TOKENS = 10_000

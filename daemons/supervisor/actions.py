@@ -2,15 +2,18 @@
 
 * DownloadCode: fetch the bundle from nimbus over HTTP on a background thread, check its
   sha256 against the assignment's digest, extract it atomically (``downloads``).
+* BuildEnvironment: build the venv of the code's requirements file on a background thread
+  (``environments``).
 * LaunchWorker: start the worker's command-line main (``launcher``) in its own session and
   cgroup, as the user ``worker_user`` gives it, with its topology's credentials and status
-  (``handover``) and the assignment it is launched for. Its output goes to
+  (``handover``), the assignment it is launched for, its venv and ``topology.environment``. Its output goes to
   ``workers/<id>/worker.out`` only until the worker opens its own rotating ``worker.log``.
 * KillWorker: SIGTERM to the worker's process group, or SIGKILL to every process of the
   worker (``containment``) once the slot says so.
 * CleanupWorker: keep the worker's log, remove its directory, cgroup and local record.
-* ReportProblem: a verdict that ended a worker (memory, start timeout) goes to the
-  topology's errors, where ``squall status`` and the web UI show it.
+* ReportProblem: a verdict that ended a worker (memory, start timeout), or an environment
+  that could not be built, goes to the topology's errors, where ``squall status`` and the web
+  UI show it.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from squall.daemons.launch_assignment import LaunchAssignment, write_launch_assignment
 from squall.daemons.state import ClusterStateError, ErrorInfo
 from squall.daemons.state.records import WORKER_COMPONENT
@@ -26,6 +31,7 @@ from squall.daemons.supervisor import launcher, worker_files
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.containment import Containment
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.environments import EnvBuildError, TopologyEnvironments
 from squall.daemons.supervisor.feed import AssignmentFeed
 from squall.daemons.supervisor.handover import Handovers, HandoverUnavailable, NoSecrets, TopologyHandover
 from squall.daemons.supervisor.metrics import SupervisorMetrics
@@ -33,7 +39,7 @@ from squall.daemons.supervisor.worker_user import WorkerAccounts, WorkerIdentity
 from squall.daemons.supervisor.workers import LocalWorkers
 from squall.daemons.timers import Clock
 from squall.daemons.warn_once import WarnOnce
-from squall.state.stores import embedded_path, namespace
+from squall.state.stores import NAMESPACE_KEY, embedded_path, namespace
 
 
 class WorkerActions:
@@ -41,7 +47,8 @@ class WorkerActions:
     ``worker_conf``: the effective config without the daemons' secrets, a copy for each worker."""
 
     def __init__(self, conf: Mapping[str, Any], supervisor_id: str, host: str, local: LocalWorkers,
-                 code: CodeDownloads, feed: AssignmentFeed, accounts: WorkerAccounts, containment: Containment,
+                 code: CodeDownloads, envs: TopologyEnvironments, feed: AssignmentFeed, accounts: WorkerAccounts,
+                 containment: Containment,
                  memory_max: int | None, worker_conf: bytes, state_dir: Path, metrics: SupervisorMetrics,
                  clock: Clock, logger: Any, warn_once: WarnOnce) -> None:
         self.conf = conf
@@ -50,11 +57,13 @@ class WorkerActions:
         self.local = local
         self.layout = local.layout
         self.code = code
+        self.envs = envs
         self.feed = feed
         self.accounts = accounts
         self.containment = containment
         self.memory_max = memory_max
         self.worker_conf = worker_conf
+        self._worker_conf_keys: dict[str, Any] = yaml.safe_load(worker_conf) or {}
         self.state_dir = state_dir
         self.metrics = metrics
         self.clock = clock
@@ -71,6 +80,8 @@ class WorkerActions:
             self.log.info("code requested", port=port, topology=action.topology_id, digest=action.digest,
                           url=self.code.url(action.topology_id))
             self.code.request(action.topology_id, action.digest)
+        elif isinstance(action, _slot.BuildEnvironment):
+            self.envs.request(action.topology_id, action.digest)
         elif isinstance(action, _slot.LaunchWorker):
             self._launch(action)
         elif isinstance(action, _slot.KillWorker):
@@ -95,12 +106,13 @@ class WorkerActions:
         if handover is None:
             return  # no record: relaunched (with back-off) once the secrets can be read
         try:
-            who = self._identity(action.topology_id, handover.name)
+            topology_env = self.envs.launch_env(action.topology_id, action.code_digest, os.environ.get("PATH", ""))
+            who = self._identity(action.topology_id, handover.name, handover.state_namespace)
             launch_file = self._write_launch_assignment(action, handover.active)
             child = launcher.launch(cmd, self.layout.worker_dir(action.worker_id), self.layout, action.worker_id,
-                                    self.worker_conf, handover.credentials, launch_file, who, self.containment,
-                                    self.memory_max)
-        except (OSError, launcher.LaunchError, WorkerUserError) as exc:
+                                    self._conf_for(handover), handover.credentials, launch_file, who,
+                                    self.containment, self.memory_max, topology_env)
+        except (OSError, launcher.LaunchError, WorkerUserError, EnvBuildError) as exc:
             self.log.error("worker launch failed", command=cmd, error=str(exc), **fields)
             return  # no record: the next step sees no process and relaunches (with back-off)
         rec = self.local.add(action.worker_id, action.port, action.topology_id, action.executors,
@@ -109,10 +121,20 @@ class WorkerActions:
         self.log.info("worker launched", pid=child.pid, reason=action.reason, executors=rec.executors,
                       uid=who.uid if who else os.getuid(), **fields)
 
-    def _identity(self, topology_id: str, name: str | None) -> WorkerIdentity | None:
-        """Whom the topology's worker runs as, with its code and state dir given to it."""
+    def _conf_for(self, handover: TopologyHandover) -> bytes:
+        """The worker's config: the supervisor's without its secrets, and where the topology's
+        state lives (nimbus's choice; the topology's own conf.json may not name it)."""
+        if handover.state_namespace is None:
+            return self.worker_conf
+        return yaml.safe_dump({**self._worker_conf_keys, NAMESPACE_KEY: handover.state_namespace},
+                              sort_keys=True).encode()
+
+    def _identity(self, topology_id: str, name: str | None, state_namespace: str | None) -> WorkerIdentity | None:
+        """Whom the topology's worker runs as, with its code and state dir given to it. The
+        state dir goes by the namespace nimbus chose (the topology's own, or its owner's
+        earlier one): another topology's state dir, and the user that owns it, stay theirs."""
         held = {r.topology_id: r.uid for r in self.workers.values() if r.uid is not None}
-        state = self._state_dir(name) if name else None
+        state = self._state_dir(state_namespace) if state_namespace else None
         who = self.accounts.identity(topology_id, name or topology_id, held, worker_files.owners(
             self.state_dir, but=state) if self.accounts.switches else ())
         if who is not None:
@@ -121,9 +143,9 @@ class WorkerActions:
                 worker_files.own_state_dir(state, who)
         return who
 
-    def _state_dir(self, name: str) -> Path:
-        """The directory of a topology's embedded state files on this host (by its name)."""
-        return embedded_path(self.state_dir, namespace(name, "x", 0)).parent
+    def _state_dir(self, state_namespace: str) -> Path:
+        """The directory of a topology's embedded state files on this host."""
+        return embedded_path(self.state_dir, namespace(state_namespace, "x", 0)).parent
 
     def _handover(self, topology_id: str, fields: dict[str, Any]) -> TopologyHandover | None:
         """The topology's credentials and status for its worker (see handover)."""
@@ -157,7 +179,8 @@ class WorkerActions:
     def _report(self, action: _slot.ReportProblem) -> None:
         """A verdict that ended a worker, in its topology's errors (``squall status``, the UI)."""
         problem = action.problem
-        self.log.warning("worker ended by the supervisor", kind=problem.kind, error=problem.text, port=action.port,
+        event = "worker ended by the supervisor" if action.worker_id else "worker cannot be started"
+        self.log.warning(event, kind=problem.kind, error=problem.text, port=action.port,
                          topology=action.topology_id, worker=action.worker_id)
         self.metrics.counts[f"ended:{problem.kind}"] += 1
         if not self.feed.state.connected:

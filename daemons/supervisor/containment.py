@@ -11,7 +11,10 @@ reaps what it adopts, so nothing lingers as a zombie.
 
 A worker's memory is its group's ``memory.current`` where the memory controller works (the
 kernel then enforces ``worker.memory.max.mb`` itself), otherwise the resident set sizes of
-its processes added up.
+its processes added up. Its connections to ZooKeeper are the TCP sockets of its processes
+whose far end is one of ZooKeeper's addresses (``zookeeper_endpoints``): ZooKeeper takes a
+bounded number from one client address, which a worker must not hold for the daemons and
+the other topologies of its host.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import ctypes
 import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Mapping
@@ -37,6 +41,39 @@ PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 ProcKey = tuple[int, float]  # (pid, start time): a pid alone may be reused
+
+
+Endpoint = tuple[str, int]  # (IP address, port)
+
+
+def zookeeper_endpoints(conf: Mapping[str, Any]) -> frozenset[Endpoint]:
+    """The addresses of ``zookeeper.servers`` (each ``host`` or ``host:port``), resolved now;
+    a host that does not resolve counts for nothing (a worker cannot reach it either)."""
+    default = int(conf["zookeeper.port"])
+    out: set[Endpoint] = set()
+    for entry in conf["zookeeper.servers"]:
+        host, _, port = str(entry).rpartition(":") if str(entry).count(":") == 1 else (str(entry), "", "")
+        try:
+            infos = socket.getaddrinfo(host, int(port) if port else default, type=socket.SOCK_STREAM)
+        except (OSError, ValueError):
+            continue
+        out.update((str(info[4][0]), int(info[4][1])) for info in infos)
+    return frozenset(out)
+
+
+def connections_to(procs: Collection[psutil.Process], endpoints: Collection[Endpoint]) -> int:
+    """TCP connections of ``procs`` whose far end is one of ``endpoints`` (a socket a process
+    shares with its children counts once)."""
+    seen: set[tuple[Endpoint, Endpoint]] = set()
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        for conn in conns:
+            if conn.raddr and (conn.raddr.ip, conn.raddr.port) in endpoints:
+                seen.add(((conn.laddr.ip, conn.laddr.port), (conn.raddr.ip, conn.raddr.port)))
+    return len(seen)
 
 
 def become_subreaper() -> bool:
@@ -205,15 +242,18 @@ class Containment:
         return self.groups.remove(worker_id) if self.groups is not None else True
 
     # -- what the supervisor adopts -------------------------------------------------------
-    def adopt(self, workers: Mapping[str, WorkerProc], launched: Collection[int]) -> list[Stray]:
+    def adopt(self, workers: Mapping[str, WorkerProc], launched: Collection[int],
+              own: Callable[[], Collection[int]] = frozenset) -> list[Stray]:
         """Children of the supervisor that it did not launch: reap the dead, trace the living
         to their workers, end the rest. ``launched``: pids of workers it launched (their
-        ends are collected by the launcher)."""
+        ends are collected by the launcher); ``own()``: pids of other children it runs itself
+        (environment builds), asked after the children are listed."""
         strays = []
         try:
             children = psutil.Process().children()
         except psutil.Error:
             return []
+        launched = {*launched, *own()}
         for child in children:
             if child.pid in launched:
                 continue

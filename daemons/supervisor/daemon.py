@@ -22,6 +22,8 @@ stop (safe from signal handlers).
 """
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -35,13 +37,15 @@ from squall.daemons.credentials import without_daemon_secrets
 from squall.daemons.insecure import warn_insecure
 from squall.daemons.metrics.families import Series
 from squall.daemons.nimbus.access import AccessError
+from squall.daemons.reports import report_epoch
 from squall.daemons.state import ClusterState, ClusterStateError, SupervisorInfo
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor import worker_files
 from squall.daemons.supervisor.actions import WorkerActions
-from squall.daemons.supervisor.containment import Containment, become_subreaper, describe
+from squall.daemons.supervisor.containment import Containment, become_subreaper, describe, zookeeper_endpoints
 from squall.daemons.supervisor.downloads import CodeDownloads
 from squall.daemons.supervisor.endpoints import EndpointError, Endpoints
+from squall.daemons.supervisor.environments import EnvBuildError, TopologyEnvironments
 from squall.daemons.supervisor.feed import AssignmentFeed
 from squall.daemons.supervisor.metrics import SupervisorMetrics
 from squall.daemons.supervisor.ports import PortSlots
@@ -98,8 +102,12 @@ class Supervisor:
         self.containment = Containment()
         mb = conf.get("worker.memory.max.mb")
         self.memory_max = int(mb) << 20 if mb else None
+        most = conf.get("worker.zookeeper.max.connections")
+        self.zk_max = int(most) if most else None  # a worker's connections to ZooKeeper, past which it is killed
         self.state_dir = state_dir(self.conf)
         self.started_at = 0.0
+        # This run's secret for its reports to nimbus: only its sha256 goes into the node.
+        self.report_key = secrets.token_hex(32)
         self._stopping = False  # a plain flag: set from signal handlers
         self._waker = Waker()
         self._registered: SupervisorInfo | None = None  # the node's content as last written (time 0)
@@ -108,7 +116,8 @@ class Supervisor:
         self._dir_lock = LocalDirLock(self.layout.supervisor_lock_file, self.local_dir)
         self.metrics = SupervisorMetrics(self.layout, clock.time)
         self.local = LocalWorkers(self.layout, self.log_dir, self.layout.supervisor_state_file, clock,
-                                  self.containment, self.metrics.counts, log)
+                                  self.containment, self.metrics.counts, log,
+                                  zookeeper_endpoints(conf) if self.zk_max is not None else frozenset())
         self.endpoints: Endpoints | None = None
         self._tokens_watch: Any = None
 
@@ -173,11 +182,21 @@ class Supervisor:
             self._release_lock()
             raise SupervisorError(str(exc)) from None
         warn_once = WarnOnce(self.log)  # one-off warnings, said again once their worker is cleaned up
-        actions = WorkerActions(self.conf, self.id, self.host, self.local, self.code, feed, self.accounts,
+        try:
+            self.envs = TopologyEnvironments(self.layout.venvs_dir, self.layout.topologies_dir, self.conf, self.log,
+                                             self._waker.wake, self.clock,
+                                             root_mode=worker_files.PASS_THROUGH if self.accounts.switches else 0o700)
+        except EnvBuildError as exc:
+            self.state.close()
+            self._stop_endpoints()
+            self._release_lock()
+            raise SupervisorError(str(exc)) from None
+        actions = WorkerActions(self.conf, self.id, self.host, self.local, self.code, self.envs, feed, self.accounts,
                                 self.containment, self.memory_max, worker_conf, self.state_dir, self.metrics,
                                 self.clock, self.log, warn_once)
-        self.port_slots = PortSlots(self.id, self.ports, self.timeouts, self.memory_max, self.local, self.code, feed,
-                                    actions, self.metrics, self.clock, self.log, warn_once)
+        self.port_slots = PortSlots(self.id, self.ports, self.timeouts, self.memory_max, self.local, self.code,
+                                    self.envs, feed, actions, self.metrics, self.clock, self.log, warn_once,
+                                    bind_host=str(self.conf.get("zmq.bind.host") or self.host), zk_max=self.zk_max)
         self.port_slots.recover(snapshot)
         try:
             self._tokens_watch = self.state.watch_api_tokens(self.endpoints.tokens_published)
@@ -192,7 +211,8 @@ class Supervisor:
                 raise SupervisorError(str(exc)) from None
             raise SupervisorError(f"cannot watch assignments: {exc}") from None
         self.reporter = Reporter(self.conf, self.id, self.layout, lambda: list(self.workers.values()),
-                                 feed.nimbus_leader, self.clock, self.code.access).start()
+                                 feed.nimbus_leader, self.clock, self.code.access,
+                                 signing=(report_epoch(self.started_at), self.report_key)).start()
         self.log.info("supervisor started", ports=self.ports)
         return self
 
@@ -238,11 +258,12 @@ class Supervisor:
                     self.log.exception("supervisor tick failed")
                 self._register()
                 wait = poll.left()
-                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING) or s.hold_until is not None
-                       for s in self.slots.values()):
+                if any(s.name not in (_slot.State.EMPTY, _slot.State.RUNNING, _slot.State.UNUSABLE)
+                       or s.hold_until is not None for s in self.slots.values()):
                     wait = min(wait, FAST_TICK, self.monitor_secs)
-                if self.workers and self.memory_max is not None and not self.containment.kernel_memory:
-                    wait = min(wait, MEMORY_TICK)
+                if self.workers and (self.memory_max is not None and not self.containment.kernel_memory
+                                     or self.zk_max is not None):
+                    wait = min(wait, MEMORY_TICK)  # the kernel bounds neither: a look every second
                 self._waker.wait(wait)
         finally:
             self._shutdown()
@@ -319,10 +340,15 @@ class Supervisor:
         """This supervisor's node; ``time`` is when it was written. Written when its content
         changes (a port starts or stops being used), never on a timer: liveness is in the
         reports."""
-        used = sorted(p for p, s in self.slots.items() if s.name is not _slot.State.EMPTY and p in self.ports)
+        idle = (_slot.State.EMPTY, _slot.State.UNUSABLE)
+        used = sorted(p for p, s in self.slots.items() if s.name not in idle and p in self.ports)
+        unusable = {p: s.unusable or "unusable" for p, s in self.slots.items()
+                    if s.name is _slot.State.UNUSABLE and p in self.ports}
         return SupervisorInfo(id=self.id, host=self.host, ports=self.ports, started_at=self.started_at,
                               used_ports=used, time=self.clock.time(),
-                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None)
+                              logviewer_port=self.endpoints.logviewer_port if self.endpoints else None,
+                              unusable=unusable,
+                              report_key=hashlib.sha256(self.report_key.encode()).hexdigest())
 
     def release_zookeeper(self) -> None:
         """On a stop request (another thread): a session cut off from ZooKeeper is closed now,

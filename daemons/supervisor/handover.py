@@ -12,8 +12,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from squall.daemons.credentials import WorkerCredentials
-from squall.daemons.state import ClusterState, ClusterStateError
+from squall.daemons.state import ClusterState, ClusterStateError, TopologyInfo
 from squall.errors import SquallError
+from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 
 class HandoverUnavailable(SquallError):
@@ -28,8 +29,18 @@ class NoSecrets(HandoverUnavailable):
 class TopologyHandover:
     credentials: WorkerCredentials
     active: bool  # the topology's status was "active" when read
-    name: str | None = None  # the topology's name (its embedded state is kept by name)
+    name: str | None = None  # the topology's name
     from_memory: bool = False  # read at an earlier launch: ZooKeeper did not answer now
+    state_namespace: str | None = None  # where its checkpointed state lives (nimbus set it at submit)
+
+
+def state_namespace(info: TopologyInfo | None) -> str | None:
+    """Where a topology's checkpointed state lives: the namespace nimbus set at submit; a
+    topology submitted before nimbus set one keeps its state by name."""
+    if info is None:
+        return None
+    namespace = info.conf.get(NAMESPACE) if isinstance(info.conf, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else info.name
 
 
 class Handovers:
@@ -51,12 +62,14 @@ class Handovers:
             if known is None:
                 raise HandoverUnavailable(f"cannot read the topology's secrets ({exc}) and none "
                                           "were read earlier") from None
-            return TopologyHandover(known.credentials, known.active, known.name, from_memory=True)
+            return TopologyHandover(known.credentials, known.active, known.name, from_memory=True,
+                                    state_namespace=known.state_namespace)
         if secrets is None:
             raise NoSecrets("topology has no secrets in ZooKeeper (submitted before this version? "
                             "resubmit it)")
         handover = TopologyHandover(WorkerCredentials(topology_id, secrets, state.auth.daemon_id),
-                                    info is not None and info.status == "active", info.name if info else None)
+                                    info is not None and info.status == "active", info.name if info else None,
+                                    state_namespace=state_namespace(info))
         self._known[topology_id] = handover
         return handover
 

@@ -44,13 +44,15 @@ def worker_prefix(conf: Mapping[str, Any]) -> list[str]:
 def launch(cmd: Sequence[str], wdir: Path, layout: local_state.LocalLayout, worker_id: str,
            worker_conf: bytes, credentials: WorkerCredentials, launch_file: Path,
            who: WorkerIdentity | None, containment: Containment,
-           memory_max: int | None) -> subprocess.Popen[bytes]:
+           memory_max: int | None, topology_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Prepare ``wdir`` and start the worker there; LaunchError (or OSError) when it fails.
-    ``launch_file`` is the assignment written for it (it may not exist)."""
+    ``launch_file`` is the assignment written for it (it may not exist); ``topology_env``:
+    its topology's variables and venv (``environments.launch_env``), under squall's own."""
     wdir.mkdir(parents=True, exist_ok=True)
     conf_file = wdir / WORKER_CONF
     local_state.write_atomic(conf_file, worker_conf)
     env = without_daemon_secret_env(os.environ)  # the supervisor's token and password stay here
+    env.update(topology_env or {})
     env.update({"SQUALL_CONF": str(conf_file), WORKER_ID_ENV: worker_id,
                 CREDENTIALS_ENV: str(write_credentials(wdir, credentials))})
     # Opened while the directory is still the supervisor's: nothing can be planted there yet.

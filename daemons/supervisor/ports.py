@@ -10,13 +10,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.daemons import local_state
+from squall.daemons.local_state import EXIT_PORT_IN_USE
 from squall.daemons.state import NodeAssignment
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.actions import WorkerActions
 from squall.daemons.supervisor.assigned import port_assignments
 from squall.daemons.supervisor.downloads import CodeDownloads
+from squall.daemons.supervisor.environments import EnvStatus, TopologyEnvironments
 from squall.daemons.supervisor.feed import AssignmentFeed
 from squall.daemons.supervisor.metrics import SupervisorMetrics
+from squall.daemons.supervisor.port_probe import port_held
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
 from squall.daemons.supervisor.workers import LocalWorkers
 from squall.daemons.timers import Clock
@@ -28,14 +31,18 @@ class PortSlots:
     recorded port no longer configured, until its worker is cleaned up)."""
 
     def __init__(self, supervisor_id: str, ports: list[int], timeouts: _slot.Timeouts, memory_max: int | None,
-                 local: LocalWorkers, code: CodeDownloads, feed: AssignmentFeed, actions: WorkerActions,
-                 metrics: SupervisorMetrics, clock: Clock, logger: Any, warn_once: WarnOnce) -> None:
+                 local: LocalWorkers, code: CodeDownloads, envs: TopologyEnvironments, feed: AssignmentFeed,
+                 actions: WorkerActions, metrics: SupervisorMetrics, clock: Clock, logger: Any,
+                 warn_once: WarnOnce, bind_host: str = "127.0.0.1", zk_max: int | None = None) -> None:
         self.id = supervisor_id
         self.ports = ports
         self.timeouts = timeouts
         self.memory_max = memory_max
+        self.zk_max = zk_max  # worker.zookeeper.max.connections
         self.local = local
         self.code = code
+        self.envs = envs
+        self.bind_host = bind_host  # where its workers bind their ports (probed when one could not)
         self.feed = feed
         self.actions = actions
         self.metrics = metrics
@@ -104,7 +111,7 @@ class PortSlots:
     # -- one tick ----------------------------------------------------------------------------
     def tick(self) -> None:
         """Observe and step every port, carry out the actions, drop unused code."""
-        self.local.reap()
+        self.local.reap(self.envs.build_pids)
         snapshot = self.feed.snapshot
         assigned = self.my_assignments(snapshot or {})
         for port in sorted(self.slots):
@@ -121,6 +128,8 @@ class PortSlots:
             keep |= {w.topology_id for w in self.workers.values()}
             for topology_id in self.code.cleanup(keep):
                 self.log.info("code removed; topology no longer assigned here", topology=topology_id)
+            for key in self.envs.cleanup(keep):
+                self.log.info("topology environment removed; no topology here uses it", venv=key)
 
     def _step_port(self, port: int, assignment: _slot.SlotAssignment | None) -> None:
         state = self.slots[port]
@@ -129,15 +138,20 @@ class PortSlots:
         rec = self.workers.get(state.worker_id) if state.worker_id else None
         beat_time, beat_execs, ready = self._beat(state.worker_id) if state.worker_id and view.alive \
             else (None, None, None)
+        code_present = assignment is not None and self.code.present(assignment.topology_id, assignment.code_digest)
+        env = self.envs.status(assignment.topology_id, assignment.code_digest) if assignment is not None \
+            and code_present else EnvStatus(True)
+        probe = state.name is _slot.State.UNUSABLE or (view.exit_code == EXIT_PORT_IN_USE and not view.alive)
         obs = _slot.Observation(
-            now=now, assignment=assignment,
-            code_present=assignment is not None and self.code.present(assignment.topology_id,
-                                                                      assignment.code_digest),
+            now=now, assignment=assignment, code_present=code_present,
+            env_ready=env.ready, env_failure=env.failure, worker_exit_code=view.exit_code,
+            port_in_use=port_held(self.bind_host, port) if probe else None,
             worker_alive=view.alive, worker_pid=rec.pid if rec else None,
             heartbeat_time=beat_time, heartbeat_executors=beat_execs,
             timeouts=self.timeouts, new_worker_id=uuid.uuid4().hex,
             worker_leftovers=view.leftovers, worker_ready=ready, memory_bytes=view.memory,
             memory_max_bytes=self.memory_max, oom_killed=view.oom_killed,
+            zk_connections=view.zk_connections, zk_max_connections=self.zk_max,
         )
         new, actions = _slot.step(state, obs)
         self.slots[port] = new

@@ -101,8 +101,13 @@ class Reporter:
 
     def __init__(self, conf: Mapping[str, Any], supervisor_id: str, layout: local_state.LocalLayout,
                  workers: Callable[[], list[WorkerProc]], leader: Callable[[], str | None],
-                 clock: Clock = SYSTEM_CLOCK, access: ApiAccess | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, access: ApiAccess | None = None,
+                 signing: tuple[int, str] = (0, "")) -> None:
+        """``signing``: (this run's epoch, its report key), what tells nimbus a report is this
+        supervisor's (the key's sha256 is in its ZooKeeper node); each report counts on."""
         self.supervisor_id, self.layout, self.clock = supervisor_id, layout, clock
+        self.epoch, self._key = signing
+        self.seq = 0
         self._workers, self._leader = workers, leader
         self.interval = float(conf["supervisor.heartbeat.frequency.secs"])
         self.configured = f"{conf['nimbus.host']}:{int(conf['nimbus.port'])}"
@@ -154,7 +159,9 @@ class Reporter:
                                ((s, e) for s, e in rec.executors), heartbeat, stats, rec.launch_time)
             if beat is not None:
                 beats.append(beat)
-        report = build_report(self.supervisor_id, self.clock.time(), beats)
+        self.seq += 1
+        report = build_report(self.supervisor_id, self.clock.time(), beats, epoch=self.epoch, seq=self.seq,
+                              key=self._key)
         self.counts["stats_left_out"] += report.stats_left_out
         return report
 

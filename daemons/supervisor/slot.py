@@ -8,10 +8,11 @@ state. All knowledge of time, processes and files lives in the observation, so e
 transition can be tested without starting anything; the verdicts on a worker are in
 :mod:`squall.daemons.supervisor.verdicts`.
 
-States (Storm's names)::
+States (Storm's names, and WAITING_FOR_ENV)::
 
     EMPTY --assignment--> WAITING_FOR_BLOB --code present--> WAITING_FOR_WORKER_START
       ^         \\--code already present-------------------------^        |
+      |                        \\--its environment not built--> WAITING_FOR_ENV --built--^
       |                                          heartbeat, prepared      |
       |                                                          v         |
       +-- KILL <--assignment changed/removed-- RUNNING <----------+         |
@@ -19,6 +20,14 @@ States (Storm's names)::
                       KILL_AND_RELAUNCH <----------+------- not started by start timeout
                                                    |
                                    over worker.memory.max.mb (SIGKILL at once, reported)
+
+UNUSABLE is a port another process holds: its worker exited saying it could not bind it, and
+the supervisor's own probe found it taken. The slot starts nothing and is reported to nimbus
+as unusable (nimbus moves its executors) until the probe finds the port free again.
+
+WAITING_FOR_ENV is the code's Python environment being built (a topology that ships a
+requirements file): asked for again every ``download_retry`` (the builder decides whether a
+failed build is due again), and each new failure is reported to the topology's errors.
 
 A kill sends SIGTERM, then SIGKILL once ``shutdown_sleep`` has passed while the process
 lives, then cleans up; KILL_AND_RELAUNCH then relaunches the same assignment, KILL moves on
@@ -36,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from squall.daemons.local_state import EXIT_PORT_IN_USE
 from squall.daemons.supervisor import verdicts
 from squall.daemons.supervisor.verdicts import ExecutorId, Problem
 
@@ -43,10 +53,12 @@ from squall.daemons.supervisor.verdicts import ExecutorId, Problem
 class State(str, enum.Enum):
     EMPTY = "EMPTY"
     WAITING_FOR_BLOB = "WAITING_FOR_BLOB"
+    WAITING_FOR_ENV = "WAITING_FOR_ENV"
     WAITING_FOR_WORKER_START = "WAITING_FOR_WORKER_START"
     RUNNING = "RUNNING"
     KILL = "KILL"
     KILL_AND_RELAUNCH = "KILL_AND_RELAUNCH"
+    UNUSABLE = "UNUSABLE"
 
 
 def _executors(executors: Iterable[Any]) -> frozenset[ExecutorId]:
@@ -100,6 +112,8 @@ class SlotState:
     download_time: float | None = None  # when the code was last asked for
     crashes: int = 0  # quick deaths in a row of this assignment's workers (verdicts.crashes_after)
     hold_until: float | None = None  # EMPTY: ``assignment``'s relaunch waits until then
+    env_reported: float | None = None  # WAITING_FOR_ENV: when the failure last reported happened
+    unusable: str | None = None  # UNUSABLE: why
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,12 @@ class Observation:
     memory_bytes: int | None = None  # what the worker's processes use together
     memory_max_bytes: int | None = None  # worker.memory.max.mb; None: no limit
     oom_killed: bool = False  # the kernel ended the worker at its cgroup's memory limit
+    env_ready: bool = True  # the code's Python environment is built, or it needs none (with code_present)
+    env_failure: tuple[float, str] | None = None  # (when, why) building that environment last failed
+    worker_exit_code: int | None = None  # the worker's own exit code, when it is gone and known
+    port_in_use: bool | None = None  # the supervisor's probe of the port: held by another process (None: not probed)
+    zk_connections: int | None = None  # TCP connections the worker's processes hold to ZooKeeper
+    zk_max_connections: int | None = None  # worker.zookeeper.max.connections; None: no limit
 
 
 # --- actions: plain data the supervisor carries out in order -------------------------------
@@ -132,6 +152,15 @@ class Observation:
 @dataclass(frozen=True)
 class DownloadCode:
     """Fetch the topology's code from nimbus and check its digest (idempotent for the supervisor)."""
+
+    topology_id: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class BuildEnvironment:
+    """Build the Python environment the topology's code asks for, unless it is built, being
+    built or failed too recently (idempotent for the supervisor)."""
 
     topology_id: str
     digest: str
@@ -169,15 +198,16 @@ class CleanupWorker:
 
 @dataclass(frozen=True)
 class ReportProblem:
-    """Tell the topology's errors why the supervisor ended one of its workers."""
+    """Tell the topology's errors why the supervisor ended one of its workers (or, with no
+    ``worker_id``, why it cannot start one)."""
 
     topology_id: str
     port: int
-    worker_id: str
+    worker_id: str | None
     problem: Problem
 
 
-Action = Union[DownloadCode, LaunchWorker, KillWorker, CleanupWorker, ReportProblem]
+Action = Union[DownloadCode, BuildEnvironment, LaunchWorker, KillWorker, CleanupWorker, ReportProblem]
 Result = tuple[SlotState, list[Action]]
 
 
@@ -200,7 +230,7 @@ def _prepare(state: SlotState, obs: Observation, relaunch: bool, reason: str) ->
     count = state.relaunch_count + 1 if relaunch else 0
     crashes = state.crashes if relaunch else 0
     if obs.code_present:
-        return _launch(state.port, assignment, obs, count, crashes, reason)
+        return _code_present(state.port, assignment, obs, count, crashes, reason)
     waiting = SlotState(
         port=state.port,
         name=State.WAITING_FOR_BLOB,
@@ -210,6 +240,26 @@ def _prepare(state: SlotState, obs: Observation, relaunch: bool, reason: str) ->
         crashes=crashes,
     )
     return waiting, [DownloadCode(assignment.topology_id, assignment.code_digest)]
+
+
+def _code_present(port: int, assignment: SlotAssignment, obs: Observation, count: int, crashes: int,
+                  reason: str) -> Result:
+    """The code is on disk: launch, or first wait for its Python environment."""
+    if obs.env_ready:
+        return _launch(port, assignment, obs, count, crashes, reason)
+    waiting = SlotState(port=port, name=State.WAITING_FOR_ENV, assignment=assignment, relaunch_count=count,
+                        download_time=obs.now, crashes=crashes)
+    return _env_failure(waiting, obs, [BuildEnvironment(assignment.topology_id, assignment.code_digest)])
+
+
+def _env_failure(state: SlotState, obs: Observation, actions: list[Action]) -> Result:
+    """Report a failure of the environment's build that this slot has not reported yet."""
+    failure = obs.env_failure
+    if failure is None or failure[0] == state.env_reported or state.assignment is None:
+        return state, actions
+    problem = Problem(verdicts.ENVIRONMENT, failure[1])
+    report = ReportProblem(state.assignment.topology_id, state.port, None, problem)
+    return replace(state, env_reported=failure[0]), actions + [report]
 
 
 def _launch(port: int, assignment: SlotAssignment, obs: Observation, count: int, crashes: int,
@@ -259,7 +309,14 @@ def _after_death(state: SlotState, obs: Observation, relaunch: bool, reason: str
 
 def _died(state: SlotState, obs: Observation, reason: str) -> Result:
     """A starting or running worker of the current assignment is gone (reported when the
-    kernel ended it at its memory limit)."""
+    kernel ended it at its memory limit). One that could not bind its port, which the probe
+    finds held, leaves the slot UNUSABLE."""
+    if obs.worker_exit_code == EXIT_PORT_IN_USE and obs.port_in_use:
+        problem = verdicts.port_problem(state.port)
+        actions: list[Action] = _report(state, problem)
+        if state.worker_id is not None:
+            actions.append(CleanupWorker(state.worker_id, problem.kind))
+        return SlotState(port=state.port, name=State.UNUSABLE, unusable=problem.text), actions
     report = _report(state, verdicts.oom_problem(obs.memory_max_bytes)) if obs.oom_killed else []
     new_state, actions = _after_death(state, obs, True, reason)
     return new_state, report + actions
@@ -287,6 +344,12 @@ def _begin_kill(state: SlotState, obs: Observation, name: State, reason: str) ->
     return killing, [KillWorker(state.pid, False, state.worker_id, reason)]
 
 
+def _hog_problem(obs: Observation) -> Problem | None:
+    """The worker takes more than its share of the host: memory, or ZooKeeper's connections."""
+    return (verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
+            or verdicts.zookeeper_problem(obs.zk_connections, obs.zk_max_connections))
+
+
 def _kill_for(state: SlotState, obs: Observation, problem: Problem, force: bool) -> Result:
     """End a worker for a verdict, and report it; ``force``: SIGKILL without the grace."""
     if not force:
@@ -308,10 +371,30 @@ def _handle_waiting_for_blob(state: SlotState, obs: Observation) -> Result:
         return _prepare(state, obs, relaunch=False, reason="assignment changed")
     assert state.assignment is not None
     if obs.code_present:
-        return _launch(state.port, state.assignment, obs, state.relaunch_count, state.crashes, "code present")
+        return _code_present(state.port, state.assignment, obs, state.relaunch_count, state.crashes, "code present")
     if state.download_time is None or obs.now - state.download_time >= obs.timeouts.download_retry:
         again = replace(state, download_time=obs.now)
         return again, [DownloadCode(state.assignment.topology_id, state.assignment.code_digest)]
+    return state, []
+
+
+def _handle_waiting_for_env(state: SlotState, obs: Observation) -> Result:
+    if obs.assignment != state.assignment or not obs.code_present:
+        return _prepare(state, obs, relaunch=False, reason="assignment changed" if obs.assignment != state.assignment
+                        else "code gone")
+    assert state.assignment is not None
+    if obs.env_ready:
+        return _launch(state.port, state.assignment, obs, state.relaunch_count, state.crashes, "environment built")
+    actions: list[Action] = []
+    if state.download_time is None or obs.now - state.download_time >= obs.timeouts.download_retry:
+        actions.append(BuildEnvironment(state.assignment.topology_id, state.assignment.code_digest))
+        state = replace(state, download_time=obs.now)
+    return _env_failure(state, obs, actions)
+
+
+def _handle_unusable(state: SlotState, obs: Observation) -> Result:
+    if obs.port_in_use is False:
+        return _prepare(SlotState(port=state.port), obs, relaunch=False, reason="port free again")
     return state, []
 
 
@@ -324,14 +407,15 @@ def _beat_problem(state: SlotState, obs: Observation) -> str | None:
 
 def _ended(state: SlotState, obs: Observation, exited: str) -> Result | None:
     """What ends a launched worker whether it is starting or running: its assignment
-    changed, it exited (``exited`` says so), or it is over its memory limit; else None."""
+    changed, it exited (``exited`` says so), or it takes more than its share (memory, ZooKeeper
+    connections); else None."""
     if obs.assignment != state.assignment:
         return _begin_kill(state, obs, State.KILL, "assignment changed")
     if not obs.worker_alive:
         return _died(state, obs, exited)
-    memory = verdicts.memory_problem(obs.memory_bytes, obs.memory_max_bytes)
-    if memory is not None:
-        return _kill_for(state, obs, memory, force=True)
+    hog = _hog_problem(obs)
+    if hog is not None:
+        return _kill_for(state, obs, hog, force=True)
     return None
 
 
@@ -386,10 +470,12 @@ def _handle_kill(state: SlotState, obs: Observation) -> Result:
 _HANDLERS = {
     State.EMPTY: _handle_empty,
     State.WAITING_FOR_BLOB: _handle_waiting_for_blob,
+    State.WAITING_FOR_ENV: _handle_waiting_for_env,
     State.WAITING_FOR_WORKER_START: _handle_waiting_for_worker_start,
     State.RUNNING: _handle_running,
     State.KILL: _handle_kill,
     State.KILL_AND_RELAUNCH: _handle_kill,
+    State.UNUSABLE: _handle_unusable,
 }
 
 

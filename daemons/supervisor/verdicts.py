@@ -1,8 +1,9 @@
 """What the supervisor concludes about one worker from what it saw; plain code, no I/O.
 
 The slot state machine (``slot.step``) asks these: is the heartbeat good enough, does the
-worker use more memory than ``worker.memory.max.mb``, did it finish starting in time, and
-how long to hold the relaunch of a worker that keeps dying. A verdict that ends a worker is
+worker use more memory than ``worker.memory.max.mb``, or hold more connections to ZooKeeper
+than ``worker.zookeeper.max.connections``, did it finish starting in time, and how long to
+hold the relaunch of a worker that keeps dying. A verdict that ends a worker is
 reported to the topology's errors (``Problem``), where ``squall status`` and the web UI
 show it.
 """
@@ -22,14 +23,17 @@ CRASH_WINDOW = 60.0
 MAX_RELAUNCH_DELAY = 30.0
 
 MEMORY = "memory violation"
+ZOOKEEPER = "zookeeper connections"
 START = "start timeout"
+ENVIRONMENT = "environment"  # the topology's Python environment could not be built (no worker ended)
+PORT_IN_USE = "port in use"
 
 
 @dataclass(frozen=True)
 class Problem:
     """Why the supervisor ended a worker, for its topology's errors."""
 
-    kind: str  # MEMORY or START
+    kind: str  # MEMORY, ZOOKEEPER, START, ENVIRONMENT or PORT_IN_USE
     text: str
 
 
@@ -56,6 +60,16 @@ def memory_problem(used_bytes: int | None, max_bytes: int | None) -> Problem | N
         return None
     return Problem(MEMORY, f"memory violation: the worker's processes used {used_bytes >> 20} MB, over "
                            f"worker.memory.max.mb ({max_bytes >> 20} MB); killed")
+
+
+def zookeeper_problem(connections: int | None, most: int | None) -> Problem | None:
+    """The worker's processes hold more TCP connections to ZooKeeper than a worker needs
+    (``worker.zookeeper.max.connections``): ZooKeeper takes a bounded number from one address,
+    and a topology holding them all would keep the daemons and other topologies out."""
+    if connections is None or most is None or connections <= most:
+        return None
+    return Problem(ZOOKEEPER, f"zookeeper connections: the worker's processes held {connections} connections to "
+                              f"ZooKeeper, over worker.zookeeper.max.connections ({most}); killed")
 
 
 def oom_problem(max_bytes: int | None) -> Problem:
@@ -88,3 +102,9 @@ def relaunch_delay(crashes: int) -> float:
     if crashes <= 1:
         return 0.0
     return min(2.0 ** (crashes - 2), MAX_RELAUNCH_DELAY)
+
+
+def port_problem(port: int) -> Problem:
+    """A worker that could not bind its port, which another process holds."""
+    return Problem(PORT_IN_USE, f"port {port} is held by another process: the worker could not bind it, and "
+                                "the slot takes no worker until the port is free (nimbus moves its executors)")

@@ -158,6 +158,7 @@ def _lay_out(work: Path, runtime: Path, base_closed: bool) -> None:
     (env / "pyvenv.cfg").write_text(f"home = {exe.parent}\ninclude-system-site-packages = false\n"
                                     f"version = {sys.version_info.major}.{sys.version_info.minor}."
                                     f"{sys.version_info.micro}\n", encoding="utf-8")
+    os.chmod(env / "pyvenv.cfg", 0o644)  # a supervisor's umask is 077: its workers' users read this
     for site_dir in _site_dirs():
         editable = _editable_maps(site_dir)
         _copy_tree(site_dir, site, {"__pycache__"} | {p.name for p in site_dir.glob("__editable__*")})

@@ -15,13 +15,13 @@ import shutil
 import signal
 import stat
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from squall.daemons import local_state
-from squall.daemons.supervisor.containment import Containment
+from squall.daemons.supervisor.containment import Containment, Endpoint, connections_to
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -47,14 +47,18 @@ class WorkerView:
     leftovers: bool  # processes it started, other than itself
     memory: int | None  # bytes, all of them together
     oom_killed: bool  # the kernel ended it at its memory limit
+    exit_code: int | None = None  # its own process's, when it ended and this supervisor launched it
+    zk_connections: int | None = None  # TCP connections to ZooKeeper, all of them together
 
 
 class LocalWorkers:
     """The workers this supervisor owns (``records``) and the processes it launched."""
 
     def __init__(self, layout: local_state.LocalLayout, log_dir: Path, state_path: Path, clock: Clock,
-                 containment: Containment, counts: Any, logger: Any) -> None:
+                 containment: Containment, counts: Any, logger: Any,
+                 zk_endpoints: frozenset[Endpoint] = frozenset()) -> None:
         self.layout = layout
+        self.zk_endpoints = zk_endpoints  # ZooKeeper's addresses: a worker's connections to them are counted
         self.log_dir = log_dir
         self.state_path = state_path
         self.clock = clock
@@ -110,13 +114,17 @@ class LocalWorkers:
             return WorkerView(False, False, None, False)
         procs = self.containment.processes(rec)
         alive = worker_alive(rec.pid, rec.create_time, rec.worker_id)
+        child = self.children.get(rec.worker_id)
         return WorkerView(alive, self.containment.leftovers(rec, procs),
                           self.containment.memory(rec, procs) if procs else None,
-                          not alive and self.containment.oom_killed(rec.worker_id))
+                          not alive and self.containment.oom_killed(rec.worker_id),
+                          None if alive or child is None else child.poll(),
+                          connections_to(procs, self.zk_endpoints) if procs and self.zk_endpoints else None)
 
-    def reap(self) -> None:
+    def reap(self, own: Callable[[], Collection[int]] = frozenset) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
-        (see containment), so nothing lingers as a zombie."""
+        (see containment), so nothing lingers as a zombie. ``own()``: pids of the other
+        processes the supervisor runs (environment builds), left alone."""
         for worker_id, child in list(self.children.items()):
             code = child.poll()
             if code is None or worker_id in self._exits_logged:
@@ -131,7 +139,7 @@ class LocalWorkers:
                 self.log.warning("worker exited", **fields)
         self._unreaped = [child for child in self._unreaped if child.poll() is None]
         launched = {child.pid for child in [*self.children.values(), *self._unreaped]}
-        for stray in self.containment.adopt(self.records, launched):
+        for stray in self.containment.adopt(self.records, launched, own):
             self.log.warning("killed a process that left its worker and belongs to none here", pid=stray.pid,
                              command=stray.command)
 
@@ -224,8 +232,9 @@ class LocalWorkers:
             self.log.warning("worker's cgroup still holds processes; kept", worker=rec.worker_id)
 
     def _archive_log(self, path: Path, rec: WorkerProc, suffix: str) -> None:
-        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``; a
-        link or other non-file a worker left in its place is not followed."""
+        """Keep a cleaned-up worker's log (why did it die?) under ``<log dir>/workers``, the
+        supervisor's alone (0700, the logs 0600: one topology's output is not another's to
+        read); a link or other non-file a worker left in its place is not followed."""
         try:
             info = os.lstat(path)
         except FileNotFoundError:
@@ -234,8 +243,13 @@ class LocalWorkers:
             return
         dest_dir = self.log_dir / "workers"
         try:
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log")
+            local_state.private_dir(self.log_dir)
+            local_state.private_dir(dest_dir)
+            dest = dest_dir / f"{rec.topology_id}-{rec.port}-{rec.worker_id}{suffix}.log"
+            shutil.move(str(path), dest)
+            if info.st_uid != os.geteuid():  # a worker's own user wrote it: the supervisor's now
+                os.chown(dest, os.geteuid(), os.getegid())
+            os.chmod(dest, 0o600)
             kept = sorted(dest_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
             for old in kept[:-ARCHIVED_LOGS_KEPT]:
                 old.unlink(missing_ok=True)

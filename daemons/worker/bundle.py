@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import json
+import os
+import site
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from squall import config as _config
+from squall.daemons.requirements import environment_site
 from squall.errors import SquallError
-from squall.multilang.codedir import set_code_dir
+from squall.multilang.codedir import VENV_ENV, set_code_dir
 from squall.topology import Topology, TopologyError
 
 
@@ -33,11 +37,31 @@ def read_topology_conf(bundle: Path) -> dict[str, Any]:
         raise WorkerError(f"{path}: {exc}") from None
 
 
+def use_topology_venv(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Put the topology's own environment (``$SQUALL_TOPOLOGY_VENV``, built by the supervisor
+    from its requirements file) on sys.path ahead of squall's; its site-packages, or None.
+    What the worker imported already (squall and its dependencies) stays as it is."""
+    venv = environ.get(VENV_ENV)
+    if not venv:
+        return None
+    try:
+        where = environment_site(venv)
+    except (OSError, ValueError) as exc:
+        raise WorkerError(f"the topology's environment {venv} cannot be used: {exc}") from None
+    before = list(sys.path)
+    site.addsitedir(where)  # with its .pth files; squall's own (the runtime's) are known already
+    added = [p for p in sys.path if p not in before]
+    sys.path[:] = added + before
+    return where
+
+
 def load_bundle_topology(bundle: Path) -> Topology:
-    """Put the bundle's ``code/`` on sys.path and read ``topology.bin``."""
+    """Put the topology's environment, then the bundle's ``code/``, on sys.path and read
+    ``topology.bin``."""
     code = bundle / "code"
     if not code.is_dir():
         raise WorkerError(f"code bundle at {bundle} has no code/ directory")
+    use_topology_venv()
     if str(code) not in sys.path:
         sys.path.insert(0, str(code))
     set_code_dir(code)  # shell components run from here (Storm runs them from the jar's resources/)

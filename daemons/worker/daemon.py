@@ -25,6 +25,7 @@ shuts down (returning the exit code), ``stop(code, reason)`` asks it to stop.
 """
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -66,6 +67,7 @@ from squall.topology import Topology
 log = structlog.get_logger("squall.worker")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_PORT_IN_USE = local_state.EXIT_PORT_IN_USE  # another process holds the port: the slot is unusable
 # A stop that has not finished by then ends the process anyway (os._exit with its code).
 SHUTDOWN_DEADLINE_SECS = 15.0
 # How long shutdown waits for a timer or writer thread; one stuck in a ZooKeeper call
@@ -201,7 +203,13 @@ class Worker:
         topology = load_bundle_topology(self.bundle)
         self._checkpoint()
         self._make_runtime(topology)
-        self.rt.bind()
+        try:
+            self.rt.bind()
+        except Exception as exc:  # zmq's error, whose errno is the system's
+            if getattr(exc, "errno", None) == errno.EADDRINUSE:
+                raise _PortInUse(f"cannot bind {self.conf['zmq.bind.host']}:{self.port}: another process "
+                                 "holds it") from None
+            raise
         self.log.info("receive socket bound", bind_host=self.conf["zmq.bind.host"], port=self.port,
                       executors=[list(e) for e in self.executors])
         # Heartbeat once now (a failure here fails the start), then on timers, before the
@@ -451,6 +459,8 @@ class Worker:
             pass
         except _NotAssigned as exc:
             self.stop(EXIT_OK, str(exc))
+        except _PortInUse as exc:
+            self.stop(EXIT_PORT_IN_USE, f"worker failed to start: {exc}")
         except (WorkerError, ClusterStateError, OSError) as exc:
             self.stop(EXIT_FAILURE, f"worker failed to start: {exc}")
         except Exception as exc:  # noqa: BLE001 - an unexpected failure is still a clean exit 1
@@ -468,6 +478,11 @@ class Worker:
         finally:
             self._deadline.done()
         return EXIT_FAILURE if self.exit_code is None else self.exit_code
+
+
+class _PortInUse(Exception):
+    """At start, another process holds this worker's port: exit EXIT_PORT_IN_USE, so its
+    supervisor looks at the port and takes the slot out of use while it is held."""
 
 
 class _NotAssigned(Exception):

@@ -19,9 +19,10 @@ ExecutorId = tuple[int, int]
 Endpoint = tuple[str, int]
 
 # Where a topology's conf.json may not reach: keys that say where this daemon lives.
-# The transport's security settings are the cluster's, not a topology's to relax.
+# The transport's security settings are the cluster's, not a topology's to relax; where its
+# state lives is nimbus's choice, handed over by the supervisor.
 DAEMON_ONLY_PREFIXES = ("zookeeper.", "nimbus.", "supervisor.", "squall.local.dir", "zmq.curve",
-                        "zmq.bind.host")
+                        "zmq.bind.host", "topology.state.namespace")
 
 KEEP, GONE, CHANGED, UNREADABLE = "keep", "gone", "changed", "unreadable"
 

@@ -4,7 +4,8 @@ The supervisor launches this (``python -m squall.daemons.worker.main start ...``
 ``worker`` console script) with ``SQUALL_CONF`` naming its configuration without the
 daemons' secrets and ``SQUALL_WORKER_CREDENTIALS`` naming the topology's credentials file;
 the topology's conf.json comes from the extracted code bundle. Exit codes: 0 clean stop,
-1 failure, 2 usage.
+1 failure, 2 usage, 3 its port is held by another process (its supervisor takes the slot out of
+use while it is).
 """
 from __future__ import annotations
 

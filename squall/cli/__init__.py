@@ -1,7 +1,7 @@
 """The ``squall`` command line (click). Exit codes: 0 ok, 1 failure, 2 usage.
 
 This module holds the command group; each command module lists its commands in
-``COMMANDS``: ``squall.cli.local`` (``run --local``), ``squall.cli.cluster`` (the daemons, the
+``COMMANDS``: ``squall.cli.local`` (``run``), ``squall.cli.cluster`` (the daemons, the
 nimbus client commands, ``dev-cluster``), ``squall.cli.security`` (``token``, ``secure-init``),
 ``squall.cli.logs`` (``logs``: worker logs through nimbus), ``squall.cli.errors`` (``errors``:
 user code's tracebacks), ``squall.cli.operate`` (``set-log-level``, ``debug``, ``profile``,
@@ -44,8 +44,8 @@ COMMANDS = {
                 "(py-spy when the worker's host has it, else the standard library); waits for the result."),
     "rebalance": ("squall.cli.cluster", "Spread topology NAME anew over a number of workers and/or change "
                   "executor counts."),
-    "run": ("squall.cli.local", "Run the topology defined in FILE in local mode (a topology file, a streamparse "
-            "topology, or with --flux a Flux YAML file)."),
+    "run": ("squall.cli.local", "Run the topology defined in FILE in this process (a topology file, a streamparse "
+            "topology, or with --flux a Flux YAML file); exit 1 when a component reported errors."),
     "secure-init": ("squall.cli.security", "Make tokens, a CA, nimbus's and the supervisors' certificates in "
                     "DIRECTORY, plus client.yaml (admin), prometheus-token (a viewer's) and supervisor.env (the "
                     "daemons' SQUALL_TOKEN and SQUALL_ZOOKEEPER_PASSWORD, for nimbus and supervisors)."),
@@ -54,7 +54,8 @@ COMMANDS = {
                       "one of DEBUG, INFO, WARNING, ERROR, CRITICAL (WARN, FATAL and TRACE are taken too)."),
     "spark-run": ("squall.cli.spark", "Run the topology in FILE on Spark over bounded inputs (a backfill)."),
     "status": ("squall.cli.cluster", "Show topology NAME: components, executors with host and port, totals and "
-               "rates per second over the last minute, last errors."),
+               "rates per second over the last minute, last errors (control characters escaped unless "
+               "--raw)."),
     "submit": ("squall.cli.cluster", "Submit the topology defined in FILE to nimbus (a topology file, a "
                "streamparse topology, or with --flux a Flux YAML file)."),
     "supervisor": ("squall.cli.cluster", "Run a supervisor (worker slots of this host) in the foreground."),

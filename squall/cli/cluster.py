@@ -26,6 +26,7 @@ from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import plural
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
+from squall.cli.terminal import RAW, echo, printable, shown
 from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -87,19 +88,24 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except NimbusError as exc:
-        raise Failure(str(exc)) from None
+        raise Failure(printable(str(exc))) from None
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--carry-state", is_flag=True,
+              help="Start from the checkpointed state of your last topology of this name (by default a "
+                   "topology starts with empty state).")
 @OVERRIDES
 @topology_source.flux_options
-def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, filter_file: str | None,
-           env_filter: bool) -> None:
+def submit(file: str, name: str | None, carry_state: bool, overrides: tuple[str, ...], flux: bool,
+           filter_file: str | None, env_filter: bool) -> None:
     """Submit the topology defined in FILE to nimbus (a topology file, a streamparse
     topology, or with --flux a Flux YAML file)."""
     extra = parse_overrides(overrides)
+    if carry_state:
+        extra["topology.state.carry.over"] = True
     conf = base_config(extra)
     source = topology_source.load(file, flux, filter_file, env_filter, conf)
     topology, file_conf = source.topology, source.conf
@@ -121,7 +127,9 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
         warnings = check_runnable(topology, {**conf, **topology_conf})
     except TopologyError as exc:
         raise Failure(str(exc)) from None
-    topology_source.check_shipped(topology, (rel for rel, _ in code_files(source.root)))
+    shipped = [rel for rel, _ in code_files(source.root)]
+    topology_source.check_shipped(topology, shipped)
+    topology_source.pick_requirements(source, topology_conf, shipped)
     try:
         bundle = build_bundle(file, topology, topology_conf, root=source.root)
     except (OSError, TypeError, ValueError) as exc:
@@ -136,7 +144,7 @@ def submit(file: str, name: str | None, overrides: tuple[str, ...], flux: bool, 
     click.echo(f"submitted topology {reply['name']} as {reply['id']} "
                f"({plural(reply.get('workers', 0), 'worker')}, {plural(reply.get('executors', 0), 'executor')})")
     if reply.get("warning"):
-        click.echo(f"warning: {reply['warning']}", err=True)
+        click.echo(f"warning: {printable(reply['warning'])}", err=True)
 
 
 @click.command()
@@ -205,7 +213,7 @@ def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...
         click.echo(f"rebalanced topology {reply['name']}: {plural(reply.get('workers', 0), 'worker')}, "
                    f"status {reply['status']}")
     if reply.get("warning"):
-        click.echo(f"warning: {reply['warning']}", err=True)
+        click.echo(f"warning: {printable(reply['warning'])}", err=True)
 
 
 @click.command("list")
@@ -224,7 +232,7 @@ def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     table = [("NAME", "ID", "OWNER", "STATUS", "WORKERS", "EXECUTORS", "UPTIME")]
     table += [(r["name"], r["id"], r.get("owner") or "-", r["status"], r["workers"], r["executors"],
                _duration(r["uptime"])) for r in rows]
-    click.echo(_table(table))
+    click.echo(printable(_table(table)))
 
 
 FIRST_BEAT_WAIT_SECS = 30.0  # how long `status` waits for a new topology's first beats
@@ -242,11 +250,12 @@ FIRST_BEAT_WAIT_SECS = 30.0  # how long `status` waits for a new topology's firs
               help=f"Seconds to wait for the first beats and rates of a topology whose executors do not "
                    f"all have them yet (default {FIRST_BEAT_WAIT_SECS:g} for a topology that started less than "
                    f"that ago; 0: do not wait).")
+@RAW
 @OVERRIDES
 def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool, wait_secs: float | None,
-           overrides: tuple[str, ...]) -> None:
+           raw: bool, overrides: tuple[str, ...]) -> None:
     """Show topology NAME: components, executors with host and port, totals and rates per
-    second over the last minute, last errors."""
+    second over the last minute, last errors (control characters escaped unless --raw)."""
     if watch and as_json:
         raise click.UsageError("--watch redraws the table; use --json without it")
     conf = base_config(parse_overrides(overrides))
@@ -257,9 +266,12 @@ def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool
 
     if not watch:
         st = _first_beats(client, name, wait_secs)
-        click.echo(json.dumps(st, indent=2) if as_json else draw(st))
+        if as_json:
+            click.echo(json.dumps(st, indent=2))
+        else:
+            echo(draw(st), raw)
         return
-    _watch(lambda: draw(_call(client.topology, name)), interval)
+    _watch(lambda: shown(draw(_call(client.topology, name)), raw), interval)
 
 
 def _unheard(st: Mapping[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 Layout under DIR: ``squall.yaml`` (the client config: ``SQUALL_CONF=DIR/squall.yaml squall
 submit ...``), ``security/`` (the API token file, a CA and nimbus's TLS certificate, made
 afresh at every start), ``zookeeper/`` (its data survives restarts), ``nimbus/`` and
-``supervisor-<i>/`` (each daemon's own ``squall.yaml`` and local dir) and ``logs/``.
+``supervisor-<i>/`` (each daemon's own ``squall.yaml`` and local dir) and ``logs/`` (0700, its
+files 0600: a daemon's log names every topology, owner and id, and no worker may read it).
 Secure by default: the API wants a token (the client config holds the admin token,
 supervisors a supervisor token) and speaks TLS only; ZooKeeper is bounded and refuses
 writes outside squall's root to clients without the daemons' credential
@@ -34,6 +35,7 @@ import yaml
 from squall.cli import dev_zookeeper
 from squall.cli.zookeeper_server import ZooKeeperError, ZooKeeperServer, ensure_zookeeper_installed, free_port
 from squall.config import TOKEN_ENV, load_defaults
+from squall.daemons.local_state import private_dir
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.nimbus.auth import write_private
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
@@ -135,8 +137,10 @@ def _without_token(environ: Mapping[str, str]) -> dict[str, str]:
 class _Child:
     def __init__(self, name: str, argv: list[str], conf_path: Path, log_path: Path, cwd: Path) -> None:
         self.name, self.log_path = name, log_path
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log_file:
+        private_dir(log_path.parent)
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)  # a log an older dev cluster left readable
+        with os.fdopen(fd, "ab") as log_file:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=cwd,
                 env={**_without_token(os.environ), "SQUALL_CONF": str(conf_path)}, start_new_session=True,

@@ -3,6 +3,7 @@
 Workers report each error (throttled per component) to ZooKeeper, where nimbus keeps the
 last ``topology.errors.kept`` of each component, each at most a few thousand characters;
 this prints them newest first. ``squall status`` shows only each component's last line.
+Control characters in them are shown escaped unless ``--raw`` (``squall.cli.terminal``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 
+from squall.cli.terminal import RAW, echo, printable
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.logs import last_line
@@ -62,8 +64,9 @@ def render(errors: list[Mapping[str, Any]], brief: bool = False) -> str:
 @click.option("--brief", is_flag=True, help="One line each: the exception, without the traceback.")
 @click.option("--each", is_flag=True, help="Every error on its own, not identical ones grouped with a count.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@RAW
 @OVERRIDES
-def errors(name: str, component: str | None, count: int, brief: bool, each: bool, as_json: bool,
+def errors(name: str, component: str | None, count: int, brief: bool, each: bool, as_json: bool, raw: bool,
            overrides: tuple[str, ...]) -> None:
     """Show the errors that topology NAME's code raised, newest first, with tracebacks;
     identical ones once, with how many times and where."""
@@ -71,13 +74,13 @@ def errors(name: str, component: str | None, count: int, brief: bool, each: bool
     try:
         reply = NimbusClient.from_conf(conf).topology_errors(name)
     except NimbusError as exc:
-        raise Failure(str(exc)) from None
+        raise Failure(printable(str(exc))) from None
     key = "errors" if each or "groups" not in reply else "groups"  # a nimbus of an earlier squall: no groups
     rows = [e for e in reply[key] if component is None or e["component"] == component][:count]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
-        click.echo(render(rows, brief) if key == "errors" else render_groups(rows, brief))
+        echo(render(rows, brief) if key == "errors" else render_groups(rows, brief), raw)
 
 
 COMMANDS = [errors]

@@ -1,5 +1,6 @@
-"""``squall run FILE --local``: a topology file (or a streamparse topology, or with ``--flux``
-a Flux YAML file) in this process until a duration or a signal.
+"""``squall run FILE``: a topology file (or a streamparse topology, or with ``--flux`` a Flux
+YAML file) in this process (local mode; ``--local`` is accepted and changes nothing) until a
+duration or a signal. It exits 1 when a component reported an error (``run_failure``).
 
 A topology file may define ``local_run_report(cluster, name, conf)``: called with the
 ``LocalCluster``, the topology's name and its configuration before the topology stops, it
@@ -48,7 +49,7 @@ def _report(module: Any, cluster: Any, name: str, conf: dict[str, Any]) -> str |
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--local", is_flag=True, required=True, help="Run in this process (local mode).")
+@click.option("--local", is_flag=True, help="Run in this process (local mode): the only mode of `run`, so optional.")
 @click.option("--duration", type=click.FloatRange(min=0), default=None, help="Stop after this many seconds.")
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @click.option("--rates-every", "rates_every", type=click.FloatRange(min=0), default=5.0, show_default=True,
@@ -59,8 +60,8 @@ def _report(module: Any, cluster: Any, name: str, conf: dict[str, Any]) -> str |
 def run(file: str, local: bool, duration: float | None, name: str | None, rates_every: float,
         overrides: tuple[str, ...], log_format: str | None, flux: bool, filter_file: str | None,
         env_filter: bool) -> None:
-    """Run the topology defined in FILE in local mode (a topology file, a streamparse
-    topology, or with --flux a Flux YAML file)."""
+    """Run the topology defined in FILE in this process (a topology file, a streamparse
+    topology, or with --flux a Flux YAML file); exit 1 when a component reported errors."""
     extra = parse_overrides(overrides)
     conf = base_config(extra)
     logs.configure_from(conf, log_format)
@@ -87,22 +88,35 @@ def run(file: str, local: bool, duration: float | None, name: str | None, rates_
     click.echo(f"ran {name} for {elapsed:.1f}s: spouts emitted {emitted}, acked {acked}, failed {failed}")
     if verdict:
         click.echo(verdict)
-    counts = {s["component"]: 0 for s in stats}
+    failure = run_failure(stats, errors)
+    if failure is not None:
+        raise Failure(failure)
+
+
+def run_failure(stats: list[dict[str, Any]], errors: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The one rule of a run's exit code: it failed when any component reported an error (a
+    bolt or spout raised, a child broke, a source stayed away), so a CI job tells a broken
+    topology from a good one. Prints a line per such component (how many, the last one) and
+    returns the failure's one line, or None when none did."""
+    counts: dict[str, int] = {}
+    emitted: dict[str, int] = {}
     for s in stats:
-        counts[s["component"]] += s.get("errors", 0)
+        component = s["component"]
+        counts[component] = counts.get(component, 0) + s.get("errors", 0)
+        if s["kind"] == "spout":
+            emitted[component] = emitted.get(component, 0) + sum(s["emitted"].values())
+    failed = []
     for component, kept in sorted(errors.items()):
-        if kept:
-            click.echo(f"errors in {component}: {counts.get(component, len(kept))} (last: "
-                       f"{last_line(kept[-1]['error'])}; tracebacks in the log above)", err=True)
-    # A spout that emitted nothing and reported errors never got going (its source away,
-    # say): the run did not do its job.
-    emitted_by = {s["component"]: 0 for s in stats if s["kind"] == "spout" and not s["component"].startswith("__")}
-    for s in stats:
-        if s["component"] in emitted_by:
-            emitted_by[s["component"]] += sum(s["emitted"].values())
-    stuck = sorted(c for c, n in emitted_by.items() if n == 0 and errors.get(c))
-    if stuck:
-        raise Failure(f"spout {', '.join(stuck)} emitted nothing and reported errors (above)")
+        if not kept:
+            continue
+        n = max(counts.get(component, 0), len(kept))
+        click.echo(f"errors in {component}: {n} (last: {last_line(kept[-1]['error'])}; tracebacks in the "
+                   "log above)", err=True)
+        idle = "; a spout that emitted nothing" if emitted.get(component) == 0 else ""
+        failed.append(f"{component} ({n}{idle})")
+    if not failed:
+        return None
+    return f"components reported errors: {', '.join(failed)}"
 
 
 COMMANDS = [run]

@@ -1,5 +1,6 @@
-"""``squall logs TOPOLOGY [--component C | --task N] [--follow] [--lines N]``: worker logs
-from any machine that reaches nimbus (nimbus asks the supervisors' logviewers)."""
+"""``squall logs TOPOLOGY [--component C | --task N] [--follow] [--lines N] [--raw]``: worker
+logs from any machine that reaches nimbus (nimbus asks the supervisors' logviewers), control
+characters shown escaped unless ``--raw`` (``squall.cli.terminal``)."""
 from __future__ import annotations
 
 import time
@@ -9,6 +10,7 @@ from typing import Any
 
 import click
 
+from squall.cli.terminal import RAW, echo, printable
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
@@ -52,19 +54,19 @@ def log_slots(status: Mapping[str, Any], component: str | None = None,
     return sorted(slots, key=lambda s: (s.host, s.port, s.node))
 
 
-def _echo(slot: LogSlot, text: str, prefixed: bool) -> None:
+def _echo(slot: LogSlot, text: str, prefixed: bool, raw: bool) -> None:
     if not text:
         return
     if prefixed:
         text = "".join(f"{slot.label} | {line}" for line in text.splitlines(keepends=True))
-    click.echo(text, nl=not text.endswith("\n"))
+    echo(text, raw, nl=not text.endswith("\n"))
 
 
 def _resolve(client: NimbusClient, name: str, component: str | None, task: int | None) -> list[LogSlot]:
     try:
         return log_slots(client.topology(name), component, task)
     except ValueError as exc:
-        raise Failure(str(exc)) from None
+        raise Failure(printable(str(exc))) from None
 
 
 @click.command("logs")
@@ -74,12 +76,14 @@ def _resolve(client: NimbusClient, name: str, component: str | None, task: int |
 @click.option("--lines", "-n", type=click.IntRange(1, 100_000), default=100, show_default=True,
               help="Lines to show from the end of each worker's log.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@RAW
 @OVERRIDES
-def logs(name: str, component: str | None, task: int | None, lines: int, follow: bool,
+def logs(name: str, component: str | None, task: int | None, lines: int, follow: bool, raw: bool,
          overrides: tuple[str, ...]) -> None:
     """Show the logs of topology NAME's workers (a worker's log holds all its executors').
 
-    With several workers, each line starts with the worker's host:port."""
+    With several workers, each line starts with the worker's host:port. Control characters
+    are shown escaped unless --raw."""
     if component is not None and task is not None:
         raise click.UsageError("give --component or --task, not both")
     client = NimbusClient.from_conf(base_config(parse_overrides(overrides)))
@@ -92,22 +96,22 @@ def logs(name: str, component: str | None, task: int | None, lines: int, follow:
                 reply = client.worker_log(name, slot.node, slot.port, lines=lines)
             except NimbusError as exc:
                 failures += 1
-                click.echo(f"{slot.label}: {exc}", err=True)
+                click.echo(f"{slot.label}: {printable(str(exc))}", err=True)
                 continue
-            _echo(slot, reply["text"], len(slots) > 1)
+            _echo(slot, reply["text"], len(slots) > 1, raw)
             cursors[slot] = (reply["next_offset"], reply["inode"])
         if failures == len(slots):
             raise Failure(f"no worker log of topology {name} could be read")
         if follow:
-            _follow(client, name, component, task, lines, cursors)
+            _follow(client, name, component, task, lines, cursors, raw)
     except NimbusError as exc:
-        raise Failure(str(exc)) from None
+        raise Failure(printable(str(exc))) from None
     except KeyboardInterrupt:
         pass
 
 
 def _follow(client: NimbusClient, name: str, component: str | None, task: int | None, lines: int,
-            cursors: dict[LogSlot, tuple[int, int]]) -> None:
+            cursors: dict[LogSlot, tuple[int, int]], raw: bool) -> None:
     """Poll every worker for what follows its cursor; look for moved workers now and then."""
     resolved_at = time.monotonic()
     while True:
@@ -128,7 +132,7 @@ def _follow(client: NimbusClient, name: str, component: str | None, task: int | 
                 if exc.status == 404:
                     continue  # the worker is moving; the next resolve finds it
                 raise
-            _echo(slot, reply["text"], prefixed)
+            _echo(slot, reply["text"], prefixed, raw)
             cursors[slot] = (reply["next_offset"], reply["inode"])
 
 

@@ -9,7 +9,6 @@ asked for what; the topology's workers carry it out (see
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -19,23 +18,13 @@ from typing import Any
 import click
 
 from squall.cli.status_view import duration, plural, rate, table
+from squall.cli.terminal import printable
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
 
 JSON_OUT = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 TIMEOUT = click.option("--timeout", "timeout", type=click.FloatRange(min=1, max=86_400), default=None,
                        help="Seconds until it ends by itself (default 600, at most a day).")
-# Text the topology supplied (tuple values, stack frames, component names) with control
-# characters shown escaped, so that it cannot drive the terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def supplied(text: str) -> str:
-    """What to print of text a topology supplied: its control characters escaped."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
-
-
 def _client(overrides: tuple[str, ...]) -> NimbusClient:
     return NimbusClient.from_conf(base_config(parse_overrides(overrides)))
 
@@ -142,8 +131,8 @@ def render_samples(samples: list[Mapping[str, Any]]) -> str:
         if s.get("values_left_out"):
             values += f" (+{s['values_left_out']} more)"
         stamp = time.strftime("%H:%M:%S", time.localtime(s["time"])) + f".{int(s['time'] * 1000) % 1000:03d}"
-        rows.append([stamp, supplied(str(s["component"])), s["task"], supplied(str(s["stream"])), s["target"],
-                     anchors, supplied(values)])
+        rows.append([stamp, printable(str(s["component"])), s["task"], printable(str(s["stream"])), s["target"],
+                     anchors, printable(values)])
     return table(rows)
 
 
@@ -216,7 +205,7 @@ def profile(name: str, worker: str, kind: str | None, record_secs: float | None,
         Path(output).write_text(result["text"], encoding="utf-8")
         click.echo(f"profile {asked['profile_id']} written to {output} ({len(result['text']):,} characters)")
     else:
-        click.echo(supplied(result["text"]), nl=False)
+        click.echo(printable(result["text"]), nl=False)
     if result.get("truncated"):
         click.echo("warning: the profile was cut at the logviewer's size limit", err=True)
 
@@ -251,7 +240,7 @@ def monitor_rows(before: Mapping[str, Any], after: Mapping[str, Any], secs: floa
         old = prior.get(comp["id"], {})
         rates = [max(0, comp[k] - old.get(k, 0)) / secs for k in ("emitted", "executed", "acked", "failed")]
         lat = comp.get("execute_latency_ms"), comp.get("complete_latency_ms")
-        rows.append([stamp, supplied(comp["id"]), str(len(comp["executors"])), *(rate(r) for r in rates),
+        rows.append([stamp, printable(comp["id"]), str(len(comp["executors"])), *(rate(r) for r in rates),
                      *("-" if v is None else f"{v:.3f}" for v in lat)])
     return rows
 
@@ -302,7 +291,7 @@ def render_windows(st: Mapping[str, Any]) -> str:
             if w is None:
                 continue
             span = f"{label} ({duration(w['secs'])})" if "secs" in w else label
-            rows.append([supplied(comp["id"]), span,
+            rows.append([printable(comp["id"]), span,
                          *(rate(w.get(f"{k}_per_sec")) for k in ("emitted", "executed", "acked", "failed")),
                          *("-" if w.get(k) is None else f"{w[k]:.3f}"
                            for k in ("execute_latency_ms", "complete_latency_ms")),

@@ -109,6 +109,8 @@ def render(st: Mapping[str, Any]) -> str:
         unknown = any(not ex.get("rates") for c in st["components"] for ex in c["executors"])
         lines.append(f"rates: per second over the last {duration(window)}"
                      + (" ('-': not enough beats yet)" if unknown else ""))
+    if st.get("state_namespace") and any(c["id"] == "__checkpoint" for c in st["components"]):
+        lines.append(f"checkpointed state: {st['state_namespace']}")
     if drops:
         lines.append("input dropped (counted by cause; anchored tuples are replayed):")
         lines.extend(drops)
@@ -118,4 +120,8 @@ def render(st: Mapping[str, Any]) -> str:
     if errors:
         lines.append(f"last errors (with tracebacks: squall errors {st['name']}):")
         lines.extend(errors)
+    unusable = st.get("unusable_slots") or []
+    if unusable:
+        lines.append("unusable slots (nimbus assigns nothing there until the port is free):")
+        lines.extend(f"  {u['host']}:{u['port']} ({u['node']}): {u['reason']}" for u in unusable)
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import click
 
 from squall import config as _config
 from squall.command_line import Failure
+from squall.daemons import requirements
 from squall.loader import TopologyFileError, load_module, load_topology
 from squall.multilang import codedir, flux, streamparse_topology
 from squall.topology import Topology, TopologyError
@@ -29,6 +30,7 @@ class Source:
     name: str       # the default topology name
     root: Path      # the code directory: shipped by submit, where shell components run
     module: ModuleType | None = None  # a Python topology file's module (its local_run_report)
+    streamparse: bool = False  # a streamparse project's topology (its virtualenvs/<name>.txt)
 
 
 def flux_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -64,7 +66,7 @@ def _load_python(file: str, settings: dict[str, Any]) -> Source:
                                 f"{sorted(c.__name__ for c in own)}")
     serializer = streamparse_topology.project_serializer(project) if project else "json"
     topology, conf = streamparse_topology.build(own[0], settings, serializer)
-    return Source(topology, _config.validate(conf), module.__name__, code_root(file), module)
+    return Source(topology, _config.validate(conf), module.__name__, code_root(file), module, project is not None)
 
 
 def load(file: str, use_flux: bool, filter_file: str | None, env_filter: bool,
@@ -97,3 +99,29 @@ def check_shipped(topology: Topology, shipped: Iterable[str]) -> None:
     problems = codedir.missing_files(shell_scripts(topology), set(shipped))
     if problems:
         raise Failure("; ".join(problems))
+
+
+def pick_requirements(source: Source, conf: dict[str, Any], shipped: Iterable[str]) -> str | None:
+    """Set ``topology.python.requirements`` in the topology's ``conf`` when the bundle ships a
+    requirements file (a streamparse project's ``virtualenvs/<file>.txt``, named after the
+    topology's file as ``sparse submit`` names it, whatever ``--name`` says; else
+    ``requirements.txt``) and it does not name one, and check the file as supervisors will:
+    a Failure names what they would refuse. Returns the file, or None."""
+    shipped = set(shipped)
+    path = conf.get(requirements.REQUIREMENTS_KEY)
+    if path is None:
+        path = requirements.default_file(shipped, source.name, source.streamparse)
+        if path is None:
+            return None
+    try:
+        rel = requirements.check_path(path)
+        if rel not in shipped:
+            raise Failure(f"{requirements.REQUIREMENTS_KEY} names {path!r}, which is not in the code bundle "
+                          f"of {source.root}")
+        requirements.check_requirements((source.root / rel).read_bytes(), rel)
+    except requirements.RequirementsError as exc:
+        raise Failure(str(exc)) from None
+    except OSError as exc:
+        raise Failure(f"cannot read the requirements file {path!r}: {exc}") from None
+    conf[requirements.REQUIREMENTS_KEY] = rel
+    return rel

@@ -1,9 +1,13 @@
 """One child process of a shell component: start, non-blocking pipes, stderr capture, kill.
 
-The executor thread does all stdin/stdout I/O itself, never blocking longer than it asks
-to: writes go to a buffer drained as the pipe takes them, reads take what is there. A
-thread reads stderr into the worker log (a bounded number of lines a second, the rest
-counted) and keeps a short tail for error reports.
+The executor thread writes stdin itself, never blocking longer than it asks to: writes go to
+a buffer drained as the pipe takes them. A reader thread per child takes stdout as the
+child writes it (up to ``STDOUT_HOLD_BYTES`` held; beyond that the child's pipe fills and
+it waits) and calls ``wake`` at the first bytes after the executor last took everything,
+so a child that asks for task ids or syncs is answered at once, as Storm's ShellBolt does
+from its reader thread, not when the next tuple arrives or a poll comes round. The end of
+stdout wakes it too. Another thread reads stderr into the worker log (a bounded number of
+lines a second, the rest counted) and keeps a short tail for error reports.
 
 The child never outlives the worker: it leads its own process group (a kill reaches what
 it started), and on Linux ``setpriv --pdeathsig KILL`` makes the kernel kill it when the
@@ -20,7 +24,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall.errors import SquallError
@@ -31,8 +35,15 @@ STDERR_TAIL_LINES = 20      # kept for the report when the child dies
 _SETPRIV = shutil.which("setpriv")
 
 
+GONE = "is gone"  # the one wording for a child that closed its pipes or exited, whichever is seen first
+FORKED_AWAY = f"{GONE} (it exited; a process it started kept its pipes open)"
+STDOUT_HOLD_BYTES = 4 << 20  # stdout the reader thread holds for the executor, at most
+READER_POLL_SECS = 0.5  # how often a reader with nothing to read or no room looks at ``closed``
+EXIT_CHECK_SECS = 0.1  # how often an idle link asks whether the child's own process still runs
+
+
 class ChildGone(SquallError):
-    """The child closed its pipes or exited."""
+    """The child closed its pipes or exited (the text is ``GONE``, or ``FORKED_AWAY``)."""
 
 
 class LineBudget:
@@ -69,8 +80,17 @@ class ChildProcess:
     """The process and its pipes; ``log`` is a structlog logger bound to the task."""
 
     def __init__(self, command: Sequence[str], cwd: str | None, env: Mapping[str, str], log: Any,
-                 lines_per_sec: int) -> None:
+                 lines_per_sec: int, wake: Callable[[], None] | None = None) -> None:
         self.command = list(command)
+        self._wake = wake
+        self._held: deque[bytes] = deque()  # stdout the reader took, oldest first
+        self._held_bytes = 0
+        self._eof = False          # the reader saw the end of stdout (or could not read it)
+        self._woken = False        # wake was called since the executor last emptied _held
+        lock = threading.Lock()
+        self._room = threading.Condition(lock)  # the reader waits here for room in _held
+        self._news = threading.Condition(lock)  # the executor waits here for output (wait_output)
+        self._listening = False
         self.log = log
         self._out = bytearray()        # written to stdin as the pipe takes it
         self._queued = 0               # bytes ever queued for stdin
@@ -93,11 +113,14 @@ class ChildProcess:
         self._in_fd = self.proc.stdin.fileno()    # type: ignore[union-attr]
         self._out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(self._in_fd, False)
-        os.set_blocking(self._out_fd, False)
+        self.closed = False
+        self._stdout = threading.Thread(target=self._read_stdout, name=f"shell-stdout-{self.pid}",
+                                        daemon=True)
+        self._stdout.start()
         self._stderr = threading.Thread(target=self._read_stderr, name=f"shell-stderr-{self.pid}",
                                         daemon=True)
         self._stderr.start()
-        self.closed = False
+        self._exit_checked = float("-inf")
 
     # -- stdin ----------------------------------------------------------------------------
     @property
@@ -127,7 +150,7 @@ class ChildProcess:
                 break
             except OSError as exc:
                 if exc.errno in (errno.EPIPE, errno.EBADF):
-                    raise ChildGone("the child closed its stdin") from None
+                    raise ChildGone(GONE) from None
                 raise
             del out[:n]
             self._sent += n
@@ -137,25 +160,98 @@ class ChildProcess:
 
     # -- stdout ---------------------------------------------------------------------------
     def read(self, limit: int = READ_CHUNK) -> bytes:
-        """What stdout holds now (b"" if nothing); ChildGone at end of file."""
-        try:
-            data = os.read(self._out_fd, limit)
-        except BlockingIOError:
-            return b""
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise ChildGone("stdout closed") from None
-            raise
-        if not data:
-            raise ChildGone("the child closed its stdout")
+        """What the reader thread took from stdout (b"" if nothing, at least one chunk even
+        past ``limit``); ChildGone once it is all taken and stdout ended."""
+        room = self._room
+        with room:
+            held = self._held
+            if not held:
+                if self._eof:
+                    raise ChildGone(GONE)
+                self._woken = False
+                return b""
+            data = held.popleft()
+            while held and len(data) + len(held[0]) <= limit:
+                data += held.popleft()
+            was_full = self._held_bytes >= STDOUT_HOLD_BYTES
+            self._held_bytes -= len(data)
+            if not held:
+                self._woken = False
+            if was_full:
+                room.notify()
         return data
+
+    def _read_stdout(self) -> None:
+        """The reader thread: stdout into ``_held`` while there is room, waking the executor."""
+        fd, room = self._out_fd, self._room
+        try:
+            while not self.closed:
+                with room:
+                    while self._held_bytes >= STDOUT_HOLD_BYTES and not self.closed:
+                        room.wait(READER_POLL_SECS)
+                if self.closed:
+                    break
+                readable, _, _ = select.select([fd], [], [], READER_POLL_SECS)
+                if not readable:
+                    continue
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    break
+                with room:
+                    self._held.append(data)
+                    self._held_bytes += len(data)
+                    wake, self._woken = not self._woken, True
+                    if self._listening:  # the executor waits in wait_output: it reads now
+                        self._news.notify()
+                        wake = False
+                if wake and self._wake is not None:
+                    self._wake()
+        except (OSError, ValueError):
+            pass  # a closed or broken pipe is the end of stdout
+        finally:
+            with room:
+                self._eof = True
+                wake = not self._woken
+                self._woken = True
+                self._news.notify()
+            if wake and self._wake is not None and not self.closed:
+                self._wake()
+            self._close(self.proc.stdout)
+
+    def check_exit(self, now: float) -> None:
+        """ChildGone when the child's own process has exited although its pipes are open (it
+        forked and let the original exit: the docs call a child broken when it exits).
+        Asked when stdout is empty, at most every ``EXIT_CHECK_SECS``."""
+        if now < self._exit_checked + EXIT_CHECK_SECS:
+            return
+        self._exit_checked = now
+        if self.proc.poll() is None or self._eof or self._held:
+            return  # running, or read() ends the link once it hands on what came before
+        try:
+            readable, _, _ = select.select([self._out_fd], [], [], 0)
+        except (OSError, ValueError):
+            raise ChildGone(GONE) from None
+        if not readable:  # no data and no end of file: another process holds the pipe open
+            raise ChildGone(FORKED_AWAY)
+
+    def wait_output(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the reader thread to take output (or the end of it);
+        True if there is some. The executor uses it to go on with a child in conversation."""
+        with self._news:
+            if not (self._held or self._eof):
+                self._listening = True
+                self._news.wait(timeout)
+                self._listening = False
+            return bool(self._held) or self._eof
 
     def wait_io(self, timeout: float) -> None:
         """Sleep until stdout has data, stdin takes pending bytes, or ``timeout`` passes."""
-        if timeout <= 0:
+        if timeout <= 0 or self._held or self._eof:
             return
         writers = [self._in_fd] if self._out else []
         try:
+            # The reader thread takes what the select sees: back here, _held has it (or
+            # soon will: a short spin at most).
             select.select([self._out_fd], writers, [], timeout)
         except (OSError, ValueError):
             time.sleep(min(timeout, 0.01))
@@ -219,8 +315,10 @@ class ChildProcess:
             code = self.proc.wait(5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not take this long
             code = None
-        for stream in (self.proc.stdin, self.proc.stdout):
-            self._close(stream)
+        self._close(self.proc.stdin)
+        with self._room:
+            self._room.notify()
+        self._stdout.join(1.0)  # it closes stdout: no read of a number the system reused
         self._stderr.join(1.0)
         self._close(self.proc.stderr)
         return code

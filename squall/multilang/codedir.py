@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 CODE_DIR_ENV = "SQUALL_CODE_DIR"
+VENV_ENV = "SQUALL_TOPOLOGY_VENV"  # the topology's own Python environment, set by the supervisor
 # Arguments with these endings name a file the child needs from the code directory.
 SCRIPT_SUFFIXES = (".py", ".js", ".mjs", ".cjs", ".rb", ".sh", ".pl", ".php", ".lua", ".R", ".jar")
 
@@ -38,13 +39,15 @@ def child_cwd(cwd: str | None, change_child_cwd: bool) -> str | None:
 
 
 def child_env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The child's environment: the worker's, with the worker's interpreter folder first on
-    PATH (so ``python3`` and ``streamparse_run`` are the worker's), then ``extra`` (a PATH
-    in ``extra`` is appended, as Storm's ShellProcess.setEnv does)."""
+    """The child's environment: the worker's, with the topology's own environment's ``bin``
+    (where it has one) and then the worker's interpreter folder first on PATH (so ``python3``
+    and ``streamparse_run`` are the topology's, else the worker's), then ``extra`` (a PATH in
+    ``extra`` is appended, as Storm's ShellProcess.setEnv does)."""
     env = dict(os.environ)
-    bindir = os.path.dirname(sys.executable)
+    venv = env.get(VENV_ENV)
+    bindirs = ([os.path.join(venv, "bin")] if venv else []) + [os.path.dirname(sys.executable)]
     path = env.get("PATH", "")
-    env["PATH"] = bindir + (os.pathsep + path if path else "")
+    env["PATH"] = os.pathsep.join(bindirs) + (os.pathsep + path if path else "")
     for key, value in (extra or {}).items():
         if key == "PATH":
             env["PATH"] = env["PATH"] + os.pathsep + value

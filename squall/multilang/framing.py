@@ -6,6 +6,11 @@ JSON (Storm's protocol): each message is JSON text followed by a line holding ``
 text may span lines. msgpack (pystorm's ``MsgpackSerializer``): messages follow each other
 with no delimiter. Both decoders refuse to hold more than ``max_bytes`` of one message, so a
 child that writes an endless or enormous message is caught at that bound.
+
+Tuple values cross both ways as what they are (squall.values): over msgpack, the types it
+does not know are the wire's extension types (a child that echoes one sends it back
+unchanged), and so is a map whose keys are not all text (pystorm reads only text keys);
+over JSON, they are tagged objects (squall.multilang.json_values).
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from typing import Any
 import msgpack
 
 from squall.errors import SquallError
+from squall.multilang.json_values import object_hook, to_json
+from squall.values import PLAIN, ValueCodec
 
 JSON, MSGPACK = "json", "msgpack"
 # Names a Storm or streamparse topology may give topology.multilang.serializer.
@@ -35,6 +42,11 @@ class ProtocolError(SquallError, ValueError):
         self.messages = messages or []
 
 
+def too_long(max_bytes: int) -> str:
+    """The one text of a message over the bound, whether or not its end was seen."""
+    return f"a message longer than {max_bytes} bytes (topology.multilang.max.message.bytes)"
+
+
 def serializer_name(value: Any) -> str:
     """``json`` or ``msgpack`` for a topology.multilang.serializer value; ValueError naming it."""
     name = SERIALIZER_NAMES.get(value) if isinstance(value, str) else None
@@ -49,16 +61,17 @@ class JsonFraming:
 
     name = JSON
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, codec: ValueCodec = PLAIN) -> None:
         self.max_bytes = max_bytes
+        self.codec = codec
+        self._hook = object_hook(codec)
         self._partial = b""          # an unterminated line
         self._body: list[bytes] = []  # complete lines of the message being read
         self._body_bytes = 0
 
-    @staticmethod
-    def encode(message: Any) -> bytes:
-        """Raises TypeError/ValueError when ``message`` holds what JSON cannot carry."""
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":"),
+    def encode(self, message: Any) -> bytes:
+        """Raises TypeError/ValueError when ``message`` holds a value no rule carries."""
+        return json.dumps(to_json(message, self.codec), ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False).encode("utf-8") + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
@@ -75,7 +88,7 @@ class JsonFraming:
             if line == END:
                 self._body, self._body_bytes = [], 0
                 try:
-                    out.append(self._parse(body))
+                    out.append(self._parse(body, self._hook))
                 except ProtocolError as exc:
                     raise ProtocolError(str(exc), out) from None
                 body = self._body
@@ -83,16 +96,16 @@ class JsonFraming:
             body.append(line)
             self._body_bytes += len(line) + 1
             if self._body_bytes > self.max_bytes:
-                raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+                raise ProtocolError(too_long(self.max_bytes), out)
         if self._body_bytes + len(self._partial) > self.max_bytes:
-            raise ProtocolError(f"a message longer than {self.max_bytes} bytes (no 'end' line)", out)
+            raise ProtocolError(too_long(self.max_bytes), out)
         return out
 
     @staticmethod
-    def _parse(lines: list[bytes]) -> Any:
+    def _parse(lines: list[bytes], hook: Any) -> Any:
         text = b"\n".join(lines)
         try:
-            return json.loads(text)
+            return json.loads(text, object_hook=hook)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"not JSON: {exc}; got {text[:200]!r}") from None
 
@@ -106,13 +119,15 @@ class MsgpackFraming:
 
     name = MSGPACK
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, codec: ValueCodec = PLAIN) -> None:
         self.max_bytes = max_bytes
-        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max_bytes)
+        self.codec = codec
+        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max_bytes,
+                                          ext_hook=codec.ext_hook)
 
-    @staticmethod
-    def encode(message: Any) -> bytes:
-        return msgpack.packb(message, use_bin_type=True)
+    def encode(self, message: Any) -> bytes:
+        # pystorm's reader takes only str and bytes map keys: other maps go as MAP extensions
+        return self.codec.pack(self.codec.text_keyed(message))
 
     def feed(self, data: bytes) -> list[Any]:
         out: list[Any] = []
@@ -121,7 +136,7 @@ class MsgpackFraming:
         try:
             self._unpacker.feed(data)
         except msgpack.BufferFull:
-            raise ProtocolError(f"a message longer than {self.max_bytes} bytes") from None
+            raise ProtocolError(too_long(self.max_bytes)) from None
         try:
             for message in self._unpacker:
                 out.append(message)
@@ -136,5 +151,5 @@ class MsgpackFraming:
         return 0  # the unpacker bounds itself (max_buffer_size)
 
 
-def framing(name: str, max_bytes: int) -> JsonFraming | MsgpackFraming:
-    return JsonFraming(max_bytes) if name == JSON else MsgpackFraming(max_bytes)
+def framing(name: str, max_bytes: int, codec: ValueCodec = PLAIN) -> JsonFraming | MsgpackFraming:
+    return JsonFraming(max_bytes, codec) if name == JSON else MsgpackFraming(max_bytes, codec)

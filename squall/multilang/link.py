@@ -18,6 +18,7 @@ from squall.multilang import protocol
 from squall.multilang.child import ChildGone, ChildProcess, LineBudget
 from squall.multilang.framing import ProtocolError, framing
 from squall.multilang.settings import READ_BUDGET_BYTES, RestartPolicy, ShellSettings
+from squall.values import ValueCodec
 
 DOWN, STARTING, READY = "down", "starting", "ready"
 _LOG_LEVELS = ("debug", "debug", "info", "warning", "error")  # Storm's TRACE..ERROR
@@ -46,16 +47,22 @@ class ChildLink:
         self.bad_messages = 0
         self.broken_after: list[protocol.ShellMsg] = []  # messages read before the link broke
         self.pid_dir = tempfile.mkdtemp(prefix=f"squall-shell-{os.getpid()}-")
-        self._frames = framing(settings.serializer, settings.max_message_bytes)
+        self.codec = ValueCodec(conf.get("topology.serializers") or {})
+        self._frames = framing(settings.serializer, settings.max_message_bytes, self.codec)
         self.encode = self._frames.encode
+        # Called by the child's stdout reader thread when it has news (squall.multilang.child);
+        # the component's executor then reads it on its own thread.
+        self.wake: Callable[[], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, now: float) -> bool:
         """Start a child and send the handshake; False (reported, retried later) if it cannot."""
-        self._frames = framing(self.settings.serializer, self.settings.max_message_bytes)
+        self._frames = framing(self.settings.serializer, self.settings.max_message_bytes, self.codec)
+        self.encode = self._frames.encode
         self.generation += 1
         try:
-            self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec)
+            self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec,
+                                      self.wake)
         except OSError as exc:
             self.child = None
             self._down(now, 0.0, f"could not be started: {exc}")
@@ -139,6 +146,7 @@ class ChildLink:
             while budget > 0:
                 data = child.read()
                 if not data:
+                    child.check_exit(now)
                     break
                 budget -= len(data)
                 self.last_read = now

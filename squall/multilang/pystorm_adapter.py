@@ -118,6 +118,11 @@ class _Adapter:
         root = logging.getLogger()
         before = list(root.handlers)
         comp._setup_component(self.conf, self.context_info)
+        # pystorm's ``self.logger`` is named after the component, so every task of it in this
+        # process (and every replacement instance) would share one logger and each line would
+        # go out once per handler hung on it: this instance gets a logger of its own.
+        shared = comp.logger
+        comp.logger = logging.Logger(shared.name, shared.level)
         # pystorm hangs its handler on the root logger; here that is the worker's: move it to
         # the component's logger (Storm's log handler becomes the worker log).
         for handler in [h for h in root.handlers if h not in before]:

@@ -3,8 +3,11 @@ protocol (asynchronous: tuples go to the child as they come; its emits, acks and
 back when it writes them).
 
 The executor thread does the I/O: each ``execute`` writes the tuple and reads what the child
-has written, and a short tick (``POLL_SECS``, set through the component's
-topology.tick.tuple.freq.secs) reads the child and sends the heartbeat when no tuples come.
+has written. When the child writes between tuples (the rest of a tuple's emits, a request
+for task ids, which Storm's ``storm.py`` waits for after every emit), its stdout reader
+thread wakes the executor, which handles it at once (``woken``). A short tick
+(``POLL_SECS``, set through the component's topology.tick.tuple.freq.secs) sends the
+heartbeat and checks for a hung child.
 A child that dies, hangs (a heartbeat or the handshake unanswered for
 topology.subprocess.timeout.secs), breaks the protocol or stops reading is killed, reported
 through the component's errors and restarted; the tuples it held are failed, so their spouts
@@ -20,7 +23,7 @@ from typing import Any
 from squall.components import Bolt
 from squall.multilang import protocol
 from squall.multilang.link import DOWN, READY, STARTING, LinkBroken
-from squall.multilang.settings import HEARTBEAT_SECS
+from squall.multilang.settings import CONVERSE_SECS, HEARTBEAT_SECS
 from squall.multilang.shell_component import TICK_KEY, ShellComponentMixin
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Tuple
 
@@ -110,6 +113,11 @@ class ShellBolt(ShellComponentMixin, Bolt):
                                   or child.pending_messages > link.settings.max_pending):
             self._wait_for_room(now)
 
+    def woken(self) -> None:
+        """The child wrote (its reader thread woke the executor): emits, task ids asked for,
+        acks and syncs are handled now."""
+        self._service(_monotonic())
+
     def _send_tick(self, values: list) -> None:
         link = self.link
         if link.state == DOWN:
@@ -149,13 +157,24 @@ class ShellBolt(ShellComponentMixin, Bolt):
             link.ensure(now)
             return
         try:
-            try:
-                messages = link.receive(now, protocol.BOLT_COMMANDS)
-            except LinkBroken:
-                self._salvage(now)
-                raise
-            for msg in messages:
-                self._handle(msg, now)
+            deadline = now + CONVERSE_SECS
+            while True:
+                try:
+                    messages = link.receive(now, protocol.BOLT_COMMANDS)
+                except LinkBroken:
+                    self._salvage(now)
+                    raise
+                self.answered = False
+                for msg in messages:
+                    self._handle(msg, now)
+                # A child that asked for task ids (storm.py asks after every emit) goes on at
+                # once: wait a moment for its next message here rather than through a wake.
+                if not self.answered or link.child is None or not self.inputs:
+                    break
+                remaining = deadline - _monotonic()
+                if remaining <= 0 or not link.child.wait_output(remaining):
+                    break
+                now = _monotonic()
             if link.state == READY:
                 if self.hb_sent is None and now >= self.next_hb:
                     link.send(link.encode(protocol.heartbeat(f"h{next(self.ids)}")))

@@ -3,7 +3,7 @@ settings methods of Storm's ShellBolt/ShellSpout and Flux's FluxShellBolt/FluxSh
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -26,6 +26,7 @@ class ShellComponentMixin:
     # The component's, once it opened or prepared (ShellSpout, ShellBolt).
     link: ChildLink
     collector: Any
+    answered = False  # a task-id request was answered in the current read of the child
 
     def _init_shell(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]] | None,
                     direct: Sequence[str], env: Mapping[str, str] | None, cwd: str | None,
@@ -82,14 +83,24 @@ class ShellComponentMixin:
         return [os.path.normpath(os.path.join(base, a)) for a in codedir.script_args(self.command)
                 if not os.path.isabs(a)]
 
+    def attach_wake(self, wake: Callable[[], None]) -> None:
+        """The executor's ``wake`` (squall.runtime.executor): the child's stdout reader calls
+        it when the child wrote, and the executor then calls ``woken`` on its own thread."""
+        self._wake: Callable[[], None] | None = wake
+
+    def woken(self) -> None:
+        raise NotImplementedError
+
     def _open_link(self, conf: Mapping[str, Any], context: TopologyContext, report: Any) -> ChildLink:
         self.log = structlog.get_logger("squall.multilang").bind(
             topology=context.topology_id, component=context.this_component_id, task=context.this_task_id)
         self.settings = ShellSettings.from_conf(conf, self.serializer)
         self.metrics = ShellMetrics(context, conf)  # the child's ``metrics`` commands
-        return ChildLink(self.kind, self.command, codedir.child_cwd(self.cwd, self.change_cwd),
+        link = ChildLink(self.kind, self.command, codedir.child_cwd(self.cwd, self.change_cwd),
                          codedir.child_env(self.env), self.settings, conf, protocol.context_info(context),
                          self.log, report)
+        link.wake = getattr(self, "_wake", None)
+        return link
 
     def _metrics_command(self, msg: protocol.ShellMsg) -> None:
         problem = self.metrics.update(msg.name, msg.params)
@@ -110,6 +121,7 @@ class ShellComponentMixin:
             self.link.bad_message(f"emit refused: {exc}")
         if msg.need_task_ids and not direct:
             self.link.send(self.link.encode(list(targets)))
+            self.answered = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.command!r})"

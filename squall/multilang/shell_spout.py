@@ -3,8 +3,9 @@
 child's emits and logs coming before it).
 
 One command is in flight at a time. ``next_tuple`` waits for the child's sync only a few
-milliseconds (other executors share the thread); a child still busy is read again on the
-next call, and acks and fails that arrive meanwhile queue behind the command in flight. A
+milliseconds (other executors share the thread); a child still busy is read again when its
+stdout reader thread wakes the executor (``woken``) or on the next call, and acks and fails
+that arrive meanwhile queue behind the command in flight. A
 child silent for topology.subprocess.timeout.secs while a command waits is killed, reported
 and restarted. Message ids carry the child's generation: acks and fails of tuples a dead
 child emitted are dropped (its source replays them, as after a Storm worker restart).
@@ -76,6 +77,12 @@ class ShellSpout(ShellComponentMixin, Spout):
     def deactivate(self) -> None:
         self.active = False
         self._queue(protocol.spout_command("deactivate"))
+
+    def woken(self) -> None:
+        """The child wrote (its reader thread woke the executor): a sync sends the next
+        queued ack or fail at once, also while the executor calls no ``next_tuple``."""
+        if self.link.state != DOWN:
+            self._pump(_monotonic(), 0.0, want_next=False)
 
     def _queue_for(self, command: str, msg_id: Any) -> None:
         if not (isinstance(msg_id, tuple) and len(msg_id) == 2 and msg_id[0] == self.link.generation

@@ -12,7 +12,7 @@ STORM_ONLY_KEYS = frozenset({
     "topology.classpath", "topology.classpath.beginning", "topology.python.path",
     "topology.kryo.register", "topology.kryo.decorators", "topology.kryo.factory",
     "topology.fall.back.on.java.serialization", "topology.skip.missing.kryo.registrations",
-    "topology.skip.missing.serializations", "topology.testing.always.try.serialize",
+    "topology.skip.missing.serializations",
     "topology.worker.max.heap.size.mb", "topology.component.resources.onheap.memory.mb",
     "topology.component.resources.offheap.memory.mb", "topology.component.cpu.pcore.percent",
     "topology.scheduler.strategy", "topology.priority", "topology.eventlogger.executors",

@@ -11,6 +11,7 @@ cdef class AckerLedger:
     cdef public dict entries
     cdef public dict done
     cdef public dict failed
+    cdef public dict reasons
     cdef public set _seen
     cdef public set _older
 
@@ -19,7 +20,7 @@ cdef class AckerLedger:
     cpdef complete(self, root)
     @cython.locals(entries=dict)
     cpdef apply(self, dict vals)
-    cpdef fail(self, root)
+    cpdef fail(self, root, reason=*)
 
 
 cdef class PendingTuples:

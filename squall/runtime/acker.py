@@ -69,14 +69,16 @@ class AckerLedger:
     acks alike (order does not matter). An entry returns to zero exactly when every edge
     is acked: the tree is complete and its spout task, named by the root, is told.
     Completed and failed roots collect in ``done`` and ``failed`` (spout task -> roots)
-    until ``take`` hands them on."""
+    until ``take`` hands them on; ``reasons`` holds why, for the failed roots that came
+    with one (a tuple of the tree could not be delivered)."""
 
-    __slots__ = ("entries", "done", "failed", "_seen", "_older")
+    __slots__ = ("entries", "done", "failed", "reasons", "_seen", "_older")
 
     def __init__(self) -> None:
         self.entries: dict[int, int] = {}
         self.done: dict[int, list[int]] = {}
         self.failed: dict[int, list[int]] = {}
+        self.reasons: dict[int, str] = {}
         self._seen: set[int] = set()
         self._older: set[int] = set()
 
@@ -114,10 +116,19 @@ class AckerLedger:
             else:
                 self.complete(root)
 
-    def fail(self, root: int) -> None:
-        """Forget the tree and tell its spout task."""
+    def fail(self, root: int, reason: str | None = None) -> None:
+        """Forget the tree and tell its spout task (why, when ``reason`` says)."""
         self.entries.pop(root, None)
         self.failed.setdefault(root >> ROOT_RANDOM_BITS, []).append(root)
+        if reason is not None:
+            self.reasons[root] = reason
+
+    def take_reasons(self, roots: list[int]) -> dict[int, str]:
+        """The reasons of those of ``roots`` that failed with one (and forget them)."""
+        reasons = self.reasons
+        if not reasons:
+            return {}
+        return {r: reasons.pop(r) for r in roots if r in reasons}
 
     def take(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """(completed, failed) roots by spout task since the last take."""

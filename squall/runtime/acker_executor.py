@@ -38,8 +38,11 @@ class AckerExecutor(Executor):
                 if stream == ACK_ACK:
                     ledger.apply(tup.values[0])
                 elif stream == ACK_FAIL:
-                    for root in tup.values[0]:
-                        ledger.fail(root)
+                    for entry in tup.values[0]:
+                        if type(entry) is int:
+                            ledger.fail(entry)
+                        else:  # [root, reason]: a tuple of the tree could not be delivered
+                            ledger.fail(entry[0], entry[1])
         done, failed = ledger.take()
         deliver, spouts = self.link.deliver, self.spout_tasks
         finished = 0
@@ -51,8 +54,10 @@ class AckerExecutor(Executor):
                 self._no_spout(spout, roots)
         for spout, roots in failed.items():
             finished += len(roots)
+            reasons = ledger.take_reasons(roots)
             if spout in spouts:
-                deliver(spout, [Tuple([roots], self.fail_src)])
+                batch = [r if r not in reasons else [r, reasons[r]] for r in roots] if reasons else roots
+                deliver(spout, [Tuple([batch], self.fail_src)])
             else:
                 self._no_spout(spout, roots)
         if finished:

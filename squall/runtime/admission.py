@@ -25,9 +25,11 @@ class GroupRejected(SquallError, ValueError):
         self.cause = cause
 
 
-# What an acker-stream group's single value must be (see squall.model for the traffic).
+# What an acker-stream group's values must be (see squall.model for the traffic).
 ROOTS = "roots"        # [root, ...]
 ROOT_XORS = "xors"     # {root: xor, ...}
+FAILS = "fails"        # [root or [root, reason], ...]
+MAX_REASON_CHARS = 4000
 
 
 class Admission:
@@ -47,12 +49,12 @@ class Admission:
             if target_component == ACKER:
                 if source_component == ACKER:
                     raise GroupRejected(drops.ACKER_STREAM, f"{stream} from an acker to an acker")
-                return ROOT_XORS if stream == ACK_ACK else ROOTS
+                return ROOT_XORS if stream == ACK_ACK else FAILS
             if self._system.components[target_component].kind == SPOUT:
                 if source_component != ACKER:
                     raise GroupRejected(drops.ACKER_STREAM, f"{stream} to spout task {target} from "
                                         f"{source_component!r}, which is not an acker")
-                return ROOTS
+                return ROOTS if stream == ACK_ACK else FAILS
             raise GroupRejected(drops.ACKER_STREAM, f"{stream} to bolt task {target}")
         if not any(bolt == target_component for bolt, _ in self._system.subscribers(source_component, stream)):
             raise GroupRejected(drops.NOT_SUBSCRIBED, f"task {target} ({target_component!r}) does not "
@@ -61,12 +63,20 @@ class Admission:
 
 
 def check_acker_values(shape: str, values: list) -> None:
-    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``."""
+    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
+    (fails: a root may come with its reason, ``[root, text]``, the text of bounded length)."""
     for v in values:
         batch: Any = v[0]
-        if shape == ROOTS:
+        if shape == ROOT_XORS:
+            ok = type(batch) is dict and all(type(r) is int and type(x) is int for r, x in batch.items())
+        elif shape == ROOTS:
             ok = type(batch) is list and all(type(r) is int for r in batch)
         else:
-            ok = type(batch) is dict and all(type(r) is int and type(x) is int for r, x in batch.items())
+            ok = type(batch) is list and all(type(r) is int or _reasoned(r) for r in batch)
         if not ok:
             raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
+
+
+def _reasoned(entry: Any) -> bool:
+    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
+            and len(entry[1]) <= MAX_REASON_CHARS)

@@ -28,7 +28,7 @@ class BoltExecutor(Executor):
     def setup(self) -> None:
         self.tasks: dict[int, tuple[Any, BoltCollector, bool]] = {}
         # task -> what takes its input: the executor's run of the bolt, or a wrapper's feed
-        self.inputs: dict[int, Callable[[list], None]] = {}
+        self.inputs: dict[Any, Callable[[list], None]] = {}  # and wake keys (attach_wake)
         # The ``ready`` of the bolts that have one of their own (flow control, Bolt.ready).
         self.readiness: list[Callable[[], bool]] = []
         for task in self.task_ids:
@@ -44,10 +44,12 @@ class BoltExecutor(Executor):
                 self.inputs[task] = bolt.feed
             else:
                 self.inputs[task] = run
+            self.attach_wake(task, target)
             bolt.prepare(self.conf, self.context(task), coll)
             self.tasks[task] = (bolt, coll, basic)
             if isinstance(bolt, StatsSections):
                 self.reporting.append(bolt)
+        self.inputs.update(self.wakes)
         self.tick = self.tick_period() or 0.0
         self.next_tick = self.clock.monotonic() + self.tick if self.tick else None
         self.tick_src = Source(SYSTEM_COMPONENT, -1, TICK_STREAM, _TICK_FIELDS)

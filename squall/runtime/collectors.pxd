@@ -23,6 +23,9 @@ cdef class Outbox:
     cdef public object transferred
     cdef public double interval
     cdef public double held_since
+    cdef public Py_ssize_t held_size
+    cdef public object held_mark
+    cdef public Py_ssize_t trickle
 
     cpdef list buffer(self, task)
     @cython.locals(b=list)

@@ -75,6 +75,7 @@ class Executor:
         self.busy_secs = 0.0  # time spent in user execute calls (bolts)
         self.task_metrics = {t: MetricRegistry() for t in self.task_ids}  # context.register_metric
         self.reporting: list[StatsSections] = []  # components with figures of their own
+        self.wakes: dict[object, Any] = {}  # queue key -> what a component's wake runs (attach_wake)
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -94,6 +95,26 @@ class Executor:
         inputs it acks, and it is not counted among the component's own."""
         system = [s for s in self.spec.streams if s.startswith("__")]
         return BoltCollector(self.component, task, self.routes(task, system), self.outbox, self.reporter(task))
+
+    def attach_wake(self, task: int, component: Any) -> None:
+        """Give a component that asks for it (``attach_wake``, as shell components do) a
+        ``wake`` that any thread may call: the executor's thread then calls the component's
+        ``woken`` at its next step. A wake is a queue item without tuples (counted nowhere)."""
+        attach = getattr(component, "attach_wake", None)
+        if attach is None:
+            return
+        woken, key = component.woken, object()
+
+        def run(_: list) -> None:
+            try:
+                woken()
+            except Exception as exc:
+                self.user_error(task, exc, "woken")
+
+        self.wakes[key] = run
+        put = self.queue.put
+        item: tuple[object, list] = (key, [])
+        attach(lambda: put(item, 0))
 
     def reporter(self, task: int):
         def report(error: BaseException | str) -> None:

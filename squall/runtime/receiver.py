@@ -2,7 +2,10 @@
 executors' queues, with this worker's tasks raised into backpressure as their queues fill.
 
 What fails a check is counted by cause (squall.runtime.drops) and the rest of the frame
-still goes. The receive thread waits only when a queue is past RECEIVE_HARD_LIMIT times its
+still goes. A tuple whose value does not decode (a registered type's deserializer raised)
+fails alone, as one that could not be encoded does (squall.runtime.refusals): its trees fail
+with the reason, the next PREPARE barrier on its channel fails, and the rest of its batch
+goes on. The receive thread waits only when a queue is past RECEIVE_HARD_LIMIT times its
 bound, so memory stays bounded even with a peer that ignores backpressure.
 """
 from __future__ import annotations
@@ -12,12 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from squall.model import executor_tasks
+from squall.model import executor_tasks, is_checkpointed
 from squall.runtime import drops
 from squall.runtime.affinity import pin_thread
 from squall.runtime.drops import DropCounter
 from squall.runtime.link import WorkerLink
 from squall.runtime.queues import BatchQueue
+from squall.runtime.refusals import Channels, RefusalLog, TreeFailures
 from squall.runtime.serialization import SerializationError, TupleSerializer
 
 # The receive thread never lets an executor's queue grow past this many times its bound:
@@ -47,6 +51,10 @@ class Receiver:
         self._receiver_pinned = False
         self._task_executor = {t: ex for ex in executor_ids for t in executor_tasks(ex)}
         self._drop_for = {ex: self._drop_callback(ex) for ex in set(self._task_executor.values())}
+        # Only the receive thread uses these (Delivery has its own for the way out).
+        self.failures = TreeFailures(tuple(link.topology.acker_tasks))
+        self.channels = Channels(is_checkpointed(link.topology.system))
+        self.refusals = RefusalLog(link.clock.monotonic)
 
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
         """Called by the receive thread with each decoded frame's task messages. Every
@@ -62,8 +70,11 @@ class Receiver:
                 self.drops.add(drops.UNKNOWN_TASK, task=task)
                 continue
             ex = self._task_executor[task]
+            refused: dict[int, str] = {}
             try:
-                tuples = loads(payload, task, self._drop_for[ex])
+                tuples = loads(payload, task, self._drop_for[ex], refused)
+                if refused or self.channels.broken:
+                    tuples = self._sort_out(ex, task, tuples, refused)
             except SerializationError as exc:
                 self.drops.add(drops.BAD_PAYLOAD, executor=ex, task=task, error=str(exc))
                 continue
@@ -91,6 +102,21 @@ class Receiver:
                 next_warn = now + _FULL_WARN_SECS
                 self.log.warning("receive waits for a full executor queue", task=task, queued=len(q),
                                  waited_secs=round(now - started, 1))
+
+    def _sort_out(self, ex: tuple[int, int], task: int, tuples: list, refused: dict[int, str]) -> list:
+        """Leave out the tuples that did not decode (failing their trees, with why) and the
+        PREPARE barriers after them on their channels."""
+        for i, reason in refused.items():
+            src = tuples[i].source
+            self.drops.add(drops.UNDECODABLE_VALUE, 1, ex, error=reason)
+            n = self.refusals.note((src.component, src.stream, "", "undecodable"))
+            if n is not None:
+                self.link.report_error(src.component, src.task, f"SerializationError: {reason} "
+                                       f"({n} tuple{'s' if n > 1 else ''} refused so far)")
+        kept = self.channels.sort_out(task, tuples, refused, self.failures)
+        for acker, message in self.failures.messages():
+            self.link.deliver(acker, [message])
+        return kept
 
     def _drop_callback(self, ex: tuple[int, int]) -> Callable[[str, int, str], None]:
         def drop(cause: str, n: int, detail: str) -> None:

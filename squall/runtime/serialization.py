@@ -1,23 +1,25 @@
-"""Tuple batches to bytes and back (msgpack), with registered serializers for user types.
+"""Tuple batches to bytes and back (msgpack), by the rule of what a tuple may hold
+(squall.values), with the types ``topology.serializers`` registers.
 
 A payload holds one batch for one target task, column-wise: a list of
 ``[source_task, stream, [values, ...], [ids, ...] | None]`` groups, one per run of tuples
 from the same source task and stream (usually the whole batch), so a batch costs one
-C-level pack call and no per-tuple wrapper lists. Types msgpack does not know must be
-registered in ``topology.serializers``; anything else is an error naming the type.
+C-level pack call and no per-tuple wrapper lists. A batch that does not encode is looked
+at tuple by tuple (``unsendable``): each tuple that cannot cross gets a reason naming its
+component, stream, field and the type at fault, and the others still go.
 """
 from __future__ import annotations
 
-import importlib
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgpack
 
-from squall.errors import SquallError
 from squall.runtime import drops
 from squall.runtime.admission import Admission, GroupRejected, check_acker_values
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
+from squall.values import SerializationError, ValueCodec, find_undecoded
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
@@ -28,60 +30,26 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
     from squall.tuple import _new
 
 
-class SerializationError(SquallError, ValueError):
-    pass
-
-
+__all__ = ["SerializationError", "TupleSerializer"]
 def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
     what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
     raise GroupRejected(drops.BAD_GROUP, f"tuple from task {task} on {stream!r} {what}, expected {n} values")
 
 
-def _load(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    if not module:
-        raise SerializationError(f"{path!r} is not a dotted module.Name path")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SerializationError(f"cannot load {path!r}: {exc}") from None
-
-
 class TupleSerializer:
-    """Packs and unpacks tuple batches; one per worker."""
+    """Packs and unpacks tuple batches; one per worker, used by its executor threads and its
+    receive thread (a msgpack Packer serves one thread: each thread gets its own)."""
 
     def __init__(self, serializers: Mapping[str, str], task_to_component: Mapping[int, str],
                  stream_fields: Callable[[str, str], Fields], admission: Admission | None = None) -> None:
-        self._by_type: dict[type, tuple[int, Any]] = {}
-        self._by_code: dict[int, Any] = {}
-        for code, (cls_path, ser_path) in enumerate(sorted(serializers.items()), start=1):
-            cls, ser = _load(cls_path), _load(ser_path)
-            ser = ser() if isinstance(ser, type) else ser
-            self._by_type[cls] = (code, ser)
-            self._by_code[code] = ser
+        self.codec = codec = ValueCodec(serializers)
+        self._ext = codec.ext_hook
+        self._local = threading.local()
         self._task_to_component = task_to_component
         self._stream_fields = stream_fields
         self._sources: dict[tuple[int, str], Source] = {}
         self._admission = admission
         self._admitted: dict[tuple[int | None, int, str], tuple[Source, str | None]] = {}
-        self._packer = msgpack.Packer(use_bin_type=True, default=self._default)
-
-    def _default(self, obj: Any) -> Any:
-        if isinstance(obj, tuple):
-            return list(obj)
-        entry = self._by_type.get(type(obj))
-        if entry is None:
-            raise SerializationError(
-                f"cannot serialize a value of type {type(obj).__module__}.{type(obj).__qualname__}; "
-                "register it in topology.serializers")
-        code, ser = entry
-        return msgpack.ExtType(code, ser.serialize(obj))
-
-    def _ext(self, code: int, data: bytes) -> Any:
-        ser = self._by_code.get(code)
-        if ser is None:
-            raise SerializationError(f"no serializer registered for extension type {code}")
-        return ser.deserialize(data)
 
     def dumps(self, tuples: list[Tuple]) -> bytes:
         groups: list[list] = []
@@ -98,25 +66,55 @@ class TupleSerializer:
             if not any(g[3]):  # unanchored: no ids column at all
                 g[3] = None
         try:
-            return self._packer.pack(groups)
-        except SerializationError:
-            raise
-        except Exception as exc:  # a user serializer's bug, or a value msgpack refuses
-            self._packer.reset()
-            raise SerializationError(f"cannot serialize tuple batch: {exc!r}") from None
+            packer = self._local.packer
+        except AttributeError:
+            packer = self._local.packer = self.codec.packer()
+        try:
+            return packer.pack(groups)
+        except Exception as exc:  # a value of no known type, a user serializer's bug, a cycle
+            packer.reset()
+            raise SerializationError(f"cannot serialize tuple batch: {exc}") from None
+
+    def unsendable(self, tuples: list[Tuple]) -> list[tuple[int, str, tuple[str, str, str, str]]]:
+        """The tuples of ``tuples`` that cannot be encoded: (index, reason, cause), where
+        the reason names the component, stream, field, where in it and the type at fault,
+        and the cause is (component, stream, field, type). The slow path, after ``dumps``
+        refused a batch."""
+        out = []
+        pack = self.codec.pack
+        for i, t in enumerate(tuples):
+            try:
+                pack(t.values)
+            except Exception:  # noqa: BLE001 - explained below
+                reason, cause = self._explain(t)
+                out.append((i, reason, cause))
+        return out
+
+    def _explain(self, t: Tuple) -> tuple[str, tuple[str, str, str, str]]:
+        src = t.source
+        return self.codec.refusal(t.values, src.fields.names, src.component, src.stream)
 
     def loads(self, payload: bytes, target: int | None = None,
-              drop: Callable[[str, int, str], None] | None = None) -> list[Tuple]:
+              drop: Callable[[str, int, str], None] | None = None,
+              refused: dict[int, str] | None = None) -> list[Tuple]:
         """Decode a payload for task ``target``.
 
         A payload that does not decode at all raises SerializationError. A group that
         fails a check (shape, source, ``target``'s subscriptions, ids, acker traffic) is
         left out and reported to ``drop(cause, tuples, detail)``; the other groups are
-        returned. Without ``drop`` the first bad group raises SerializationError."""
+        returned. Without ``drop`` the first bad group raises SerializationError. With
+        ``refused``, a value that does not decode (a registered type's deserializer
+        raised) fails only its tuple: that tuple is returned too, its index in ``refused``
+        with the reason, for the caller to fail and leave out."""
         try:
             groups = msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self._ext)
         except Exception as exc:  # msgpack's own errors, or a user deserializer's
-            raise SerializationError(f"undecodable tuple payload: {exc}") from None
+            if refused is None:
+                raise SerializationError(f"undecodable tuple payload: {exc}") from None
+            groups = self._lenient(payload, exc)
+            lenient = True
+        else:
+            lenient = False
         if type(groups) is not list:
             raise SerializationError("tuple payload is not a list")
         out: list[Tuple] = []
@@ -130,7 +128,26 @@ class TupleSerializer:
                     raise SerializationError(str(exc)) from None
                 values = group[2] if type(group) is list and len(group) == 4 else None
                 drop(exc.cause, max(1, len(values)) if type(values) is list else 1, str(exc))
+        if lenient and refused is not None:
+            self._undecoded(out, refused)
         return out
+
+    def _lenient(self, payload: bytes, exc: Exception) -> Any:
+        """The payload decoded with what does not decode left in place (squall.values.Undecoded)."""
+        try:
+            return msgpack.unpackb(payload, raw=False, strict_map_key=False, ext_hook=self.codec.lenient_ext_hook)
+        except Exception:  # not a value's failure: the payload itself
+            raise SerializationError(f"undecodable tuple payload: {exc}") from None
+
+    def _undecoded(self, out: list[Tuple], refused: dict[int, str]) -> None:
+        for i, t in enumerate(out):
+            for name, v in zip(t.source.fields.names, t.values):
+                bad = find_undecoded(v)
+                if bad is not None:
+                    src = t.source
+                    refused[i] = (f"component {src.component!r} stream {src.stream!r} field {name!r}: a value "
+                                  f"(extension type {bad.code}) could not be deserialized: {bad.error}")
+                    break
 
     def _group(self, group: Any, target: int | None, out: list[Tuple]) -> None:
         if type(group) is not list or len(group) != 4:

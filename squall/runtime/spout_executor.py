@@ -49,6 +49,7 @@ class SpoutExecutor(Executor):
                                   self.reporter(task), book.pending)
             if isinstance(spout, SpoutWrapper):
                 spout.attach(self.system_collector(task), book)
+            self.attach_wake(task, spout)
             spout.open(self.conf, self.context(task), coll)
             self.tasks[task] = SpoutTask(spout, coll, book)
             if isinstance(spout, StatsSections):
@@ -173,8 +174,11 @@ class SpoutExecutor(Executor):
         except Exception as exc:
             self.user_error(task, exc, fn.__name__)
 
-    def _acks(self, task: int, tuples: list, now: float) -> None:
-        t = self.tasks[task]
+    def _acks(self, task: Any, tuples: list, now: float) -> None:
+        t = self.tasks.get(task)
+        if t is None:  # a component's wake (attach_wake)
+            self.wakes[task](tuples)
+            return
         if t.wrapper is not None:  # a wrapping spout takes its task's input itself
             t.wrapper.receive(tuples, now)
             return
@@ -203,10 +207,19 @@ class SpoutExecutor(Executor):
                         self.user_error(task, exc, "ack")
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
+                    reason = None
+                    if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
+                        root, reason = root
                     entry = pop(root, None)
                     if entry is not None:
                         book.failed += 1
-                        self._call(task, spout.fail, entry[0])
+                        if reason is None:
+                            self._call(task, spout.fail, entry[0])
+                        else:  # a tuple of the tree could not be delivered: replaying fails again
+                            try:
+                                spout.undeliverable(entry[0], reason)
+                            except Exception as exc:
+                                self.user_error(task, exc, "undeliverable")
         if sample:
             # A bounded sample per batch, for the histogram and the recent latencies.
             lats = [now - entry[1] for entry in sample[:SAMPLE_PER_BATCH]]

@@ -31,6 +31,7 @@ from squall.model import (
     ACKER_STREAMS,
     component_tasks,
     executor_tasks,
+    is_checkpointed,
     system_executors,
     system_topology,
     task_ids,
@@ -128,7 +129,9 @@ class WorkerRuntime:
         max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
             - codec.HEADER_BYTES - codec.ENTRY_OVERHEAD
         self.delivery = Delivery(self.queues, self.transfer_queue, self.serializer, max_payload, self.log,
-                                 self.report_error)
+                                 self.report_error, tuple(self.acker_tasks),
+                                 bool(conf.get("topology.testing.always.try.serialize")), clock,
+                                 is_checkpointed(self.system))
         self.transfer = Transfer(self.transfer_queue, int(conf["worker.transfer.held.max.bytes"]),
                                  self.stopping, self.log, self._control_frames, self.cpu, clock)
         self.peers = Peers(context, topology_id, self.endpoint, self.transfer, self.log)

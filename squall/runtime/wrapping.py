@@ -110,6 +110,9 @@ class SpoutWrapper(StatsSections, Spout):
     def fail(self, msg_id: Any) -> None:
         self.spout.fail(msg_id)
 
+    def undeliverable(self, msg_id: Any, reason: str) -> None:
+        self.spout.undeliverable(msg_id, reason)
+
     def activate(self) -> None:
         self.spout.activate()
 

@@ -51,6 +51,7 @@ class BackfillResult(Mapping):
                  stats: dict, types: dict) -> None:
         self._spark, self._plan, self._outputs, self._types = spark, plan, outputs, types
         self._frames: dict[str, Any] = {}
+        self.serializers: dict[str, str] = dict(plan.conf.get("topology.serializers") or {})
         self.stats: dict[str, dict[str, Any]] = stats
         self.sinks: dict[str, tuple[str, str]] = dict(plan.sinks)
         self.order: list[str] = list(plan.order)
@@ -77,14 +78,14 @@ class BackfillResult(Mapping):
         return list(self._plan.topology.stream_fields(comp, stream))
 
     def items_rdd(self, sink: str) -> Any:
-        """The sink's records as they left its stage: (name, pickled batch of rows)."""
+        """The sink's records as they left its stage: (name, encoded batch of rows)."""
         return self._outputs[self._stage_of[sink]].filter(_sinks.SinkItems(sink))
 
     def records(self, sink: str) -> Any:
         """An RDD of the value lists the sink's component emitted on its stream, unchanged."""
         if sink not in self.sinks:
             raise KeyError(sink)
-        return self.items_rdd(sink).flatMap(_sinks.unpickle_rows)
+        return self.items_rdd(sink).flatMap(_sinks.Rows(self.serializers))
 
     def __getitem__(self, sink: str) -> Any:
         if sink not in self.sinks:

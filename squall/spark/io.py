@@ -71,7 +71,7 @@ def write_sinks(result: Any, output: str, fmt: str = "parquet", overwrite: bool 
         if fmt == "parquet":
             jobs[sink] = result[sink].write.mode(mode).parquet
         else:
-            frame = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink))
+            frame = json_frame(result._spark, sink, result.fields(sink), result.items_rdd(sink), result.serializers)
             jobs[sink] = frame.write.mode(mode).text
     out = {sink: sink_dir(output, sink) for sink in jobs}
     python = getattr(result._spark.sparkContext, "pythonExec", "python3")

@@ -9,13 +9,15 @@ bound for other stages and sink boxes leave the partition as records:
 - ``(task, (component, stream, source task, payload))`` for a task of another stage,
 - ``(sink name, payload)`` for a sink,
 
-where the payload is a pickled list of value lists (one pickle per batch, not per
-tuple). When the input ends, each bolt in turn gets its remaining tuples, a simulated
-tick if it has one, and ``cleanup``, as a streaming executor would.
+where the payload is a list of value lists in the encoding every boundary uses
+(squall.values; one pack call per batch, not per tuple), so a backfill carries and refuses
+exactly what streaming does: a value no rule carries fails its own tuple (reported
+against the component that emitted it), and the rest of the batch goes on. When the
+input ends, each bolt in turn gets its remaining tuples, a simulated tick if it has one,
+and ``cleanup``, as a streaming executor would.
 """
 from __future__ import annotations
 
-import pickle
 import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -29,12 +31,12 @@ from squall.spark.stages import Stage
 from squall.spark.stateful import BatchTask
 from squall.spark.tasks import ERRORS_KEPT, BoltTaskError, PlanRef, WorkerPlan, merge_stats
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
+from squall.values import ValueCodec
 
 log = structlog.get_logger("squall.spark")
 
 PUMP_ROWS = 2048          # input rows between hand-overs to fused bolts
 _TICK_FIELDS = Fields(["rate_secs"])
-_dumps = pickle.dumps
 _new_tuple = Tuple.__new__  # object.__new__, or the allocator of Tuple when squall.tuple is compiled
 
 
@@ -133,8 +135,10 @@ class StageRun:
     def __init__(self, plan: WorkerPlan, stage: Stage, partition: int,
                  progress: "PartitionProgress | None" = None) -> None:
         self.plan, self.stage, self.partition = plan, stage, partition
+        self.codec = ValueCodec(plan.conf.get("topology.serializers") or {})
+        self._packer = self.codec.packer()
         self.remote: list[tuple[int, tuple, list]] = []     # (target task, (comp, stream, task), box)
-        self.sinks: list[tuple[str, list, ColumnTypes]] = []
+        self.sinks: list[tuple[str, list, ColumnTypes, tuple]] = []  # (name, box, types, (comp, stream, task))
         self.sink_types: dict[str, ColumnTypes] = {}
         self.rows = 0             # spout values taken in
         self.malformed: list[str] = []
@@ -193,7 +197,7 @@ class StageRun:
                 types = self.sink_types.get(name)
                 if types is None:
                     types = self.sink_types[name] = ColumnTypes(list(fields))
-                self.sinks.append((name, route.sink, types))
+                self.sinks.append((name, route.sink, types, (comp, stream, task)))
 
     # -- running ----------------------------------------------------------------------
     def prepare(self) -> None:
@@ -211,15 +215,44 @@ class StageRun:
             self.progress.update()
 
     def flush(self) -> Iterator[tuple]:
-        for target, (comp, stream, task), box in self.remote:
+        for target, source, box in self.remote:
             if box:
-                yield (target, (comp, stream, task, _dumps(box, 5)))
+                payload = self._pack(box, source)
                 box.clear()
-        for name, box, types in self.sinks:
+                if payload is not None:
+                    yield (target, (*source, payload))
+        for name, box, types, source in self.sinks:
             if box:
-                types.observe(box)
-                yield (name, _dumps(box, 5))
+                payload = self._pack(box, source)
+                if payload is not None:
+                    types.observe(box)
+                    yield (name, payload)
                 box.clear()
+
+    def _pack(self, box: list, source: tuple) -> bytes | None:
+        """``box`` encoded; a value list that does not encode is refused alone (reported
+        against its component, as streaming does) and left out of ``box``."""
+        try:
+            return self._packer.pack(box)
+        except Exception:  # noqa: BLE001 - looked at value list by value list below
+            self._packer.reset()
+        comp, stream, task = source
+        fields = list(self.plan.topology.stream_fields(comp, stream))
+        kept = []
+        for values in box:
+            try:
+                self.codec.pack(values)
+            except Exception:  # noqa: BLE001 - explained and reported
+                reason, _ = self.codec.refusal(values, fields, comp, stream)
+                run = self.by_task.get(task)
+                if run is not None:
+                    run.report(f"SerializationError: {reason}")
+                else:
+                    self.malformed_line(f"SerializationError: {reason}")
+                continue
+            kept.append(values)
+        box[:] = kept
+        return self._packer.pack(kept) if kept else None
 
     def executed(self) -> int:
         return sum(r.executed for runs in self.tasks.values() for r in runs)
@@ -263,7 +296,7 @@ class StageRun:
         src = self._sources.get(key)
         if src is None:
             src = self._sources[key] = Source(comp, task, stream, self.plan.topology.stream_fields(comp, stream))
-        self.tasks[self.stage.head_bolt][0].run(src, pickle.loads(payload))
+        self.tasks[self.stage.head_bolt][0].run(src, self.codec.unpack(payload))
         yield from self.pump()
 
     def malformed_line(self, text: str) -> None:

@@ -1,6 +1,7 @@
 """Sink streams out of a batch run: exact value lists, typed DataFrames, JSON lines.
 
-A sink's records are the value lists its component emitted, exactly (``records``). As
+A sink's records are the value lists its component emitted, exactly (``records``: they
+leave their stage in the encoding every boundary uses, squall.values). As
 a DataFrame (and so as Parquet) each field becomes one column of the single type its
 values share (``squall.contrib.columns``); values that no one column type holds unchanged
 make ``frame`` raise an error naming the field and the types. As JSON lines every row
@@ -12,14 +13,14 @@ with an error naming the sink and field.
 from __future__ import annotations
 
 import json
-import pickle
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.contrib.columns import ColumnTypes
 from squall.errors import SquallError
 from squall.spark.plan import BackfillError
 from squall.spark.schema import spark_schema
+from squall.values import ValueCodec
 
 _JSON_SCALARS = frozenset({str, int, bool, float, type(None)})
 
@@ -38,8 +39,20 @@ class SinkItems:
         return item[0] == self.name
 
 
-def unpickle_rows(item: tuple) -> list:
-    return pickle.loads(item[1])
+class Rows:
+    """Flat-map: the value lists of one batch of sink records (``(name, payload)``)."""
+
+    def __init__(self, serializers: Mapping[str, str]) -> None:
+        self.serializers = dict(serializers)
+        self._codec: ValueCodec | None = None
+
+    def __getstate__(self) -> dict:
+        return {"serializers": self.serializers, "_codec": None}
+
+    def __call__(self, item: tuple) -> list:
+        if self._codec is None:
+            self._codec = ValueCodec(self.serializers)
+        return self._codec.unpack(item[1])
 
 
 def _json_problem(value: Any) -> str | None:
@@ -71,8 +84,9 @@ def _json_problem(value: Any) -> str | None:
 class JsonLines:
     """Sink records -> JSON text lines (``mapPartitions``)."""
 
-    def __init__(self, sink: str, fields: Sequence[str]) -> None:
+    def __init__(self, sink: str, fields: Sequence[str], serializers: Mapping[str, str]) -> None:
         self.sink, self.fields = sink, list(fields)
+        self.rows = Rows(serializers)
 
     def encode(self, row: Sequence[Any]) -> str:
         fields = self.fields
@@ -97,9 +111,9 @@ class JsonLines:
         return line
 
     def __call__(self, items: Iterable[tuple]) -> Iterator[tuple[str]]:
-        encode = self.encode
+        encode, rows = self.encode, self.rows
         for item in items:
-            for row in pickle.loads(item[1]):
+            for row in rows(item):
                 yield (encode(row),)
 
 
@@ -113,7 +127,7 @@ def frame(spark: Any, sink: str, fields: Sequence[str], types: ColumnTypes | Non
     return spark.createDataFrame(rows, schema=spark_schema(fields, types.types), verifySchema=False)
 
 
-def json_frame(spark: Any, sink: str, fields: Sequence[str], items: Any) -> Any:
+def json_frame(spark: Any, sink: str, fields: Sequence[str], items: Any, serializers: Mapping[str, str]) -> Any:
     """A one-column (``value``) DataFrame of a sink's rows as JSON text, for ``write.text``."""
-    return spark.createDataFrame(items.mapPartitions(JsonLines(sink, fields)), "value string",
+    return spark.createDataFrame(items.mapPartitions(JsonLines(sink, fields, serializers)), "value string",
                                  verifySchema=False)

@@ -22,6 +22,7 @@ from squall.state.inspect import committed_state, read_record
 from squall.state.kv import KeyValueState, encode
 from squall.state.stores import MemoryStore
 from squall.topology import Topology
+from squall.values import ValueCodec
 from squall.windowing.runner import WINDOW_KEY, WindowedBoltRunner
 
 SNAPSHOT_KEY = "topology.state.snapshot"
@@ -62,11 +63,12 @@ class BatchTask:
             name = f"{self.prefix}{component}/{index}"
             store = MemoryStore(name)
             snapshot = conf.get(SNAPSHOT_KEY)
+            codec = ValueCodec(conf.get("topology.serializers") or {})
             if snapshot:
                 entries = load_snapshot(conf, str(snapshot), component, index)
-                store.prepare(1, {encode(k): encode(v) for k, v in entries.items() if k != WINDOW_KEY})
+                store.prepare(1, {encode(k, codec): encode(v, codec) for k, v in entries.items() if k != WINDOW_KEY})
                 store.commit(1)
-            state = KeyValueState(store, name)
+            state = KeyValueState(store, name, codec)
             state.restore(1 if snapshot else 0)
             bolt.init_state(state)
 

@@ -22,7 +22,7 @@ from squall.model import CHECKPOINT
 from squall.runtime.wrapping import StatsSections
 from squall.state.kv import decode, encode
 from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
-from squall.state.stores import Store, StoreError, namespace, open_store
+from squall.state.stores import Store, StoreError, namespace, open_store, state_name
 
 RECORD_KEY = encode("record")
 log = structlog.get_logger("squall.state")
@@ -43,7 +43,7 @@ class CheckpointSpout(StatsSections, Spout):
         self.collector = collector
         self.clock = context.clock
         self.log = log.bind(topology=context.topology_id, component=CHECKPOINT)
-        self.store = open_store(conf, namespace(str(conf["topology.name"]), CHECKPOINT, 0))
+        self.store = open_store(conf, namespace(state_name(conf), CHECKPOINT, 0))
         record, self.writes = load_record(self.store)
         interval = float(conf["topology.state.checkpoint.interval.ms"]) / 1000.0
         self.coordinator = Coordinator(record, interval)
@@ -83,9 +83,13 @@ class CheckpointSpout(StatsSections, Spout):
             self.coordinator.unsaved()
 
     def fail(self, msg_id):
-        if msg_id == self.coordinator.in_flight:
-            self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1])
+        ours = msg_id == self.coordinator.in_flight
         self.coordinator.failed(msg_id)
+        if ours:
+            coordinator = self.coordinator
+            self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1],
+                             failures=coordinator.failures,
+                             retry_in=round(max(0.0, coordinator.retry_at - self.clock.monotonic()), 1))
 
     def close(self):
         self.store.close()

@@ -38,7 +38,8 @@ from squall.runtime.collectors import BoltCollector
 from squall.runtime.wrapping import BoltWrapper, SpoutWrapper
 from squall.state.kv import KeyValueState
 from squall.state.protocol import COMMIT, PREPARE, Alignment, AlignmentActions, Barrier
-from squall.state.stores import StoreError, describe_load, namespace, open_store
+from squall.state.stores import StoreError, describe_load, namespace, open_store, state_name
+from squall.values import ValueCodec
 
 log = structlog.get_logger("squall.state")
 SPOUT_MAX_HELD = 16  # a spout task's only input is barriers
@@ -83,8 +84,8 @@ class TaskCheckpoint(AlignmentActions):
         self.restored = False
         self.counts = {"prepared": 0, "committed": 0, "restored": 0, "discarded": 0}
         if stateful:
-            ns = namespace(str(conf["topology.name"]), context.this_component_id, context.this_task_index)
-            self.state = KeyValueState(open_store(conf, ns), ns)
+            ns = namespace(state_name(conf), context.this_component_id, context.this_task_index)
+            self.state = KeyValueState(open_store(conf, ns), ns, ValueCodec(conf.get("topology.serializers") or {}))
 
     # -- AlignmentActions -----------------------------------------------------------------
     def execute(self, tuples: list) -> None:
@@ -319,6 +320,14 @@ class SpoutCheckpoint(TaskCheckpoint):
         self.ready = self.restored and not self.rollback_wanted
         return ok
 
+    def undeliverable(self, msg_id: Any, reason: str) -> None:
+        """A tuple that could not be delivered: the spout hears why (a stateful spout sets
+        the record aside for its replay after the rollback; a plain one replays it)."""
+        try:
+            self.obj.undeliverable(msg_id, reason)
+        except Exception as exc:
+            self.report(exc)
+
     def _call(self, fn: Any, msg_id: Any) -> None:
         try:
             fn(msg_id)
@@ -361,9 +370,14 @@ class CheckpointedSpout(Participant, SpoutWrapper):
                 ck.completed(tup.values[0])
             elif stream == ACK_FAIL:
                 for root in tup.values[0]:
+                    reason = None
+                    if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
+                        root, reason = root
                     if root in pending:  # stays pending: the restore fails it
                         ck.book.failed += 1
                         ck.want_rollback()
+                        if reason is not None:  # undeliverable: the spout hears why, and not fail too
+                            ck.undeliverable(pending.pop(root)[0], reason)
             elif stream == CHECKPOINT_STREAM:
                 self.aligner.feed([tup])
 

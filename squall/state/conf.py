@@ -2,7 +2,7 @@
 (``squall.config.FEATURE_KEYS`` names this module). Defaults and meanings: ``conf/defaults.yaml``."""
 from __future__ import annotations
 
-from squall.config import FLOAT, INT, SECS, STR, KeySpec, register_keys
+from squall.config import BOOL, FLOAT, INT, SECS, STR, KeySpec, register_keys
 
 register_keys({
     "topology.state.provider": KeySpec("enum:memory,embedded,redis", nullable=True),
@@ -11,4 +11,6 @@ register_keys({
     "topology.state.redis.url": KeySpec(STR),
     "topology.state.redis.timeout.secs": KeySpec(FLOAT, bounds=SECS),
     "topology.state.snapshot": KeySpec(STR, nullable=True),
+    "topology.state.carry.over": KeySpec(BOOL),
+    "topology.state.namespace": KeySpec(STR, nullable=True),  # nimbus sets it at submit, never a user
 }, __name__)

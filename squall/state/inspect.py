@@ -10,6 +10,7 @@ from squall.state.checkpoint_spout import RECORD_KEY
 from squall.state.kv import decode, decode_key
 from squall.state.protocol import TxRecord
 from squall.state.stores import StoreError, namespace, open_store
+from squall.values import ValueCodec
 
 
 def read_record(conf: Mapping[str, Any], topology: str) -> TxRecord | None:
@@ -38,4 +39,5 @@ def committed_state(conf: Mapping[str, Any], topology: str, component: str, inde
         held, entries = store.read(txid)
     finally:
         store.close()
-    return held, {decode_key(k): decode(v) for k, v in entries.items()}
+    codec = ValueCodec(conf.get("topology.serializers") or {})
+    return held, {decode_key(k, codec): decode(v, codec) for k, v in entries.items()}

@@ -3,19 +3,18 @@
 The state lives in memory; changes since the last checkpoint are tracked, and a PREPARE
 writes only those to the store (``prepare``), a COMMIT makes them the committed state
 (``commit``), a ROLLBACK/INIT reloads the committed state (``restore``). Keys and values
-are stored as msgpack: str, bytes, int, float, bool, None, lists and dicts of those (a
-tuple key comes back as a tuple, a tuple inside a value as a list). A value changed in
-place must be ``put`` again to be saved.
+may be anything a tuple may hold (squall.values), and come back as the same types; the
+topology's registered serializers apply here too. A value changed in place must be
+``put`` again to be saved.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-import msgpack
-
 from squall.errors import SquallError
 from squall.state.stores import Store
+from squall.values import PLAIN, ValueCodec
 
 _DELETED = object()
 
@@ -24,26 +23,29 @@ class StateError(SquallError, RuntimeError):
     """State that cannot be saved or loaded; the message names the key or the store."""
 
 
-def encode(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
+def encode(value: Any, codec: ValueCodec = PLAIN) -> bytes:
+    return codec.pack(value)
 
 
-def decode(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+def decode(data: bytes, codec: ValueCodec = PLAIN) -> Any:
+    return codec.unpack(data)
 
 
-def decode_key(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+def decode_key(data: bytes, codec: ValueCodec = PLAIN) -> Any:
+    # use_list=False: a key stored as a msgpack array (before tuples had a type of their
+    # own) still comes back hashable, as the tuple it was
+    return codec.unpack(data, use_list=False)
 
 
 class KeyValueState:
     """A dict-like state saved at checkpoints. ``get``, ``put``, ``delete``, ``in``,
     ``len``, ``keys``, ``items``; the runtime calls ``prepare``, ``commit`` and ``restore``."""
 
-    def __init__(self, store: Store, name: str = "") -> None:
+    def __init__(self, store: Store, name: str = "", codec: ValueCodec = PLAIN) -> None:
         self._store = store
         self.name = name
-        self._packer = msgpack.Packer(use_bin_type=True)  # one per state: a Packer is not thread-safe
+        self._codec = codec
+        self._packer = codec.packer()  # one per state: a Packer is not thread-safe
         self._dirty: dict[Any, Any] = {}
         self._set_data({})
         self.txid = 0   # the committed txid the state was last restored to or committed
@@ -89,7 +91,8 @@ class KeyValueState:
             try:
                 k = pack(key)
                 changes[k] = None if value is _DELETED else pack(value)
-            except (TypeError, ValueError, OverflowError) as exc:
+            except Exception as exc:  # a value of no known type, or a user serializer's error
+                self._packer.reset()
                 raise StateError(f"state {self.name}: key {key!r:.60} or its value of type "
                                  f"{type(value).__name__} cannot be stored: {exc}") from None
         self._store.prepare(txid, changes)
@@ -106,7 +109,7 @@ class KeyValueState:
         data: dict[Any, Any] = {}
         for k, v in items.items():
             try:
-                data[decode_key(k)] = decode(v)
+                data[decode_key(k, self._codec)] = decode(v, self._codec)
             except Exception as exc:  # a store another process wrote: check it
                 raise StateError(f"state {self.name}: undecodable entry in the store: {exc}") from None
         self._set_data(data)

@@ -70,6 +70,18 @@ class TxRecord:
 Barrier = tuple[int, str, int]  # (txid, action, epoch): also the checkpoint tuple's message id
 
 
+RETRY_FIRST_SECS = 1.0   # the wait before the second recovery in a row; it doubles from there
+RETRY_MAX_SECS = 30.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds from sending a barrier whose tree failed to the next recovery, after
+    ``failures`` failed trees in a row: none after one, then 1, 2, 4 ... up to 30."""
+    if failures <= 1:
+        return 0.0
+    return min(RETRY_MAX_SECS, RETRY_FIRST_SECS * 2.0 ** (failures - 2))
+
+
 class Coordinator:
     """The checkpoint spout's decisions. ``next`` proposes the barrier to send and the
     record it moves to; the caller saves the record first if ``durable`` says so, then
@@ -84,6 +96,9 @@ class Coordinator:
         self.started = False        # has an INIT completed since it started
         self.in_flight: Barrier | None = None
         self.last_prepare = float("-inf")
+        self.sent_at = float("-inf")
+        self.failures = 0           # checkpoint trees failed in a row
+        self.retry_at = float("-inf")  # no recovery barrier before this
 
     def next(self, now: float, wall_ms: int) -> tuple[TxRecord, Barrier] | None:
         """``wall_ms``: wall-clock milliseconds. A new epoch is at least that, so epochs keep
@@ -92,6 +107,8 @@ class Coordinator:
             return None
         rec = self.record
         if self.recovering:
+            if now < self.retry_at:
+                return None
             point = rec.restore_point()
             new = TxRecord(point, COMMITTED, max(rec.epoch + 1, wall_ms), rec.recoveries + 1)
             return new, (point, ROLLBACK if self.started else INIT, new.epoch)
@@ -112,6 +129,7 @@ class Coordinator:
     def sent(self, record: TxRecord, barrier: Barrier, now: float) -> None:
         self.record = record
         self.in_flight = barrier
+        self.sent_at = now
         if barrier[1] == PREPARE:
             self.last_prepare = now
 
@@ -120,6 +138,7 @@ class Coordinator:
         if msg_id != self.in_flight:
             return None  # an old tree: its outcome no longer matters
         self.in_flight = None
+        self.failures = 0
         action = msg_id[1]
         if action in RECOVERY:
             self.recovering, self.started = False, True
@@ -130,10 +149,14 @@ class Coordinator:
         self.record = record
 
     def failed(self, msg_id: Any) -> None:
-        """A checkpoint tree failed or timed out."""
+        """A checkpoint tree failed or timed out: recover, at once the first time, then
+        backing off (``retry_delay``), so a failure that comes back at once (a state that
+        cannot be restored) does not loop as fast as barriers go round."""
         if msg_id == self.in_flight:
             self.in_flight = None
             self.recovering = True
+            self.failures += 1
+            self.retry_at = self.sent_at + retry_delay(self.failures)
 
     def unsaved(self) -> None:
         """The record ``acked`` returned could not be saved: recover from what is saved."""

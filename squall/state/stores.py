@@ -16,6 +16,7 @@ forward; any other prepared set is dropped. Three kinds (``topology.state.provid
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import urllib.parse
@@ -172,13 +173,16 @@ class EmbeddedStore:
     """A namespace in its own SQLite file. Each store object is used by one task.
 
     A prepare is fsynced before it returns (the checkpoint spout decides on it); a commit
-    is not: lost, it is rolled forward again by the next ``load``."""
+    is not: lost, it is rolled forward again by the next ``load``. The file is its owner's
+    alone (0600: SQLite gives its journal files the same mode), its directory 0700."""
 
     def __init__(self, path: str | Path, timeout: float = 10.0, create: bool = True) -> None:
         self.path = Path(path)
         try:
             if create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+                os.chmod(self.path, 0o600)  # one an older version left 0644
             elif not self.path.exists():
                 raise StoreError(f"no state file {self.path}")
             uri = self.path.absolute().as_uri() + ("" if create else "?mode=ro")
@@ -425,6 +429,16 @@ def state_dir(conf: Mapping[str, Any]) -> Path:
     configured = conf.get("supervisor.state.dir")
     base = Path(str(configured)) if configured else Path(str(conf["squall.local.dir"])) / "state"
     return base.expanduser().absolute()
+
+
+NAMESPACE_KEY = "topology.state.namespace"
+
+
+def state_name(conf: Mapping[str, Any]) -> str:
+    """The name a topology's state goes by: ``topology.state.namespace``, which nimbus sets at
+    submit (a topology instance's own, or its owner's earlier one when asked to carry it
+    over), else the topology's name (local mode, where one user runs everything)."""
+    return str(conf.get(NAMESPACE_KEY) or conf["topology.name"])
 
 
 def namespace(topology: str, component: str, index: int) -> str:

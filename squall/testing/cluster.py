@@ -196,6 +196,10 @@ class ProcessCluster:
         return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True, text=True,
                               env=env, timeout=timeout, cwd=self.base)
 
+    def state_namespace(self, name: str) -> str:
+        """Where topology ``name`` keeps its checkpointed state (nimbus chose it at submit)."""
+        return str(self.client.topology_conf(name)["conf"].get("topology.state.namespace") or name)
+
     def worker_pids(self, i: int | None = None) -> dict[str, int]:
         """worker id -> pid of live workers (of supervisor ``i``, or all)."""
         out = {}

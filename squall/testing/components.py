@@ -1,7 +1,8 @@
 """Spouts and bolts for testing topologies (like Storm's testing utilities and Bytewax's
 ``TestingSource``/``TestingSink``): one set, so tests do not each write their own.
 
-- Sources: ``FixedTupleSpout`` (fixed rows, reliable, replays what fails), ``PositionedRowSpout``
+- Sources: ``FixedTupleSpout`` (fixed rows, reliable, replays what fails, records what could
+  not be delivered), ``PositionedRowSpout``
   (the same with its position in checkpointed state).
 - Sinks: ``RecordingBolt`` (in this process), ``FileRecordingBolt`` (tasks in other processes:
   workers, Spark executors), ``NullBolt`` (acks and keeps nothing).
@@ -63,7 +64,8 @@ class Recorder:
 
 class FixedTupleSpout(Spout):
     """Emits ``rows`` once, reliably (message id = row index), replays failed rows, and
-    records acked ids under ``<name>.acked`` and failed ids under ``<name>.failed``.
+    records acked ids under ``<name>.acked``, failed ids under ``<name>.failed`` and rows
+    that could not be delivered under ``<name>.undeliverable``.
     With several tasks, each emits the rows whose index falls to it."""
 
     def __init__(self, name: str, rows: Sequence[Sequence[Any]], fields: Sequence[str],
@@ -87,6 +89,10 @@ class FixedTupleSpout(Spout):
     def fail(self, msg_id):
         Recorder.add(self.name + ".failed", msg_id)
         self.todo.append(msg_id)
+
+    def undeliverable(self, msg_id, reason):
+        """Recorded under ``<name>.undeliverable`` as (id, reason); not replayed (it would fail again)."""
+        Recorder.add(self.name + ".undeliverable", (msg_id, reason))
 
     def declare_output_fields(self, declarer):
         declarer.declare(self.fields)

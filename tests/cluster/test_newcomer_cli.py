@@ -1,6 +1,8 @@
 """What a newcomer meets on a real cluster: tracebacks through `squall errors`, warnings for
 too few slots, a refused no-op rebalance, $SQUALL_TOKEN over the config file, a new token
-that works at once, and one clear line from a nimbus without ZooKeeper."""
+that works at once, and one clear line from a nimbus without ZooKeeper. The topology's
+exception text and printed lines carry terminal escapes (screen clear, window title, OSC 52
+clipboard write): `errors`, `status` and `logs` show them escaped, `--raw` as they came."""
 from __future__ import annotations
 
 import json
@@ -33,7 +35,8 @@ class Rows(Spout):
 
 
 def look_for_moons(n):
-    raise ValueError(f"no moons here ({n})")
+    print("looking for moons\x1b[2J\x1b]0;owned\x07", flush=True)
+    raise ValueError(f"no moons here ({n})\x1b]52;c;cm0gLXJmIH4=\x07")
 
 
 class Moons(Bolt):
@@ -78,10 +81,19 @@ def test_errors_warnings_and_tokens_on_a_cluster(start_cluster, tmp_path: Path) 
     assert shown.returncode == 0, shown.stderr
     assert "moons task " in shown.stdout and "    Traceback (most recent call last):" in shown.stdout
     # The file as the worker runs it: the supervisor's copy of the submitted code.
-    assert '/moons.py", line 28, in execute\n        look_for_moons(tup["n"])' in shown.stdout
+    assert '/moons.py", line 29, in execute\n        look_for_moons(tup["n"])' in shown.stdout
     assert shown.stdout.rstrip().splitlines()[-1].strip().startswith("ValueError: no moons here (")
     status = squall(cluster, "status", "moons")
     assert "last errors (with tracebacks: squall errors moons):" in status.stdout, status.stdout
+    # What the topology wrote reaches the terminal escaped; --raw gives the bytes.
+    logs = squall(cluster, "logs", "moons", "--component", "moons", "-n", "200")
+    assert logs.returncode == 0, logs.stderr
+    for out in (shown.stdout, status.stdout, logs.stdout):
+        assert "\x1b" not in out and "\x07" not in out, out[-500:]
+    assert ")\\x1b]52;c;cm0gLXJmIH4=\\x07" in shown.stdout and ")\\x1b]52;" in status.stdout
+    assert "looking for moons\\x1b[2J\\x1b]0;owned\\x07" in logs.stdout
+    assert ")\x1b]52;c;cm0gLXJmIH4=\x07" in squall(cluster, "errors", "moons", "-n", "1", "--raw").stdout
+    assert "\x1b[2J" in squall(cluster, "logs", "moons", "--component", "moons", "-n", "200", "--raw").stdout
 
     noop = squall(cluster, "rebalance", "moons")
     assert noop.returncode == 2 and "say what to change" in noop.stderr

@@ -27,14 +27,21 @@ KINDS = ("slow-headers", "idle-tcp")
 _HEAD = b"GET /api/v1/topologies HTTP/1.1\r\nHost: squall\r\nX-Slow: "
 
 
+# Where slow clients connect from: loopback addresses other than the probes' 127.0.0.1, two of
+# them, so that 100 slow clients stay under a server's 64 connections per address.
+SLOW_SOURCES = ("127.0.0.2", "127.0.0.3")
+
+
 class SlowClients:
-    """``n`` connections of ``kind`` to ``host:port``, kept open until ``stop()``."""
+    """``n`` connections of ``kind`` to ``host:port``, kept open until ``stop()``, spread over
+    the source addresses ``sources`` in turn."""
 
     def __init__(self, host: str, port: int, n: int, kind: str, tls: ssl.SSLContext | None = None,
-                 interval: float = 3.0) -> None:
+                 interval: float = 3.0, sources: tuple[str, ...] = SLOW_SOURCES) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.host, self.port, self.n, self.kind, self.tls, self.interval = host, port, n, kind, tls, interval
+        self.sources = sources
         self.connects = 0       # connections opened (reconnections included)
         self.closed_by_server = 0
         self._socks: list[socket.socket | None] = [None] * n
@@ -42,9 +49,10 @@ class SlowClients:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"slow-{kind}", daemon=True)
 
-    def _open(self) -> socket.socket | None:
+    def _open(self, i: int) -> socket.socket | None:
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=5)
+            sock = socket.create_connection((self.host, self.port), timeout=5,
+                                            source_address=(self.sources[i % len(self.sources)], 0))
         except OSError:
             return None
         try:
@@ -88,13 +96,13 @@ class SlowClients:
                     sock.close()
                     sock = self._socks[i] = None
                 if sock is None:
-                    self._socks[i], self._sent[i] = self._open(), 0
+                    self._socks[i], self._sent[i] = self._open(i), 0
             self._stop.wait(self.interval)
 
     def start(self) -> SlowClients:
         """Open the connections (on this thread), then keep them up on a thread of their own."""
         for i in range(self.n):
-            self._socks[i] = self._open()
+            self._socks[i] = self._open(i)
         self._thread.start()
         return self
 
@@ -138,6 +146,11 @@ class Probe:
         return self
 
     @property
+    def p99(self) -> float:
+        """The 99th percentile latency (a failed request counts as infinitely slow)."""
+        return percentile(sorted(self.latencies + [float("inf")] * len(self.failures)), 0.99)
+
+    @property
     def worst(self) -> float:
         return max(self.latencies, default=float("inf"))
 
@@ -145,8 +158,16 @@ class Probe:
         lat = sorted(self.latencies)
         return {"requests": len(lat), "failures": len(self.failures),
                 "p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
+                "p99_ms": round(percentile(lat, 0.99) * 1000, 1) if lat else None,
                 "max_ms": round(lat[-1] * 1000, 1) if lat else None,
                 "first_failure": self.failures[0] if self.failures else None}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (nearest rank); infinity for none."""
+    if not ordered:
+        return float("inf")
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))]
 
 
 def reset_flood(host: str, port: int, n: int, tls: ssl.SSLContext, within: float = 600.0) -> int:

@@ -27,3 +27,8 @@ def docker_compose() -> str:
     found = shutil.which("docker-compose")
     assert found, "docker-compose is missing: scripts/test.sh installs it (apt-get install docker-compose)"
     return found
+VENV_TOPOLOGY = SUPPORT / "venv_topology" / "uses_vpkg.py"
+# streamparse's redis example laid out as a project (virtualenvs/wordcount_redis.txt pins
+# redis==2.10.1), and the wheel of that pin, which scripts/test.sh builds once.
+SP_REDIS_PROJECT = SUPPORT / "sp_redis_project"
+WHEELHOUSE = SUPPORT / "wheelhouse"

@@ -2,10 +2,17 @@
 stores of one kind; called twice with a name it reopens that namespace). A tier's test module
 imports them and defines ``make_store`` for the stores it can reach: memory and SQLite files
 in the unit tier, a real Redis server in the cluster tier."""
+import itertools
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from squall.state.kv import KeyValueState
 from squall.state.stores import StoreError
+from support.values import canon, hashables, values
+
+_spaces = itertools.count()
 
 
 def test_prepare_commit_and_reload(make_store):
@@ -65,3 +72,19 @@ def test_key_value_state_round_trip(make_store):
     assert again.restore(1) == 1
     assert dict(again.items()) == {"word": 3, ("a", 1): {"nested": [1, 2.5, None, b"raw"]}}
     assert st.restore(1) == 1 and st.get("word") == 3 and "gone" not in st
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(hashables, values(8), min_size=1, max_size=6))
+def test_every_value_a_tuple_may_hold_is_restored_as_itself(make_store, entries):
+    """Checkpoint and restore: what a task put comes back from the store as the same keys
+    and values, types and all (squall.values)."""
+    ns = f"values-{next(_spaces)}"
+    kv = KeyValueState(make_store(ns), f"t/{ns}/0")
+    for k, v in entries.items():
+        kv.put(k, v)
+    kv.prepare(1)
+    kv.commit(1)
+    again = KeyValueState(make_store(ns), f"t/{ns}/0")
+    assert again.restore(1) == 1
+    assert sorted(canon(kv) for kv in again.items()) == sorted(canon(kv) for kv in entries.items())

@@ -14,6 +14,8 @@ import pytest
 
 import squall.grouping  # noqa: F401
 import squall.messaging.codec  # noqa: F401
+import squall.runtime.acker  # noqa: F401
+import squall.runtime.collectors  # noqa: F401
 import squall.runtime.serialization  # noqa: F401 (imported so that compiled_modules sees it)
 from squall.compiled import MODULES, TOGETHER, SourceFinder, compiled_modules, pure_requested
 from support.paths import REPO

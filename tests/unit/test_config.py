@@ -104,3 +104,25 @@ def test_a_config_of_core_and_user_keys_imports_no_feature(monkeypatch):
     with pytest.raises(config.ConfigError, match="unknown config key 'kafka.bolt.max.in.flight'"):
         config.validate({"kafka.bolt.max.in.flight": 10})  # the stand-in loader registered nothing
     assert asked[0] == "squall.contrib.kafka.conf"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PATH": "/tmp"}, "PATH is set by squall for every worker"),
+    ({"LD_PRELOAD": "/tmp/x.so"}, "LD_PRELOAD is set by squall"),
+    ({"PYTHONPATH": "/tmp"}, "PYTHONPATH is set by squall"),
+    ({"squall_conf": "/tmp/x"}, "squall_conf is set by squall"),
+    ({"HOME": "/"}, "HOME is set by squall"),
+    ({"1BAD": "x"}, "'1BAD' is not a variable name"),
+    ({"A=B": "x"}, "is not a variable name"),
+    ({"GOOD": 3}, "GOOD must be a string"),
+    ({"GOOD": "a\0b"}, "without NUL"),
+    ({f"V{i}": "x" for i in range(101)}, "101 variables, more than 100"),
+])
+def test_topology_environment_cannot_touch_what_squall_sets(env, message):
+    with pytest.raises(config.ConfigError, match=message):
+        config.validate({"topology.environment": env})
+
+
+def test_topology_environment_of_plain_variables_passes():
+    env = {"REDIS_URL": "redis://127.0.0.1:6379/1", "APP_MODE": "batch", "_X": ""}
+    assert config.validate({"topology.environment": env})["topology.environment"] == env

@@ -159,10 +159,11 @@
                     `${cluster.slots.free} free)`),
         cluster.supervisors.length ? table(
           [["id"], ["host"], ["slots", "num"], ["used", "num"], ["free", "num"], ["used ports"],
-           ["uptime"], ["heartbeat"]],
+           ["unusable ports"], ["uptime"], ["heartbeat"]],
           cluster.supervisors.map(s => h("tr", {"data-row": `supervisor:${s.id}`},
             cell("id", h("code", {}, s.id)), cell("host", s.host), numCell("slots", s.slots),
             numCell("used", s.used), numCell("free", s.free), cell("used_ports", s.used_ports.join(", ")),
+            cell("unusable", Object.entries(s.unusable || {}).map(([p, why]) => `${p}: ${why}`).join("; ")),
             cell("uptime", duration(s.uptime)), cell("heartbeat_age", `${fixed(s.heartbeat_age, 1)}s ago`))))
           : h("p", {class: "muted"}, "No supervisor is registered."));
       topoBox.replaceChildren(h("h2", {}, "Topologies"),
@@ -336,7 +337,9 @@
       const we = st.worker_error;  // the last worker a supervisor ended: over its memory, not started
       const workerError = we ? h("p", {id: "worker-error", class: "error-text"},
         `Last worker ended by its supervisor: ${we.host}:${we.port} at ${when(we.time)}: ${firstLine(we.error)}`) : "";
-      workers.replaceChildren(h("h2", {}, "Workers"), workerError, st.workers.length ? table(
+      const unusable = (st.unusable_slots || []).map(u => h("p", {class: "error-text", "data-row": `unusable:${u.host}:${u.port}`},
+        `Slot ${u.host}:${u.port} (${u.node}) is unusable: ${u.reason}`));
+      workers.replaceChildren(h("h2", {}, "Workers"), workerError, ...unusable, st.workers.length ? table(
         [["host:port (log)"], ["node"], ["executors", "num"], ["uptime"]],
         st.workers.map(w => h("tr", {"data-row": `worker:${w.host}:${w.port}`},
           cell("where", logLink(w.node, w.host, w.port)), cell("node", h("code", {}, w.node)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from squall.components import Spout
-from squall.contrib.kafka.failures import Key, label
+from squall.contrib.kafka.failures import MAX_ASIDE, MAX_REASON, Key, label
 from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.spout import KafkaSpout
 from squall.state.components import StatefulSpout
@@ -24,10 +24,28 @@ MAX_PREPARED = 16  # checkpoints prepared and not yet committed that are remembe
 
 class CheckpointedKafkaSpout(StatefulSpout, KafkaSpout):
     """Takes KafkaSpout's arguments; retries and the ``failed`` stream of given-up records
-    do not apply (a failure rolls the topology back), undecodable records still go there."""
+    do not apply (a failure rolls the topology back). Undecodable records still go there,
+    and so do undeliverable ones (a value that cannot cross between workers): the rollback
+    that follows replays the partition, and that record goes to the ``failed`` stream with
+    its reason instead of its tuple (without the stream it is skipped, and reported)."""
 
     ack = Spout.ack   # acks come after commits; the runtime skips the call altogether
     fail = Spout.fail  # a failure means a rollback, and init_state rewinds
+
+    def undeliverable(self, msg_id: Any, reason: str) -> None:
+        """Set the record aside: when the replay reads it again, its reason is reported."""
+        topic, part, off = msg_id
+        key = (topic, part)
+        if key not in self.managers:
+            return
+        reason = reason[:MAX_REASON]
+        self.m_undeliverable.incr(label(key))
+        self.log.error("kafka record undeliverable", partition=label(key), offset=off, error=reason)
+        self.collector.report_error(f"kafka record {label(key)}@{off} undeliverable: {reason}")
+        aside = self.aside.setdefault(key, {})
+        if len(aside) >= MAX_ASIDE:
+            aside.pop(min(aside))
+        aside[off] = reason
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.prepared: dict[int, dict[Key, int]] = {}

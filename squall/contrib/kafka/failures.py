@@ -1,13 +1,15 @@
 """What a KafkaSpout does with acks, failures and records it cannot use (part of KafkaSpout).
 
 A failed record is retried after its back-off (the spout seeks its partition back to it);
-after ``kafka.spout.retry.max.count`` failures it is given up. A given-up or undecodable
-record is reported (counted per partition, logged, reported as an error) and, when the spout
-has a ``failed`` stream, emitted there as a reliable tuple whose ack lets its offset be
-committed (a failed one is sent again with the same back-off, without a limit); without
-the stream its offset counts as done at once. The tuple's ``headers`` are the record's own,
-then the reason and where it was read: a KafkaBolt on the stream writes a dead letter that
-keeps them all.
+after ``kafka.spout.retry.max.count`` failures it is given up. A record whose tuple could
+not be delivered (``undeliverable``: a value that cannot cross between workers) is not
+retried, since a retry would fail alike. A given-up, undeliverable or undecodable record is
+reported (counted per partition, logged, reported as an error) and, when the spout has a
+``failed`` stream, emitted there with its reason as a reliable tuple whose ack lets its
+offset be committed (a failed one is sent again with the same back-off, without a limit);
+without the stream its offset counts as done at once. The tuple's ``headers`` are the
+record's own, then the reason and where it was read: a KafkaBolt on the stream writes a
+dead letter that keeps them all.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from squall.contrib.kafka.settings import SpoutSettings
 from squall.contrib.kafka.translator import FAILED_STREAM
 
 Key = tuple[str, int]  # (topic, partition)
-MAX_REASON = 500       # characters of an error kept in a failed-stream tuple
+MAX_REASON = 1000      # characters of an error kept in a failed-stream tuple
+MAX_ASIDE = 10_000     # records set aside per partition for the replay after a rollback
 
 
 def label(key: Key) -> str:
@@ -40,11 +43,13 @@ class RecordFailures:
     managers: dict[Key, OffsetManager | None]
     retry: RetrySchedule[Key]
     dead_retry: RetrySchedule[Key]
-    dead: dict[Key, set[int]]
+    dead: dict[Key, dict[int, str]]  # offsets reported -> why
+    aside: dict[Key, dict[int, str]]  # offsets to report when read again (after a rollback)
     sought: dict[Key, tuple[int, float]]
     m_retries: Any
     m_given_up: Any
     m_decode: Any
+    m_undeliverable: Any
     _has_failed_stream: bool
     _emit: Callable[..., Any]
     _translate: Callable[[Any], list[Any] | None]
@@ -56,7 +61,7 @@ class RecordFailures:
             return False  # done, in flight or not due yet
         dead = self.dead.get(key)
         if dead is not None and off in dead:
-            self._emit_failed(msg, key, mgr, "given up after retries")
+            self._emit_failed(msg, key, mgr, dead[off])
             return True
         try:
             values = self._translate(msg)
@@ -99,7 +104,7 @@ class RecordFailures:
                 self.retry.forget(key, off)
                 dead = self.dead.get(key)
                 if dead is not None and off in dead:
-                    dead.discard(off)
+                    del dead[off]
                     self.dead_retry.forget(key, off)
 
     def fail(self, msg_id: Any) -> None:
@@ -117,17 +122,53 @@ class RecordFailures:
         if not self.retry.failed(key, off, now):
             self._give_up(key, mgr, off)
 
+    def undeliverable(self, msg_id: Any, reason: str) -> None:
+        """A tuple of the record's tree could not be delivered (``reason`` names the
+        component, stream, field and type): reported at once, with that reason, not retried."""
+        topic, part, off = msg_id
+        key = (topic, part)
+        mgr = self.managers.get(key)
+        if mgr is None or not mgr.failed(off):
+            return
+        dead = self.dead.get(key)
+        if dead is not None and off in dead:
+            self.dead_retry.failed(key, off, time.monotonic())  # the failed-stream tuple: as fail does
+            return
+        self.retry.forget(key, off)
+        self.m_undeliverable.incr(label(key))
+        reason = reason[:MAX_REASON]
+        self.log.error("kafka record undeliverable", partition=label(key), offset=off, error=reason)
+        self.collector.report_error(f"kafka record {label(key)}@{off} undeliverable: {reason}")
+        self._set_aside(key, mgr, off, reason)
+
     def _give_up(self, key: Key, mgr: OffsetManager, off: int) -> None:
         self.m_given_up.incr(label(key))
         text = f"kafka record {label(key)}@{off} failed {self.settings.retry_max_count} retries: given up"
         self.log.error("kafka record given up", partition=label(key), offset=off,
                        retries=self.settings.retry_max_count)
         self.collector.report_error(text)
+        self._set_aside(key, mgr, off, "given up after retries")
+
+    def _set_aside(self, key: Key, mgr: OffsetManager, off: int, reason: str) -> None:
+        """A reported record: read again for the failed stream, or done without one."""
         if self._has_failed_stream:
-            self.dead.setdefault(key, set()).add(off)
+            self.dead.setdefault(key, {})[off] = reason
             self.dead_retry.schedule(key, off, time.monotonic())  # read it again, for the failed stream
         else:
             mgr.done(off)
+
+    def _emit_aside(self, msg: Any, key: Key, mgr: OffsetManager, off: int) -> bool:
+        """A record set aside before a rollback, read again: its reason goes to the failed
+        stream instead of its tuple (True), or it is done without one (False)."""
+        reason = self.aside[key].pop(off)
+        if not self.aside[key]:
+            del self.aside[key]
+        if self._has_failed_stream:
+            self.dead.setdefault(key, {})[off] = reason
+            self._emit_failed(msg, key, mgr, reason)
+            return True
+        mgr.done(off)
+        return False
 
     def _undecodable(self, msg: Any, key: Key, mgr: OffsetManager, exc: Exception) -> None:
         off = msg.offset()
@@ -136,7 +177,7 @@ class RecordFailures:
         self.log.warning("kafka record undecodable", partition=label(key), offset=off, error=reason)
         self.collector.report_error(f"kafka record {label(key)}@{off} undecodable: {reason}")
         if self._has_failed_stream:
-            self.dead.setdefault(key, set()).add(off)
+            self.dead.setdefault(key, {})[off] = reason
             self._emit_failed(msg, key, mgr, reason)
         else:
             mgr.done(off)

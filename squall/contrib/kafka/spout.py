@@ -129,7 +129,8 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.managers: dict[Key, OffsetManager | None] = {}   # None until the first record shows where it starts
         self.awaiting: set[Key] = set()        # partitions of this task whose committed offset is being asked
         self.starts: dict[Key, int] = {}       # where each assigned partition was started (logical or real)
-        self.dead: dict[Key, set[int]] = {}    # offsets reported: the failed stream carries them
+        self.dead: dict[Key, dict[int, str]] = {}   # offsets reported -> why: the failed stream carries them
+        self.aside: dict[Key, dict[int, str]] = {}  # offsets to report when read again (after a rollback)
         self.paused: set[Key] = set()
         self.sought: dict[Key, tuple[int, float]] = {}  # the last retry seek per partition
         self.tps: dict[Key, Any] = {}
@@ -144,6 +145,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.m_retries = context.register_metric("kafka_retries", MultiCountMetric("partition"), b)
         self.m_decode = context.register_metric("kafka_decode_failures", MultiCountMetric("partition"), b)
         self.m_given_up = context.register_metric("kafka_given_up", MultiCountMetric("partition"), b)
+        self.m_undeliverable = context.register_metric("kafka_undeliverable", MultiCountMetric("partition"), b)
         self.lookups.metadata()  # the first look; its answer assigns the partitions
 
     def deactivate(self) -> None:
@@ -241,6 +243,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.managers.pop(key, None)
         self.starts.pop(key, None)
         self.dead.pop(key, None)
+        self.aside.pop(key, None)
         self.paused.discard(key)
         self.sought.pop(key, None)
         self.retry.forget_partition(key)
@@ -286,6 +289,10 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
                 continue  # revoked meanwhile
             if off <= mgr._last_emitted:  # a re-read after a seek: a retry, or nothing to do
                 if self._emit_again(msg, key, mgr, off):
+                    return
+                continue
+            if self.aside and off in self.aside.get(key, ()):  # undeliverable before a rollback
+                if self._emit_aside(msg, key, mgr, off):
                     return
                 continue
             if self._raw:  # RecordTranslator.translate, inlined: it cannot fail

@@ -1,5 +1,6 @@
 """The CLI in local mode and the word-count example (packaging: tests/cluster/test_install.py)."""
 import json
+import re
 import subprocess
 import sys
 
@@ -20,6 +21,43 @@ def test_run_wordcount_locally_prints_a_summary_and_exits_0():
     assert "final counts: the=" in out.stdout
     events = [json.loads(line) for line in out.stderr.splitlines() if line.startswith("{")]
     assert any(e.get("event") == "topology submitted" and e.get("topology", "").startswith("wordcount") for e in events)
+
+
+RAISES = """
+from squall import Bolt, TopologyBuilder
+from squall.testing.components import FixedTupleSpout
+
+
+class Boom(Bolt):
+    def execute(self, t):
+        if t.values[0] % 10 == 0:
+            raise ValueError(f"no tens here: {t.values[0]}")
+        self.collector.ack(t)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+CONFIG = {"squall.log.level": "ERROR"}
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", FixedTupleSpout("raises-numbers", [[i] for i in range(30)], ["n"]))
+    b.set_bolt("boom", Boom()).shuffle("numbers")
+    return b.build()
+"""
+
+
+def test_run_needs_no_local_flag_and_fails_when_a_component_raised(tmp_path):
+    out = run(SQUALL + ["run", str(REPO / "examples/wordcount.py"), "--duration", "1"])
+    assert out.returncode == 0, out.stderr  # no --local: local is run's only mode
+    f = tmp_path / "raises.py"
+    f.write_text(RAISES)
+    out = run(SQUALL + ["run", str(f), "--local", "--duration", "2"])
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert re.search(r"errors in boom: \d+ \(last: ValueError: no tens here: [12]?0;", out.stderr), out.stderr
+    assert re.search(r"components reported errors: boom \(\d+\)$", out.stderr.strip()), out.stderr
 
 
 def test_usage_errors_exit_2_and_name_the_problem():

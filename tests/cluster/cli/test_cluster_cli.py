@@ -219,6 +219,13 @@ def test_dev_cluster_runs_a_topology_and_stops_cleanly(tmp_path, topology_file):
                               "--slots-per-supervisor", "1", "--dir", str(directory)], 90) as (proc, banner):
         conf = directory / "squall.yaml"
         assert f"export SQUALL_CONF={conf}" in banner
+        # It locks ZooKeeper before anything connects: no warning that the lock makes untrue.
+        assert "lets clients without credentials write outside" not in banner, banner
+        # The daemons' logs name every topology, owner and id: theirs alone.
+        logs = directory / "logs"
+        assert logs.stat().st_mode & 0o777 == 0o700
+        assert {p.name: p.stat().st_mode & 0o777 for p in logs.iterdir()} == \
+            {"nimbus.log": 0o600, "supervisor-1.log": 0o600, "supervisor-2.log": 0o600}
         daemons = psutil.Process(proc.pid).children(recursive=True)
         assert len(daemons) >= 4  # ZooKeeper, nimbus, two supervisors
         result = squall(conf, "submit", str(topology_file), "--name", "words", "-c", "topology.workers=2")

@@ -70,7 +70,8 @@ def test_state_chaos(chaos_case, state_conf, zk_server, zk_root, tmp_path):
         assert res.returncode == 0, res.stdout + res.stderr
         cluster.wait_for(lambda: len(cluster.worker_pids()) == 3, 60, "three workers")
         reader = {**state_conf}
-        cluster.wait_for(lambda: (read_record(reader, name) or None) and read_record(reader, name).txid >= 2,
+        state = cluster.state_namespace(name)  # nimbus's choice: the topology's own id
+        cluster.wait_for(lambda: (read_record(reader, state) or None) and read_record(reader, state).txid >= 2,
                          60, "checkpoints committing")
         # Kill a random worker every few seconds while events flow.
         killed = []
@@ -84,11 +85,11 @@ def test_state_chaos(chaos_case, state_conf, zk_server, zk_root, tmp_path):
                              60, "the killed worker relaunched")
 
         def all_emitted(txid):
-            spouts = committed_component(reader, name, "events", 2, txid)
+            spouts = committed_component(reader, state, "events", 2, txid)
             return all(s.get("offset", 0) >= n for s in spouts)
-        record = wait_committed(reader, name, all_emitted, 180, f"all {n} events committed")
+        record = wait_committed(reader, state, all_emitted, 180, f"all {n} events committed")
         counts = collections.Counter()
-        for part in committed_component(reader, name, "count", 3, record.restore_point()):
+        for part in committed_component(reader, state, "count", 3, record.restore_point()):
             counts.update(part)
     finally:
         cluster.stop()

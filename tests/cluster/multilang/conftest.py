@@ -30,7 +30,7 @@ def no_children_left():
         try:
             cmd = " ".join(child.cmdline())
             if child.status() != psutil.STATUS_ZOMBIE and ("streamparse_run" in cmd or "hostile_child" in cmd
-                                                           or "node_" in cmd):
+                                                           or "node_" in cmd or "storm_style" in cmd):
                 left.append((child.pid, cmd))
         except psutil.Error:
             continue

@@ -30,7 +30,8 @@ def gone(pid):
 
 
 @pytest.mark.parametrize("mode, expected", [
-    ("die", "closed its stdout"),
+    ("die", "is gone; exit code 3"),
+    ("fork", "is gone (it exited; a process it started kept its pipes open); exit code 0"),
     ("hang", "did not answer the heartbeat"),
     ("garbage", "broke the protocol: not JSON"),
     ("huge", "longer than 1048576 bytes"),
@@ -45,12 +46,15 @@ def test_hostile_bolt_child_is_reported_restarted_and_nothing_is_lost(code_dir, 
                ).shuffle("s")
     b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("hostile")
     with LocalCluster(CONF) as c:
-        errors = run_until(c, b.build(), {}, lambda: set(names.get("s.acked")) == set(range(60)),
-                           "every row acked after the restart", timeout=90)
+        errors = run_until(c, b.build(), {}, lambda: set(names.get("s.acked")) == set(range(60)) and
+                           expected in error_text(c.errors("t"), "hostile"),
+                           "every row acked after the restart, the child's failure reported", timeout=90)
     text = error_text(errors, "hostile")
     assert expected in text, text
     assert {v[0] for *_, v in names.get("rec")} == {w for [w] in ROWS}  # nothing lost
     assert gone(int(marker.read_text()))  # the misbehaving child was killed
+    if mode == "fork":
+        assert gone(int((tmp_path / "first-child.fork").read_text()))  # and what it forked
 
 
 def test_spout_child_that_hangs_is_restarted(code_dir, names, tmp_path):

@@ -142,3 +142,36 @@ def test_node_storm_spout_and_bolt(code_dir, names):
     texts = ["the cow jumped over the moon", "an apple a day", "snow white and the seven dwarfs"]
     expected = sorted(w for i in range(30) for w in texts[i % 3].split())
     assert sorted(w for [w] in names.get("sink")) == expected
+
+
+class WordCount(Bolt):
+    """Counts the words it receives (in this process) and acks them."""
+
+    def prepare(self, conf, context, collector):
+        self.collector, self.name = collector, conf["test.counts"]
+
+    def execute(self, tup):
+        Recorder.add(self.name, tup.values[0])
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def test_a_child_that_waits_for_task_ids_after_every_emit_is_answered_at_once(code_dir, names):
+    """A Storm-style adapter (storm.py's way: each emit waits for its task ids) splitting 300
+    sentences of 8 words, all in flight at once: every word is counted exactly once and no
+    sentence times out and replays. Before the child's reader thread, its emits were
+    answered one per arriving tuple or 50 ms poll: most sentences timed out and replayed."""
+    sentences = [[" ".join(f"w{i}-{k}" for k in range(8))] for i in range(300)]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), sentences, ["sentence"]))
+    b.set_bolt("split", ShellBolt(["python3", "storm_style.py"], ["word"])).shuffle("s")
+    b.set_bolt("count", WordCount()).shuffle("split")
+    conf = {**FAST, "topology.message.timeout.secs": 5, "topology.max.spout.pending": 1000,
+            "test.counts": names("counts")}
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), conf, lambda: len(names.get("s.acked")) == 300, "every sentence acked")
+    assert errors == {}
+    assert names.get("s.failed") == []
+    assert sorted(names.get("counts")) == sorted(w for [s] in sentences for w in s.split())

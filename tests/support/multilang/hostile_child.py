@@ -6,7 +6,8 @@ The first child (the MARKER file does not exist yet) writes its pid to MARKER, b
 tuples (or spout commands) and then does MODE; a restarted child (MARKER exists) behaves.
 Behaving means: a bolt emits [word, "ok"] anchored to each input and acks it, answers
 heartbeats with sync; a spout emits ids 0..N-1 (word "w<i>") and syncs. Modes: die, hang,
-garbage, huge, flood, wrong-handshake, no-handshake, ok.
+garbage, huge, flood, wrong-handshake, no-handshake, fork (a process it forks carries on
+behaving with its pipes, its pid in MARKER.fork, while the original exits), ok.
 """
 import json
 import os
@@ -39,6 +40,7 @@ def send(obj):
 
 
 def misbehave():
+    global mode
     if mode == "die":
         sys.stderr.write("hostile child: dying now\n")
         sys.stderr.flush()
@@ -49,6 +51,14 @@ def misbehave():
         sys.stdout.write("this is not json\nend\n")
         sys.stdout.flush()
         time.sleep(3600)
+    if mode == "fork":
+        pid = os.fork()
+        if pid:
+            with open(marker + ".fork", "w") as fh:
+                fh.write(str(pid))
+            os._exit(0)
+        mode = "ok"
+        return
     if mode == "huge":
         sys.stdout.write('{"command": "log", "msg": "' + "x" * (3 << 20))
         sys.stdout.flush()

@@ -11,6 +11,21 @@ class Upper(Bolt):
         self.emit([word.upper(), len(word)])
 
 
+class Logs(Bolt):
+    """Logs each word it sees through ``self.logger`` and passes it on with its task id."""
+
+    def process(self, tup):
+        self.logger.info("saw %s", tup.values[0])
+        self.emit([tup.values[0], self.task_id])
+
+
+class Echo(Bolt):
+    """Emits the values it read, as it read them (pystorm's own decoding and encoding)."""
+
+    def process(self, tup):
+        self.emit(list(tup.values))
+
+
 class Splitter(Bolt):
     """sentence -> one tuple per word on "words", the sentence length on "lengths"; asks
     for task ids (need_task_ids) and records that it got a list back."""

@@ -5,13 +5,9 @@ import re
 
 from squall.cli.errors import render_groups
 from squall.cli.live_rates import line, totals
-from squall.cli.operate import monitor_rows, render_samples, render_windows, supplied
+from squall.cli.operate import monitor_rows, render_samples, render_windows
 from squall.cli.status_view import render
 from squall.daemons.nimbus.status import group_errors
-
-
-def test_control_characters_of_supplied_text_are_escaped():
-    assert supplied("ok\x1b]52;c;aGk=\x07 \u202e") == "ok\\x1b]52;c;aGk=\\x07 \\u202e"
 
 
 def test_samples_render_one_line_each():

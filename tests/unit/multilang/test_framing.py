@@ -1,8 +1,14 @@
 """Storm's JSON framing and pystorm's msgpack framing: whole messages however the bytes
-arrive, and a clear error for what is not a message."""
+arrive, and a clear error for what is not a message; every value a tuple may hold
+crosses both ways as itself."""
+import json
+
+import msgpack
 import pytest
+from hypothesis import given, settings
 
 from squall.multilang.framing import JsonFraming, MsgpackFraming, ProtocolError, serializer_name
+from support.values import canon, values
 
 MESSAGES = [{"command": "emit", "tuple": ["snow white", 7, None, 1.5], "anchors": ["12"]},
             {"pid": 1234}, [3, 4], {"command": "log", "msg": "multi\nline ünïcode"}]
@@ -10,7 +16,7 @@ MESSAGES = [{"command": "emit", "tuple": ["snow white", 7, None, 1.5], "anchors"
 
 @pytest.mark.parametrize("framing", [JsonFraming, MsgpackFraming])
 def test_messages_survive_any_split(framing):
-    data = b"".join(framing.encode(m) for m in MESSAGES)
+    data = b"".join(framing(1 << 20).encode(m) for m in MESSAGES)
     for cut in range(len(data) + 1):
         f = framing(1 << 20)
         got = f.feed(data[:cut]) + f.feed(data[cut:])
@@ -19,7 +25,7 @@ def test_messages_survive_any_split(framing):
 
 @pytest.mark.parametrize("framing", [JsonFraming, MsgpackFraming])
 def test_byte_at_a_time(framing):
-    data = b"".join(framing.encode(m) for m in MESSAGES)
+    data = b"".join(framing(1 << 20).encode(m) for m in MESSAGES)
     f = framing(1 << 20)
     got = []
     for i in range(len(data)):
@@ -44,6 +50,16 @@ def test_json_message_without_end_is_bounded():
         f.feed(b"x" * 200)
 
 
+def test_json_oversized_message_with_its_end_names_the_key_and_claims_no_missing_end():
+    whole = JsonFraming(1000).encode({"command": "log", "msg": "x" * 5000})  # ends with its "end" line
+    for chunks in ([whole], [whole[:3000], whole[3000:]]):
+        f = JsonFraming(1000)
+        with pytest.raises(ProtocolError) as caught:
+            for chunk in chunks:
+                f.feed(chunk)
+        assert str(caught.value) == "a message longer than 1000 bytes (topology.multilang.max.message.bytes)"
+
+
 def test_json_many_lines_without_end_are_bounded():
     f = JsonFraming(1000)
     with pytest.raises(ProtocolError, match="longer than 1000"):
@@ -53,8 +69,8 @@ def test_json_many_lines_without_end_are_bounded():
 
 def test_msgpack_oversized_message():
     f = MsgpackFraming(1024)
-    with pytest.raises(ProtocolError, match="longer than 1024"):
-        f.feed(MsgpackFraming.encode({"msg": "x" * 5000}))
+    with pytest.raises(ProtocolError, match=r"longer than 1024 bytes \(topology.multilang.max.message.bytes\)"):
+        f.feed(f.encode({"msg": "x" * 5000}))
 
 
 def test_msgpack_garbage():
@@ -62,11 +78,39 @@ def test_msgpack_garbage():
         MsgpackFraming(1024).feed(b"\xc1" * 4)
 
 
-def test_json_refuses_what_it_cannot_carry():
-    with pytest.raises(TypeError):
-        JsonFraming.encode({"tuple": [b"bytes"]})
-    with pytest.raises(ValueError):
-        JsonFraming.encode({"tuple": [float("nan")]})
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize("framing", [JsonFraming, MsgpackFraming])
+def test_a_value_no_rule_carries_is_refused(framing):
+    with pytest.raises(ValueError, match="Opaque"):
+        framing(1 << 20).encode({"tuple": [Opaque()]})
+
+
+@settings(max_examples=20, deadline=None)
+@given(values())
+def test_every_value_crosses_to_a_child_and_back(v):
+    """A child that echoes what it read (pystorm's decoders: json.loads, msgpack.unpackb)
+    sends back what it got: squall reads the same values, types and all."""
+    for framing in (JsonFraming(1 << 20), MsgpackFraming(1 << 20)):
+        sent = framing.encode({"command": "emit", "tuple": [v]})
+        if framing.name == "json":
+            echoed = json.dumps(json.loads(sent[:-len(b"\nend\n")])).encode() + b"\nend\n"
+        else:
+            echoed = msgpack.packb(msgpack.unpackb(sent, raw=False), use_bin_type=True)  # pystorm's strict keys
+        (back,) = framing.feed(echoed)
+        assert canon(back["tuple"][0]) == canon(v), framing.name
+
+
+def test_json_children_read_plain_json_and_tags():
+    framing = JsonFraming(1 << 20)
+    text = json.loads(framing.encode({"tuple": [1, 2 ** 80, "x", (1, b"\x00"), {1: float("nan")}]})[:-5])
+    assert text["tuple"] == [1, 2 ** 80, "x", {"$squall": ["tuple", [1, {"$squall": ["bytes", "AA=="]}]]},
+                             {"$squall": ["map", [[1, {"$squall": ["float", "nan"]}]]]}]
+    # an object that only looks like a tag stays what it is
+    assert framing.feed(b'{"$squall": ["tuple", 5], "x": 1}\nend\n{"$squall": ["nope", 1]}\nend\n') == \
+        [{"$squall": ["tuple", 5], "x": 1}, {"$squall": ["nope", 1]}]
 
 
 def test_serializer_names():

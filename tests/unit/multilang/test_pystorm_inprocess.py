@@ -2,6 +2,7 @@
 auto-anchor, auto-ack, need_task_ids, BatchingBolt ticks, ReliableSpout replays, and what
 happens when user code raises."""
 import pytest
+import structlog
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
@@ -31,6 +32,21 @@ def test_bolt_auto_anchor_and_ack(names):
     got = sorted(v for _, _, _, v in Recorder.get(names("rec")))
     assert got == sorted([w.upper(), len(w)] for [w] in words)
     assert sorted(Recorder.get(names("s.acked"))) == list(range(500))
+
+
+def test_self_logger_writes_each_line_once_under_the_task_that_logged_it(names):
+    words = [[f"w{i}"] for i in range(40)]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), words, ["word"]))
+    b.set_bolt("logs", PystormBolt(f"{M}:Logs", {"default": ["word", "task"]}), 2).shuffle("s")
+    b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("logs")
+    with structlog.testing.capture_logs() as logs, LocalCluster({**FAST, "squall.log.level": "INFO"}) as c:
+        errors = run_until(c, b.build(), {}, lambda: len(Recorder.get(names("s.acked"))) == 40, "acks")
+    assert errors == {}
+    saw = [e for e in logs if e.get("event") == "pystorm log" and str(e.get("msg", "")).startswith("saw ")]
+    assert sorted(e["msg"] for e in saw) == sorted(f"saw {w}" for [w] in words)  # once each, not once per instance
+    handled = {word: task for *_, (word, task) in Recorder.get(names("rec"))}  # the task that logged it
+    assert {e["msg"][4:]: e["task"] for e in saw} == handled
 
 
 def test_streams_task_ids_and_named_fields(names):

@@ -1,9 +1,11 @@
 """streamparse Topology classes read into squall topologies (nothing runs here)."""
+import shutil
+
 import pytest
 from streamparse import Bolt, Grouping, JavaBolt, Spout, Stream, TicklessBatchingBolt, Topology
 
 from squall import config
-from squall.cli.topology_source import code_root, load
+from squall.cli.topology_source import code_root, load, pick_requirements
 from squall.multilang import ShellBolt, ShellSpout
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
 from squall.multilang.streamparse_topology import build, is_streamparse_topology, project_root
@@ -123,3 +125,18 @@ def test_loader_reads_a_streamparse_project(sp_project):
     assert "topology.worker.childopts" not in source.conf  # Storm-only, dropped with a warning
     words = source.topology.components["words"].instantiate()
     assert words.command == ["streamparse_run", "sp_components.Words"]
+
+
+def test_a_projects_virtualenv_file_is_named_after_its_topology_file_whatever_the_name(sp_project, tmp_path):
+    """As `sparse submit` reads virtualenvs/<topology>.txt: a topology submitted under another
+    --name still gets its environment (it was silently left without one)."""
+    project = tmp_path / "project"
+    shutil.copytree(sp_project, project)
+    (project / "virtualenvs").mkdir()
+    (project / "virtualenvs" / "finite_wc.txt").write_text("redis==2.10.1\n")
+    (project / "requirements.txt").write_text("six\n")
+    source = load(str(project / "topologies" / "finite_wc.py"), False, None, False, {})
+    conf = {"topology.name": "another-name"}
+    shipped = ["config.json", "virtualenvs/finite_wc.txt", "requirements.txt"]
+    assert pick_requirements(source, conf, shipped) == "virtualenvs/finite_wc.txt"
+    assert conf["topology.python.requirements"] == "virtualenvs/finite_wc.txt"

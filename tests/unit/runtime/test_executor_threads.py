@@ -2,11 +2,12 @@
 import threading
 import time
 
-from squall import TopologyBuilder
+from squall import LocalCluster, TopologyBuilder
 from squall.model import ACKER, system_topology
 from squall.runtime.executor_thread import component_order, thread_groups
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.testing.components import EchoBolt, FixedTupleSpout
+from squall.testing.waiting import wait_for
 
 
 def _diamond():
@@ -85,3 +86,34 @@ def test_put_never_blocks_counts_tuples_and_reports_full():
     q.close()
     assert not q.put((1, [9]), 1)
     assert q.get_all() == []
+
+
+class Woken(EchoBolt):
+    """Records on which thread ``woken`` runs; its wake is called from a thread of its own
+    (as a shell component's stdout reader calls it)."""
+
+    runs: list = []
+
+    def attach_wake(self, wake):
+        self.wake = wake
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        threading.Thread(target=lambda: [self.wake() for _ in range(3)], daemon=True).start()
+
+    def woken(self):
+        Woken.runs.append(threading.current_thread().name)
+
+
+def test_a_components_wake_from_another_thread_runs_woken_on_its_executor_thread_uncounted():
+    Woken.runs = []
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("wake-src", [], ["n"]))
+    b.set_bolt("w", Woken(["n"])).shuffle("src")
+    with LocalCluster({"squall.log.level": "WARNING"}) as c:
+        c.submit("wake", {}, b.build())
+        wait_for(lambda: len(Woken.runs) == 3, 10, "woken called once a wake")
+        executed = next(s for s in c.stats("wake") if s["component"] == "w")["executed"]
+        c.kill("wake")
+    assert all(name.startswith("executors-") for name in Woken.runs), Woken.runs
+    assert executed == 0  # a wake is no tuple

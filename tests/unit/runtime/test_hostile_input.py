@@ -87,6 +87,9 @@ def test_a_bad_group_is_dropped_with_its_cause_and_the_rest_delivered(group, cau
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: "x"}]], None], "acker_stream"),
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[{1: 2}]], None], "acker_stream"),       # not a list
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[1, True]]], None], "acker_stream"),
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[[1, 2]]]], None], "acker_stream"),     # a reason not text
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[[1, "x" * 5000]]]], None], "acker_stream"),  # too long
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[[1, "x", 2]]]], None], "acker_stream"),
     (ACKER_TASK, [SPOUT_TASK, "default", [["x"]], None], "not_subscribed"),
     (SPOUT_TASK, [SINK_TASKS[0], ACK_ACK, [[[1]]], None], "acker_stream"),        # spout acked by a bolt
     (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),        # wrong shape
@@ -102,8 +105,8 @@ def test_acker_traffic_only_from_the_tasks_that_send_it(target, group, cause):
 def test_real_acker_traffic_is_admitted():
     ser = _serializer()
     to_acker = ser.loads(_payload([SPOUT_TASK, ACK_ACK, [[{5: MAX_U64}]], None],
-                                  [SINK_TASKS[1], ACK_FAIL, [[[5]]], None]), ACKER_TASK)
-    assert [t.values for t in to_acker] == [[{5: MAX_U64}], [[5]]]
+                                  [SINK_TASKS[1], ACK_FAIL, [[[5, [6, "why"]]]], None]), ACKER_TASK)
+    assert [t.values for t in to_acker] == [[{5: MAX_U64}], [[5, [6, "why"]]]]
     to_spout = ser.loads(_payload([ACKER_TASK, ACK_ACK, [[[5, 6]]], None]), SPOUT_TASK)
     assert [t.values for t in to_spout] == [[[5, 6]]]
 

@@ -190,7 +190,7 @@ def test_column_types_name_the_field_that_mixes():
 
 
 def test_json_sink_lines_keep_json_values_and_refuse_the_rest():
-    enc = JsonLines("out", ["a", "b"])
+    enc = JsonLines("out", ["a", "b"], {})
     line = enc.encode(["é", {"x": [1, 2.5, None, True, "12"]}])
     assert json.loads(line) == {"a": "é", "b": {"x": [1, 2.5, None, True, "12"]}}
     assert list(json.loads(line)) == ["a", "b"]

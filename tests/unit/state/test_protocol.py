@@ -14,6 +14,7 @@ from squall.state.protocol import (
     Alignment,
     Coordinator,
     TxRecord,
+    retry_delay,
 )
 from squall.tuple import Fields, Source, Tuple
 
@@ -229,3 +230,30 @@ def test_only_decided_commits_and_new_epochs_are_saved():
     # What a restart does from the last saved record equals what it does from the lost one.
     assert TxRecord(5, COMMITTING, 8).restore_point() == TxRecord(5, COMMITTED, 8).restore_point()
     assert TxRecord(5, PREPARING, 8).restore_point() == TxRecord(4, COMMITTING, 8).restore_point()
+
+
+def test_recoveries_that_fail_at_once_back_off():
+    """A state that cannot be restored fails every ROLLBACK at once: the first is sent again
+    at once, then after 1, 2, 4 ... 30 s, not as fast as barriers go round (34,426 rollbacks
+    in 2.5 minutes before). A completed tree ends the back-off."""
+    c = Coordinator(TxRecord(), interval=1.0)
+    now, sent_at = 0.0, []
+    while now < 120.0:
+        step = c.next(now, 0)
+        if step is not None:
+            record, barrier = step
+            c.sent(record, barrier, now)
+            sent_at.append(now)
+            c.failed(barrier)  # fails at once
+        now = round(now + 0.1, 1)
+    assert sent_at == pytest.approx([0.0, 0.1, 1.1, 3.1, 7.1, 15.1, 31.1, 61.1, 91.1], abs=0.11)
+    assert [retry_delay(n) for n in (1, 2, 3, 6, 7, 20)] == [0.0, 1.0, 2.0, 16.0, 30.0, 30.0]
+    assert c.next(121.0, 0) is None
+    record, barrier = c.next(121.2, 0)
+    c.sent(record, barrier, 121.2)
+    c.acked(barrier)
+    assert c.failures == 0 and not c.recovering
+    record, prepare = c.next(122.0, 0)
+    c.sent(record, prepare, 122.0)
+    c.failed(prepare)
+    assert c.next(122.0, 0)[1][1] == ROLLBACK  # once after a success: at once again

@@ -228,13 +228,15 @@ def test_kafka_exactly_once_count_into_kafka_under_kills_and_a_broker_pause(kafk
         kafka_broker.tansu.pause(20)
         done_kills += kill_workers(cluster, rng, 1, progress, "eos after the pause")
 
+        state = cluster.state_namespace("keos")  # nimbus's choice: the topology's own id
+
         def all_read(txid: int) -> bool:
-            spouts = committed_component(reader, "keos", "kafka", 2, txid)
+            spouts = committed_component(reader, state, "kafka", 2, txid)
             return sum(sum((s.get("offsets") or {}).values()) for s in spouts) >= n
 
-        record = wait_committed(reader, "keos", all_read, 240, f"all {n} records in a committed checkpoint")
+        record = wait_committed(reader, state, all_read, 240, f"all {n} records in a committed checkpoint")
         counts = collections.Counter()
-        for part in committed_component(reader, "keos", "count", 3, record.restore_point()):
+        for part in committed_component(reader, state, "count", 3, record.restore_point()):
             counts.update({k: v for k, v in part.items() if not str(k).startswith("__")})
         group_done = cluster.wait_for(lambda: progress() >= n, 60, "the group's offsets after the checkpoints")
         logs = cluster.wait_for(lambda: (lambda ls: ls if sum(len(lg.committed) for lg in ls) >= n else None)(

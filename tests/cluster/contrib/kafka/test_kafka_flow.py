@@ -182,6 +182,7 @@ def test_a_run_without_a_broker_says_so_and_fails(tmp_path):
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     text = res.stdout + res.stderr
     naming = [line for line in text.splitlines() if f"127.0.0.1:{port}" in line]
-    assert res.returncode == 1 and "spout lines emitted nothing" in text, text
+    assert res.returncode == 1 and "components reported errors: lines (" in text, text
+    assert "a spout that emitted nothing)" in text, text
     assert 2 <= len(naming) <= 8 and "librdkafka" not in text, text
     assert any("cannot reach Kafka at" in line and "read lines" in line for line in naming), text

@@ -1,5 +1,6 @@
 """Outside squall's root, on a ZooKeeper of this test's own: daemons say at start that a
-client without credentials can write there, and ``squall lock-zookeeper`` closes it."""
+client without credentials can write there, and ``squall lock-zookeeper`` closes it without
+first printing that warning itself (it is about to make it untrue)."""
 from __future__ import annotations
 
 import os
@@ -50,6 +51,7 @@ def test_daemons_warn_until_lock_zookeeper_closes_whats_outside_the_root(own_zk_
     first = lock()
     assert first.returncode == 0, first.stderr
     assert "locked /, /apps, /zookeeper, /zookeeper/quota" in first.stdout
+    assert WARNING not in first.stdout + first.stderr
     assert "nothing to lock" in lock().stdout  # again: nothing changes
     assert warnings_at_start(conf) == []
 

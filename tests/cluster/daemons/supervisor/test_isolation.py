@@ -72,7 +72,8 @@ def test_a_topology_finds_none_of_the_daemons_secrets_nor_another_topologys_file
         victim_id = submit(cluster, "victim.py", "victim")
         secret_files = cluster.wait_for(lambda: list(local.glob("workers/*/victim-secret.txt")), 60,
                                         "the victim's secret file")
-        state_dir = embedded_path(local / "state", namespace("victim", "x", 0)).parent  # state goes by name
+        # state goes by the namespace nimbus gave it: the topology's id
+        state_dir = embedded_path(local / "state", namespace(victim_id, "x", 0)).parent
         state_files = cluster.wait_for(lambda: list(state_dir.glob("*.sqlite")), 60, "the victim's state")
         victim_dir = secret_files[0].parent
         (victim_pid,) = cluster.worker_pids().values()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squall.daemons.http.body import BodyError, BodyReader, InputStream
+from squall.daemons.http.body import FREE_CHUNKS, MIN_CHUNK_AVERAGE, BodyError, BodyReader, InputStream, Pace
 from squall.daemons.http.head import Framing
 
 
@@ -123,3 +123,62 @@ def test_wsgi_input_read_has_a_deadline(loop):
     with pytest.raises(BodyError):  # and so does every later read
         stream.read(1)
     assert stream.error is info.value
+
+
+def test_a_chunked_body_of_tiny_chunks_is_refused_early():
+    """Past FREE_CHUNKS, chunks must average MIN_CHUNK_AVERAGE bytes: a 4 MiB body in 1-byte
+    chunks is refused at its 65th chunk, having cost 65 chunks, not four million."""
+    async def tiny() -> BodyReader:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"1\r\nx\r\n" * 100_000)
+        body = BodyReader(reader, Framing(chunked=True), limit=1 << 30)
+        with pytest.raises(BodyError) as info:
+            await body.read(1 << 16)
+        assert (info.value.status, info.value.reason) == (400, "malformed")
+        assert "chunks must average" in str(info.value)
+        return body
+    body = run(tiny())
+    assert body.chunks == FREE_CHUNKS + 1 and body.received == FREE_CHUNKS
+    # Chunks of the minimum average (and a few small ones among them) go through.
+    pieces = [b"y" * MIN_CHUNK_AVERAGE] * 300 + [b"z"] * 10
+    assert run(read_all(chunked(*pieces), Framing(chunked=True), n=1 << 16)) == b"".join(pieces)
+
+
+def test_a_body_below_the_minimum_rate_is_refused_and_the_request_has_a_deadline():
+    async def trickle(pace: Pace, total: int) -> BodyError:
+        reader = asyncio.StreamReader()
+        body = BodyReader(reader, Framing(length=total), limit=1 << 20, pace=pace)
+
+        async def feed() -> None:
+            while True:  # 100 bytes every 20 ms: 5,000 bytes/s
+                reader.feed_data(b"b" * 100)
+                await asyncio.sleep(0.02)
+        feeding = asyncio.create_task(feed())
+        try:
+            with pytest.raises(BodyError) as info:
+                while await body.read(100):
+                    pass
+            return info.value
+        finally:
+            feeding.cancel()
+
+    async def slow() -> BodyError:
+        now = asyncio.get_running_loop().time()
+        return await trickle(Pace(grace=0.1, min_rate=20_000, deadline=now + 60), 1 << 20)
+    error = run(slow())
+    assert (error.status, error.reason) == (408, "slow-body"), str(error)
+
+    async def long() -> BodyError:  # fast enough, but the whole request's deadline comes
+        now = asyncio.get_running_loop().time()
+        return await trickle(Pace(grace=0.1, min_rate=1_000, deadline=now + 0.3), 1 << 20)
+    error = run(long())
+    assert (error.status, error.reason) == (408, "request-timeout"), str(error)
+    # At the pace it needs, the same trickle is read whole.
+    assert run(read_all(b"c" * 3000, Framing(length=3000))) == b"c" * 3000
+
+
+def test_the_pace_moves_the_deadline_by_the_bytes_received():
+    pace = Pace(grace=10.0, min_rate=32 * 1024, deadline=300.0)
+    assert pace.due(0.0, 0) == (10.0, "slow-body")
+    assert pace.due(0.0, 64 * 1024) == (12.0, "slow-body")   # 64 KiB bought two seconds
+    assert pace.due(0.0, 100 << 20) == (300.0, "request-timeout")

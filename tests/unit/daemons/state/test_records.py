@@ -98,6 +98,18 @@ def test_supervisor_away_flag_round_trips_and_is_checked() -> None:
         SupervisorInfo.from_dict({**info.to_dict(), "away": 1})
 
 
+def test_unusable_ports_survive_encoding_are_left_out_of_scheduling_and_are_checked() -> None:
+    info = SupervisorInfo(id="s", host="h", ports=[6700, 6701, 6702], started_at=0.0,
+                          unusable={6701: "port 6701 is held by another process"})
+    back = parse_node(encode("/s", info.to_dict()), SupervisorInfo.from_dict)
+    assert back == info and back.usable_ports == [6700, 6702]
+    assert SupervisorInfo.from_dict({**info.to_dict(), "unusable": {"6701": "x" * 5000}}).unusable[6701] == "x" * 500
+    for bad, message in (({"http": "x"}, "not a port"), ({"0": "x"}, "not a port"), ([6701], "not an object"),
+                         ({"6701": 7}, "unusable reason")):
+        with pytest.raises(ValueError, match=message):
+            SupervisorInfo.from_dict({**info.to_dict(), "unusable": bad})
+
+
 def test_names_and_sizes_are_bounded() -> None:
     assert slot_name("sup-a", 6700) == "sup-a-6700"
     for bad in ("", "a/b", ".", "..", "a\nb", 7):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from squall.config import build_config
 from squall.daemons.supervisor import verdicts
 from squall.daemons.supervisor.slot import (
+    BuildEnvironment,
     CleanupWorker,
     DownloadCode,
     KillWorker,
@@ -84,6 +85,47 @@ def test_waiting_for_blob_follows_assignment_changes():
     state_b, actions = step(state, obs(1, B))
     assert state_b.assignment == B and actions == [DownloadCode("t2", "digest-b")]
     assert step(state, obs(1, None)) == (SlotState(PORT), [])
+
+
+# --- WAITING_FOR_ENV: a topology's own Python environment ------------------------------------
+
+def test_code_whose_environment_is_not_built_waits_for_it_then_launches():
+    state, actions = step(SlotState(PORT), obs(0, A, code_present=True, env_ready=False))
+    assert state.name is State.WAITING_FOR_ENV and actions == [BuildEnvironment("t1", "digest-a")]
+    state, actions = step(state, obs(2, A, code_present=True, env_ready=False))
+    assert state.name is State.WAITING_FOR_ENV and actions == []  # asked again only after download_retry
+    state, actions = step(state, obs(5, A, code_present=True, env_ready=False))
+    assert actions == [BuildEnvironment("t1", "digest-a")]
+    state, actions = step(state, obs(6, A, code_present=True, env_ready=True, new_worker_id="w"))
+    assert state.name is State.WAITING_FOR_WORKER_START
+    assert actions == [LaunchWorker("t1", "w", PORT, A.executors, "digest-a", "environment built")]
+
+
+def test_downloaded_code_goes_on_to_its_environment():
+    state, _ = step(SlotState(PORT), obs(0, A))
+    state, actions = step(state, obs(1, A, code_present=True, env_ready=False))
+    assert state.name is State.WAITING_FOR_ENV and actions == [BuildEnvironment("t1", "digest-a")]
+
+
+def test_each_failed_build_is_reported_once_and_the_slot_keeps_asking():
+    state, _ = step(SlotState(PORT), obs(0, A, code_present=True, env_ready=False))
+    failure = (1.0, "topology environment from requirements.txt could not be built: pip install exited 1")
+    state, actions = step(state, obs(1, A, code_present=True, env_ready=False, env_failure=failure))
+    assert actions == [ReportProblem("t1", PORT, None, verdicts.Problem(verdicts.ENVIRONMENT, failure[1]))]
+    state, actions = step(state, obs(2, A, code_present=True, env_ready=False, env_failure=failure))
+    assert actions == []  # the same failure: said once
+    later = (70.0, failure[1])
+    state, actions = step(state, obs(71, A, code_present=True, env_ready=False, env_failure=later))
+    assert actions == [BuildEnvironment("t1", "digest-a"),
+                       ReportProblem("t1", PORT, None, verdicts.Problem(verdicts.ENVIRONMENT, failure[1]))]
+    assert state.name is State.WAITING_FOR_ENV
+
+
+def test_waiting_for_env_follows_assignment_changes():
+    state, _ = step(SlotState(PORT), obs(0, A, code_present=True, env_ready=False))
+    assert step(state, obs(1, None, code_present=False)) == (SlotState(PORT), [])
+    state, actions = step(state, obs(1, B, code_present=False))
+    assert state.name is State.WAITING_FOR_BLOB and actions == [DownloadCode("t2", "digest-b")]
 
 
 # --- WAITING_FOR_WORKER_START --------------------------------------------------------------
@@ -265,6 +307,29 @@ def test_a_worker_over_its_memory_limit_is_sigkilled_and_reported(starting):
     assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]  # relaunched
 
 
+@pytest.mark.parametrize("starting", [True, False])
+def test_a_worker_holding_zookeepers_connections_is_sigkilled_reported_and_relaunched_with_back_off(starting):
+    state = launched() if starting else running()
+    state, actions = step(state, obs(20, worker_alive=True, worker_pid=42, heartbeat_time=20, zk_connections=54,
+                                     zk_max_connections=4))
+    report, kill = actions
+    assert kill == KillWorker(42, True, "w@0.0", verdicts.ZOOKEEPER)
+    assert report.problem.kind == verdicts.ZOOKEEPER and "held 54 connections" in report.problem.text
+    # It keeps doing it: each quick death holds the next relaunch longer.
+    holds = []
+    for t in range(21, 200):
+        state, actions = step(state, obs(t, code_present=True, new_worker_id=f"w{t}", worker_alive=bool(
+            state.name in (State.WAITING_FOR_WORKER_START, State.RUNNING)), worker_pid=42, heartbeat_time=t,
+            zk_connections=54, zk_max_connections=4))
+        if state.hold_until is not None and (not holds or holds[-1] != state.hold_until):
+            holds.append(state.hold_until)
+    gaps = [b - a for a, b in zip(holds, holds[1:])]
+    assert len(holds) >= 4 and gaps == sorted(gaps), holds  # 1, 2, 4 ... seconds apart, growing
+    state, actions = step(running(), obs(20, worker_alive=True, heartbeat_time=20, zk_connections=4,
+                                         zk_max_connections=4))
+    assert state.name is State.RUNNING and actions == []  # its own session and a few more are fine
+
+
 def test_memory_under_the_limit_is_left_alone():
     state = running()
     state, actions = step(state, obs(20, worker_alive=True, heartbeat_time=20, memory_bytes=256 * MB,
@@ -358,6 +423,33 @@ def test_a_worker_that_lived_long_starts_the_count_again():
     assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker] and state.crashes == 0
 
 
+# --- a port another process holds ------------------------------------------------------------
+
+def test_a_worker_that_cannot_bind_a_held_port_leaves_the_slot_unusable_until_it_is_free():
+    state = launched(0.0)
+    state, actions = step(state, obs(1, worker_exit_code=3, port_in_use=True))
+    problem = verdicts.port_problem(PORT)
+    assert state == SlotState(PORT, name=State.UNUSABLE, unusable=problem.text)
+    assert actions == [ReportProblem("t1", PORT, "w@0.0", problem), CleanupWorker("w@0.0", problem.kind)]
+    assert "port 6700 is held by another process" in problem.text
+    assert step(state, obs(5, A, code_present=True, port_in_use=True)) == (state, [])  # nothing starts
+    state, actions = step(state, obs(9, A, code_present=True, port_in_use=False, new_worker_id="w2"))
+    assert state.name is State.WAITING_FOR_WORKER_START
+    assert actions == [LaunchWorker("t1", "w2", PORT, A.executors, "digest-a", "port free again")]
+
+
+def test_a_free_port_comes_back_empty_when_nothing_is_assigned_there_any_more():
+    state = SlotState(PORT, name=State.UNUSABLE, unusable="held")
+    assert step(state, obs(1, None, port_in_use=False)) == (SlotState(PORT), [])
+
+
+def test_a_worker_saying_its_port_is_held_is_not_believed_without_the_probe():
+    state = running()
+    state, actions = step(state, obs(20, worker_exit_code=3, port_in_use=False, code_present=True, new_worker_id="w2"))
+    assert state.name is State.WAITING_FOR_WORKER_START and state.unusable is None  # an ordinary death
+    assert [type(a) for a in actions] == [CleanupWorker, LaunchWorker]
+
+
 # --- recovery after a supervisor restart ---------------------------------------------------
 
 RECORD = WorkerRecord("w-old", 77, "t1", [(2, 2), (1, 1)], "digest-a", launch_time=100.0)
@@ -422,6 +514,9 @@ tick = st.fixed_dictionaries({
     "beats": st.booleans(),
     "forks": st.booleans(),  # the worker starts a child that ignores SIGTERM and outlives it
     "hog": st.booleans(),  # the worker goes over its memory limit
+    "env": st.booleans(),  # the code's Python environment is built
+    "env_fails": st.booleans(),  # ... and its last build failed
+    "held": st.booleans(),  # another process holds the port (a worker then exits 3)
 })
 
 
@@ -438,9 +533,11 @@ def test_simulated_world(ticks):
         proc = alive.get(state.worker_id) if state.worker_id else None
         if proc and t["forks"]:
             children.add(state.worker_id)
-        if proc and t["crash"]:
+        exit_code = None
+        if proc and (t["crash"] or t["held"]):
             del alive[state.worker_id]
             proc = None
+            exit_code = 3 if t["held"] else 1
         if proc and t["beats"]:
             proc["beat"] = now
         o = Observation(
@@ -451,6 +548,8 @@ def test_simulated_world(ticks):
             timeouts=T, new_worker_id=next(ids),
             worker_leftovers=state.worker_id in children, memory_max_bytes=100,
             memory_bytes=200 if proc and t["hog"] else 50,
+            env_ready=t["env"], env_failure=(now, "pip failed") if t["env_fails"] and not t["env"] else None,
+            worker_exit_code=exit_code, port_in_use=t["held"],
         )
         prev = state
         state, actions = step(state, o)
@@ -470,14 +569,22 @@ def test_simulated_world(ticks):
                 assert a.worker_id not in alive and a.worker_id not in cleaned
                 assert a.worker_id not in children, "cleaned up while its child still runs"
                 cleaned.add(a.worker_id)
+            elif isinstance(a, ReportProblem) and a.worker_id is None:
+                assert a.problem.kind == verdicts.ENVIRONMENT and o.env_failure and not o.env_ready
             elif isinstance(a, ReportProblem):
-                assert a.worker_id == prev.worker_id and a.problem.kind in (verdicts.MEMORY, verdicts.START)
+                assert a.worker_id == prev.worker_id
+                assert a.problem.kind in (verdicts.MEMORY, verdicts.START, verdicts.PORT_IN_USE)
+            elif isinstance(a, BuildEnvironment):
+                assert o.code_present and not o.env_ready
             else:
                 assert isinstance(a, DownloadCode) and not o.code_present
+            if isinstance(a, LaunchWorker):
+                assert o.code_present and o.env_ready and not (prev.name is State.UNUSABLE and o.port_in_use)
         has_worker = state.name in (State.WAITING_FOR_WORKER_START, State.RUNNING,
                                     State.KILL, State.KILL_AND_RELAUNCH)
         assert (state.worker_id is not None) == has_worker
-        # EMPTY has no assignment, unless it holds that assignment's relaunch (back-off).
-        assert (state.assignment is None) == (state.name is State.EMPTY and state.hold_until is None)
+        # EMPTY has no assignment, unless it holds that assignment's relaunch (back-off); UNUSABLE none.
+        assert (state.assignment is None) == (state.name in (State.EMPTY, State.UNUSABLE) and state.hold_until is None)
+        assert (state.unusable is not None) == (state.name is State.UNUSABLE)
         if state.name is State.RUNNING:
             assert o.assignment == state.assignment and o.worker_alive

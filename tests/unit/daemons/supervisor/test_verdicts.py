@@ -48,3 +48,11 @@ def test_quick_deaths_count_and_a_long_life_starts_again():
 def test_relaunch_delay_doubles_from_the_second_quick_death_and_is_capped():
     assert [verdicts.relaunch_delay(n) for n in range(7)] == [0.0, 0.0, 1.0, 2.0, 4.0, 8.0, 16.0]
     assert verdicts.relaunch_delay(40) == verdicts.MAX_RELAUNCH_DELAY
+
+
+def test_a_worker_holding_zookeepers_connections_is_killed_and_reported():
+    assert verdicts.zookeeper_problem(None, 4) is None and verdicts.zookeeper_problem(54, None) is None
+    assert verdicts.zookeeper_problem(4, 4) is None
+    problem = verdicts.zookeeper_problem(54, 4)
+    assert problem is not None and problem.kind == verdicts.ZOOKEEPER
+    assert "held 54 connections to ZooKeeper, over worker.zookeeper.max.connections (4)" in problem.text
