@@ -144,7 +144,7 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
                              f"{_num(p.get('lag_p99_ms', math.nan)):>9}{_num(p.get('flight_p99_ms', math.nan)):>9}"
                              f"{p['missing'] + p['failed']:>9}")
             machine = result.get("machine") or {}
-            if machine:
+            if "oversleep_p99_ms" in machine:  # the wake probe's figures (a run's own "machine" has none)
                 lines.append(f"  {where:10}  machine: a 1 ms sleep woke p99 {_num(machine['oversleep_p99_ms'])} ms "
                              f"late, max {_num(machine['oversleep_max_ms'])} ms (wake_probe.py, meanwhile)")
     lines += ["", f"load average at start {' '.join(map(str, report['load_start']))}, "
