@@ -21,6 +21,7 @@ from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.reports import ReportedBeat, build_report
 from squall.daemons.state import ClusterState, NodeAssignment, SupervisorInfo, WorkerBeat
 from squall.daemons.supervisor.reporter import NimbusLink, ReportRefused
+from squall.runtime.stats import WorkerStats
 from squall.testing.zookeeper import TcpRelay
 
 
@@ -69,7 +70,7 @@ class SimSupervisor:
                              "transport": {"bad_frames": 0, "refused_connections": 0}}
                     # As a real supervisor builds it: counters pulled out, stats as text.
                     beats.append(ReportedBeat.of(WorkerBeat(topology_id, self.sid, port, now, list(executors), age,
-                                                            stats)))
+                                                            WorkerStats.from_dict(stats))))
         return build_report(self.sid, now, beats).to_json()
 
 

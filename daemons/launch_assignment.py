@@ -22,6 +22,7 @@ from typing import Any
 from squall.daemons.local_state import read_private, write_atomic
 from squall.daemons.state.fields import as_dict, field_value
 from squall.daemons.state.records import MAX_NODE_BYTES, Assignment, encode, parse_node
+from squall.errors import SquallError
 
 MAX_FILE_BYTES = MAX_NODE_BYTES  # as large as the ZooKeeper node it copies, no larger
 # Whatever a parser may raise on hostile data.
@@ -29,7 +30,7 @@ _DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, O
                   RecursionError)
 
 
-class LaunchAssignmentError(ValueError):
+class LaunchAssignmentError(SquallError, ValueError):
     """The launch assignment cannot be used; the message names the problem."""
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from squall.runtime.stats import WorkerStats
+
 ExecutorId = tuple[int, int]
 # A worker's exit code when another process holds its port (it could not bind it); its
 # supervisor then probes the port and, when it is held, takes the slot out of use.
@@ -360,25 +362,26 @@ STATS_MAX_BYTES = 512_000  # a stats file larger than this is refused unread (wo
 
 
 @dataclass(frozen=True)
-class WorkerStats:
-    """What a worker adds to its beat in its supervisor's report: its uptime and executor
-    stats (opaque JSON for nimbus's status; checked where it is shown)."""
+class StatsFile:
+    """What a worker adds to its beat in its supervisor's report: its uptime and its stats.
+    The file is ``{"uptime": secs, "stats": WorkerStats wire form}``."""
 
     uptime: float
-    stats: dict[str, Any]
+    stats: WorkerStats
 
     def to_json(self) -> bytes:
-        return json.dumps({"uptime": self.uptime, "stats": self.stats}, separators=(",", ":")).encode()
+        return json.dumps({"uptime": self.uptime, "stats": self.stats.to_dict()}, separators=(",", ":")).encode()
 
 
-def write_stats(layout: LocalLayout, worker_id: str, stats: WorkerStats) -> None:
+def write_stats(layout: LocalLayout, worker_id: str, stats: StatsFile) -> None:
     """Not synced: stats lost in a crash are replaced seconds later."""
     write_atomic(layout.stats_file(worker_id), stats.to_json(), sync=False)
 
 
-def read_stats(layout: LocalLayout, worker_id: str) -> WorkerStats | None:
+def read_stats(layout: LocalLayout, worker_id: str) -> StatsFile | None:
     """The worker's last stats, None when there are none yet; ValueError (or OSError) when
-    the file cannot be used."""
+    the file cannot be used (its stats are read as ``WorkerStats.from_dict`` reads: only
+    what has its documented shape)."""
     path = layout.stats_file(worker_id)
     try:
         raw = read_regular(path, STATS_MAX_BYTES)  # the worker's directory: nothing there is trusted
@@ -393,7 +396,7 @@ def read_stats(layout: LocalLayout, worker_id: str) -> WorkerStats | None:
     uptime = obj.get("uptime")
     if isinstance(uptime, bool) or not isinstance(uptime, (int, float)):
         raise ValueError(f"{path}: uptime is {uptime!r}")
-    return WorkerStats(float(uptime), obj["stats"])
+    return StatsFile(float(uptime), WorkerStats.from_dict(obj["stats"]))
 
 
 def remove_stats(layout: LocalLayout, worker_id: str) -> None:

@@ -43,68 +43,13 @@ from squall.daemons.state.fields import (
     field_value,
 )
 from squall.daemons.state.records import Beat, WorkerBeat, check_name
+from squall.runtime.stats import Counters, WorkerStats
 
 REPORT_VERSION = 1
 MAX_REPORT_BYTES = 4 << 20  # nimbus refuses a larger body (413) before reading it
 MAX_REPORT_WORKERS = 1024  # workers one report may name (a supervisor has one per port)
 MAX_REPORT_EXECUTORS = MAX_BEAT_EXECUTORS  # executors all beats of one report may name together
-MAX_KEY_CHARS = 128
-# emitted (user streams), executed, acked, failed, then what latencies over a window are
-# made of: execute time in microseconds, complete latency in microseconds summed over the
-# trees it was measured on, and how many trees that was.
-Counters = tuple[int, int, int, int, int, int, int]
-COUNTER_NAMES = ("emitted", "executed", "acked", "failed", "busy_us", "complete_us", "completed")
-
-
-# --- executors' counters, from a worker's stats -------------------------------------------------
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(value: Any) -> int:
-    return value if _is_int(value) else 0
-
-
-def executor_of(entry: Any) -> ExecutorId | None:
-    """The executor an executor-stats entry is about, or None when it names none."""
-    ex = entry.get("executor") if isinstance(entry, dict) else None
-    if isinstance(ex, (list, tuple)) and len(ex) == 2 and all(_is_int(t) for t in ex):
-        return (ex[0], ex[1])
-    return None
-
-
-def emitted_of(entry: Mapping[str, Any]) -> int:
-    """Tuples emitted on user streams (system streams such as acker traffic left out)."""
-    emitted = entry.get("emitted")
-    if isinstance(emitted, dict):
-        return sum(_int(v) for k, v in emitted.items() if not str(k).startswith("__"))
-    return _int(emitted)
-
-
-def _micros(value: Any) -> int:
-    return int(value * 1e6) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def counters_of(entry: Mapping[str, Any]) -> Counters:
-    return (emitted_of(entry), _int(entry.get("executed")), _int(entry.get("acked")), _int(entry.get("failed")),
-            _micros(entry.get("busy_secs")), _micros(entry.get("complete_latency_sum_secs")),
-            _int(entry.get("complete_latency_count")))
-
-
-def stats_counters(stats: Any, executors: Iterable[ExecutorId]) -> tuple[float | None, dict[ExecutorId, Counters]]:
-    """(when the worker read them, counters by executor) for the ``executors`` a worker runs,
-    from its stats; entries for other executors, or that name none, are left out."""
-    if not isinstance(stats, dict):
-        return None, {}
-    named = set(executors)
-    out: dict[ExecutorId, Counters] = {}
-    for entry in stats.get("executors", ()) if isinstance(stats.get("executors"), list) else ():
-        ex = executor_of(entry)
-        if ex is not None and ex in named:
-            out[ex] = counters_of(entry)
-    t = stats.get("time")
-    return (float(t) if _is_int(t) or isinstance(t, float) else None), out
+MAX_KEY_CHARS = 128  # the report key a supervisor sends (its sha256 is what its node holds)
 
 
 # --- one worker in a report -------------------------------------------------------------------
@@ -145,10 +90,10 @@ class ReportedBeat(Beat):
     @classmethod
     def of(cls, beat: WorkerBeat) -> ReportedBeat:
         """A beat with its stats decoded (a legacy ZooKeeper beat, or one built from files)."""
-        t, counters = stats_counters(beat.stats, beat.executors)
-        text = json.dumps(beat.stats, separators=(",", ":")) if beat.stats else ""
-        return cls(**beat.beat_fields(), counters_time=t if t is not None else beat.time, counters=counters,
-                   stats=text)
+        wire = beat.stats.to_dict()
+        text = json.dumps(wire, separators=(",", ":")) if wire else ""
+        return cls(**beat.beat_fields(), counters_time=beat.stats.time if beat.stats.time is not None else beat.time,
+                   counters=beat.stats.counters(beat.executors), stats=text)
 
     def decoded(self) -> WorkerBeat:
         """As a WorkerBeat, its stats decoded; stats that are not a JSON object count as none
@@ -157,7 +102,7 @@ class ReportedBeat(Beat):
             stats = json.loads(self.stats) if self.stats else {}
         except (ValueError, RecursionError):
             stats = {}
-        return WorkerBeat(**self.beat_fields(), stats=stats if isinstance(stats, dict) else {})
+        return WorkerBeat(**self.beat_fields(), stats=WorkerStats.from_dict(stats))
 
     def samples(self) -> dict[ExecutorId, tuple[float, Counters]]:
         """(time, counters) per executor for the rate history."""

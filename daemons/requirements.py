@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from squall.daemons.local_state import read_regular
+from squall.errors import SquallError
 
 REQUIREMENTS_KEY = "topology.python.requirements"
 DEFAULT_FILE = "requirements.txt"          # at the top of the topology's code
@@ -47,7 +48,7 @@ REQUIREMENT = re.compile(
 ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz")
 
 
-class RequirementsError(ValueError):
+class RequirementsError(SquallError, ValueError):
     """A requirements file a supervisor will not install from; the text names the line."""
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
+
 # A task message: (target task id, payload bytes). The payload is opaque to messaging.
 TaskMessage = tuple[int, bytes]
 
@@ -34,7 +36,7 @@ FRAME_TARGET_BYTES = 256 * 1024
 ENTRY_OVERHEAD = 16
 
 
-class FrameError(ValueError):
+class FrameError(SquallError, ValueError):
     """A frame that is not a valid squall frame of a known version."""
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # type checkers see the classes that __getattr__ below hands 
     from squall.collector import OutputCollector, SpoutOutputCollector
     from squall.components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
     from squall.context import TopologyContext, WorkerContext
+    from squall.errors import SquallError
     from squall.grouping import CustomStreamGrouping
     from squall.hooks import WorkerHook
     from squall.local import LocalCluster
@@ -38,12 +39,12 @@ _WHERE = {
     "Topology": "squall.topology", "TopologyBuilder": "squall.topology", "TopologyError": "squall.topology",
     "Fields": "squall.tuple", "Tuple": "squall.tuple", "Count": "squall.windowing",
     "Duration": "squall.windowing", "StatefulWindowedBolt": "squall.windowing", "Window": "squall.windowing",
-    "WindowedBolt": "squall.windowing",
+    "WindowedBolt": "squall.windowing", "SquallError": "squall.errors",
 }
 
 __all__ = [
     "BasicBolt", "Bolt", "Count", "CustomStreamGrouping", "Duration", "Fields", "KeyValueState",
-    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector",
+    "LocalCluster", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector", "SquallError",
     "StatefulBolt", "StatefulSpout", "StatefulWindowedBolt", "Topology", "TopologyBuilder",
     "TopologyContext", "TopologyError", "Tuple", "Window", "WindowedBolt", "WorkerContext", "WorkerHook",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from squall import config as _config
+from squall.errors import SquallError
 
 LOG_FORMAT = click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
                           help="Log as readable lines (console) or JSON lines.")
@@ -15,7 +16,7 @@ OVERRIDES = click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE",
                          help="Configuration override; repeatable.")
 
 
-class Failure(click.ClickException):
+class Failure(SquallError, click.ClickException):
     """A command that could not do its job: exit code 1 with the reason."""
 
     exit_code = 1

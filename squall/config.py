@@ -2,6 +2,14 @@
 
 Keys inside squall's own namespaces (``topology.``, ``nimbus.``, ...) must be known and
 well typed; any other key is user configuration and passes through untouched, as in Storm.
+
+Every key is registered in ``KEYS`` with its ``KeySpec``: the keys of the core here, a
+feature's beside its code (Storm keeps a connector's keys with the connector): Kafka's in
+``squall.contrib.kafka.conf``, state's in ``squall.state.conf``, ... ``FEATURE_KEYS`` says
+which module registers the keys under each feature's prefix; that module is imported when
+such a key is checked (nimbus checking a topology's config with Kafka keys imports Kafka's
+keys, whatever else it imported), and never for a config that names none of its keys.
+``conf/defaults.yaml`` holds every key's default; a test keeps the two in step.
 """
 from __future__ import annotations
 
@@ -9,186 +17,189 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from squall.conf import DEFAULTS_PATH
+from squall.errors import SquallError
+from squall.registry import Registry
 
 
-class ConfigError(ValueError):
+class ConfigError(SquallError, ValueError):
     """A configuration key is unknown, or its value has the wrong type."""
 
 
-# The namespaces squall owns; a key under one of them must be declared below.
-OWN_PREFIXES = ("zookeeper.", "squall.", "nimbus.", "supervisor.", "worker.", "task.", "zmq.", "topology.", "kafka.")
+INT, FLOAT, STR, BOOL = "int", "float", "str", "bool"  # KeySpec kinds; also "dict", "enum:a,b", "list[int]"
+Bounds = tuple[float, float, bool]  # lowest, highest, whether the lowest itself is allowed
 
-_INT, _FLOAT, _STR, _BOOL = "int", "float", "str", "bool"
 
-# key -> (type, nullable). Mirrors conf/defaults.yaml; a test keeps the two in step.
+@dataclass(frozen=True)
+class KeySpec:
+    """How one key is checked: its kind, whether it may be null, the range of its numbers
+    (every number must also be finite; a list's are checked one by one) and a check of
+    its own (raises ConfigError naming the key)."""
+
+    kind: str
+    nullable: bool = False
+    bounds: Bounds | None = None
+    check: Callable[[str, Any], None] | None = None
+
+
+# Where each feature registers its keys: the prefix of its keys -> its module.
+FEATURE_KEYS = {
+    "kafka.": "squall.contrib.kafka.conf",
+    "topology.state.": "squall.state.conf",
+    "topology.window.": "squall.windowing.conf",
+    "topology.multilang.": "squall.multilang.conf",
+    "topology.subprocess.": "squall.multilang.conf",
+    "topology.shellbolt.": "squall.multilang.conf",
+    "topology.streamparse.": "squall.multilang.conf",
+}
+KEYS: Registry[KeySpec] = Registry("config key", providers=sorted(set(FEATURE_KEYS.values())))
+
+# The namespaces squall owns; a key under one of them must be registered.
+OWN_PREFIXES = ("zookeeper.", "squall.", "nimbus.", "supervisor.", "worker.", "task.", "zmq.", "topology.",
+                *(p for p in FEATURE_KEYS if not p.startswith("topology.")))
+
+
+def register_keys(keys: Mapping[str, KeySpec], module: str) -> None:
+    """Register a feature's keys (``module``: the feature's, named in FEATURE_KEYS)."""
+    for key, spec in keys.items():
+        KEYS.register(key, spec, module)
+
+
+# The core's keys: key -> (type, nullable).
 SCHEMA: dict[str, tuple[str, bool]] = {
     "zookeeper.servers": ("list[str]", False),
-    "zookeeper.port": (_INT, False),
-    "zookeeper.root": (_STR, False),
-    "zookeeper.session.timeout.ms": (_INT, False),
-    "zookeeper.connection.timeout.ms": (_INT, False),
-    "zookeeper.auth.user": (_STR, True),
-    "zookeeper.auth.password": (_STR, True),
-    "squall.local.dir": (_STR, False),
-    "squall.log.dir": (_STR, True),
+    "zookeeper.port": (INT, False),
+    "zookeeper.root": (STR, False),
+    "zookeeper.session.timeout.ms": (INT, False),
+    "zookeeper.connection.timeout.ms": (INT, False),
+    "zookeeper.auth.user": (STR, True),
+    "zookeeper.auth.password": (STR, True),
+    "squall.local.dir": (STR, False),
+    "squall.log.dir": (STR, True),
     "squall.log.format": ("enum:console,json", False),
     "squall.log.level": ("enum:DEBUG,INFO,WARNING,ERROR", False),
     "squall.messaging.transport": ("enum:zmq,local", False),
-    "nimbus.host": (_STR, False),
-    "nimbus.port": (_INT, False),
-    "nimbus.monitor.freq.secs": (_FLOAT, False),
-    "nimbus.task.timeout.secs": (_FLOAT, False),
-    "nimbus.supervisor.timeout.secs": (_FLOAT, False),
-    "nimbus.task.launch.secs": (_FLOAT, False),
-    "nimbus.code.max.upload.bytes": (_INT, False),
-    "nimbus.leader.poll.secs": (_FLOAT, False),
-    "nimbus.bind.host": (_STR, True),
-    "nimbus.auth.enabled": (_BOOL, False),
-    "nimbus.auth.tokens.file": (_STR, True),
-    "nimbus.tls.cert.file": (_STR, True),
-    "nimbus.tls.key.file": (_STR, True),
-    "nimbus.tls.ca.file": (_STR, True),
-    "squall.token": (_STR, True),
-    "squall.http.handshake.timeout.secs": (_FLOAT, False),
-    "squall.http.header.timeout.secs": (_FLOAT, False),
-    "squall.http.body.read.timeout.secs": (_FLOAT, False),
-    "squall.http.max.connections": (_INT, False),
-    "squall.http.max.connections.per.address": (_INT, False),
-    "squall.http.body.min.rate.bytes": (_INT, False),
-    "squall.http.request.timeout.secs": (_FLOAT, False),
-    "squall.http.reply.timeout.secs": (_FLOAT, False),
-    "nimbus.http.threads": (_INT, False),
+    "nimbus.host": (STR, False),
+    "nimbus.port": (INT, False),
+    "nimbus.monitor.freq.secs": (FLOAT, False),
+    "nimbus.task.timeout.secs": (FLOAT, False),
+    "nimbus.supervisor.timeout.secs": (FLOAT, False),
+    "nimbus.task.launch.secs": (FLOAT, False),
+    "nimbus.code.max.upload.bytes": (INT, False),
+    "nimbus.leader.poll.secs": (FLOAT, False),
+    "nimbus.bind.host": (STR, True),
+    "nimbus.auth.enabled": (BOOL, False),
+    "nimbus.auth.tokens.file": (STR, True),
+    "nimbus.tls.cert.file": (STR, True),
+    "nimbus.tls.key.file": (STR, True),
+    "nimbus.tls.ca.file": (STR, True),
+    "squall.token": (STR, True),
+    "squall.http.handshake.timeout.secs": (FLOAT, False),
+    "squall.http.header.timeout.secs": (FLOAT, False),
+    "squall.http.body.read.timeout.secs": (FLOAT, False),
+    "squall.http.max.connections": (INT, False),
+    "squall.http.max.connections.per.address": (INT, False),
+    "squall.http.body.min.rate.bytes": (INT, False),
+    "squall.http.request.timeout.secs": (FLOAT, False),
+    "squall.http.reply.timeout.secs": (FLOAT, False),
+    "nimbus.http.threads": (INT, False),
     "supervisor.slots.ports": ("list[int]", False),
-    "supervisor.host": (_STR, False),
-    "supervisor.id": (_STR, True),
-    "supervisor.monitor.frequency.secs": (_FLOAT, False),
-    "supervisor.heartbeat.frequency.secs": (_FLOAT, False),
-    "supervisor.worker.start.timeout.secs": (_FLOAT, False),
-    "supervisor.worker.timeout.secs": (_FLOAT, False),
-    "supervisor.worker.shutdown.sleep.secs": (_FLOAT, False),
-    "supervisor.restart.grace.secs": (_FLOAT, False),
+    "supervisor.host": (STR, False),
+    "supervisor.id": (STR, True),
+    "supervisor.monitor.frequency.secs": (FLOAT, False),
+    "supervisor.heartbeat.frequency.secs": (FLOAT, False),
+    "supervisor.worker.start.timeout.secs": (FLOAT, False),
+    "supervisor.worker.timeout.secs": (FLOAT, False),
+    "supervisor.worker.shutdown.sleep.secs": (FLOAT, False),
+    "supervisor.restart.grace.secs": (FLOAT, False),
     "supervisor.worker.command": ("list[str]", True),
-    "supervisor.worker.user": (_STR, True),
+    "supervisor.worker.user": (STR, True),
     "supervisor.worker.uids": ("list[int]", False),
-    "supervisor.worker.runtime.dir": (_STR, False),
-    "supervisor.cgroup.dir": (_STR, False),
-    "worker.memory.max.mb": (_INT, True),
-    "worker.zookeeper.max.connections": (_INT, True),
-    "supervisor.code.max.unpacked.bytes": (_INT, False),
-    "supervisor.code.max.members": (_INT, False),
-    "supervisor.metrics.port": (_INT, True),
-    "supervisor.logviewer.port": (_INT, True),
-    "supervisor.tls.cert.file": (_STR, True),
-    "supervisor.tls.key.file": (_STR, True),
-    "supervisor.logviewer.max.bytes": (_INT, False),
+    "supervisor.worker.runtime.dir": (STR, False),
+    "supervisor.cgroup.dir": (STR, False),
+    "worker.memory.max.mb": (INT, True),
+    "worker.zookeeper.max.connections": (INT, True),
+    "supervisor.code.max.unpacked.bytes": (INT, False),
+    "supervisor.code.max.members": (INT, False),
+    "supervisor.metrics.port": (INT, True),
+    "supervisor.logviewer.port": (INT, True),
+    "supervisor.tls.cert.file": (STR, True),
+    "supervisor.tls.key.file": (STR, True),
+    "supervisor.logviewer.max.bytes": (INT, False),
     "supervisor.venv.pip.args": ("list[str]", False),
-    "supervisor.venv.build.timeout.secs": (_FLOAT, False),
-    "supervisor.venv.retry.secs": (_FLOAT, False),
-    "supervisor.venv.cache.max": (_INT, False),
-    "supervisor.venv.max.mb": (_INT, False),
-    "worker.log.max.bytes": (_INT, False),
-    "worker.log.backups": (_INT, False),
-    "supervisor.state.dir": (_STR, True),
-    "worker.heartbeat.frequency.secs": (_FLOAT, False),
-    "task.heartbeat.frequency.secs": (_FLOAT, False),
-    "worker.metrics.frequency.secs": (_FLOAT, False),
-    "task.refresh.poll.secs": (_FLOAT, False),
-    "worker.receive.high.watermark": (_FLOAT, False),
-    "worker.receive.low.watermark": (_FLOAT, False),
-    "worker.pin.cpu": (_BOOL, False),
-    "zmq.hwm": (_INT, False),
-    "zmq.linger.millis": (_INT, False),
-    "zmq.bind.host": (_STR, True),
-    "zmq.curve": (_BOOL, False),
-    "zmq.max.message.bytes": (_INT, False),
-    "worker.transfer.held.max.bytes": (_INT, False),
-    "topology.name": (_STR, True),
-    "topology.workers": (_INT, False),
-    "topology.acker.executors": (_INT, True),
-    "topology.message.timeout.secs": (_FLOAT, False),
-    "topology.enable.message.timeouts": (_BOOL, False),
-    "topology.max.spout.pending": (_INT, True),
-    "topology.tick.tuple.freq.secs": (_FLOAT, True),
-    "topology.executor.receive.buffer.size": (_INT, False),
-    "topology.disable.loadaware.messaging": (_BOOL, False),
-    "topology.worker.executor.threads": (_INT, False),
-    "topology.transfer.buffer.size": (_INT, False),
-    "topology.producer.batch.size": (_INT, False),
-    "topology.batch.flush.interval.millis": (_FLOAT, False),
-    "topology.spout.batch.size": (_INT, False),
-    "topology.sleep.spout.wait.strategy.time.ms": (_FLOAT, False),
-    "topology.debug": (_BOOL, False),
-    "topology.max.error.report.per.interval": (_INT, False),
-    "topology.error.throttle.interval.secs": (_FLOAT, False),
-    "topology.errors.kept": (_INT, False),
+    "supervisor.venv.build.timeout.secs": (FLOAT, False),
+    "supervisor.venv.retry.secs": (FLOAT, False),
+    "supervisor.venv.cache.max": (INT, False),
+    "supervisor.venv.max.mb": (INT, False),
+    "worker.log.max.bytes": (INT, False),
+    "worker.log.backups": (INT, False),
+    "supervisor.state.dir": (STR, True),
+    "worker.heartbeat.frequency.secs": (FLOAT, False),
+    "task.heartbeat.frequency.secs": (FLOAT, False),
+    "worker.metrics.frequency.secs": (FLOAT, False),
+    "task.refresh.poll.secs": (FLOAT, False),
+    "worker.receive.high.watermark": (FLOAT, False),
+    "worker.receive.low.watermark": (FLOAT, False),
+    "worker.pin.cpu": (BOOL, False),
+    "zmq.hwm": (INT, False),
+    "zmq.linger.millis": (INT, False),
+    "zmq.bind.host": (STR, True),
+    "zmq.curve": (BOOL, False),
+    "zmq.max.message.bytes": (INT, False),
+    "worker.transfer.held.max.bytes": (INT, False),
+    "topology.name": (STR, True),
+    "topology.workers": (INT, False),
+    "topology.acker.executors": (INT, True),
+    "topology.message.timeout.secs": (FLOAT, False),
+    "topology.enable.message.timeouts": (BOOL, False),
+    "topology.max.spout.pending": (INT, True),
+    "topology.tick.tuple.freq.secs": (FLOAT, True),
+    "topology.executor.receive.buffer.size": (INT, False),
+    "topology.disable.loadaware.messaging": (BOOL, False),
+    "topology.worker.executor.threads": (INT, False),
+    "topology.transfer.buffer.size": (INT, False),
+    "topology.producer.batch.size": (INT, False),
+    "topology.batch.flush.interval.millis": (FLOAT, False),
+    "topology.spout.batch.size": (INT, False),
+    "topology.sleep.spout.wait.strategy.time.ms": (FLOAT, False),
+    "topology.debug": (BOOL, False),
+    "topology.max.error.report.per.interval": (INT, False),
+    "topology.error.throttle.interval.secs": (FLOAT, False),
+    "topology.errors.kept": (INT, False),
     "topology.serializers": ("dict", False),
-    "topology.testing.always.try.serialize": (_BOOL, False),
-    "topology.state.provider": ("enum:memory,embedded,redis", True),
-    "topology.state.checkpoint.interval.ms": (_INT, False),
-    "topology.state.checkpoint.timeout.secs": (_FLOAT, True),
-    "topology.state.redis.url": (_STR, False),
-    "topology.state.redis.timeout.secs": (_FLOAT, False),
-    "topology.state.snapshot": (_STR, True),
-    "topology.state.carry.over": (_BOOL, False),
-    "topology.state.namespace": (_STR, True),
-    "topology.window.max.tuples": (_INT, False),
-    "topology.multilang.serializer": ("enum:json,msgpack,org.apache.storm.multilang.JsonSerializer", False),
-    "topology.subprocess.timeout.secs": (_FLOAT, False),
-    "topology.shellbolt.max.pending": (_INT, False),
-    "topology.multilang.max.inflight": (_INT, False),
-    "topology.multilang.max.message.bytes": (_INT, False),
-    "topology.multilang.log.lines.per.sec": (_INT, False),
-    "topology.streamparse.mode": ("enum:in-process,multilang", False),
+    "topology.testing.always.try.serialize": (BOOL, False),
     "topology.metrics.consumer.register": ("list[dict]", False),
-    "topology.builtin.metrics.bucket.size.secs": (_FLOAT, False),
-    "topology.worker.hook.start.timeout.secs": (_FLOAT, False),
-    "topology.worker.hook.shutdown.timeout.secs": (_FLOAT, False),
+    "topology.builtin.metrics.bucket.size.secs": (FLOAT, False),
+    "topology.worker.hook.start.timeout.secs": (FLOAT, False),
+    "topology.worker.hook.shutdown.timeout.secs": (FLOAT, False),
     "topology.environment": ("dict", False),
-    "topology.python.requirements": (_STR, True),
-    "kafka.bootstrap.servers": (_STR, True),
-    "kafka.client.config": ("dict", False),
-    "kafka.secrets": ("dict", False),
-    "kafka.spout.first.poll.offset.strategy": (
-        "enum:EARLIEST,LATEST,UNCOMMITTED_EARLIEST,UNCOMMITTED_LATEST", False),
-    "kafka.spout.offset.commit.period.ms": (_INT, False),
-    "kafka.spout.max.uncommitted.offsets": (_INT, False),
-    "kafka.spout.poll.max.records": (_INT, False),
-    "kafka.spout.partition.refresh.period.ms": (_INT, False),
-    "kafka.spout.retry.initial.delay.ms": (_INT, False),
-    "kafka.spout.retry.delay.multiplier": (_FLOAT, False),
-    "kafka.spout.retry.max.delay.ms": (_INT, False),
-    "kafka.spout.retry.max.count": (_INT, True),
-    "kafka.spout.metrics.time.bucket.secs": (_FLOAT, False),
-    "kafka.bolt.max.in.flight": (_INT, False),
-    "kafka.bolt.full.wait.ms": (_INT, False),
-    "kafka.bolt.delivery.timeout.ms": (_INT, False),
-    "kafka.backfill.poll.timeout.secs": (_FLOAT, False),
+    "topology.python.requirements": (STR, True),
 }
 
 # Allowed ranges of numeric keys: (lowest, highest, whether the lowest itself is allowed).
 # Every number must also be finite. A list of ints (ports) is checked element by element.
 _DAY = 86400.0
 _PORT = (1, 65535, True)
-_SECS = (0.0, _DAY, False)          # a positive period or timeout, at most a day
-_COUNT = (1, 10**9, True)
-RANGES: dict[str, tuple[float, float, bool]] = {
+SECS: Bounds = (0.0, _DAY, False)          # a positive period or timeout, at most a day
+COUNT: Bounds = (1, 10**9, True)
+RANGES: dict[str, Bounds] = {
     "zookeeper.port": _PORT,
     "zookeeper.session.timeout.ms": (100, 3_600_000, True),
     "zookeeper.connection.timeout.ms": (100, 3_600_000, True),
     "nimbus.port": (0, 65535, True),
-    "nimbus.monitor.freq.secs": _SECS,
-    "nimbus.task.timeout.secs": _SECS,
-    "nimbus.supervisor.timeout.secs": _SECS,
-    "nimbus.task.launch.secs": _SECS,
+    "nimbus.monitor.freq.secs": SECS,
+    "nimbus.task.timeout.secs": SECS,
+    "nimbus.supervisor.timeout.secs": SECS,
+    "nimbus.task.launch.secs": SECS,
     "nimbus.code.max.upload.bytes": (1, 2**40, True),
-    "nimbus.leader.poll.secs": _SECS,
+    "nimbus.leader.poll.secs": SECS,
     "squall.http.handshake.timeout.secs": (0.0, 3600.0, False),
     "squall.http.header.timeout.secs": (0.0, 3600.0, False),
     "squall.http.body.read.timeout.secs": (0.0, 3600.0, False),
@@ -199,10 +210,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "squall.http.reply.timeout.secs": (0.0, 86400.0, False),
     "nimbus.http.threads": (1, 1000, True),
     "supervisor.slots.ports": _PORT,
-    "supervisor.monitor.frequency.secs": _SECS,
-    "supervisor.heartbeat.frequency.secs": _SECS,
-    "supervisor.worker.start.timeout.secs": _SECS,
-    "supervisor.worker.timeout.secs": _SECS,
+    "supervisor.monitor.frequency.secs": SECS,
+    "supervisor.heartbeat.frequency.secs": SECS,
+    "supervisor.worker.start.timeout.secs": SECS,
+    "supervisor.worker.timeout.secs": SECS,
     "supervisor.worker.shutdown.sleep.secs": (0.0, 3600.0, True),
     "supervisor.code.max.unpacked.bytes": (1, 2**40, True),
     "supervisor.code.max.members": (1, 10**7, True),
@@ -215,11 +226,11 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "worker.log.max.bytes": (1, 2**40, True),
     "worker.log.backups": (0, 1000, True),
     "worker.zookeeper.max.connections": (1, 10_000, True),
-    "worker.metrics.frequency.secs": _SECS,
+    "worker.metrics.frequency.secs": SECS,
     "supervisor.metrics.port": (0, 65535, True),
-    "worker.heartbeat.frequency.secs": _SECS,
-    "task.heartbeat.frequency.secs": _SECS,
-    "task.refresh.poll.secs": _SECS,
+    "worker.heartbeat.frequency.secs": SECS,
+    "task.heartbeat.frequency.secs": SECS,
+    "task.refresh.poll.secs": SECS,
     "worker.receive.high.watermark": (0.0, 1.0, False),
     "worker.receive.low.watermark": (0.0, 1.0, True),
     "worker.transfer.held.max.bytes": (1, 2**40, True),
@@ -228,64 +239,23 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "zmq.max.message.bytes": (1024, 2**31, True),
     "topology.workers": (1, 10_000, True),
     "topology.acker.executors": (0, 10_000, True),
-    "topology.message.timeout.secs": _SECS,
-    "topology.max.spout.pending": _COUNT,
-    "topology.tick.tuple.freq.secs": _SECS,
-    "topology.executor.receive.buffer.size": _COUNT,
+    "topology.message.timeout.secs": SECS,
+    "topology.max.spout.pending": COUNT,
+    "topology.tick.tuple.freq.secs": SECS,
+    "topology.executor.receive.buffer.size": COUNT,
     "topology.worker.executor.threads": (0, 10_000, True),
-    "topology.transfer.buffer.size": _COUNT,
+    "topology.transfer.buffer.size": COUNT,
     "topology.producer.batch.size": (1, 10**6, True),
     "topology.batch.flush.interval.millis": (0.0, 60_000.0, True),
     "topology.spout.batch.size": (1, 10**6, True),
     "topology.sleep.spout.wait.strategy.time.ms": (0.0, 60_000.0, True),
     "topology.max.error.report.per.interval": (0, 10**6, True),
-    "topology.error.throttle.interval.secs": _SECS,
+    "topology.error.throttle.interval.secs": SECS,
     "topology.errors.kept": (0, 10_000, True),
-    "topology.state.checkpoint.interval.ms": (1, 86_400_000, True),
-    "topology.state.checkpoint.timeout.secs": _SECS,
-    "topology.state.redis.timeout.secs": _SECS,
-    "topology.window.max.tuples": _COUNT,
-    "topology.subprocess.timeout.secs": _SECS,
-    "topology.shellbolt.max.pending": _COUNT,
-    "topology.multilang.max.inflight": _COUNT,
-    "topology.multilang.max.message.bytes": (1024, 2**31, True),
-    "topology.multilang.log.lines.per.sec": (0, 10**6, True),
-    "topology.builtin.metrics.bucket.size.secs": _SECS,
+    "topology.builtin.metrics.bucket.size.secs": SECS,
     "topology.worker.hook.start.timeout.secs": (0.0, 600.0, False),
     "topology.worker.hook.shutdown.timeout.secs": (0.0, 10.0, False),
-    "kafka.spout.offset.commit.period.ms": (1, 86_400_000, True),
-    "kafka.spout.max.uncommitted.offsets": _COUNT,
-    "kafka.spout.poll.max.records": (1, 100_000, True),
-    "kafka.spout.partition.refresh.period.ms": (100, 86_400_000, True),
-    "kafka.spout.retry.initial.delay.ms": (0, 86_400_000, True),
-    "kafka.spout.retry.delay.multiplier": (1.0, 100.0, True),
-    "kafka.spout.retry.max.delay.ms": (0, 86_400_000, True),
-    "kafka.spout.retry.max.count": (0, 10**9, True),
-    "kafka.spout.metrics.time.bucket.secs": _SECS,
-    "kafka.bolt.max.in.flight": (1, 10**7, True),
-    "kafka.bolt.full.wait.ms": (0, 60_000, True),
-    "kafka.bolt.delivery.timeout.ms": (1, 86_400_000, True),
-    "kafka.backfill.poll.timeout.secs": _SECS,
 }
-
-# librdkafka properties that hold a secret: refused in kafka.client.config (whose values every
-# reader of the topology's configuration sees), given by reference in kafka.secrets instead.
-SECRET_PROPERTY = re.compile(r"password|secret|\.pem$|^sasl\.oauthbearer\.config$|^sasl\.kerberos\.keytab$")
-
-
-def _check_kafka(key: str, value: dict) -> None:
-    for prop, v in value.items():
-        if not isinstance(prop, str) or not prop:
-            raise ConfigError(f"config key {key!r}: property names must be non-empty strings, got {prop!r}")
-        if key == "kafka.client.config":
-            if SECRET_PROPERTY.search(prop):
-                raise ConfigError(f"config key {key!r}: {prop!r} holds a secret; give it in kafka.secrets "
-                                  "as env:NAME or file:/path (a topology's configuration is shown to its readers)")
-            if not isinstance(v, (str, int, float, bool)):
-                raise ConfigError(f"config key {key!r}: property {prop!r} must be a string, number or bool")
-        elif not isinstance(v, str) or not (v.startswith("env:") and len(v) > 4 or v.startswith("file:/")):
-            raise ConfigError(f"config key {key!r}: {prop!r} must be a reference, env:NAME or file:/absolute/path")
-
 
 # topology.environment: variables a topology's workers (and their multilang children) get.
 # Never what isolation, security or squall itself sets for a worker: its identity, search
@@ -344,14 +314,24 @@ def _check_consumers(key: str, value: list) -> None:
                     raise ConfigError(f"{where}: {name!r} pattern {p!r}: {exc}") from None
 
 
+# Keys with a check of their own, beyond kind and range.
+CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "topology.metrics.consumer.register": _check_consumers,
+    "topology.environment": _check_environment,
+}
+
+register_keys({key: KeySpec(kind, nullable, RANGES.get(key), CHECKS.get(key))
+               for key, (kind, nullable) in SCHEMA.items()}, __name__)
+
+
 def _type_ok(kind: str, value: Any) -> bool:
-    if kind == _INT:
+    if kind == INT:
         return isinstance(value, int) and not isinstance(value, bool)
-    if kind == _FLOAT:
+    if kind == FLOAT:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == _STR:
+    if kind == STR:
         return isinstance(value, str)
-    if kind == _BOOL:
+    if kind == BOOL:
         return isinstance(value, bool)
     if kind == "dict":
         return isinstance(value, dict)
@@ -363,33 +343,46 @@ def _type_ok(kind: str, value: Any) -> bool:
     raise AssertionError(kind)
 
 
+def key_spec(key: str) -> KeySpec | None:
+    """How ``key`` is checked; None for a key squall does not know (its feature's module,
+    by FEATURE_KEYS, is imported first)."""
+    spec = KEYS.peek(key)
+    if spec is None:
+        prefix = max((p for p in FEATURE_KEYS if key.startswith(p)), key=len, default=None)
+        if prefix is not None:
+            KEYS.load(FEATURE_KEYS[prefix])
+            spec = KEYS.peek(key)
+    return spec
+
+
+def known_keys() -> list[str]:
+    """Every key squall knows, the features' included."""
+    return KEYS.names()
+
+
 def validate_key(key: str, value: Any) -> None:
     """Raise ConfigError naming ``key`` when it is unknown or its value is ill-typed."""
     if not isinstance(key, str):
         raise ConfigError(f"config key {key!r} is not a string")
-    spec = SCHEMA.get(key)
+    spec = key_spec(key)
     if spec is None:
-        guess = suggestion(key)
         if key.startswith(OWN_PREFIXES):
+            guess = suggestion(key)
             raise ConfigError(f"unknown config key {key!r}" + (f": did you mean {guess!r}?" if guess else ""))
-        if guess is not None and _looks_own(key):
+        guess = suggestion(key) if _looks_own(key) else None
+        if guess is not None:
             raise ConfigError(f"unknown config key {key!r}: did you mean {guess!r}? (a key of your own must "
                               "not look like one of squall's: name it differently)")
         return  # user configuration
-    kind, nullable = spec
     if value is None:
-        if nullable:
+        if spec.nullable:
             return
         raise ConfigError(f"config key {key!r} may not be null")
-    if not _type_ok(kind, value):
-        raise ConfigError(f"config key {key!r} expects {kind}, got {type(value).__name__} {value!r}")
-    if key in ("kafka.client.config", "kafka.secrets"):
-        _check_kafka(key, value)
-    if key == "topology.metrics.consumer.register":
-        _check_consumers(key, value)
-    if key == "topology.environment":
-        _check_environment(key, value)
-    bounds = RANGES.get(key)
+    if not _type_ok(spec.kind, value):
+        raise ConfigError(f"config key {key!r} expects {spec.kind}, got {type(value).__name__} {value!r}")
+    if spec.check is not None:
+        spec.check(key, value)
+    bounds = spec.bounds
     for number in value if isinstance(value, list) else [value]:
         if isinstance(number, float) and not math.isfinite(number):
             raise ConfigError(f"config key {key!r} must be a finite number, got {number!r}")
@@ -401,7 +394,7 @@ def validate_key(key: str, value: Any) -> None:
 
 def suggestion(key: str) -> str | None:
     """The known key ``key`` is most likely a misspelling of, if any."""
-    found = difflib.get_close_matches(key, SCHEMA, n=1, cutoff=0.85)
+    found = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.85)
     return found[0] if found else None
 
 
@@ -411,7 +404,7 @@ def _looks_own(key: str) -> bool:
     return bool(difflib.get_close_matches(head, OWN_PREFIXES, n=1, cutoff=0.8))
 
 
-def _in_range(number: float, bounds: tuple[float, float, bool]) -> bool:
+def _in_range(number: float, bounds: Bounds) -> bool:
     low, high, low_ok = bounds
     return (number >= low if low_ok else number > low) and number <= high
 

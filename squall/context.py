@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from squall.clock import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 from squall.metrics import IMetric, MetricRegistry
 from squall.topology import Topology
 from squall.tuple import Fields
@@ -15,7 +16,7 @@ from squall.tuple import Fields
 MAX_RESOURCES = 10_000  # keys in one worker's resources
 
 
-class ResourceError(ValueError):
+class ResourceError(SquallError, ValueError):
     """A resource set under a key that is not a string, or past MAX_RESOURCES keys."""
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from squall.registry import Registry
 from squall.tuple import Fields
 from squall.values import PLAIN, SET
 
@@ -79,45 +81,118 @@ Chooser = Callable[[list], tuple[int, ...]]
 _CACHE_LIMIT = 65536
 
 
+@dataclass(frozen=True)
+class Targets:
+    """What a chooser is made for: the subscribing bolt's tasks (sorted), those in the
+    emitter's worker, the emitting task, the stream's declared fields, the emitter's
+    context, and the worker's task loads (squall.runtime.load.TaskLoads; None: none kept)."""
+
+    tasks: list[int]
+    local: frozenset[int] | set[int]
+    source_task: int
+    source_fields: Fields
+    context: Any = None
+    stream: str = "default"
+    loads: Any = None
+
+
+ChooserFactory = Callable[[Grouping, Targets], Chooser]
+
+
+@dataclass(frozen=True)
+class GroupingKind:
+    """One grouping, as every reader of a topology knows it.
+
+    ``chooser`` makes, per emitting task, the function from values to target task ids (the
+    tuples it returns are shared: callers must not change them). ``fields``: declared with
+    field names (``fields``, ``partial_key``). ``direct``: the emitter names the task
+    (``emit_direct``), and the stream must be declared direct; no chooser is made.
+    ``custom``: declared with a CustomStreamGrouping object. ``any_task``: any target task
+    may take any tuple, so a backfill runs the bolt in its producer's Spark stage.
+    ``thrift``: the field of Storm's Thrift ``Grouping`` union that names it in a
+    streamparse topology (None: streamparse cannot declare it). Flux names it in capitals.
+    """
+
+    name: str
+    chooser: ChooserFactory | None
+    doc: str
+    fields: bool = False
+    direct: bool = False
+    custom: bool = False
+    any_task: bool = False
+    thrift: str | None = None
+
+
+# The groupings; a module that adds one registers it here and is named in ``providers``.
+GROUPINGS: Registry[GroupingKind] = Registry("grouping", providers=())
+
+
 def make_chooser(grouping: Grouping, source_fields: Fields, target_tasks: Sequence[int],
                  local_tasks: frozenset[int] | set[int], source_task: int,
                  context: Any = None, stream: str = "default", loads: Any = None) -> Chooser | None:
-    """The function from values to target task ids; None for direct (chosen by the emitter).
+    """The function from values to target task ids; None for a direct grouping (chosen by the emitter).
 
     ``loads``: the worker's task loads (squall.runtime.load.TaskLoads) for load-aware
     shuffle and local-or-shuffle; without it they go round-robin, evenly.
     Returned sequences are shared and immutable (tuples): callers must not mutate them.
     """
-    tasks = sorted(target_tasks)
-    kind = grouping.kind
-    if kind == DIRECT:
+    kind = GROUPINGS.find(grouping.kind)
+    if kind is None:
+        raise ValueError(f"unknown grouping {grouping.kind!r}")
+    if kind.chooser is None:
         return None
-    if kind == ALL:
-        return _constant(tuple(tasks))
-    if kind == GLOBAL:
-        return _constant((tasks[0],))
-    if kind in (SHUFFLE, NONE, LOCAL_OR_SHUFFLE):
-        pool = tasks
-        if kind == LOCAL_OR_SHUFFLE:
-            local = [t for t in tasks if t in local_tasks]
-            if loads is not None and len(tasks) > 1:
-                return _load_aware(loads.register(local, [t for t in tasks if t not in local_tasks], source_task))
-            pool = local or tasks
-        if loads is not None and len(pool) > 1:
-            return _load_aware(loads.register([], pool, source_task))
-        return _round_robin(pool, source_task)
-    if kind in (FIELDS, PARTIAL_KEY):
-        if grouping.fields is None:
-            raise ValueError(f"a {kind} grouping names no fields")
-        indexes = [source_fields.index(f) for f in grouping.fields]
-        return _fields_chooser(indexes, tasks) if kind == FIELDS else _partial_key_chooser(indexes, tasks)
-    if kind == CUSTOM:
-        custom = grouping.custom
-        if custom is None:
-            raise ValueError("a custom grouping has no CustomStreamGrouping")
-        custom.prepare(context, stream, list(tasks))
-        return lambda values: tuple(custom.choose_tasks(source_task, values))
-    raise ValueError(f"unknown grouping {kind!r}")
+    return kind.chooser(grouping, Targets(sorted(target_tasks), local_tasks, source_task, source_fields, context,
+                                          stream, loads))
+
+
+def is_direct(grouping: Grouping) -> bool:
+    """Does the emitter name the task (a direct grouping)?"""
+    return GROUPINGS.get(grouping.kind).direct
+
+
+def field_indexes(grouping: Grouping, source_fields: Fields) -> list[int]:
+    """Where the grouping's fields are in the stream's values."""
+    if grouping.fields is None:
+        raise ValueError(f"a {grouping.kind} grouping names no fields")
+    return [source_fields.index(f) for f in grouping.fields]
+
+
+def _all(grouping: Grouping, t: Targets) -> Chooser:
+    return _constant(tuple(t.tasks))
+
+
+def _global(grouping: Grouping, t: Targets) -> Chooser:
+    return _constant((t.tasks[0],))
+
+
+def _shuffle(grouping: Grouping, t: Targets) -> Chooser:
+    if t.loads is not None and len(t.tasks) > 1:
+        return _load_aware(t.loads.register([], t.tasks, t.source_task))
+    return _round_robin(t.tasks, t.source_task)
+
+
+def _local_or_shuffle(grouping: Grouping, t: Targets) -> Chooser:
+    local = [task for task in t.tasks if task in t.local]
+    if t.loads is not None and len(t.tasks) > 1:
+        return _load_aware(t.loads.register(local, [task for task in t.tasks if task not in t.local], t.source_task))
+    return _round_robin(local or t.tasks, t.source_task)
+
+
+def _fields(grouping: Grouping, t: Targets) -> Chooser:
+    return _fields_chooser(field_indexes(grouping, t.source_fields), t.tasks)
+
+
+def _partial_key(grouping: Grouping, t: Targets) -> Chooser:
+    return _partial_key_chooser(field_indexes(grouping, t.source_fields), t.tasks)
+
+
+def _custom(grouping: Grouping, t: Targets) -> Chooser:
+    custom = grouping.custom
+    if custom is None:
+        raise ValueError("a custom grouping has no CustomStreamGrouping")
+    custom.prepare(t.context, t.stream, list(t.tasks))
+    source_task = t.source_task
+    return lambda values: tuple(custom.choose_tasks(source_task, values))
 
 
 class _constant:
@@ -226,3 +301,23 @@ def _partial_key_chooser(indexes: list[int], tasks: list[int]) -> Chooser:
         return singles[pick]
 
     return choose
+
+
+for _kind in (
+        GroupingKind(SHUFFLE, _shuffle, "each tuple to one task, spread evenly (by load where loads are kept)",
+                     any_task=True, thrift="shuffle"),
+        GroupingKind(FIELDS, _fields, "tuples with equal values of the fields to the same task", fields=True,
+                     thrift="fields"),
+        GroupingKind(ALL, _all, "every tuple to every task", thrift="all"),
+        GroupingKind(GLOBAL, _global, "every tuple to the task with the lowest id"),
+        GroupingKind(NONE, _shuffle, "no preference: as shuffle", any_task=True, thrift="none"),
+        GroupingKind(DIRECT, None, "the emitter names the task (emit_direct on a direct stream)", direct=True,
+                     thrift="direct"),
+        GroupingKind(LOCAL_OR_SHUFFLE, _local_or_shuffle,
+                     "a task in the emitter's worker if the bolt has one there, else as shuffle", any_task=True,
+                     thrift="local_or_shuffle"),
+        GroupingKind(PARTIAL_KEY, _partial_key,
+                     "the less loaded of two tasks chosen by the fields' values (hot keys split over two)",
+                     fields=True),
+        GroupingKind(CUSTOM, _custom, "a CustomStreamGrouping chooses", custom=True)):
+    GROUPINGS.register(_kind.name, _kind, __name__)

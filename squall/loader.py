@@ -15,12 +15,13 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from squall import config as _config
+from squall.errors import SquallError
 from squall.topology import Topology, TopologyError
 
 _SQUALL_DIR = str(Path(__file__).resolve().parent) + "/"  # squall's own frames are not the user's
 
 
-class TopologyFileError(ValueError):
+class TopologyFileError(SquallError, ValueError):
     """A topology file that cannot be loaded, with the reason."""
 
 

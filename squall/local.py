@@ -145,8 +145,9 @@ class LocalCluster:
         return {c: list(d) for c, d in list(self._get(name).errors.items())}
 
     def stats(self, name: str) -> list[dict[str, Any]]:
-        """Per-executor statistics (emitted, executed, acked, failed, latency...)."""
-        return [s for w in self._get(name).workers for s in w.stats()]
+        """Per-executor statistics (emitted, executed, acked, failed, latency...), each in its
+        wire form (``squall.runtime.stats.ExecutorStats.to_dict``)."""
+        return [s.to_dict() for w in self._get(name).workers for s in w.stats()]
 
     def metrics(self, name: str) -> list[dict[str, Any]]:
         """Per-worker metrics: executors' per-task counters, latency histograms and queues,

@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from squall.errors import SquallError
+
 COUNTER, GAUGE = "counter", "gauge"
 NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
 MAX_METRICS = 64        # metrics one task may register
@@ -35,7 +37,7 @@ MAX_DATAPOINTS = 10000  # data points kept for consumers between drains
 RESERVED_LABELS = frozenset({"topology", "component", "task", "executor", "port", "stream"})
 
 
-class MetricError(ValueError):
+class MetricError(SquallError, ValueError):
     """A metric registered under a bad name, twice, or past the limit."""
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from squall import config as _config
 from squall import grouping as g
 from squall.components import Bolt, Component, OutputFieldsDeclarer, Spout, StreamDeclaration
+from squall.errors import SquallError
 from squall.grouping import CustomStreamGrouping, Grouping
 from squall.hooks import WorkerHook
 from squall.tuple import Fields
@@ -25,7 +26,7 @@ SPOUT, BOLT = "spout", "bolt"
 MAX_TASKS = 1_000_000  # task ids must fit the 20 bits of a root id (squall.runtime.acker), ackers included
 
 
-class TopologyError(ValueError):
+class TopologyError(SquallError, ValueError):
     """A topology that cannot run, with the reason."""
 
 
@@ -199,6 +200,24 @@ class BoltDeclarer(_Declarer):
         self._builder._entries[self._id]["inputs"].append(Subscription(component, stream, grouping))
         return self
 
+    def grouping(self, component: str, kind: str, fields: Sequence[str] | None = None,
+                 stream: str = "default") -> "BoltDeclarer":
+        """Subscribe with the grouping registered as ``kind`` (``squall.grouping.GROUPINGS``);
+        ``fields`` for one declared with field names. The named methods below are this for
+        Storm's groupings; a custom grouping object goes through ``custom``."""
+        spec = g.GROUPINGS.find(kind) if isinstance(kind, str) else None
+        if spec is None:
+            raise TopologyError(f"bolt {self._id!r}: unknown grouping {kind!r} "
+                                f"(known: {', '.join(sorted(g.GROUPINGS.names()))})")
+        if spec.custom:
+            raise TopologyError(f"bolt {self._id!r}: a custom grouping is declared with custom(component, grouping)")
+        if isinstance(fields, str):
+            fields = [fields]
+        if spec.fields != (fields is not None):
+            raise TopologyError(f"bolt {self._id!r}: a {kind} grouping "
+                                f"{'names fields' if spec.fields else 'takes no fields'}")
+        return self._sub(component, stream, Grouping(kind, fields))
+
     def shuffle(self, component: str, stream: str = "default") -> "BoltDeclarer":
         return self._sub(component, stream, Grouping(g.SHUFFLE))
 
@@ -346,7 +365,10 @@ class TopologyBuilder:
                                 f"{sub.component!r} does not declare (it declares {sorted(declared)})")
         decl = declared[sub.stream]
         kind = sub.grouping.kind
-        if kind in (g.FIELDS, g.PARTIAL_KEY):
+        spec = g.GROUPINGS.find(kind)
+        if spec is None:
+            raise TopologyError(f"bolt {id!r}: unknown grouping {kind!r} on {sub.component}/{sub.stream}")
+        if spec.fields:
             if not sub.grouping.fields:
                 raise TopologyError(f"bolt {id!r}: {kind} grouping on {sub.component}/{sub.stream} names no fields")
             for f in sub.grouping.fields:
@@ -354,9 +376,9 @@ class TopologyBuilder:
                     raise TopologyError(
                         f"bolt {id!r}: {kind} grouping on field {f!r}, which stream "
                         f"{sub.component}/{sub.stream} does not declare (fields: {list(decl.fields)})")
-        if kind == g.DIRECT and not decl.direct:
+        if spec.direct and not decl.direct:
             raise TopologyError(f"bolt {id!r}: direct grouping on {sub.component}/{sub.stream}, "
                                 "which is not declared direct")
-        if kind != g.DIRECT and decl.direct:
+        if not spec.direct and decl.direct:
             raise TopologyError(f"bolt {id!r}: stream {sub.component}/{sub.stream} is direct and "
                                 f"needs a direct grouping, not {kind}")

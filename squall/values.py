@@ -30,6 +30,8 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
+
 BIGINT, TUPLE, SET, FROZENSET, DECIMAL, DATETIME, DATE, TIME, TIMEDELTA, UUID, MAP = range(64, 75)
 MAX_REGISTERED = 63  # extension codes 1..63 for topology.serializers
 TYPES_DOC = "docs/guide/topologies.md#what-a-tuple-may-hold"
@@ -38,7 +40,7 @@ _UTC = datetime.timezone.utc
 _US = datetime.timedelta(microseconds=1)
 
 
-class SerializationError(ValueError):
+class SerializationError(SquallError, ValueError):
     """A value that cannot be encoded, or bytes that do not decode."""
 
 

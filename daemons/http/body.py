@@ -15,6 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from squall.daemons.http.head import MAX_FIELDS, Framing, HeadError, parse_chunk_size
+from squall.errors import SquallError
 
 PIECE = 1 << 16          # what a read of unknown size (read(), readline()) takes at a time
 MAX_CHUNK_LINE = 4096    # a chunk-size line or trailer field longer than this is malformed
@@ -41,7 +42,7 @@ class Pace:
 UNPACED = Pace(grace=float("inf"), min_rate=1.0, deadline=float("inf"))
 
 
-class BodyError(Exception):
+class BodyError(SquallError):
     """The body cannot be read: ``status`` (400 malformed, 408 too slow, 413 too large, 499 the
     client went away) and ``reason`` (the refusal counter it counts in) say why."""
 

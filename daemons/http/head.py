@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from squall.errors import SquallError
+
 MAX_FIELDS = 100
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _TARGET = re.compile(rb"^/[\x21-\x7e]*$")  # origin-form only: no proxy forms, no spaces or controls
@@ -19,7 +21,7 @@ _FIELD_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # HT, SP and obs-te
 _LENGTH = re.compile(rb"^[0-9]{1,19}$")
 
 
-class HeadError(ValueError):
+class HeadError(SquallError, ValueError):
     """The head cannot be served; ``status`` is what to answer."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -22,6 +22,7 @@ import structlog
 from squall.daemons.file_watch import RELOAD_CHECK_SECS, FileWatch
 from squall.daemons.metrics.families import Series
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.tls")
 
@@ -29,7 +30,7 @@ MAX_PEM_BYTES = 1 << 20  # a certificate chain or key is a few KiB
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n.+?\r?\n-----END \1-----", re.DOTALL)
 
 
-class TlsMaterialError(ValueError):
+class TlsMaterialError(SquallError, ValueError):
     """TLS files cannot be used; the message names the file and the problem."""
 
 

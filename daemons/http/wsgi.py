@@ -16,11 +16,12 @@ from typing import Any
 from squall.daemons.http.body import PIECE, BodyError, BodyReader, InputStream
 from squall.daemons.http.head import Head
 from squall.daemons.http.refusals import Refusals
+from squall.errors import SquallError
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class ClientGone(Exception):
+class ClientGone(SquallError):
     """The reply could not be delivered; ``reason`` is the refusal counter it counts in."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -48,7 +48,7 @@ def serve(environ: dict[str, Any], start_response: Callable[..., Any],
     if environ.get("REQUEST_METHOD", "GET").upper() not in ("GET", "HEAD"):
         return _plain(start_response, "405 Method Not Allowed", "only GET\n", [("Allow", "GET")])
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(build))  # type: ignore[arg-type]
+    registry.register(SnapshotCollector(build))
     return make_wsgi_app(registry)(environ, start_response)
 
 

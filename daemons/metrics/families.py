@@ -137,18 +137,20 @@ class Series:
         for name, rows in self.samples.items():
             kind, doc, labels = self.specs.get(name) or SPECS[name]
             if kind == COUNTER:
-                family: Metric = CounterMetricFamily(name, doc, labels=labels)
+                counter = CounterMetricFamily(name, doc, labels=labels)
                 for lv, value in rows:
-                    family.add_metric(lv, value)
+                    counter.add_metric(lv, value)
+                out.append(counter)
             elif kind == GAUGE:
-                family = GaugeMetricFamily(name, doc, labels=labels)
+                gauge = GaugeMetricFamily(name, doc, labels=labels)
                 for lv, value in rows:
-                    family.add_metric(lv, value)
+                    gauge.add_metric(lv, value)
+                out.append(gauge)
             else:
-                family = HistogramMetricFamily(name, doc, labels=labels)
+                histogram = HistogramMetricFamily(name, doc, labels=labels)
                 for lv, (buckets, total) in rows:
-                    family.add_metric(lv, buckets, total)
-            out.append(family)
+                    histogram.add_metric(lv, buckets, total)
+                out.append(histogram)
         return out
 
 

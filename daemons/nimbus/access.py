@@ -18,9 +18,10 @@ from typing import Any
 from squall.config import TOKEN_ENV
 from squall.daemons.http.tls_material import TlsMaterial
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 
-class AccessError(ValueError):
+class AccessError(SquallError, ValueError):
     """The client's security settings cannot be used (e.g. an unreadable CA file)."""
 
 

@@ -47,6 +47,7 @@ import yaml
 from squall.daemons.file_watch import RELOAD_CHECK_SECS, FileWatch
 from squall.daemons.state.records import PublishedTokens
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.nimbus.auth")
 
@@ -59,7 +60,7 @@ MAX_FILE_BYTES = 4 << 20
 MIN_TOKEN_CHARS = 16
 
 
-class TokenFileError(ValueError):
+class TokenFileError(SquallError, ValueError):
     """The token file cannot be used; the message names the file and the problem."""
 
 

@@ -12,15 +12,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from email.message import Message
 from typing import Any
 
 from squall.daemons.nimbus.access import AccessError, ApiAccess
+from squall.errors import SquallError
 
 API = "/api/v1"
 PLAIN_TO_TLS = b"only speaks HTTPS"  # how squall.daemons.http answers plain HTTP on its TLS port
 
 
-class NimbusError(RuntimeError):
+class NimbusError(SquallError, RuntimeError):
     """Nimbus answered with an error; ``status`` is the HTTP status, ``body`` its JSON."""
 
     def __init__(self, message: str, status: int, body: Mapping[str, Any] | None = None) -> None:
@@ -172,7 +174,7 @@ class NimbusClient:
             raise NimbusError(f"nimbus at {self.address} sent a reply that is not JSON", status) from None
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> tuple[int, Mapping[str, str], bytes]:
+                 content_type: str | None = None) -> tuple[int, Message, bytes]:
         url = f"{self.access.scheme}://{self.address}{API}{path}"
         req = urllib.request.Request(url, data=body, method=method, headers=self.access.headers())
         if content_type:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.daemons.nimbus.auth import add_token
+from squall.errors import SquallError
 
 DAEMON_USER = "squall"  # the daemons' ZooKeeper digest user (conf/compose.yaml names it too)
 # The files ``create`` writes in its directory.
@@ -34,7 +35,7 @@ OPENSSL_TIMEOUT = 30.0
 _EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 
 
-class CredentialsError(RuntimeError):
+class CredentialsError(SquallError, RuntimeError):
     """Material could not be made (e.g. no openssl command); the message says why."""
 
 

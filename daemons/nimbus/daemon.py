@@ -49,9 +49,11 @@ from squall.daemons.nimbus.operator import OperatorActions
 from squall.daemons.nimbus.placement import Placement
 from squall.daemons.nimbus.queries import Queries
 from squall.daemons.nimbus.rounds import LeaderRounds
+from squall.daemons.nimbus.status_records import TopologyStatus
 from squall.daemons.state import ClusterState, ClusterStateError, Watch
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
 from squall.daemons.warn_once import WarnOnce
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.nimbus")
 
@@ -263,7 +265,7 @@ class Nimbus:
     def list_topologies(self) -> list[dict[str, Any]]:
         return self.queries.list_topologies()
 
-    def topology_status(self, name: str) -> dict[str, Any]:
+    def topology_status(self, name: str) -> TopologyStatus:
         return self.queries.topology_status(name)
 
     def topology_conf(self, name: str) -> dict[str, Any]:
@@ -292,5 +294,5 @@ class Nimbus:
         return self.queries.bundle(topology_id)
 
 
-class NimbusStartError(RuntimeError):
+class NimbusStartError(SquallError, RuntimeError):
     """Nimbus cannot start (cannot listen, no ZooKeeper); the message says why."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from squall.daemons.http.refusals import Refusals
 from squall.daemons.nimbus.auth import ANONYMOUS_ADMIN, Principal, TokenSource, decide
+from squall.errors import SquallError
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
@@ -41,7 +42,7 @@ def refusal(guard: Guard, exc: ApiError, environ: dict[str, Any],
     return json_response(start_response, exc.status, {"error": str(exc)}, headers)
 
 
-class ApiError(Exception):
+class ApiError(SquallError):
     """An answer other than 200: ``status`` and a message, plus extra JSON fields. ``reason``
     is set on refusals (the counter they count in, see ``squall.daemons.http.refusals``);
     ``detail`` is what the log says instead of the message (never sent)."""

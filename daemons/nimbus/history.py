@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import add, lt, sub
 from typing import Any
 
-from squall.daemons.reports import COUNTER_NAMES
+from squall.runtime.stats import COUNTER_NAMES
 
 ExecutorId = tuple[int, int]
 

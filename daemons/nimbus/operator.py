@@ -171,9 +171,10 @@ class OperatorActions:
             info = self._topology(name)
             assignment = self.state.assignment(info.id)
             slots = sorted(assignment.slots()) if assignment else []
-            found = [(n, p) for n, p in slots if p == int(raw_port) and host in (n, assignment.node_host.get(n))]
+            node_host = assignment.node_host if assignment else {}
+            found = [(n, p) for n, p in slots if p == int(raw_port) and host in (n, node_host.get(n))]
             if not found:
-                where = ", ".join(f"{assignment.node_host.get(n, n)}:{p}" for n, p in slots) if assignment else "none"
+                where = ", ".join(f"{node_host.get(n, n)}:{p}" for n, p in slots) if assignment else "none"
                 raise ApiError(404, f"topology {info.name!r} has no worker on {worker[:80]} (its workers: {where})")
             node, port = found[0]
             request = ProfileRequest(f"{kind}-{secrets.token_hex(4)}", node, port, str(kind), length,
@@ -182,7 +183,7 @@ class OperatorActions:
                                                        profiles=(*current.profiles, request)[-MAX_PROFILES:]))
         log.info("operator request: profile", topology_id=info.id, user=user, profile=request.id, node=node,
                  port=port, kind=kind, secs=length)
-        return {"id": info.id, "name": info.name, "profile": _profile_row(request, assignment.node_host)}
+        return {"id": info.id, "name": info.name, "profile": _profile_row(request, node_host)}
 
     def kill_workers(self, name: str, user: str) -> dict[str, Any]:
         """Every worker of the topology ends and its supervisor starts it again."""
@@ -267,8 +268,8 @@ def _profile_row(p: ProfileRequest, hosts: Mapping[str, str]) -> dict[str, Any]:
             "secs": p.secs, "at": p.at}
 
 
-_SAMPLE_KEYS = {"time": (int, float), "component": str, "task": int, "stream": str, "target": int,
-                "anchors": dict, "values": list}
+_SAMPLE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "time": (int, float), "component": str, "task": int, "stream": str, "target": int, "anchors": dict, "values": list}
 
 
 def _sample(line: str) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ each topology's components and executors, cached until its parallelism changes."
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import structlog
@@ -125,7 +125,8 @@ class Placement:
         placed, even = self._shape(topology_id, current, wanted_set, info.num_workers)
         dead: set[ExecutorId] = set()
         if cur_map and not scratch:
-            beats = self.hearing.observed_beats(topology_id, now, current)
+            beats: Mapping[Slot, tuple[float, Collection[ExecutorId]]] = self.hearing.observed_beats(
+                topology_id, now, current)
             if self.hearing.vouched:
                 beats = vouched_while_away(beats, placed, self.hearing.vouched)
             if not all_heard(placed, beats, now, self.task_timeout):
@@ -150,7 +151,7 @@ class Placement:
                 and current.code_digest == info.code_digest):
             return current
         assignment = Assignment(
-            topology_id=topology_id, executors=new, node_host=node_host,
+            topology_id=topology_id, executors=dict(new), node_host=node_host,
             executor_start=start_times_after(cur_map, new, cur_start, now),
             code_digest=info.code_digest, version=(current.version + 1) if current else 1)
         if current is not None:

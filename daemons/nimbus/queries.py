@@ -18,6 +18,7 @@ from squall.daemons.nimbus.heard import Hearing
 from squall.daemons.nimbus.leadership import Leadership
 from squall.daemons.nimbus.metrics import nimbus_series
 from squall.daemons.nimbus.placement import Placement
+from squall.daemons.nimbus.status_records import TopologyStatus
 from squall.daemons.state import ClusterState, ClusterStateError, TopologyInfo
 from squall.daemons.timers import Clock
 
@@ -63,7 +64,7 @@ class Queries:
         return status.topology_rows(status.with_unreadable(self.state.topology_entries()),
                                     self.state.assignments(), self.clock.time())
 
-    def topology_status(self, name: str) -> dict[str, Any]:
+    def topology_status(self, name: str) -> TopologyStatus:
         """Components with their executors (host, port, counters), workers, last errors.
         The leader answers: the numbers come in the supervisors' reports, which only it hears."""
         self.leadership.require()
@@ -76,7 +77,7 @@ class Queries:
             self.store.structure(info.id) or {}, self.state.errors(info.id), now,
             rates=rates.rates(info.id, now), rate_window=rates.window,
             windows=self.hearing.history.windows(info.id, now))
-        out["unusable_slots"] = status.unusable_slots(self.hearing.supervisors())
+        out.unusable_slots = status.unusable_slots(self.hearing.supervisors())
         return out
 
     def history(self, name: str, window: int | None) -> dict[str, Any]:

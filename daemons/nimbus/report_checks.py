@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from squall.daemons.reports import Counters, ReportedBeat, SupervisorReport
+from squall.daemons.reports import ReportedBeat, SupervisorReport
 from squall.daemons.state import ExecutorId
+from squall.errors import SquallError
+from squall.runtime.stats import Counters
 
 MAX_RATE = 20_000_000       # tuples per second one executor could count: far above what Python does
 SLACK = 1_000_000           # counts on top, for the reports' own timing
@@ -31,7 +33,7 @@ UPTIME_SLACK_SECS = 120.0   # clocks differ: a worker may claim this much more u
 MAX_BUSY_RATE = 2_000_000   # microseconds of execute time an executor adds per second: one thread, twice for clocks
 MAX_TREE_US = 86_400_000_000  # one tree's complete latency: a day at most (far past any message timeout)
 
-# Where each counter sits in ``Counters`` (squall.daemons.reports.COUNTER_NAMES).
+# Where each counter sits in ``Counters`` (squall.runtime.stats.COUNTER_NAMES).
 _COUNTS = (0, 1, 2, 3, 6)   # emitted, executed, acked, failed, completed: tuples counted
 _BUSY, _COMPLETE_US, _COMPLETED = 4, 5, 6
 
@@ -41,7 +43,7 @@ Order = tuple[int, int]     # (epoch, seq)
 WorkerKey = tuple[str, int]  # (topology id, port)
 
 
-class ReportRefused(ValueError):
+class ReportRefused(SquallError, ValueError):
     """The report is not to be believed; the message says why."""
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from squall.daemons.nimbus.auth import TokenFile, published_tokens
+from squall.daemons.nimbus.auth import TokenSource, published_tokens
 from squall.daemons.nimbus.code_store import CodeStore
 from squall.daemons.nimbus.deadlines import REBALANCE, REMOVE, SWEEP, LeaderDeadlines
 from squall.daemons.nimbus.heard import Hearing
@@ -45,7 +45,7 @@ class LeaderRounds:
     def __init__(self, conf: Mapping[str, Any], state: ClusterState, store: CodeStore, clock: Clock,
                  lock: threading.RLock, stopping: threading.Event, leadership: Leadership, hearing: Hearing,
                  placement: Placement, operations: Operations, deadlines: LeaderDeadlines,
-                 warn_once: WarnOnce, counts: Counter[str], tokens: Callable[[], TokenFile | None]) -> None:
+                 warn_once: WarnOnce, counts: Counter[str], tokens: Callable[[], TokenSource | None]) -> None:
         self.state = state
         self.store = store
         self.clock = clock

@@ -101,12 +101,12 @@ class RoundSlots:
     def of(cls, ports: Mapping[str, Iterable[int]],
            assignments: Mapping[str, Mapping[ExecutorId, Slot]], used: SlotUse | None = None) -> RoundSlots:
         """``used``: a use kept from earlier rounds, brought up to ``assignments`` (``SlotUse.sync``)."""
-        ports = {node: list(p) for node, p in ports.items()}
+        listed = {node: list(p) for node, p in ports.items()}
         if used is None:
             used = SlotUse(assignments)
         else:
             used.sync(assignments)
-        return cls(ports, live_slots(ports), used)
+        return cls(listed, live_slots(listed), used)
 
 
 def by_slot(current: Mapping[ExecutorId, Slot]) -> dict[Slot, frozenset[ExecutorId]]:
@@ -192,6 +192,8 @@ def available_slots(
 def _check_executors(executors: Iterable[ExecutorId]) -> list[ExecutorId]:
     checked = set()
     for ex in executors:
+        start: object
+        end: object
         try:
             start, end = ex
         except (TypeError, ValueError):
@@ -252,7 +254,7 @@ def compute_assignment(
     if live is None:
         live = live_slots(supervisors)
     others = used_by_others if isinstance(used_by_others, (set, frozenset)) else set(map(tuple, used_by_others))
-    usable = set(live) - others  # type: ignore[arg-type]
+    usable = set(live) - others
 
     # The topology's current slots still usable, with the executors that survive on them.
     own: dict[Slot, list[ExecutorId]] = {}

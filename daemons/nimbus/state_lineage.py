@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.daemons.state import StateLineage
+from squall.errors import SquallError
 from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 CARRY = "topology.state.carry.over"
 
 
-class StateRefused(ValueError):
+class StateRefused(SquallError, ValueError):
     """The submission asks for state it may not have; the message says why."""
 
 

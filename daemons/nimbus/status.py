@@ -10,22 +10,22 @@ from typing import Any
 
 from squall.daemons.nimbus.rates import sum_rates
 from squall.daemons.nimbus.scheduler import ExecutorId, Slot, slots_in_use
-from squall.daemons.reports import emitted_of, executor_of
+from squall.daemons.nimbus.status_records import (
+    ComponentStatus,
+    ExecutorStatus,
+    MetricRow,
+    TopologyStatus,
+    WorkerStatus,
+)
 from squall.daemons.state import Assignment, ErrorInfo, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.state.records import WORKER_COMPONENT
 from squall.model import ACKER
+from squall.runtime.stats import ExecutorStats
+from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _stream_counts(entry: Mapping[str, Any]) -> dict[str, int]:
-    """Emitted per user stream (what the UI's graph shows on its edges)."""
-    emitted = entry.get("emitted")
-    if not isinstance(emitted, dict):
-        return {}
-    return {str(k): _int(v) for k, v in emitted.items() if not str(k).startswith("__")}
 
 
 def _inputs(spec: Any) -> list[dict[str, str]]:
@@ -35,58 +35,29 @@ def _inputs(spec: Any) -> list[dict[str, str]]:
             if isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)]
 
 
-def _dropped(entry: Any) -> dict[str, int]:
-    """Input a worker refused, by cause ({cause: count}), from a beat's stats."""
-    dropped = entry.get("dropped") if isinstance(entry, dict) else None
-    if not isinstance(dropped, dict):
-        return {}
-    return {str(k): _int(v) for k, v in dropped.items() if _int(v)}
 MAX_METRIC_ROWS = 500  # registered-metric rows one executor shows in a status
 
 
-def _metrics(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _metrics(entry: ExecutorStats) -> list[MetricRow]:
     """Metrics the executor's tasks registered (squall.metrics), flattened to rows of task,
-    name, key (None for a plain metric) and value; only well-formed ones, at most
-    MAX_METRIC_ROWS."""
-    raw = entry.get("metrics")
-    rows: list[dict[str, Any]] = []
-    if not isinstance(raw, dict):
-        return rows
-    for task, metrics in sorted(raw.items(), key=lambda kv: str(kv[0])):
-        if not isinstance(metrics, dict):
-            continue
-        for name, m in sorted(metrics.items(), key=lambda kv: str(kv[0])):
-            value = m.get("value") if isinstance(m, dict) else None
+    name, key (None for a plain metric) and value; at most MAX_METRIC_ROWS."""
+    rows: list[MetricRow] = []
+    for task, metrics in sorted(entry.metrics.items()):
+        for name, m in sorted(metrics.items()):
+            value = m["value"]
             values = value if isinstance(value, dict) else {None: value}
             for key, v in sorted(values.items(), key=lambda kv: str(kv[0])):
-                if _number(v) is not None and len(rows) < MAX_METRIC_ROWS:
-                    rows.append({"task": str(task), "name": str(name), "key": None if key is None else str(key),
-                                 "value": v})
+                if len(rows) < MAX_METRIC_ROWS:
+                    rows.append(MetricRow(task, name, key, v))
     return rows
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _latencies(entry: Mapping[str, Any], executed: int) -> tuple[float | None, float | None]:
+def _latencies(entry: ExecutorStats) -> tuple[float | None, float | None]:
     """(mean execute latency, median complete latency) in ms from one executor's stats."""
-    busy = _number(entry.get("busy_secs"))
+    busy, executed = entry.busy_secs, entry.executed
     execute = round(busy * 1000 / executed, 4) if busy is not None and executed > 0 else None
-    complete = entry.get("complete_latency_ms")
-    p50 = _number(complete.get("p50")) if isinstance(complete, dict) else None
-    return execute, (round(p50, 3) if p50 is not None else None)
-
-
-def _weighted(rows: list[dict[str, Any]], key: str, weight: str) -> float | None:
-    """Mean of ``key`` over the rows that have it, weighted by ``weight``."""
-    pairs = [(r[key], r[weight]) for r in rows if r[key] is not None]
-    total = sum(w for _, w in pairs)
-    if not pairs:
-        return None
-    if total <= 0:
-        return round(sum(v for v, _ in pairs) / len(pairs), 4)
-    return round(sum(v * w for v, w in pairs) / total, 4)
+    complete = entry.complete_latency
+    return execute, (round(complete.p50, 3) if complete is not None else None)
 
 
 # Where a worker runs the topology's code: <local dir>/topologies/<id>/code/ (local_state).
@@ -158,17 +129,34 @@ def topology_rows(infos: Mapping[str, TopologyInfo], assignments: Mapping[str, A
 
 
 def assigned_stats(assignment: Assignment | None,
-                   beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]]:
-    """Each executor's stats entry and beat; stats count only from the beat of the slot the
+                   beats: Mapping[Slot, WorkerBeat]) -> dict[ExecutorId, tuple[ExecutorStats, WorkerBeat]]:
+    """Each executor's stats and beat; stats count only from the beat of the slot the
     executor is assigned to."""
     placed = dict(assignment.executors) if assignment else {}
-    stats: dict[ExecutorId, tuple[dict[str, Any], WorkerBeat]] = {}
+    stats: dict[ExecutorId, tuple[ExecutorStats, WorkerBeat]] = {}
     for slot, beat in beats.items():
-        for entry in beat.stats.get("executors", []) if isinstance(beat.stats, dict) else []:
-            ex = executor_of(entry)
-            if ex is not None and placed.get(ex) == slot:
-                stats[ex] = (entry, beat)
+        for entry in beat.stats.executors:
+            if placed.get(entry.executor) == slot:
+                stats[entry.executor] = (entry, beat)
     return stats
+
+
+def _executor_status(ex: ExecutorId, entry: ExecutorStats | None, beat: WorkerBeat | None,
+                     where: tuple[str, int] | None, hosts: Mapping[str, str], now: float,
+                     rates: dict[str, float] | None) -> ExecutorStatus:
+    node, port = where if where is not None else (None, None)
+    row = ExecutorStatus(ex, node=node, host=hosts.get(node) if node else None, port=port,
+                         uptime=round(beat.uptime, 1) if beat else None,
+                         beat_age=round(now - beat.time, 1) if beat else None, rates=_rounded(rates))
+    if entry is not None:
+        row.emitted, row.executed = entry.user_emitted, entry.executed
+        row.acked, row.failed = entry.acked or 0, entry.failed or 0
+        row.capacity = entry.capacity
+        row.execute_latency_ms, row.complete_latency_ms = _latencies(entry)
+        row.streams = {s: n for s, n in entry.emitted.items() if not s.startswith("__")}
+        row.dropped_by_cause = {k: v for k, v in entry.dropped.items() if v}
+        row.metrics = _metrics(entry)
+    return row
 
 
 def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Mapping[Slot, WorkerBeat],
@@ -176,7 +164,7 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
                     errors: Iterable[ErrorInfo], now: float,
                     rates: Mapping[ExecutorId, dict[str, float] | None] | None = None,
                     rate_window: float | None = None,
-                    windows: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    windows: Mapping[str, Any] | None = None) -> TopologyStatus:
     """Components with their executors (host, port, counters, per-second rates over the last
     ``rate_window`` seconds where ``rates`` has them), workers, last errors (a component's,
     and ``worker_error``: the last a supervisor reported about a whole worker)."""
@@ -190,86 +178,52 @@ def topology_status(info: TopologyInfo, assignment: Assignment | None, beats: Ma
     last_errors: dict[str, dict[str, Any]] = {}
     for err in errors:  # oldest first: the last one wins
         last_errors[err.component] = err.to_dict()
-    by_component: dict[str, dict[str, Any]] = {}
+    by_component: dict[str, ComponentStatus] = {}
     for ex in sorted(set(placed) | set(components)):
-        entry, beat = stats.get(ex, ({}, None))
-        component = components.get(ex) or entry.get("component") or "?"
-        node, port = placed.get(ex, (None, None))
-        executed = _int(entry.get("executed"))
-        execute_ms, complete_ms = _latencies(entry, executed)
-        row = {
-            "executor": list(ex), "tasks": ex[1] - ex[0] + 1, "node": node,
-            "host": hosts.get(node) if node else None,
-            "port": port, "uptime": round(beat.uptime, 1) if beat else None,
-            "beat_age": round(now - beat.time, 1) if beat else None,
-            "emitted": emitted_of(entry), "acked": _int(entry.get("acked")),
-            "failed": _int(entry.get("failed")), "executed": executed,
-            "capacity": _number(entry.get("capacity")), "execute_latency_ms": execute_ms,
-            "complete_latency_ms": complete_ms, "streams": _stream_counts(entry),
-            "rates": _rounded(rates.get(ex)),
-            "dropped_by_cause": _dropped(entry),
-            "metrics": _metrics(entry),
-        }
-        row["dropped"] = sum(row["dropped_by_cause"].values())
-        comp = by_component.setdefault(component, {
-            "id": component, "kind": kinds.get(component) or entry.get("kind"),
-            "parallelism": info.component_parallelism.get(component),
-            "inputs": _inputs(specs.get(component)), "executors": []})
-        comp["executors"].append(row)
+        entry, beat = stats.get(ex, (None, None))
+        component = components.get(ex) or (entry.component if entry is not None else "?")
+        comp = by_component.get(component)
+        if comp is None:
+            comp = by_component[component] = ComponentStatus(
+                component, kinds.get(component) or (entry.kind if entry is not None else None),
+                info.component_parallelism.get(component), _inputs(specs.get(component)))
+        comp.executors.append(_executor_status(ex, entry, beat, placed.get(ex), hosts, now, rates.get(ex)))
     for comp in by_component.values():
-        rows = comp["executors"]
-        for key in ("tasks", "emitted", "acked", "failed", "executed", "dropped"):
-            comp[key] = sum(r[key] for r in rows)
-        streams: dict[str, int] = {}
-        for r in rows:
-            for stream, n in r["streams"].items():
-                streams[stream] = streams.get(stream, 0) + n
-        comp["streams"] = streams
-        # Storm's component capacity is its busiest executor's.
-        capacities = [r["capacity"] for r in rows if r["capacity"] is not None]
-        comp["capacity"] = max(capacities) if capacities else None
-        comp["execute_latency_ms"] = _weighted(rows, "execute_latency_ms", "executed")
-        comp["complete_latency_ms"] = _weighted(rows, "complete_latency_ms", "acked")
-        comp["rates"] = _rounded(sum_rates(r["rates"] for r in rows))
-        comp["last_error"] = last_errors.get(comp["id"])
+        comp.rates = _rounded(sum_rates(e.rates for e in comp.executors))
+        comp.last_error = last_errors.get(comp.id)
         # Storm's windows (10m, 3h, 1d, all): rates and latencies the leader keeps over time.
-        comp["windows"] = (windows or {}).get(comp["id"])
-    workers = []
-    for node, port in sorted(assignment.slots()) if assignment else []:
-        beat = beats.get((node, port))
-        workers.append({"node": node, "host": hosts.get(node), "port": port,
-                        "executors": len(assignment.executors_on(node, port)),
-                        "uptime": round(beat.uptime, 1) if beat else None,
-                        "transport": _transport(beat), "dropped_by_cause": _dropped(_transport_raw(beat))})
-    return {
-        "id": info.id, "name": info.name, "owner": info.owner, "status": info.status,
-        "uptime": round(now - info.submitted_at, 1), "submitted_at": info.submitted_at,
-        "requested_workers": info.num_workers, "workers": workers,
-        "executors": len(placed), "code_digest": info.code_digest, "rate_window_secs": rate_window,
+        comp.windows = (windows or {}).get(comp.id)
+    workers = [] if assignment is None else [
+        _worker_status(node, port, hosts.get(node), len(assignment.executors_on(node, port)), beats.get((node, port)))
+        for node, port in sorted(assignment.slots())]
+    return TopologyStatus(
+        id=info.id, name=info.name, owner=info.owner, status=info.status, uptime=round(now - info.submitted_at, 1),
+        submitted_at=info.submitted_at, requested_workers=info.num_workers, executors=len(placed),
+        code_digest=info.code_digest, rate_window_secs=rate_window, workers=workers,
         # User components first, then system ones (``__acker``).
-        "components": [by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
-        "worker_error": last_errors.get(WORKER_COMPONENT),
+        components=[by_component[c] for c in sorted(by_component, key=lambda c: (c.startswith("__"), c))],
+        worker_error=last_errors.get(WORKER_COMPONENT),
         # Where its checkpointed state lives (nimbus chose it at submit): what spark-run's
         # topology.state.snapshot names, and what --carry-state carries over.
-        "state_namespace": info.conf.get("topology.state.namespace") if isinstance(info.conf, dict) else None,
-    }
+        state_namespace=_state_namespace(info.conf))
+
+
+def _state_namespace(conf: Any) -> str | None:
+    namespace = conf.get(NAMESPACE) if isinstance(conf, dict) else None
+    return namespace if isinstance(namespace, str) else None
+
+
+
+def _worker_status(node: str, port: int, host: str | None, executors: int, beat: WorkerBeat | None) -> WorkerStatus:
+    if beat is None:
+        return WorkerStatus(node, host, port, executors, None)
+    transport = beat.stats.transport
+    return WorkerStatus(node, host, port, executors, round(beat.uptime, 1), transport.counters(),
+                        {k: v for k, v in transport.dropped.items() if v})
 
 
 def _rounded(rates: Mapping[str, float] | None) -> dict[str, float] | None:
     return None if rates is None else {k: round(v, 2) for k, v in rates.items()}
-TRANSPORT_COUNTERS = ("refused_connections", "refused_keys", "bad_frames", "dropped_unknown_task",
-                      "dropped_bad_payload")
-
-
-def _transport_raw(beat: Any) -> dict[str, Any]:
-    raw = beat.stats.get("transport") if beat is not None and isinstance(beat.stats, dict) else None
-    return raw if isinstance(raw, dict) else {}
-
-
-def _transport(beat: Any) -> dict[str, int]:
-    """A worker's receive-side counters from its beat (known keys, integers only)."""
-    raw = _transport_raw(beat)
-    return {k: _int(raw.get(k)) for k in TRANSPORT_COUNTERS if k in raw}
 
 
 def unusable_slots(sups: Mapping[str, SupervisorInfo]) -> list[dict[str, Any]]:

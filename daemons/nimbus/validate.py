@@ -13,12 +13,13 @@ import re
 import tarfile
 import zlib
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from squall import config as _config
-from squall import grouping as g
 from squall.daemons.credentials import DAEMON_SECRET_KEYS
 from squall.daemons.nimbus.state_lineage import CARRY, NAMESPACE, user_set_namespace
+from squall.errors import SquallError
+from squall.grouping import GROUPINGS
 from squall.model import CHECKPOINT
 
 MAX_MEMBERS = 10_000          # files and directories in one bundle
@@ -30,12 +31,10 @@ MAX_TASKS = 10_000            # user tasks of one topology
 MAX_NAME_CHARS = 100
 
 TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-GROUPING_KINDS = frozenset({g.SHUFFLE, g.FIELDS, g.ALL, g.GLOBAL, g.NONE, g.DIRECT,
-                            g.LOCAL_OR_SHUFFLE, g.PARTIAL_KEY, g.CUSTOM})
 TOP_FILES = ("topology.bin", "conf.json", "structure.json")
 
 
-class SubmissionError(ValueError):
+class SubmissionError(SquallError, ValueError):
     """A submission nimbus refuses; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 400) -> None:
@@ -153,7 +152,7 @@ def _depth_over(value: Any, limit: int) -> bool:
     return any(isinstance(c, (dict, list)) for c in level)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -219,7 +218,7 @@ def check_structure(structure: dict[str, Any]) -> dict[str, tuple[int, int]]:
             if stream not in streams[source]:
                 raise SubmissionError(f"{where} subscribes to stream {stream!r} that {source!r} "
                                       "does not declare")
-            if kind not in GROUPING_KINDS:
+            if kind not in GROUPINGS:
                 raise SubmissionError(f"{where}: unknown grouping {kind!r}")
     return dict(sorted(counts.items()))
 

@@ -33,6 +33,7 @@ from squall.daemons.state.fields import (
     row_of,
     str_field,
 )
+from squall.runtime.stats import WorkerStats
 
 FORMAT_VERSION = 1
 # The cluster's layout: 2 adds each supervisor's part of every assignment and moves worker
@@ -287,21 +288,22 @@ class Beat:
 
 @dataclass
 class WorkerBeat(Beat):
-    """A worker's heartbeat for nimbus; ``stats`` is the worker's opaque JSON."""
+    """A worker's heartbeat for nimbus, with its stats."""
 
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: WorkerStats = field(default_factory=WorkerStats)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.beat_dict(), "stats": self.stats}
+        return {**self.beat_dict(), "stats": self.stats.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkerBeat:
         if "executor_runs" in d:
             executors = expand_runs(as_list(d["executor_runs"], "executor_runs"))
         else:  # the row form older workers write
-            executors = [executor_id(*row_of(r, 2, "executors"), "executor")
-                         for r in as_list(field_value(d, "executors"), "executors")]
-        return cls(**cls.checked_fields(d, executors), stats=as_dict(field_value(d, "stats"), "stats"))
+            rows = [row_of(r, 2, "executors") for r in as_list(field_value(d, "executors"), "executors")]
+            executors = [executor_id(start, end, "executor") for start, end in rows]
+        return cls(**cls.checked_fields(d, executors),
+                   stats=WorkerStats.from_dict(as_dict(field_value(d, "stats"), "stats")))
 
 
 @dataclass

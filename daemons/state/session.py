@@ -32,6 +32,7 @@ from squall.daemons.state.acls import ZkAuth
 from squall.daemons.state.election import NimbusElection
 from squall.daemons.state.read_cache import ReadCache
 from squall.daemons.state.watchers import Watcher
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.state")
 # kazoo's own lines ("Connection dropped: ..." on every retry) repeat, in another format,
@@ -49,7 +50,7 @@ _UNAVAILABLE = (RetryFailedError, ConnectionLoss, SessionExpiredError, Operation
 CLOSE_TIMEOUT_SECS = 3.0
 
 
-class ClusterStateError(RuntimeError):
+class ClusterStateError(SquallError, RuntimeError):
     """ZooKeeper could not be reached, refused a request (NoAuth), or the state is closed;
     the message says for what."""
 

@@ -52,5 +52,5 @@ def port_assignments(ports: Collection[int], parts: Mapping[str, NodeAssignment 
                                         "keeping the first", {"port": port, "topology": topology_id,
                                                               "kept": out[port].topology_id}))
                 continue
-            out[port] = SlotAssignment(topology_id, part.ports[port], part.code_digest)
+            out[port] = SlotAssignment(topology_id, frozenset(part.ports[port]), part.code_digest)
     return out, problems

@@ -17,12 +17,13 @@ import signal
 from pathlib import Path
 
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, sleep
+from squall.errors import SquallError
 
 PROC_MOUNTINFO = "/proc/self/mountinfo"
 PROC_CGROUP = "/proc/self/cgroup"
 
 
-class CgroupError(OSError):
+class CgroupError(SquallError, OSError):
     """A cgroup could not be made or used; the message says which and why."""
 
 

@@ -176,7 +176,7 @@ class Containment:
         roots = []
         if worker_alive(rec.pid, rec.create_time, rec.worker_id):
             try:
-                roots.append(psutil.Process(rec.pid))  # type: ignore[arg-type]
+                roots.append(psutil.Process(rec.pid))
             except psutil.Error:
                 pass
         for pid, created in self._adopted.get(rec.worker_id, set()):
@@ -262,7 +262,7 @@ class Containment:
                     os.waitpid(child.pid, os.WNOHANG)
                     continue
                 owner = self._owner(child)
-                if owner in workers:
+                if owner is not None and owner in workers:
                     if self.groups is None:
                         self._adopted.setdefault(owner, set()).add(_key(child))
                     continue

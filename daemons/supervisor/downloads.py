@@ -19,13 +19,14 @@ from squall.daemons.local_state import make_private
 from squall.daemons.nimbus.access import ApiAccess
 from squall.daemons.supervisor import unpack
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 BUNDLE_MEMBERS = ("code", "topology.bin", "conf.json")  # what a usable bundle must hold
 DOWNLOAD_TIMEOUT = 60.0  # socket timeout of one bundle download
 CHUNK = 1 << 20
 
 
-class BundleError(RuntimeError):
+class BundleError(SquallError, RuntimeError):
     """A download that cannot be used; the message names the problem."""
 
 
@@ -185,7 +186,7 @@ class CodeDownloads:
     def cleanup(self, keep: set[str]) -> list[str]:
         """Remove bundles (and leftover temp dirs) of topologies not in ``keep``."""
         busy = self.in_flight()
-        removed = []
+        removed: list[str] = []
         try:
             entries = list(self.root.iterdir())
         except FileNotFoundError:

@@ -27,12 +27,13 @@ from squall.daemons.nimbus.guard import ApiError, Guard, refusal
 from squall.daemons.state import PublishedTokens
 from squall.daemons.supervisor import logviewer
 from squall.daemons.timers import Clock
+from squall.errors import SquallError
 
 # The series of the workers whose topology the caller may see (a predicate on topology ids).
 BuildSeries = Callable[[Callable[[str], bool]], Series]
 
 
-class EndpointError(RuntimeError):
+class EndpointError(SquallError, RuntimeError):
     """An endpoint cannot be served (port taken, unusable TLS files); the message says which."""
 
 

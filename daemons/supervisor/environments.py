@@ -45,6 +45,7 @@ from squall.daemons.local_state import read_regular, set_tree_modes, tree_bytes,
 from squall.daemons.requirements import MARKER
 from squall.daemons.supervisor import launcher
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 from squall.multilang.codedir import VENV_ENV
 
 RUNTIME_PTH = "_squall_runtime.pth"  # squall's own packages, after the venv's
@@ -83,7 +84,7 @@ def describe_python(python: str) -> tuple[str, list[str]]:
     return str(version), list(dict.fromkeys([str(purelib), str(platlib)]))
 
 
-class EnvBuildError(RuntimeError):
+class EnvBuildError(SquallError, RuntimeError):
     """A topology environment that cannot be had; the text says why, for its errors."""
 
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.state import ClusterState, ClusterStateError, TopologyInfo
+from squall.errors import SquallError
 from squall.state.stores import NAMESPACE_KEY as NAMESPACE
 
 
-class HandoverUnavailable(Exception):
+class HandoverUnavailable(SquallError):
     """Nothing to launch the worker with; the message says why."""
 
 

@@ -24,6 +24,7 @@ from squall.daemons.credentials import WorkerCredentials, without_daemon_secret_
 from squall.daemons.supervisor import worker_files, worker_runtime
 from squall.daemons.supervisor.containment import WORKER_ID_ENV, Containment
 from squall.daemons.supervisor.worker_user import WorkerIdentity
+from squall.errors import SquallError
 
 DEFAULT_WORKER_COMMAND = (sys.executable, "-m", "squall.daemons.worker.main")
 WORKER_CONF = "squall.yaml"
@@ -32,7 +33,7 @@ NO_PASSAGE = 17  # the probe's exit code: its user cannot pass through to the lo
 PASSAGE_PROBLEM = "cannot pass through"
 
 
-class LaunchError(RuntimeError):
+class LaunchError(SquallError, RuntimeError):
     """The worker could not be started; the message says why."""
 
 

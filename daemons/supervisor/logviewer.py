@@ -33,6 +33,7 @@ from squall.daemons.nimbus.auth import READ_LOGS
 from squall.daemons.nimbus.guard import ApiError, Guard, json_response, refusal
 from squall.daemons.state.operator_requests import valid_profile_id
 from squall.daemons.supervisor.log_reader import read_from, tail
+from squall.errors import SquallError
 
 MAX_LINES = 100_000
 DEFAULT_LINES = 100
@@ -44,7 +45,7 @@ Lookup = Callable[[str, int], "tuple[str, Path] | None"]
 OwnerOf = Callable[[str], "str | None"]
 
 
-class LogViewerError(RuntimeError):
+class LogViewerError(SquallError, RuntimeError):
     """A log could not be fetched; ``status`` is the HTTP status (0: unreachable)."""
 
     def __init__(self, message: str, status: int) -> None:

@@ -73,9 +73,10 @@ class PortSlots:
         records = self.local.load()
         self.local.kill_orphans(records, self.timeouts.shutdown_sleep)
         assigned = self.my_assignments(snapshot, {rec.port: _slot.SlotAssignment(
-            rec.topology_id, [(s, e) for s, e in rec.executors], rec.code_digest) for rec in records.values()})
+            rec.topology_id, frozenset((s, e) for s, e in rec.executors), rec.code_digest) for rec in records.values()})
         now = self.clock.time()
         by_port: dict[int, WorkerProc] = {}
+        rec: WorkerProc | None
         for rec in sorted(records.values(), key=lambda r: r.launch_time, reverse=True):
             if rec.port in by_port:  # should not happen: one worker per port
                 self.log.warning("two workers recorded for one port; killing the older", port=rec.port,

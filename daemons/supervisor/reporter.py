@@ -30,13 +30,14 @@ from squall.daemons.reports import SupervisorReport, build_report
 from squall.daemons.supervisor.processes import WorkerProc
 from squall.daemons.supervisor.reporting import RetrySchedule, worker_beat
 from squall.daemons.timers import SYSTEM_CLOCK, Clock
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.supervisor")
 
 API = "/api/v1"
 
 
-class ReportRefused(Exception):
+class ReportRefused(SquallError):
     """Nimbus answered, but not with 200; the message says what it said."""
 
     def __init__(self, status: int, message: str, leader: str = "") -> None:
@@ -113,7 +114,7 @@ class Reporter:
         self.address = self.configured
         self.link = NimbusLink(access or ApiAccess.from_conf(conf), timeout=max(2.0, 2 * self.interval))
         self.schedule = RetrySchedule(self.interval)
-        self.counts: Counter[str] = Counter()  # sent, failed, bad_files, stats_refused, stats_left_out
+        self.counts: Counter[str] = Counter()  # sent, failed, bad_files, stats_left_out
         self._path = f"/supervisors/{urllib.parse.quote(supervisor_id, safe='')}/report"
         self._stop = threading.Event()
         self._down_since: float | None = None
@@ -154,12 +155,8 @@ class Reporter:
                 self._warn_once(f"file:{rec.worker_id}", "worker's heartbeat or stats file unusable",
                                 worker=rec.worker_id, port=rec.port, error=str(exc)[:300])
                 continue
-            beat, refused = worker_beat(self.supervisor_id, rec.topology_id, rec.port,
-                                        ((s, e) for s, e in rec.executors), heartbeat, stats, rec.launch_time)
-            if refused:
-                self.counts["stats_refused"] += 1
-                self._warn_once(f"deep:{rec.worker_id}", "worker's stats nested too deeply; left out",
-                                worker=rec.worker_id, port=rec.port)
+            beat = worker_beat(self.supervisor_id, rec.topology_id, rec.port,
+                               ((s, e) for s, e in rec.executors), heartbeat, stats, rec.launch_time)
             if beat is not None:
                 beats.append(beat)
         self.seq += 1

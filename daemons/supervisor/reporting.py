@@ -6,7 +6,8 @@ The reporter (``reporter.py``) reads the files its workers leave (``heartbeat.js
 executors' counters (nimbus's rates) and the stats as JSON text. Those files are written by
 user code's process, so they are hostile input: the topology and port come from the
 supervisor's own record of the launch, the executors are those the worker was launched with
-(a worker cannot claim another's), and stats nested too deeply are left out, never the beat.
+(a worker cannot claim another's), and its stats were read as typed records (only what has
+their documented shape is sent on: ``squall.runtime.stats``).
 
 While nimbus does not answer, :class:`RetrySchedule` tries again after 0.5, 1, 2 ... seconds,
 never waiting longer than one interval, with jitter so that supervisors cut off together do
@@ -19,34 +20,28 @@ import json
 import random
 from collections.abc import Iterable
 
-from squall.daemons.local_state import LocalHeartbeat, WorkerStats
-from squall.daemons.reports import ReportedBeat, stats_counters
-from squall.daemons.state.records import check_depth
+from squall.daemons.local_state import LocalHeartbeat, StatsFile
+from squall.daemons.reports import ReportedBeat
 
-STATS_MAX_DEPTH = 32  # a report nests a worker's stats 3 levels down; nimbus refuses past 64
 FIRST_RETRY_SECS = 0.5
 JITTER = 0.1  # +-10% on every wait
 
 
 def worker_beat(node: str, topology_id: str, port: int, launched: Iterable[tuple[int, int]],
-                heartbeat: LocalHeartbeat | None, stats: WorkerStats | None,
-                launch_time: float) -> tuple[ReportedBeat | None, bool]:
-    """The beat of one launched worker, and whether its stats had to be left out. None
-    before its first heartbeat: nimbus gives a new worker ``nimbus.task.launch.secs``."""
+                heartbeat: LocalHeartbeat | None, stats: StatsFile | None,
+                launch_time: float) -> ReportedBeat | None:
+    """The beat of one launched worker; None before its first heartbeat: nimbus gives a new
+    worker ``nimbus.task.launch.secs``."""
     if heartbeat is None:
-        return None, False
+        return None
     executors = sorted(set(launched) & set(heartbeat.executors or ()))
     uptime = stats.uptime if stats is not None else max(0.0, heartbeat.time - launch_time)
-    body = stats.stats if stats is not None else {}
-    refused = False
-    try:
-        check_depth(body, STATS_MAX_DEPTH)
-    except ValueError:
-        body, refused = {}, True
-    counters_time, counters = stats_counters(body, executors)
-    text = json.dumps(body, separators=(",", ":")) if body else ""
-    return ReportedBeat(topology_id, node, port, heartbeat.time, executors, uptime, counters_time, counters,
-                        text), refused
+    if stats is None:
+        return ReportedBeat(topology_id, node, port, heartbeat.time, executors, uptime)
+    wire = stats.stats.to_dict()
+    text = json.dumps(wire, separators=(",", ":")) if wire else ""
+    return ReportedBeat(topology_id, node, port, heartbeat.time, executors, uptime, stats.stats.time,
+                        stats.stats.counters(executors), text)
 
 
 class RetrySchedule:

@@ -387,8 +387,8 @@ def _handle_waiting_for_env(state: SlotState, obs: Observation) -> Result:
         return _launch(state.port, state.assignment, obs, state.relaunch_count, state.crashes, "environment built")
     actions: list[Action] = []
     if state.download_time is None or obs.now - state.download_time >= obs.timeouts.download_retry:
-        state = replace(state, download_time=obs.now)
         actions.append(BuildEnvironment(state.assignment.topology_id, state.assignment.code_digest))
+        state = replace(state, download_time=obs.now)
     return _env_failure(state, obs, actions)
 
 

@@ -15,11 +15,12 @@ from squall.daemons import local_state
 from squall.daemons.supervisor import cgroups, launcher
 from squall.daemons.supervisor.containment import Containment
 from squall.daemons.supervisor.worker_user import WorkerAccounts, WorkerUserError
+from squall.errors import SquallError
 
 log = structlog.get_logger("squall.supervisor")
 
 
-class SupervisorError(RuntimeError):
+class SupervisorError(SquallError, RuntimeError):
     """The supervisor cannot start or go on (exit code 1); the message says why."""
 
 

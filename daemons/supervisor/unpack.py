@@ -15,10 +15,12 @@ import os
 import tarfile
 from pathlib import Path
 
+from squall.errors import SquallError
+
 HAS_DATA_FILTER = hasattr(tarfile, "data_filter")
 
 
-class UnsafeMember(ValueError):
+class UnsafeMember(SquallError, ValueError):
     """A bundle member that must not be extracted; the message names it and why."""
 
 

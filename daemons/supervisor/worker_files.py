@@ -78,7 +78,7 @@ def own_state_dir(path: Path, who: WorkerIdentity) -> None:
 def owners(state_root: Path, but: Path | None = None) -> set[int]:
     """The uids owning topologies' state directories under ``state_root`` (other than
     ``but``): a new topology must not get one of them, nor the files it owns."""
-    out = set()
+    out: set[int] = set()
     try:
         entries = list(os.scandir(state_root))
     except OSError:

@@ -30,6 +30,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from squall.errors import SquallError
+
 LAYOUT = 2  # how a runtime is laid out: a change here never reuses one laid out the old way
 KEEP = 3  # runtimes kept: the newest, and older ones workers started earlier may still use
 # Parts of the standard library a worker never imports: left out of a copied base.
@@ -37,7 +39,7 @@ STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3
                "dist-packages"}
 
 
-class WorkerRuntimeError(RuntimeError):
+class WorkerRuntimeError(SquallError, RuntimeError):
     """The runtime could not be laid out; the message says where and why."""
 
 
@@ -76,9 +78,15 @@ def _editable_maps(site_dir: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for finder in site_dir.glob("__editable___*_finder.py"):
         for node in ast.parse(finder.read_text(encoding="utf-8")).body:
-            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-            if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
-                found.update({name: Path(src) for name, src in ast.literal_eval(node.value).items()})
+            value: ast.expr | None
+            if isinstance(node, ast.Assign):
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id == "MAPPING" and value is not None:
+                found.update({name: Path(src) for name, src in ast.literal_eval(value).items()})
     return found
 
 

@@ -27,11 +27,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from squall.errors import SquallError
+
 ISOLATED, NAMED, ROOT, OWN = "isolated", "named", "root", "own"
 ROOT_USER = "root"
 
 
-class WorkerUserError(ValueError):
+class WorkerUserError(SquallError, ValueError):
     """The configured worker user cannot be used; the message says why."""
 
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from squall import config as _config
 from squall.daemons.requirements import environment_site
+from squall.errors import SquallError
 from squall.multilang.codedir import VENV_ENV, set_code_dir
 from squall.topology import Topology, TopologyError
 
 
-class WorkerError(RuntimeError):
+class WorkerError(SquallError, RuntimeError):
     """The worker cannot run (bad bundle, bad conf, cannot bind...); the text says why."""
 
 

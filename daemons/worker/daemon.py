@@ -39,7 +39,7 @@ from squall.daemons.credentials import ENV_VAR as CREDENTIALS_ENV
 from squall.daemons.credentials import WorkerCredentials
 from squall.daemons.launch_assignment import LaunchAssignment, LaunchAssignmentError, read_launch_assignment
 from squall.daemons.shutdown import StopDeadline
-from squall.daemons.state import Assignment, ClusterState, ClusterStateError
+from squall.daemons.state import Assignment, ClusterState, ClusterStateError, OperatorRequests
 from squall.daemons.timers import SYSTEM_CLOCK, Clock, HaltingTimer
 from squall.daemons.worker.bundle import WorkerError, load_bundle_topology, read_topology_conf
 from squall.daemons.worker.decisions import (
@@ -190,8 +190,9 @@ class Worker:
         # starts on the assignment its supervisor launched it for.
         self.state = ClusterState(self.conf, auth=auth).start(background=True)
         assignment = self._zk_assignment()
-        launch = self._launch_assignment() if assignment is None else None
-        if launch is not None:
+        launch = None
+        if assignment is None:
+            launch = self._launch_assignment()
             assignment = launch.assignment
         self.executors = self.files.executors = assignment.executors_on(self.supervisor_id, self.port)
         if not self.executors:
@@ -230,8 +231,12 @@ class Worker:
         self.watches.append(self.state.watch_topology(self.topology_id, lambda _i: active.trigger()))
         # What operators ask (log levels, sampling, profiles, restarts): read as the status is.
         operator = self._timer("operator", OPERATOR_TICK_SECS, self.operator.tick)
-        self.watches.append(self.state.watch_operator_requests(
-            self.topology_id, lambda requests: (self.operator.on_requests(requests), operator.trigger())))
+
+        def on_requests(requests: OperatorRequests | None) -> None:
+            self.operator.on_requests(requests)
+            operator.trigger()
+
+        self.watches.append(self.state.watch_operator_requests(self.topology_id, on_requests))
         self._checkpoint()
         self.rt.start_executors()
         self._executors_started = True

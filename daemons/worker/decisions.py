@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Container, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from squall.daemons.state import Assignment, TopologyInfo
 from squall.model import executor_tasks
+from squall.runtime.stats import ExecutorStats
 
 ExecutorId = tuple[int, int]
 Endpoint = tuple[str, int]
@@ -106,14 +108,14 @@ def merge_worker_conf(base: Mapping[str, Any], topology_conf: Mapping[str, Any],
     return conf, sorted(ignored)
 
 
-def fit_stats(entries: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+def fit_stats(entries: list[ExecutorStats], budget: int) -> tuple[list[ExecutorStats], int]:
     """The executor stats entries that fit in ``budget`` bytes of JSON, and how many were
     left out: a worker beat must stay well under ZooKeeper's node limit whatever the
     executor count (the executor list itself is what nimbus needs; stats are extra)."""
-    kept: list[dict[str, Any]] = []
+    kept: list[ExecutorStats] = []
     used = 0
     for entry in entries:
-        size = len(json.dumps(entry, separators=(",", ":"), default=str)) + 1
+        size = len(json.dumps(entry.to_dict(), separators=(",", ":"), default=str)) + 1
         if used + size > budget:
             break
         kept.append(entry)
@@ -154,21 +156,20 @@ class OutageLog:
             return lasted
 
 
-def with_capacity(stats: list[dict[str, Any]], previous: Mapping[ExecutorId, tuple[float, float]],
-                  now: float) -> tuple[list[dict[str, Any]], dict[ExecutorId, tuple[float, float]]]:
+def with_capacity(stats: list[ExecutorStats], previous: Mapping[ExecutorId, tuple[float, float]],
+                  now: float) -> tuple[list[ExecutorStats], dict[ExecutorId, tuple[float, float]]]:
     """Storm's capacity: the share of the last stats window an executor spent executing
     (``busy_secs`` growth over the window's length), added to each bolt's stats; also the
     (busy, time) marks the next window starts from. The first window has no capacity yet."""
     out, marks = [], {}
     for entry in stats:
-        busy, ex = entry.get("busy_secs"), entry.get("executor")
-        if not isinstance(busy, float) or not isinstance(ex, list) or len(ex) != 2:
+        busy, key = entry.busy_secs, entry.executor
+        if busy is None:
             out.append(entry)
             continue
-        key = (ex[0], ex[1])
         marks[key] = (busy, now)
         prev = previous.get(key)
         if prev is not None and now > prev[1]:
-            entry = {**entry, "capacity": round(min(1.0, max(0.0, (busy - prev[0]) / (now - prev[1]))), 3)}
+            entry = replace(entry, capacity=round(min(1.0, max(0.0, (busy - prev[0]) / (now - prev[1]))), 3))
         out.append(entry)
     return out, marks

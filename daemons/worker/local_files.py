@@ -13,6 +13,7 @@ from squall.daemons import local_state
 from squall.daemons.timers import Clock
 from squall.daemons.worker import metrics as worker_metrics
 from squall.daemons.worker.decisions import ExecutorId, fit_stats, with_capacity
+from squall.runtime.stats import ExecutorStats, WorkerStats
 
 # Executor stats one worker hands its supervisor; the rest are left out (and counted) so that
 # a supervisor's report of all its workers stays bounded (reports.MAX_REPORT_BYTES).
@@ -35,7 +36,7 @@ class LocalFiles:
         self._stopping = stopping
         self.log = logger
         self.executors: list[ExecutorId] = []  # this worker's, once its assignment is read
-        self._stats: dict[str, Any] = {}
+        self._stats = WorkerStats()
         self.stats_failures = 0
         self._busy_marks: dict[ExecutorId, tuple[float, float]] = {}  # capacity windows
         self._process: Any = None  # psutil.Process of this worker, made on first use
@@ -58,11 +59,9 @@ class LocalFiles:
         try:
             if rt is not None and rt.executors:
                 entries, dropped = fit_stats(self._executor_stats(rt), STATS_BUDGET_BYTES)
-                self._stats = {"executors": entries, "transport": rt.transport_stats(), "time": now}
-                if dropped:
-                    self._stats["executors_left_out"] = dropped
+                self._stats = WorkerStats(now, entries, rt.transport_stats(), dropped)
             local_state.write_stats(self.layout, self.worker_id,
-                                    local_state.WorkerStats(now - self.started_at, self._stats))
+                                    local_state.StatsFile(now - self.started_at, self._stats))
         except Exception as exc:  # noqa: BLE001
             self.stats_failures += 1
             if self.stats_failures in (1, 10, 100) or self.stats_failures % 1000 == 0:
@@ -89,7 +88,7 @@ class LocalFiles:
                 self.log.warning("writing the metrics snapshot failed", error=repr(exc),
                                  failures=self.metrics_failures)
 
-    def _executor_stats(self, rt: Any) -> list[dict[str, Any]]:
+    def _executor_stats(self, rt: Any) -> list[ExecutorStats]:
         # Stats are read while the executors run; a rare concurrent-mutation error must not
         # halt the worker: keep the last good stats instead.
         try:
@@ -97,7 +96,7 @@ class LocalFiles:
             return stats
         except Exception as exc:  # noqa: BLE001
             self.log.warning("reading executor stats failed", error=repr(exc))
-            return self._stats.get("executors", [])
+            return self._stats.executors
 
     def remove(self) -> None:
         """At shutdown: the files go with the worker (OSError when one cannot)."""

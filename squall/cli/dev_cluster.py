@@ -42,6 +42,7 @@ from squall.daemons.nimbus.client import NimbusClient, NimbusError
 from squall.daemons.nimbus.credentials import CredentialsError, create, daemon_auth_conf
 from squall.daemons.supervisor import launcher
 from squall.daemons.supervisor.worker_user import ROOT_USER, WorkerAccounts
+from squall.errors import SquallError
 
 FIRST_SLOT_PORT = 6700
 ZK_ROOT = "/squall"
@@ -51,7 +52,7 @@ READY_TIMEOUT_SECS = 60.0
 STOP_GRACE_SECS = 7.0
 
 
-class DevClusterError(RuntimeError):
+class DevClusterError(SquallError, RuntimeError):
     """The dev cluster could not start; the message says which part and where its log is."""
 
 

@@ -27,6 +27,8 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
+from squall.errors import SquallError
+
 JAVA_DIR = Path("/usr/share/java")
 # zookeeper.jar's manifest Class-Path names its other dependencies (netty, jute, ...).
 REQUIRED_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar")
@@ -35,7 +37,7 @@ LOGGING_JAR = "slf4j-simple.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
-class ZooKeeperError(RuntimeError):
+class ZooKeeperError(SquallError, RuntimeError):
     """ZooKeeper is not installed, cannot be installed, or did not start."""
 
 

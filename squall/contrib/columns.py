@@ -35,6 +35,8 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
+from squall.errors import SquallError
+
 NULL, BOOL, LONG, DOUBLE, STRING, BINARY, DATE, TIMESTAMP, TIMESTAMP_NTZ = (
     ("null",), ("boolean",), ("long",), ("double",), ("string",), ("binary",), ("date",),
     ("timestamp",), ("timestamp_ntz",))
@@ -44,7 +46,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 MAX_DECIMAL_DIGITS = 38
 
 
-class SchemaError(ValueError):
+class SchemaError(SquallError, ValueError):
     """Values that cannot be one typed column without changing some of them."""
 
 
@@ -76,9 +78,9 @@ def describe(value: Any) -> tuple:
 
 
 def _decimal(value: decimal.Decimal) -> tuple:
-    if not value.is_finite():
-        raise SchemaError(f"decimal {value} has no column type")
     _, digits, exp = value.as_tuple()
+    if not isinstance(exp, int):  # "n", "N" or "F": not a finite number
+        raise SchemaError(f"decimal {value} has no column type")
     scale = max(0, -exp)
     whole = max(len(digits) + exp, 0)
     if whole + scale > MAX_DECIMAL_DIGITS:

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from squall.components import DEFAULT_STREAM
 from squall.contrib.file_spout import FileSpout
 from squall.contrib.lines import DEFAULT_MAX_LINE_BYTES, TOO_LONG, LineReader
+from squall.errors import SquallError
 from squall.tuple import Fields
 
 
-class MalformedLine(ValueError):
+class MalformedLine(SquallError, ValueError):
     """A line the rules refuse; the message says why."""
 
 

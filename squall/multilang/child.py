@@ -27,6 +27,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from squall.errors import SquallError
+
 READ_CHUNK = 1 << 16
 STDERR_LINE_MAX = 4096      # longer stderr lines are cut
 STDERR_TAIL_LINES = 20      # kept for the report when the child dies
@@ -40,7 +42,7 @@ READER_POLL_SECS = 0.5  # how often a reader with nothing to read or no room loo
 EXIT_CHECK_SECS = 0.1  # how often an idle link asks whether the child's own process still runs
 
 
-class ChildGone(Exception):
+class ChildGone(SquallError):
     """The child closed its pipes or exited (the text is ``GONE``, or ``FORKED_AWAY``)."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from squall.errors import SquallError
 from squall.multilang.json_values import object_hook, to_json
 from squall.values import PLAIN, ValueCodec
 
@@ -32,7 +33,7 @@ SERIALIZER_NAMES = {
 END = b"end"
 
 
-class ProtocolError(ValueError):
+class ProtocolError(SquallError, ValueError):
     """The child broke the protocol (bad framing, wrong handshake). ``messages``: the whole
     messages that came before the break in the same bytes."""
 

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from squall.errors import SquallError
 from squall.multilang import protocol
 from squall.multilang.child import ChildGone, ChildProcess, LineBudget
 from squall.multilang.framing import ProtocolError, framing
@@ -23,7 +24,7 @@ DOWN, STARTING, READY = "down", "starting", "ready"
 _LOG_LEVELS = ("debug", "debug", "info", "warning", "error")  # Storm's TRACE..ERROR
 
 
-class LinkBroken(Exception):
+class LinkBroken(SquallError):
     """The child can no longer be talked to; the text says why."""
 
 

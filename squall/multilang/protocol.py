@@ -8,9 +8,10 @@ broken framing or a wrong handshake (ProtocolError) ends the child.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from squall.context import TopologyContext
+from squall.errors import SquallError
 from squall.multilang.framing import ProtocolError
 
 HEARTBEAT_STREAM = "__heartbeat"
@@ -21,7 +22,7 @@ SPOUT_COMMANDS = frozenset({"emit", "log", "error", "metrics", "sync"})
 TRACE, DEBUG, INFO, WARN, ERROR = range(5)
 
 
-class BadMessage(ValueError):
+class BadMessage(SquallError, ValueError):
     """A well-framed message of the wrong shape: reported and dropped, the child goes on."""
 
 
@@ -45,7 +46,7 @@ class ShellMsg:
         self.params: Any = None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

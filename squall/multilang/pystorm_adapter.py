@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -75,6 +75,8 @@ class _PipeStub:
 
 class _Adapter:
     """What the in-process bolt and spout share: make, wire and replace the component."""
+
+    _send: Callable[[dict], None]  # the kind's: what the component writes to Storm
 
     def _setup_adapter(self, target: str, outputs: Mapping[str, Sequence[str]], direct: Sequence[str],
                        import_dir: str | None, config: Mapping[str, Any] | None) -> None:

@@ -179,7 +179,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
                 if self.hb_sent is None and now >= self.next_hb:
                     link.send(link.encode(protocol.heartbeat(f"h{next(self.ids)}")))
                     self.hb_sent = now
-                if self.next_child_tick is not None and now >= self.next_child_tick:
+                if self.next_child_tick is not None and self.tick_secs and now >= self.next_child_tick:
                     self.next_child_tick = max(self.next_child_tick + self.tick_secs, now)
                     self._send_tick([self.tick_secs])
         except LinkBroken as exc:

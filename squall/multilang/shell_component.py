@@ -23,6 +23,9 @@ class ShellComponentMixin:
     """Set-up of a component whose work runs in a child process (Storm's multilang)."""
 
     kind = "?"
+    # The component's, once it opened or prepared (ShellSpout, ShellBolt).
+    link: ChildLink
+    collector: Any
     answered = False  # a task-id request was answered in the current read of the child
 
     def _init_shell(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]] | None,

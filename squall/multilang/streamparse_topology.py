@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from squall.grouping import GROUPINGS
 from squall.multilang.pystorm_adapter import PystormBolt, PystormSpout
 from squall.multilang.shell_bolt import ShellBolt
 from squall.multilang.shell_component import TICK_KEY
@@ -29,7 +30,6 @@ from squall.topology import Topology, TopologyBuilder, TopologyError
 log = structlog.get_logger("squall.multilang")
 MODE_KEY = "topology.streamparse.mode"
 SRC_DIR = "src"  # where `sparse jar` takes the code that Storm runs from resources/
-_GROUPINGS = ("shuffle", "fields", "all", "none", "direct", "local_or_shuffle")
 
 
 def is_streamparse_topology(obj: Any) -> bool:
@@ -130,20 +130,23 @@ def _component(spec: Any, is_spout: bool, mode: str, serializer: str, topology_t
 def _subscribe(declarer: Any, spec: Any) -> None:
     for stream_id, grouping in (spec.inputs or {}).items():
         source, stream = stream_id.componentId, stream_id.streamId
-        kind = next((k for k in _GROUPINGS if getattr(grouping, k, None) is not None), None)
+        # The field of Storm's Thrift Grouping union that is set names it (GROUPINGS: ``thrift``).
+        kind = next((k for k in GROUPINGS.names() if _thrift_value(grouping, k) is not None), None)
         if kind is None:
             raise TopologyError(f"bolt {spec.name!r}: the grouping on {source}/{stream} is a custom Java "
                                 "grouping, which squall cannot run")
-        if kind == "fields":
-            fields = list(grouping.fields)
-            if fields:
-                declarer.fields(source, fields, stream=stream)
-            else:
-                declarer.global_(source, stream=stream)  # streamparse's GLOBAL is fields([])
-        elif kind == "all":
-            declarer.all(source, stream=stream)
+        if not GROUPINGS.get(kind).fields:
+            declarer.grouping(source, kind, stream=stream)
+        elif fields := list(_thrift_value(grouping, kind)):
+            declarer.grouping(source, kind, fields=fields, stream=stream)
         else:
-            getattr(declarer, kind)(source, stream=stream)
+            declarer.global_(source, stream=stream)  # streamparse's GLOBAL is fields([])
+
+
+def _thrift_value(grouping: Any, kind: str) -> Any:
+    """What a streamparse grouping holds in the Thrift field of a registered grouping."""
+    field = GROUPINGS.get(kind).thrift
+    return None if field is None else getattr(grouping, field, None)
 
 
 def declare(builder: TopologyBuilder, topology_cls: type, conf: Mapping[str, Any] | None = None,

@@ -2,13 +2,12 @@
 completed or failed."""
 from __future__ import annotations
 
-from typing import Any
-
 from squall.model import ACK_ACK, ACK_FAIL
 from squall.runtime import drops
 from squall.runtime.acker import AckerLedger
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.link import WorkerLink
+from squall.runtime.stats import ExecutorStats
 from squall.tuple import Tuple
 
 
@@ -74,7 +73,7 @@ class AckerExecutor(Executor):
         self.link.drop(drops.ACKER_STREAM, len(roots), self.executor_id,
                        error=f"tuple trees of task {task}, which is not a spout task")
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ExecutorStats:
         out = super().stats()
-        out["pending_trees"] = len(getattr(self, "ledger", ()))
+        out.pending_trees = len(getattr(self, "ledger", ()))
         return out

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from squall.errors import SquallError
 from squall.model import ACK_ACK, ACKER, ACKER_STREAMS
 from squall.runtime import drops
 from squall.topology import SPOUT, Topology
 
 
-class GroupRejected(ValueError):
+class GroupRejected(SquallError, ValueError):
     """A group that must not be delivered; ``cause`` is one of the squall.runtime.drops causes."""
 
     def __init__(self, cause: str, detail: str) -> None:

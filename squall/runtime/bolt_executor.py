@@ -10,7 +10,8 @@ from squall.components import Bolt
 from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import EXECUTE_BOUNDS, Histogram
-from squall.runtime.wrapping import BoltWrapper, ExecutorStats
+from squall.runtime.stats import ExecutorStats
+from squall.runtime.wrapping import BoltWrapper, StatsSections
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
 _TICK_FIELDS = Fields(["rate_secs"])
@@ -46,7 +47,7 @@ class BoltExecutor(Executor):
             self.attach_wake(task, target)
             bolt.prepare(self.conf, self.context(task), coll)
             self.tasks[task] = (bolt, coll, basic)
-            if isinstance(bolt, ExecutorStats):
+            if isinstance(bolt, StatsSections):
                 self.reporting.append(bolt)
         self.inputs.update(self.wakes)
         self.tick = self.tick_period() or 0.0
@@ -61,11 +62,11 @@ class BoltExecutor(Executor):
         entry = getattr(self, "tasks", {}).get(task)
         return {} if entry is None else {"acked": entry[1].acked, "failed": entry[1].failed}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ExecutorStats:
         colls = [c for _, c, _ in getattr(self, "tasks", {}).values()]
         acked, failed = sum(c.acked for c in colls), sum(c.failed for c in colls)  # before executed
         out = super().stats()
-        out.update(acked=acked, failed=failed, busy_secs=self.busy_secs)
+        out.acked, out.failed, out.busy_secs = acked, failed, self.busy_secs
         return out
 
     def step(self, now: float) -> float:

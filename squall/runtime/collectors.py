@@ -12,7 +12,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from squall.grouping import DIRECT, Chooser, make_chooser
+from squall.errors import SquallError
+from squall.grouping import Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, new_root
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
@@ -41,7 +42,7 @@ WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
 TRICKLE_MAX = 8  # Outbox.flush_due: the most tuples a hold may begin with and still count as a trickle
 
 
-class EmitError(ValueError):
+class EmitError(SquallError, ValueError):
     """An emit that does not match the declared streams."""
 
 
@@ -504,12 +505,11 @@ def make_routes(component: str, task: int, streams: dict[str, Any], subscribers:
         source = Source(component, task, stream, decl.fields)
         choosers, direct_tasks = [], set()
         for bolt, grouping in subscribers(component, stream):
-            if grouping.kind == DIRECT:
-                direct_tasks.update(tasks_of(bolt))
-                continue
             chooser = make_chooser(grouping, decl.fields, tasks_of(bolt), local_tasks, task, context, stream,
                                    loads)
-            if chooser is not None:  # None only for a direct grouping, skipped above
+            if chooser is None:  # a direct grouping: the emitter names the task
+                direct_tasks.update(tasks_of(bolt))
+            else:
                 choosers.append(chooser)
         routes[stream] = Route(source, choosers, decl.direct, frozenset(direct_tasks))
     return routes

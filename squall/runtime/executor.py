@@ -22,7 +22,8 @@ from squall.metrics import MetricRegistry, task_snapshots
 from squall.model import executor_tasks
 from squall.runtime.collectors import BoltCollector, Outbox, make_routes
 from squall.runtime.link import WorkerLink
-from squall.runtime.wrapping import ExecutorStats
+from squall.runtime.stats import ExecutorStats
+from squall.runtime.wrapping import StatsSections
 
 IDLE = 0.1  # the longest an executor sleeps without input (flags, timers are polled)
 
@@ -73,7 +74,7 @@ class Executor:
         self.errors = 0
         self.busy_secs = 0.0  # time spent in user execute calls (bolts)
         self.task_metrics = {t: MetricRegistry() for t in self.task_ids}  # context.register_metric
-        self.reporting: list[ExecutorStats] = []  # components with figures of their own
+        self.reporting: list[StatsSections] = []  # components with figures of their own
         self.wakes: dict[object, Any] = {}  # queue key -> what a component's wake runs (attach_wake)
 
     # -- shared helpers -------------------------------------------------------------------
@@ -145,21 +146,20 @@ class Executor:
     def teardown(self) -> None:
         pass
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ExecutorStats:
         emitted: dict[str, int] = {}
         for routes in self._all_routes():
             for stream, r in routes.items():
                 emitted[stream] = emitted.get(stream, 0) + r.emitted
-        out: dict[str, Any] = {"component": self.component, "executor": list(self.executor_id), "kind": self.kind,
-                               "emitted": emitted, "executed": self.executed, "errors": self.errors,
-                               "queue": len(self.queue), "queue_peak": self.queue.peak,
-                               "metrics": task_snapshots(self.task_metrics)}
+        sections: dict[str, dict[str, Any]] = {}
         for comp in self.reporting:
             for section, figures in comp.executor_stats().items():
-                have = out.setdefault(section, {})
+                have = sections.setdefault(section, {})
                 for k, v in figures.items():
                     have[k] = have.get(k, 0) + v if isinstance(v, int) and isinstance(have.get(k, 0), int) else v
-        return out
+        return ExecutorStats(self.component, self.executor_id, self.kind, emitted=emitted, executed=self.executed,
+                             errors=self.errors, queue=len(self.queue), queue_peak=self.queue.peak,
+                             metrics=task_snapshots(self.task_metrics), sections=sections)
 
     def _all_routes(self) -> list[dict]:
         return []

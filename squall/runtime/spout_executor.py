@@ -13,7 +13,8 @@ from squall.runtime.acker import SpoutBook
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
-from squall.runtime.wrapping import ExecutorStats, SpoutWrapper
+from squall.runtime.stats import ExecutorStats, Latency
+from squall.runtime.wrapping import SpoutWrapper, StatsSections
 
 # Measurements (the flush deadline of a spout's turn) read the real clock; decisions about
 # time (timeouts) read the worker's clock (link.clock).
@@ -51,7 +52,7 @@ class SpoutExecutor(Executor):
             self.attach_wake(task, spout)
             spout.open(self.conf, self.context(task), coll)
             self.tasks[task] = SpoutTask(spout, coll, book)
-            if isinstance(spout, ExecutorStats):
+            if isinstance(spout, StatsSections):
                 self.reporting.append(spout)
         self.complete_latency = Histogram(COMPLETE_BOUNDS)
         self.active = False
@@ -234,17 +235,17 @@ class SpoutExecutor(Executor):
             except Exception as exc:
                 self.user_error(task, exc, "close")
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ExecutorStats:
         out = super().stats()
         lat = sorted(getattr(self, "latencies", ()))
-        out.update(acked=self.acked, failed=self.failed,
-                   pending=sum(len(t.pending) for t in getattr(self, "tasks", {}).values()))
+        out.acked, out.failed = self.acked, self.failed
+        out.pending = sum(len(t.pending) for t in getattr(self, "tasks", {}).values())
         hist = getattr(self, "complete_latency", None)
         if hist is not None:  # sums, so that nimbus can take latencies over any window
             snap = hist.snapshot()
-            out.update(complete_latency_sum_secs=snap["sum"], complete_latency_count=sum(snap["counts"]))
+            out.complete_latency_sum_secs, out.complete_latency_count = snap["sum"], sum(snap["counts"])
         if lat:
-            out["complete_latency_ms"] = {"p50": lat[len(lat) // 2] * 1000,
-                                          "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000}
+            out.complete_latency = Latency(p50=lat[len(lat) // 2] * 1000,
+                                           p99=lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000)
         return out
 

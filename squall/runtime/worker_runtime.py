@@ -55,6 +55,7 @@ from squall.runtime.receiver import Receiver
 from squall.runtime.sampling import TupleSampler, set_sampling
 from squall.runtime.serialization import TupleSerializer
 from squall.runtime.spout_executor import SpoutExecutor
+from squall.runtime.stats import ExecutorStats, TransportStats
 from squall.runtime.transfer import Endpoint, Transfer
 from squall.system_component import SYSTEM_TASK
 from squall.topology import SPOUT, Topology
@@ -323,28 +324,28 @@ class WorkerRuntime:
         if self._on_fatal is not None and not self.stopping.is_set():
             self._on_fatal(f"executor {component} {executor} died: {exc!r}")
 
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self) -> list[ExecutorStats]:
         """Per executor: its counters, and what was dropped on its way in, by cause."""
         out = []
         for e in self.executors:
             st = e.stats()
-            st["dropped"] = self.drops.by_cause(e.executor_id)
+            st.dropped = self.drops.by_cause(e.executor_id)
             out.append(st)
         return out
 
-    def transport_stats(self) -> dict[str, Any]:
+    def transport_stats(self) -> TransportStats:
         """What belongs to no executor: frames refused (and by cause in ``dropped``),
         handshakes refused (a peer without the topology's CURVE key), keys refused by the
         ZAP handler, payload bytes held for slow or unreachable peers."""
         server, worker_drops = self._server, self.drops.by_cause(None)
         every = self.drops.by_cause(every=True)
-        return {"bad_frames": getattr(server, "bad_frames", 0),
-                "refused_connections": getattr(server, "refused_connections", 0),
-                "refused_keys": getattr(self.context, "refused_keys", 0),
-                "dropped_unknown_task": every.get(drops.UNKNOWN_TASK, 0),
-                "dropped_bad_payload": every.get(drops.BAD_PAYLOAD, 0),
-                "dropped": worker_drops, "held_bytes": self.transfer.held_bytes,
-                "unserializable": self.delivery.dropped_unserializable}
+        return TransportStats(bad_frames=getattr(server, "bad_frames", 0),
+                              refused_connections=getattr(server, "refused_connections", 0),
+                              refused_keys=getattr(self.context, "refused_keys", 0),
+                              dropped_unknown_task=every.get(drops.UNKNOWN_TASK, 0),
+                              dropped_bad_payload=every.get(drops.BAD_PAYLOAD, 0),
+                              dropped=worker_drops, held_bytes=self.transfer.held_bytes,
+                              unserializable=self.delivery.dropped_unserializable)
 
     def metrics(self) -> dict[str, Any]:
         """Executors' metrics and this worker's transfer and drop counters (copies)."""
@@ -353,7 +354,7 @@ class WorkerRuntime:
         dropped = {**self.drops.by_cause(every=True), "unserializable": self.delivery.dropped_unserializable,
                    "receive_error": counters.pop("callback_errors")}
         refused = self.transport_stats()
-        counters.update(refused_connections=refused["refused_connections"], refused_keys=refused["refused_keys"])
+        counters.update(refused_connections=refused.refused_connections, refused_keys=refused.refused_keys)
         return {"executors": [e.metrics() for e in self.executors], "transport": counters,
                 "dropped": dropped, "transfer_queue": len(self.transfer_queue),
                 "transfer_queue_capacity": self.transfer_queue.capacity}

@@ -32,7 +32,7 @@ from squall.runtime.collectors import BoltCollector
 Run = Callable[[list], None]
 
 
-class ExecutorStats:
+class StatsSections:
     """A component with figures of its own in its executor's stats: ``{section: {name:
     value}}``; numbers of one section add up over the executor's tasks."""
 
@@ -40,7 +40,7 @@ class ExecutorStats:
         return {}
 
 
-class BoltWrapper(ExecutorStats, Bolt):
+class BoltWrapper(StatsSections, Bolt):
     """A bolt around ``bolt``: its input goes through ``feed``, and ``run`` executes the
     wrapped bolt. ``prepare``, ``cleanup`` and ``execute`` reach the wrapped bolt unless
     overridden."""
@@ -73,7 +73,7 @@ class BoltWrapper(ExecutorStats, Bolt):
         self.bolt.cleanup()
 
 
-class SpoutWrapper(ExecutorStats, Spout):
+class SpoutWrapper(StatsSections, Spout):
     """A spout around ``spout`` that takes over its task's reliability bookkeeping: the
     executor hands ``receive`` what arrives for the task (acks, fails, system streams)
     and fails timed-out tuples through ``fail``. ``next_tuple``, ``open`` and the rest

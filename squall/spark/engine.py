@@ -24,11 +24,12 @@ from typing import Any
 import structlog
 
 from squall import config as _config
+from squall.contrib.sources import BackfillSource
 from squall.model import system_topology
 from squall.spark import progress as _progress
 from squall.spark import ship
 from squall.spark import sinks as _sinks
-from squall.spark.inputs import FileInput, StageInput, prepare_file_input
+from squall.spark.inputs import StageInput
 from squall.spark.plan import BackfillError, Plan, make_plan
 from squall.spark.runner import run_frame, run_inputs, run_keyed
 from squall.spark.stages import LevelLayout, Stage, layout, plan_stages, sink_stage, stage_levels
@@ -166,7 +167,7 @@ def _frame_input(key: str, df: Any, spout: str, stream: str, fields: Sequence[st
     from pyspark.sql import functions as F
 
     if not hasattr(df, "columns") or not hasattr(df, "rdd"):
-        raise BackfillError(f"input {key!r} must be a Spark DataFrame or a squall.spark.FileInput, "
+        raise BackfillError(f"input {key!r} must be a Spark DataFrame or a BackfillSource (a squall.spark.FileInput), "
                             f"got {type(df).__name__}")
     missing = [f for f in fields if f not in df.columns]
     if missing:
@@ -196,9 +197,10 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
         progress_interval: float = 1.0) -> BackfillResult:
     """Run ``topology`` on Spark over bounded inputs; returns the sinks.
 
-    inputs: ``{"spout" or "spout:stream": FileInput or DataFrame}``. A ``FileInput`` is
-      read in the Python workers by the live spout's rules (``squall.spark.inputs``); a
-      DataFrame's columns named as the spout's declared fields give the values (others
+    inputs: ``{"spout" or "spout:stream": BackfillSource or DataFrame}``. A source
+      (``squall.contrib.sources``) is read in the Python workers: a ``FileInput`` by the
+      live spout's rules (``squall.spark.inputs``), a ``KafkaInput`` through its translator;
+      a DataFrame's columns named as the spout's declared fields give the values (others
       are ignored), as PySpark turns them into Python values.
     sinks: streams to return, ``"component"`` (its default stream) or ``"component:stream"``;
       None means every stream of a running bolt that no running bolt reads.
@@ -229,15 +231,13 @@ def run(topology: Topology, spark: Any, inputs: Mapping[str, Any], sinks: Sequen
     for key, (spout, stream) in plan.inputs.items():
         fields = list(topology.stream_fields(spout, stream))
         value = inputs[key]
-        if isinstance(value, FileInput):
-            stage_inputs[key] = StageInput(key, stream, prepare_file_input(key, value, fields,
-                                                                           _spout_instance(topology, spout)))
-            widths[key] = None
-        elif callable(getattr(value, "prepare_source", None)):
-            # An input read by the workers from elsewhere (a Kafka offset range): it cuts
-            # itself into at most ``max_width`` parts.
+        if isinstance(value, BackfillSource):
+            # Read by the workers themselves (files, a Kafka offset range): prepared here, it
+            # cuts itself into at most ``max_width`` parts.
             try:
                 source = value.prepare_source(key, fields, _spout_instance(topology, spout), full)
+            except BackfillError:
+                raise
             except ValueError as exc:  # the input's own error (e.g. a topic that does not exist)
                 raise BackfillError(str(exc)) from None
             stage_inputs[key] = StageInput(key, stream, source)
@@ -360,7 +360,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
     parts = []
     base = 0   # numbers the level's Spark partitions for progress reports
     if lay.inputs:
-        cuts = {sid: stage_inputs[stages[sid].input].source.cut(stages[sid].width)
+        cuts = {sid: stage_inputs[stages[sid].input_key].prepared.cut(stages[sid].width)
                 for slots in lay.inputs for sid, _ in slots}
         groups = [[(sid, vp, cuts[sid][vp]) for sid, vp in slots] for slots in lay.inputs]
         parts.append(sc.parallelize(groups, len(groups)).mapPartitionsWithIndex(
@@ -368,7 +368,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
         base += len(groups)
     if lay.keyed:
         level = [stages[sid] for slots in lay.keyed for sid, _ in slots]
-        heads = {st.head: plan.component_to_tasks[st.head] for st in level}
+        heads = {st.head_bolt: plan.component_to_tasks[st.head_bolt] for st in level}
         where = lay.task_partition(stages, heads)
         ups: list[Any] = []
         for st in level:
@@ -382,7 +382,7 @@ def _level_rdd(sc: Any, index: int, stages: list[Stage], lay: LevelLayout, stage
         base += n
     for sid in lay.frames:
         st = stages[sid]
-        rdd = frames[st.input].rdd
+        rdd = frames[st.input_key].rdd
         k = rdd.getNumPartitions()
         rdd = sc.parallelize([], st.width) if k == 0 else (rdd.coalesce(st.width) if k > st.width else rdd)
         parts.append(rdd.mapPartitionsWithIndex(functools.partial(run_frame, ref, index, base, sid, stats, types)))

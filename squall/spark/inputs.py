@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.contrib.jsonl import JsonLineRules
 from squall.contrib.line_spout import LineRules, TextLineRules
 from squall.contrib.lines import TOO_LONG, LineReader
 from squall.contrib.parquet_spout import parquet_rows
+from squall.contrib.sources import PreparedSource
 from squall.spark.plan import BackfillError
 from squall.spark.schema import plain_row
 
@@ -43,6 +44,10 @@ class FileInput:
 
     def __repr__(self) -> str:
         return f"FileInput({self.paths!r}, {self.fmt!r})"
+
+    def prepare_source(self, key: str, fields: list[str], spout: Any, conf: Mapping[str, Any]) -> PreparedSource:
+        """A BackfillSource (squall.contrib.sources): the files listed, Parquet's columns checked."""
+        return prepare_file_input(key, self, fields, spout)
 
 
 def _is_uri(path: str) -> bool:
@@ -106,6 +111,7 @@ class LineSource:
     """The part of a line input that workers need: its files and rules."""
 
     kind = "lines"
+    max_width = None  # cut into as many parts as its stage has partitions
 
     def __init__(self, key: str, files: list[tuple[str | None, str, int]], rules: LineRules) -> None:
         self.key, self.files, self.rules = key, files, rules
@@ -148,6 +154,7 @@ class ParquetSource:
     """The part of a Parquet input that workers need: files, row groups and columns."""
 
     kind = "parquet"
+    max_width = None
 
     def __init__(self, key: str, files: list[tuple[str | None, str, int]], fields: list[str],
                  groups: list[list[int]]) -> None:
@@ -221,9 +228,16 @@ class StageInput:
     """What an input stage reads, as shipped to workers: a file source's parts (one list
     of ranges per partition), or the rows of a DataFrame."""
 
-    def __init__(self, key: str, stream: str, source: LineSource | ParquetSource | None = None,
+    def __init__(self, key: str, stream: str, source: PreparedSource | None = None,
                  plain: bool = False) -> None:
         self.key, self.stream, self.source, self.plain = key, stream, source, plain
+
+    @property
+    def prepared(self) -> PreparedSource:
+        """The source of an input the workers read themselves (ValueError for a DataFrame's)."""
+        if self.source is None:
+            raise ValueError(f"input {self.key!r} is a DataFrame's rows")
+        return self.source
 
     def values(self, items: Iterable[Any], malformed: Callable[[str], None]) -> Iterator[list]:
         if self.source is not None:

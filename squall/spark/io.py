@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from squall.contrib.kafka.spark import SCHEME as KAFKA_SCHEME
-from squall.contrib.kafka.spark import KafkaInput
+from squall.contrib.sources import scheme_of
 from squall.spark.engine import failure
 from squall.spark.inputs import FileInput, list_files
 from squall.spark.plan import BackfillError
@@ -23,13 +22,15 @@ def _local(path: str) -> bool:
 
 
 def read_input(spark: Any, key: str, path: str, fmt: str) -> Any:
-    """What to run a spout stream over: a ``KafkaInput`` for ``kafka:...`` (an offset range
-    of the spout's topics, see ``squall.contrib.kafka.spark``), a ``FileInput`` for ``jsonl``, ``text`` and
-    ``parquet`` (read by the Python workers with the live spouts' rules), a DataFrame
-    for ``csv`` (Spark's CSV reader, with a header line; every column a string)."""
-    if path.startswith(KAFKA_SCHEME):
+    """What to run a spout stream over: the source of a registered scheme
+    (``squall.contrib.sources``; ``kafka:...``: an offset range of the spout's topics), a
+    ``FileInput`` for ``jsonl``, ``text`` and ``parquet`` (read by the Python workers with
+    the live spouts' rules), a DataFrame for ``csv`` (Spark's CSV reader, with a header
+    line; every column a string)."""
+    scheme = scheme_of(path)
+    if scheme is not None:
         try:
-            return KafkaInput.parse(path)  # whatever --input-format says: records, not files
+            return scheme.parse(path)  # whatever --input-format says: not files
         except ValueError as exc:
             raise BackfillError(f"input {key!r}: {exc}") from None
     if fmt not in INPUT_FORMATS:

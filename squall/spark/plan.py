@@ -14,15 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from squall.components import DEFAULT_STREAM
+from squall.contrib.sources import BackfillError
 from squall.model import ACKER, component_tasks, system_topology, task_ids
 from squall.spark.stateful import batch_problem, system_components
 from squall.topology import SPOUT, Topology
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
-
-
-class BackfillError(ValueError):
-    """A topology or a request that a batch run cannot carry out, with the reason."""
 
 
 @dataclass

@@ -166,7 +166,8 @@ class Tracker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if report is not None:
-            self._thread = threading.Thread(target=self._loop, name="squall-backfill-report", daemon=True)
+            self._thread = threading.Thread(target=self._loop, args=(report,), name="squall-backfill-report",
+                                            daemon=True)
             self._thread.start()
 
     def start_level(self, level: int) -> None:
@@ -191,15 +192,15 @@ class Tracker:
         self._last = (now, rows, executed)
         return p
 
-    def _loop(self) -> None:
+    def _loop(self, report: Callable[[Progress], None]) -> None:
         while not self._stop.wait(self.interval):
-            self.report(self.snapshot())
+            report(self.snapshot())
 
     def close(self, finished: bool) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-            if finished:
+            if finished and self.report is not None:
                 # The last line's rates are over the whole run.
                 self._last = (self.started, 0, 0)
                 self.report(self.snapshot(finished=True))

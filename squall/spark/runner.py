@@ -268,6 +268,8 @@ class StageRun:
 
     def run_input(self, values_iter: Iterable[list]) -> Iterator[tuple]:
         """An input stage: every value list is one spout emit."""
+        if self.spout_route is None:
+            raise ValueError(f"stage {self.stage.id} reads no input")
         self.prepare()
         yield from self.pump()
         put = self.spout_route.put
@@ -285,7 +287,7 @@ class StageRun:
 
     @property
     def head_task(self) -> int:
-        return self.tasks[self.stage.head][0].task
+        return self.tasks[self.stage.head_bolt][0].task
 
     def feed(self, record: tuple) -> Iterator[tuple]:
         """A keyed stage: one batch aimed at this partition's task of the head bolt."""
@@ -294,7 +296,7 @@ class StageRun:
         src = self._sources.get(key)
         if src is None:
             src = self._sources[key] = Source(comp, task, stream, self.plan.topology.stream_fields(comp, stream))
-        self.tasks[self.stage.head][0].run(src, self.codec.unpack(payload))
+        self.tasks[self.stage.head_bolt][0].run(src, self.codec.unpack(payload))
         yield from self.pump()
 
     def malformed_line(self, text: str) -> None:
@@ -367,7 +369,7 @@ def run_inputs(ref: PlanRef, level: int, base: int, stats: Any, types: Any, part
         for sid, vp, parts in group:
             stage = plan.stages[sid]
             run = StageRun(plan, stage, vp, progress)
-            yield from run.run_input(plan.inputs[stage.input].source.read(parts, run.malformed_line))
+            yield from run.run_input(plan.inputs[stage.input_key].prepared.read(parts, run.malformed_line))
     progress.close()
     _report(progress.runs, stats, types)
 
@@ -380,7 +382,7 @@ def run_frame(ref: PlanRef, level: int, base: int, stage_id: int, stats: Any, ty
     stage = plan.stages[stage_id]
     progress = PartitionProgress(plan, level, base + partition)
     run = StageRun(plan, stage, partition, progress)
-    yield from run.run_input(plan.inputs[stage.input].values(rows, run.malformed_line))
+    yield from run.run_input(plan.inputs[stage.input_key].values(rows, run.malformed_line))
     progress.close()
     _report(progress.runs, stats, types)
 

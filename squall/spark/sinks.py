@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from squall.contrib.columns import ColumnTypes
+from squall.errors import SquallError
 from squall.spark.plan import BackfillError
 from squall.spark.schema import spark_schema
 from squall.values import ValueCodec
@@ -24,7 +25,7 @@ from squall.values import ValueCodec
 _JSON_SCALARS = frozenset({str, int, bool, float, type(None)})
 
 
-class SinkValueError(ValueError):
+class SinkValueError(SquallError, ValueError):
     """A sink value that the chosen output cannot hold unchanged."""
 
 

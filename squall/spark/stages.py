@@ -1,10 +1,11 @@
 """Cutting a batch plan into stages: components that run together in one Spark task.
 
 A bolt whose every subscription uses a grouping that lets any task take the tuple
-(shuffle, none, local-or-shuffle), all from components of one stage, joins that stage:
-its tuples are handed over inside the Python worker, with no shuffle and no checkpoint
-between. Every other bolt heads a stage of its own, keyed by task: the records aimed at
-it are partitioned by target task, so partition i runs its task i.
+(registered ``any_task``: shuffle, none, local-or-shuffle), all from components of one
+stage, joins that stage: its tuples are handed over inside the Python worker, with no
+shuffle and no checkpoint between. Every other bolt heads a stage of its own, keyed by
+task: the records aimed at it are partitioned by target task, so partition i runs its
+task i.
 
 A stage runs in ``width`` partitions. Task j of a bolt in it runs in partition
 ``j % width``; a fused bolt needs at least ``width`` tasks, so that every partition has
@@ -17,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from squall.grouping import LOCAL_OR_SHUFFLE, NONE, SHUFFLE
+from squall.grouping import GROUPINGS
 from squall.spark.plan import Plan
 from squall.topology import SPOUT
-
-FUSABLE = frozenset({SHUFFLE, NONE, LOCAL_OR_SHUFFLE})
 
 
 @dataclass
@@ -37,6 +36,20 @@ class Stage:
     @property
     def bolts(self) -> list[str]:
         return self.components[1:] if self.input is not None else list(self.components)
+
+    @property
+    def input_key(self) -> str:
+        """The input an input stage reads (ValueError for another stage)."""
+        if self.input is None:
+            raise ValueError(f"stage {self.id} reads no input")
+        return self.input
+
+    @property
+    def head_bolt(self) -> str:
+        """The bolt a keyed stage partitions by task (ValueError for another stage)."""
+        if self.head is None:
+            raise ValueError(f"stage {self.id} is not keyed")
+        return self.head
 
     def partition_tasks(self, tasks: list[int], partition: int) -> list[int]:
         """The tasks (of a bolt with these task ids) that run in ``partition``."""
@@ -70,7 +83,7 @@ def plan_stages(plan: Plan, input_widths: Mapping[str, int | None] | None = None
         sources = {(by_input[(s.component, s.stream)] if (s.component, s.stream) in by_input
                     else stage_of[s.component]).id for s in subs}
         target = stages[next(iter(sources))] if len(sources) == 1 else None
-        if (target is not None and subs and all(s.grouping.kind in FUSABLE for s in subs)
+        if (target is not None and subs and all(GROUPINGS.get(s.grouping.kind).any_task for s in subs)
                 and _fits(target, n_tasks)):
             target.components.append(comp)
             if target.input is not None:
@@ -128,7 +141,7 @@ class LevelLayout:
         out = {}
         for p, slots in enumerate(self.keyed):
             for sid, vp in slots:
-                out[heads[stages[sid].head][vp]] = p
+                out[heads[stages[sid].head_bolt][vp]] = p
         return out
 
 

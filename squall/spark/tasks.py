@@ -13,7 +13,8 @@ from typing import Any
 
 from squall.context import TopologyContext
 from squall.contrib.columns import ColumnTypes
-from squall.grouping import DIRECT
+from squall.errors import SquallError
+from squall.grouping import is_direct
 from squall.runtime.collectors import make_routes
 from squall.spark.collector import BoxRoute
 from squall.spark.stages import LevelLayout, Stage
@@ -22,7 +23,7 @@ from squall.topology import Topology
 ERRORS_KEPT = 5
 
 
-class BoltTaskError(RuntimeError):
+class BoltTaskError(SquallError, RuntimeError):
     """A bolt task that could not run (its ``prepare`` raised); ends the Spark job."""
 
 
@@ -91,7 +92,7 @@ class WorkerPlan:
         def subscribers(comp: str, stream: str) -> list:
             # Excluded bolts' groupings do not run (their code may not suit the input); a
             # direct emit to an excluded task stays legal, and its values are dropped.
-            return [(b, gr) for b, gr in topo.subscribers(comp, stream) if b in running or gr.kind == DIRECT]
+            return [(b, gr) for b, gr in topo.subscribers(comp, stream) if b in running or is_direct(gr)]
 
         def tasks_of(bolt: str) -> list[int]:
             tasks = self.component_to_tasks[bolt]
@@ -99,7 +100,7 @@ class WorkerPlan:
 
         streams = dict(topo.components[component].streams)
         routes = make_routes(component, task, streams, subscribers, tasks_of, local, context)
-        return {s: BoxRoute.of(r, any(gr.kind != DIRECT for _, gr in subscribers(component, s)))
+        return {s: BoxRoute.of(r, any(not is_direct(gr) for _, gr in subscribers(component, s)))
                 for s, r in routes.items()}
 
 

@@ -19,7 +19,7 @@ import structlog
 
 from squall.components import Spout
 from squall.model import CHECKPOINT
-from squall.runtime.wrapping import ExecutorStats
+from squall.runtime.wrapping import StatsSections
 from squall.state.kv import decode, encode
 from squall.state.protocol import CHECKPOINT_STREAM, COMMIT, PREPARE, Coordinator, TxRecord
 from squall.state.stores import Store, StoreError, namespace, open_store, state_name
@@ -35,7 +35,7 @@ def load_record(store: Store) -> tuple[TxRecord, int]:
     return (TxRecord() if raw is None else TxRecord.from_dict(decode(raw))), held or 0
 
 
-class CheckpointSpout(ExecutorStats, Spout):
+class CheckpointSpout(StatsSections, Spout):
     def component_config(self) -> dict[str, Any]:
         return {"topology.spout.batch.size": 1, "topology.sleep.spout.wait.strategy.time.ms": 100}
 

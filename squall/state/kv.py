@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from squall.errors import SquallError
 from squall.state.stores import Store
 from squall.values import PLAIN, ValueCodec
 
 _DELETED = object()
 
 
-class StateError(RuntimeError):
+class StateError(SquallError, RuntimeError):
     """State that cannot be saved or loaded; the message names the key or the store."""
 
 

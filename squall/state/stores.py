@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from squall.errors import SquallError
 from squall.extras import needs
 
 Changes = Mapping[bytes, "bytes | None"]
@@ -31,7 +32,7 @@ Changes = Mapping[bytes, "bytes | None"]
 MEMORY, EMBEDDED, REDIS = "memory", "embedded", "redis"
 
 
-class StoreError(RuntimeError):
+class StoreError(SquallError, RuntimeError):
     """A store that cannot be opened, read or written; the message says which and why."""
 
 

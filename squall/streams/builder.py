@@ -119,12 +119,8 @@ def _values(value: Any) -> Any:
 
 
 def _subscribe(declarer: BoltDeclarer, inp: pl.Input) -> None:
-    if inp.grouping == pl.FIELDS:
-        declarer.fields(inp.component, [inp.field or "key"], inp.stream)
-    elif inp.grouping == pl.GLOBAL:
-        declarer.global_(inp.component, inp.stream)
-    else:
-        declarer.shuffle(inp.component, inp.stream)
+    fields = [inp.field or "key"] if inp.grouping == pl.FIELDS else None
+    declarer.grouping(inp.component, inp.grouping, fields=fields, stream=inp.stream)
 
 
 def _spout_fields(source: Step) -> list[str]:

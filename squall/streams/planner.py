@@ -30,11 +30,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from squall.grouping import FIELDS, GLOBAL, SHUFFLE
 from squall.streams import steps as k
 from squall.streams.steps import PipelineError, Step
 from squall.streams.windows import Window
 
-SHUFFLE, FIELDS, GLOBAL = "shuffle", "fields", "global"
 TUPLE, VALUE, PAIR = "tuple", "value", "pair"  # how an input's tuples become values
 
 

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from squall.errors import SquallError
 from squall.streams import steps as k
 from squall.streams.aggregators import Counting
 from squall.streams.functions import Functions
@@ -72,7 +73,7 @@ class Program:
         return f"{found.kind} at {found.where}" if found is not None else None
 
 
-class StepError(Exception):
+class StepError(SquallError):
     """A user function of a step raised; the message names the step and its line."""
 
 

@@ -11,10 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from squall.errors import SquallError
 from squall.testing.zookeeper import free_port
 
 
-class RedisError(RuntimeError):
+class RedisError(SquallError, RuntimeError):
     """redis-server is not installed, cannot be installed, or did not start."""
 
 

@@ -17,13 +17,14 @@ from types import TracebackType
 
 import psutil
 
+from squall.errors import SquallError
 from squall.testing.zookeeper import free_port
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 
 
-class SparkClusterError(RuntimeError):
+class SparkClusterError(SquallError, RuntimeError):
     """The master or worker did not start."""
 
 

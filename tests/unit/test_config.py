@@ -4,11 +4,25 @@ import yaml
 
 from squall import config
 from squall.conf import DEFAULTS_PATH
+from squall.registry import Registry
 
 
 def test_defaults_and_schema_describe_the_same_keys():
-    assert set(config.load_defaults()) == set(config.SCHEMA)
+    assert set(config.load_defaults()) == set(config.known_keys())
     config.validate(config.load_defaults())
+
+
+def test_each_feature_registers_its_own_keys_where_config_looks_for_them():
+    """A key under a feature's prefix is registered by the module FEATURE_KEYS names for
+    it (that module is what config imports to check it); the core registers none there;
+    every named module registers keys."""
+    for key in config.known_keys():
+        prefix = max((p for p in config.FEATURE_KEYS if key.startswith(p)), key=len, default=None)
+        expected = config.FEATURE_KEYS[prefix] if prefix else "squall.config"
+        assert config.KEYS.origin(key) == expected, key
+    assert {config.KEYS.origin(k) for k in config.known_keys()} == {"squall.config", *config.KEYS.providers}
+    for prefix in config.FEATURE_KEYS:
+        assert prefix.startswith(config.OWN_PREFIXES)  # an unknown key there is an error, not user config
 
 
 def test_every_default_key_has_a_comment():
@@ -73,6 +87,23 @@ def test_bad_user_file_and_override_syntax(tmp_path, monkeypatch):
     with pytest.raises(config.ConfigError, match="not of the form key=value"):
         config.parse_overrides(["topology.workers"])
     assert config.parse_overrides(["supervisor.slots.ports=[1, 2]"]) == {"supervisor.slots.ports": [1, 2]}
+
+
+def test_a_config_of_core_and_user_keys_imports_no_feature(monkeypatch):
+    """A process that imported no feature yet (the core's keys only): a config naming no
+    feature's key loads none; a Kafka key asks for Kafka's module, and only that."""
+    fresh = Registry("config key", providers=config.KEYS.providers)
+    for key in config.known_keys():
+        if config.KEYS.origin(key) == "squall.config":
+            fresh.register(key, config.KEYS.get(key), "squall.config")
+    asked: list = []
+    monkeypatch.setattr(fresh, "load", lambda module=None: asked.append(module))
+    monkeypatch.setattr(config, "KEYS", fresh)
+    config.validate({"topology.workers": 2, "my.own.setting": 1})
+    assert asked == []
+    with pytest.raises(config.ConfigError, match="unknown config key 'kafka.bolt.max.in.flight'"):
+        config.validate({"kafka.bolt.max.in.flight": 10})  # the stand-in loader registered nothing
+    assert asked[0] == "squall.contrib.kafka.conf"
 
 
 @pytest.mark.parametrize("env, message", [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -36,3 +37,11 @@ def test_a_finding_fails_the_run_and_is_shown(tmp_path, tool, source, finding):
     result = lint(tool, str(bad))
     assert result.returncode == 1
     assert finding in result.stderr and "bad.py" in result.stderr
+
+
+def test_mypy_checks_every_module_of_the_installed_package():
+    """[tool.mypy] files names the whole package as installed (daemons and messaging too),
+    not a list of folders a new package would be missing from."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    assert tool["mypy"]["files"] == ["squall"]
+    assert {package.split(".")[0] for package in tool["setuptools"]["package-dir"]} == {"squall"}

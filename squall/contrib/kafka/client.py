@@ -16,7 +16,9 @@ from typing import Any
 
 import structlog
 
-from squall.config import SECRET_PROPERTY, validate
+from squall.config import validate
+from squall.contrib.kafka.conf import SECRET_PROPERTY
+from squall.errors import SquallError
 from squall.extras import needs
 from squall.metrics import CountMetric
 
@@ -29,7 +31,7 @@ WARN_EVERY = 30.0  # client error logs at most this often per task
 REPORT_AFTER = 5.0  # a broker away this long is reported as an error of the component (once a spell)
 
 
-class KafkaConfigError(ValueError):
+class KafkaConfigError(SquallError, ValueError):
     """Kafka settings that cannot work; the message names the property, never a secret."""
 
 

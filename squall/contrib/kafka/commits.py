@@ -12,15 +12,31 @@ bound, and a fast partition would otherwise sit idle until the next period.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from squall.contrib.kafka.client import ClientErrors
 from squall.contrib.kafka.failures import Key, label
+from squall.contrib.kafka.lookups import BrokerLookups
+from squall.contrib.kafka.offsets import OffsetManager
 
 SYNC_COMMIT_SECS = 3.0  # how long close waits for its last commit
 
 
 class GroupCommits:
     """KafkaSpout's commits to the consumer group, and the lag metric."""
+
+    # The spout's, made in its open (squall.contrib.kafka.spout.KafkaSpout).
+    consumer: Any
+    lookups: BrokerLookups
+    managers: dict[Key, OffsetManager | None]
+    committing: dict[Key, int]
+    m_committed: Any
+    m_lag: Any
+    _metadata: str
+    _TP: Any
+    _on_client_error: ClientErrors
+    _tp: Callable[..., Any]
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
         if err is not None:

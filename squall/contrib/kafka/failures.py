@@ -14,10 +14,13 @@ dead letter that keeps them all.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from squall.contrib.kafka.offsets import OffsetManager
 from squall.contrib.kafka.records import dead_letter_headers
+from squall.contrib.kafka.retry import RetrySchedule
+from squall.contrib.kafka.settings import SpoutSettings
 from squall.contrib.kafka.translator import FAILED_STREAM
 
 Key = tuple[str, int]  # (topic, partition)
@@ -32,6 +35,24 @@ def label(key: Key) -> str:
 
 class RecordFailures:
     """KafkaSpout's ack, fail and reporting; uses the spout's managers, schedules and metrics."""
+
+    # The spout's, made in its open (squall.contrib.kafka.spout.KafkaSpout).
+    collector: Any
+    settings: SpoutSettings
+    log: Any
+    managers: dict[Key, OffsetManager | None]
+    retry: RetrySchedule[Key]
+    dead_retry: RetrySchedule[Key]
+    dead: dict[Key, dict[int, str]]  # offsets reported -> why
+    aside: dict[Key, dict[int, str]]  # offsets to report when read again (after a rollback)
+    sought: dict[Key, tuple[int, float]]
+    m_retries: Any
+    m_given_up: Any
+    m_decode: Any
+    m_undeliverable: Any
+    _has_failed_stream: bool
+    _emit: Callable[..., Any]
+    _translate: Callable[[Any], list[Any] | None]
 
     def _emit_again(self, msg: Any, key: Key, mgr: OffsetManager, off: int) -> bool:
         """A record at or below the last emitted offset: emitted again when its retry (or

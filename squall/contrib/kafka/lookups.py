@@ -83,7 +83,7 @@ class BrokerLookups:
 
     def drain(self) -> list[tuple[str, Any, Any]]:
         """Answers that arrived, in order (never waits)."""
-        out = []
+        out: list[tuple[str, Any, Any]] = []
         while True:
             try:
                 ans = self.answers.get_nowait()
@@ -95,7 +95,7 @@ class BrokerLookups:
     def wait(self, kind: str, timeout: float) -> list[tuple[str, Any, Any]]:
         """Answers until one of ``kind`` came or ``timeout`` passed (for close only)."""
         deadline = time.monotonic() + timeout
-        out = []
+        out: list[tuple[str, Any, Any]] = []
         while True:
             left = deadline - time.monotonic()
             if left <= 0:

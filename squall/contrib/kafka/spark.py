@@ -22,15 +22,13 @@ from urllib.parse import parse_qsl
 from squall.contrib.kafka.client import KafkaConfigError, client_config, confluent
 from squall.contrib.kafka.settings import OFFSET_BEGINNING
 from squall.contrib.kafka.translator import RecordTranslator, checked
+from squall.contrib.sources import SOURCES, BackfillError, SourceScheme
 
 SCHEME = "kafka:"
 OPTIONS = ("topics", "group", "from", "to", "bootstrap")
 TIMEOUT = 30.0  # driver requests (metadata, watermarks, committed offsets)
 
 
-class BackfillError(ValueError):
-    """A Kafka input that cannot be read; spark-run reports it as its own BackfillError
-    (squall.spark sits above contrib: this module does not import it)."""
 Range = tuple[str, int, int, int]  # topic, partition, start (maybe logical), end (exclusive)
 
 
@@ -206,3 +204,8 @@ class KafkaSource:
             if now - last_seen > self.idle_timeout:
                 raise BackfillError(f"input {self.key!r}: no record of {topic}-{partition} for "
                                     f"{self.idle_timeout:.0f}s before offset {end} (at {pos})")
+
+
+SOURCES.register("kafka", SourceScheme(
+    "kafka", KafkaInput.parse, "an offset range of the spout's topics, read through its translator",
+    example="kafka:orders,refunds?from=earliest&to=committed&group=orders-app"), __name__)

@@ -22,7 +22,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -123,8 +123,9 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.metadata_client = _consumer(ck, props)
         self.lookups = BrokerLookups(self.metadata_client, self._TP)
         self.meta_backoff, self.offsets_backoff = Backoff(), Backoff()
-        self.retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, s.retry_max_count)
-        self.dead_retry = RetrySchedule(s.retry_initial, s.retry_multiplier, s.retry_max_delay, None)
+        delays = (s.retry_initial, s.retry_multiplier, s.retry_max_delay)
+        self.retry: RetrySchedule[Key] = RetrySchedule(*delays, s.retry_max_count)
+        self.dead_retry: RetrySchedule[Key] = RetrySchedule(*delays, None)
         self.managers: dict[Key, OffsetManager | None] = {}   # None until the first record shows where it starts
         self.awaiting: set[Key] = set()        # partitions of this task whose committed offset is being asked
         self.starts: dict[Key, int] = {}       # where each assigned partition was started (logical or real)
@@ -281,7 +282,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
                 continue
             off, topic, part = msg.offset(), msg.topic(), msg.partition()
             key = (topic, part)
-            mgr = self.managers.get(key, False)
+            mgr: OffsetManager | None | Literal[False] = self.managers.get(key, False)
             if mgr is None:  # the first record of a partition started at a logical offset
                 mgr = self.managers[key] = OffsetManager(off)
             elif mgr is False:
@@ -296,7 +297,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
                 continue
             if self._raw:  # RecordTranslator.translate, inlined: it cannot fail
                 kind, ms = msg.timestamp()
-                values = [topic, part, off, msg.key(), msg.value(), ms / 1000.0 if kind else None]
+                values: list[Any] | None = [topic, part, off, msg.key(), msg.value(), ms / 1000.0 if kind else None]
             else:
                 try:
                     values = self._translate(msg)
@@ -376,26 +377,27 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
     def _pause_over_bound(self) -> None:
         bound = self.settings.max_uncommitted
         half = bound // 2
-        over, early = set(), []
+        over: dict[Key, OffsetManager] = {}
+        early = []
         for k, m in self.managers.items():
             if m is not None and m.uncommitted >= half:
                 if m.uncommitted >= bound:
-                    over.add(k)
+                    over[k] = m
                 if k not in self.committing:
                     early.append(k)
         if early:  # commit now what is done, not at the next period (reading stops at the bound)
             self._commit(keys=early)
-        if over == self.paused:
+        if over.keys() == self.paused:
             return
-        pause, resume = over - self.paused, self.paused - over
+        pause, resume = over.keys() - self.paused, self.paused - over.keys()
         try:
             if pause:
                 self.consumer.pause([self._tp(k) for k in pause])
                 for key in pause:  # what was fetched past the bound waits in the log, not here
-                    self._seek(key, self.managers[key].last_emitted + 1)
+                    self._seek(key, over[key].last_emitted + 1)
             if resume:
                 self.consumer.resume([self._tp(k) for k in resume])
-            self.paused = over
+            self.paused = set(over)
         except Exception as exc:  # noqa: BLE001 - tried again at the next housekeeping
             self._on_client_error(exc)
 

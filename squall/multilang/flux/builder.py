@@ -17,7 +17,7 @@ from squall.multilang.flux.model import ComponentDef, ObjectDef, Ref, RefList, S
 from squall.multilang.flux.wrappers import JAVA_ROOTS, STORM_CLASSES
 from squall.multilang.shell_component import TICK_KEY
 from squall.multilang.storm_conf import split_storm_conf
-from squall.topology import Topology, TopologyBuilder, TopologyError
+from squall.topology import BoltDeclarer, SpoutDeclarer, Topology, TopologyBuilder, TopologyError
 
 log = structlog.get_logger("squall.multilang.flux")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -165,6 +165,7 @@ class FluxBuilder:
             topology_tick = self.defn.config.get(TICK_KEY)
             if topology_tick is not None and getattr(obj, "tick_secs", 0) is None:
                 obj.add_component_config(TICK_KEY, topology_tick)  # Storm sends every bolt the ticks
+        declarer: SpoutDeclarer | BoltDeclarer
         try:
             if base is Spout:
                 declarer = builder.set_spout(c.id, obj, c.parallelism, c.num_tasks)
@@ -195,22 +196,16 @@ class FluxBuilder:
         if s.args:
             missing = [f for f in s.args if f not in streams[s.stream].fields]
             if missing:
-                raise s.where.error(f"FIELDS grouping on {missing}, which {s.source}/{s.stream} does not "
+                raise s.where.error(f"{s.grouping} grouping on {missing}, which {s.source}/{s.stream} does not "
                                     f"declare (fields: {list(streams[s.stream].fields)})")
-        kind = s.grouping
         try:
-            if kind == "FIELDS":
-                target.fields(s.source, s.args, stream=s.stream)
-            elif kind == "CUSTOM":
-                assert s.custom is not None
+            if s.custom is not None:  # a grouping registered ``custom``: an object of the user's class
                 grouping = self.make(s.custom)
                 if not isinstance(grouping, CustomStreamGrouping):
                     raise s.custom.where.error(f"{s.custom.class_name} is not a squall CustomStreamGrouping")
                 target.custom(s.source, grouping, stream=s.stream)
-            else:
-                method = {"ALL": "all", "DIRECT": "direct", "SHUFFLE": "shuffle", "GLOBAL": "global_",
-                          "NONE": "none", "LOCAL_OR_SHUFFLE": "local_or_shuffle"}[kind]
-                getattr(target, method)(s.source, stream=s.stream)
+            else:  # Flux names a registered grouping in capitals
+                target.grouping(s.source, s.grouping.lower(), fields=s.args, stream=s.stream)
         except TopologyError as exc:
             raise s.where.error(str(exc)) from None
 

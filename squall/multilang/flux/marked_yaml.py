@@ -6,8 +6,10 @@ from typing import Any
 
 import yaml
 
+from squall.errors import SquallError
 
-class FluxError(ValueError):
+
+class FluxError(SquallError, ValueError):
     """A Flux file that cannot be used: ``file:line: key: what``."""
 
     def __init__(self, file: str, line: int | None, key: str, message: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from squall.grouping import GROUPINGS
 from squall.multilang.flux import marked_yaml
 from squall.multilang.flux.marked_yaml import FluxError, line_of
 
@@ -26,7 +27,6 @@ COMPONENT_KEYS = OBJECT_KEYS | {"parallelism", "numTasks", "config",
 RESOURCE_KEYS = ("onHeapMemoryLoad", "offHeapMemoryLoad", "cpuLoad")  # Storm's resource-aware scheduler
 STREAM_KEYS = {"name", "from", "to", "grouping"}
 GROUPING_KEYS = {"type", "streamId", "args", "customClass"}
-GROUPING_TYPES = {"ALL", "CUSTOM", "DIRECT", "SHUFFLE", "LOCAL_OR_SHUFFLE", "FIELDS", "GLOBAL", "NONE"}
 INCLUDE_KEYS = {"resource", "file", "override"}
 SOURCE_KEYS = OBJECT_KEYS - {"id"} | {"methodName"}
 
@@ -66,7 +66,14 @@ class ObjectDef:
 
 
 @dataclass
-class ComponentDef(ObjectDef):
+class NamedObjectDef(ObjectDef):
+    """An object others name by its id: a ``components`` entry, a spout or a bolt."""
+
+    id: str
+
+
+@dataclass
+class ComponentDef(NamedObjectDef):
     parallelism: int = 1
     num_tasks: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
@@ -89,7 +96,7 @@ class TopologyDef:
     name: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_where: dict[str, Where] = field(default_factory=dict)
-    components: list[ObjectDef] = field(default_factory=list)
+    components: list[NamedObjectDef] = field(default_factory=list)
     spouts: list[ComponentDef] = field(default_factory=list)
     bolts: list[ComponentDef] = field(default_factory=list)
     streams: list[StreamDef] = field(default_factory=list)
@@ -211,21 +218,22 @@ def _stream(value: Any, where: Where) -> StreamDef:
     gw = _at(m, "grouping", where)
     g = _mapping(m.get("grouping"), gw, GROUPING_KEYS)
     kind = _string(g.get("type"), _at(g, "type", gw)).upper()
-    if kind not in GROUPING_TYPES:
+    spec = GROUPINGS.find(kind.lower())
+    if spec is None:
         raise _at(g, "type", gw).error(f"unknown grouping type {g.get('type')!r} "
-                                        f"(one of {', '.join(sorted(GROUPING_TYPES))})")
+                                        f"(one of {', '.join(sorted(n.upper() for n in GROUPINGS.names()))})")
     stream = _string(g["streamId"], _at(g, "streamId", gw)) if g.get("streamId") is not None else "default"
     args = None
-    if kind == "FIELDS":
+    if spec.fields:
         raw = g.get("args")
         if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
-            raise _at(g, "args", gw).error("a FIELDS grouping needs args: a list of field names")
+            raise _at(g, "args", gw).error(f"a {kind} grouping needs args: a list of field names")
         args = list(raw)
     custom = None
-    if kind == "CUSTOM":
+    if spec.custom:
         cw = _at(g, "customClass", gw)
         if "customClass" not in g:
-            raise cw.error("a CUSTOM grouping needs customClass")
+            raise cw.error(f"a {kind} grouping needs customClass")
         p = _object(g["customClass"], cw, OBJECT_KEYS - {"id"}, False)
         custom = ObjectDef(None, p["class_name"], p["args"], p["properties"], p["config_methods"], p["where"])
     w = Where(where.file, getattr(m, "line", None) or where.line, f"{where.key} ({source} -> {target})")
@@ -253,7 +261,7 @@ def parse_text(text: str, file: str) -> TopologyDef:
     comps = _list(m.get("components"), _at(m, "components", top))
     for i, c in enumerate(comps):
         p = _object(c, _at(comps, i, _at(m, "components", top)), OBJECT_KEYS, True)
-        out.components.append(ObjectDef(p["id"], p["class_name"], p["args"], p["properties"],
+        out.components.append(NamedObjectDef(p["id"], p["class_name"], p["args"], p["properties"],
                                         p["config_methods"], p["where"]))
     for section, target in (("spouts", out.spouts), ("bolts", out.bolts)):
         items = _list(m.get(section), _at(m, section, top))

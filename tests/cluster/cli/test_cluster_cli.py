@@ -25,6 +25,7 @@ import yaml
 
 from squall.daemons.nimbus.process import NimbusProcess
 from squall.daemons.state import ClusterState, ErrorInfo, SupervisorInfo, WorkerBeat
+from squall.runtime.stats import WorkerStats
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port
 from support import dev_cluster
@@ -106,8 +107,8 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
         execs = assignment.executors_on(node, port)
         stats = [{"executor": list(ex), "emitted": {"default": 7}, "executed": 3, "acked": 1, "failed": 0,
                   "dropped": {"bad_ids": 2}} for ex in execs]
-        beats.append(WorkerBeat(tid, node, port, time.time(), execs, 65.0,
-                                {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}))
+        wire = {"executors": stats, "transport": {"dropped": {"bad_frame": 9}}}
+        beats.append(WorkerBeat(tid, node, port, time.time(), execs, 65.0, WorkerStats.from_dict(wire)))
     report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
                                       "Traceback (most recent call last):\nKeyError: 'word'"))
@@ -324,7 +325,7 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
             stats = [{"executor": list(ex), "emitted": {"default": n} if ex == (4, 4) else {},
                       "executed": n if ex in ((2, 2), (3, 3)) else 0, "acked": 0, "failed": 0} for ex in execs]
             report_beats(nimbus, [WorkerBeat(tid, "s1", 7001, time.time(), execs, 30.0,
-                                             {"executors": stats, "time": t})])
+                                             WorkerStats.from_dict({"executors": stats, "time": t}))])
 
         start = time.time() - 20
         beat(start, 1000)

@@ -17,12 +17,14 @@ from squall.daemons.reports import (
     parse_report,
 )
 from squall.daemons.state import Assignment, TopologyInfo, WorkerBeat
+from squall.runtime.stats import WorkerStats
 
 
 def beat(port: int, stats_bytes: int = 0, node: str = "s1", executors=((1, 1), (2, 3))) -> ReportedBeat:
     stats = {"time": 99.0, "executors": [{"executor": [1, 1], "emitted": {"default": 5, "__ack_init": 7},
-                                          "executed": 4, "acked": 3, "failed": 1, "pad": "x" * stats_bytes}]}
-    return ReportedBeat.of(WorkerBeat("wc-1-1", node, port, 100.0 + port, list(executors), 5.0, stats))
+                                          "executed": 4, "acked": 3, "failed": 1, "pad": {"x": "x" * stats_bytes}}]}
+    return ReportedBeat.of(WorkerBeat("wc-1-1", node, port, 100.0 + port, list(executors), 5.0,
+                                      WorkerStats.from_dict(stats)))
 
 
 def test_a_report_round_trips_with_counters_and_stats_as_text():
@@ -32,14 +34,14 @@ def test_a_report_round_trips_with_counters_and_stats_as_text():
     first = parsed.beats[0]
     assert first.counters == {(1, 1): (5, 4, 3, 1, 0, 0, 0)}  # user streams only: acker traffic left out
     assert first.samples() == {(1, 1): (99.0, (5, 4, 3, 1, 0, 0, 0))}
-    assert first.decoded().stats["executors"][0]["acked"] == 3  # decoded only where shown
+    assert first.decoded().stats.executors[0].acked == 3  # decoded only where shown
 
 
 def test_latency_sums_travel_as_integer_micros_and_six_wide_rows_still_parse():
     stats = {"time": 5.0, "executors": [{"executor": [1, 1], "emitted": {"default": 2}, "executed": 8,
                                          "acked": 2, "failed": 0, "busy_secs": 0.25,
                                          "complete_latency_sum_secs": 1.5, "complete_latency_count": 3}]}
-    b = ReportedBeat.of(WorkerBeat("wc-1-1", "s1", 6700, 6.0, [(1, 1)], 5.0, stats))
+    b = ReportedBeat.of(WorkerBeat("wc-1-1", "s1", 6700, 6.0, [(1, 1)], 5.0, WorkerStats.from_dict(stats)))
     assert b.counters == {(1, 1): (2, 8, 2, 0, 250_000, 1_500_000, 3)}
     old = {**b.to_dict(), "counters": [[1, 1, 2, 8, 2, 0]]}  # a supervisor of an earlier squall
     report = {"v": 1, "supervisor": "s1", "time": 1.0, "workers": [old]}
@@ -93,9 +95,9 @@ def test_stats_stay_opaque_until_shown_and_are_checked_there():
         deep = {"x": deep}
     odd = [ReportedBeat("t", "s1", 6700, 2.0, [(1, 1)], 1.0, stats=text)
            for text in ("[1, 2]", "{not json", "[" * 5000 + "]" * 5000)]
-    assert all(b.decoded().stats == {} for b in odd)  # not an object: no stats, never an error
-    good = ReportedBeat.of(WorkerBeat("t", "s1", 6700, 2.0, [(1, 1)], 1.0,
-                                      {"executors": [deep, {"executor": [1, 1], "acked": 3}]}))
+    assert all(b.decoded().stats == WorkerStats() for b in odd)  # not an object: no stats, never an error
+    good = ReportedBeat("t", "s1", 6700, 2.0, [(1, 1)], 1.0, stats=json.dumps(
+        {"executors": [deep, {"executor": [1, 1], "acked": 3}]}))
     st = topology_status(TopologyInfo("t", "t", "active", 1, {}, "d", 0.0), Assignment("t", {(1, 1): ("s1", 6700)}),
                          {("s1", 6700): good.decoded()}, {(1, 1): "c"}, {}, [], now=3.0)
-    assert json.dumps(st) and st["components"][0]["acked"] == 3  # shown field by field; the deep entry ignored
+    assert st.to_dict()["components"][0]["acked"] == 3  # shown field by field; the deep entry ignored

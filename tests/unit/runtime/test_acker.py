@@ -184,7 +184,7 @@ def test_a_spout_acks_each_completed_tree_once_and_ignores_roots_it_no_longer_ho
     worker.step()
     assert sorted(Recorder.get("once.acked")) == sorted(pending[r][0] for r in (r0, r1, r2))
     assert spout.tasks[task].book.acked == 3 and len(spout.tasks[task].pending) == 2
-    assert spout.stats()["acked"] == 3 and spout.stats()["complete_latency_ms"]["p50"] >= 0
+    assert spout.stats().acked == 3 and spout.stats().complete_latency.p50 >= 0
 
 
 def test_next_id_gives_distinct_64_bit_ids_with_every_bit_varying():

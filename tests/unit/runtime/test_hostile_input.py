@@ -197,10 +197,10 @@ def test_drops_are_counted_per_cause_and_executor_in_stats(zmq_worker):
     push.send(codec.encode_tasks([(ACKER_TASK, _payload([ACKER_TASK, ACK_ACK, [[{1: 2}]], None]))]))
     push.send(codec.encode_tasks([(77, b"")]))
     good_tuple_arrives()
-    stats = {tuple(s["executor"]): s for s in rt.stats()}
-    assert stats[(3, 3)]["dropped"]["bad_ids"] >= 1
-    assert stats[(1, 1)]["dropped"]["acker_stream"] >= 1
-    assert rt.transport_stats()["dropped"]["unknown_task"] >= 1
+    stats = {s.executor: s for s in rt.stats()}
+    assert stats[(3, 3)].dropped["bad_ids"] >= 1
+    assert stats[(1, 1)].dropped["acker_stream"] >= 1
+    assert rt.transport_stats().dropped["unknown_task"] >= 1
 
 
 # --- callbacks that raise ------------------------------------------------------------

@@ -100,7 +100,7 @@ def test_message_timeout_follows_the_clock():
         Recorder.add(name + ".release", True)  # the replays are acked
         w.run(lambda: len(Recorder.get(name + ".acked")) == 20)
         assert sorted(Recorder.get(name + ".acked")) == list(range(20))
-        assert w.executor("nums").stats()["failed"] == 20
+        assert w.executor("nums").stats().failed == 20
 
 
 def test_with_timeouts_disabled_trees_outlive_many_timeouts():

@@ -123,20 +123,20 @@ def test_acks_wait_for_the_commit_that_covers_them():
     with SteppedWorker(counting_topology(name, rows), CONF, name=name) as w:
         first_checkpoint(w, name)
         spout = w.executor("rows")
-        w.run(lambda: w.executor("count").stats()["executed"] == 200)
+        w.run(lambda: w.executor("count").stats().executed == 200)
         w.run()  # every tree complete: the acker has told the spout
         # Counted, but no checkpoint covers them yet: not acked, still pending.
-        assert Recorder.get(name + ".acked") == [] and spout.stats()["pending"] == 200
+        assert Recorder.get(name + ".acked") == [] and spout.stats().pending == 200
         w.advance(0.9)
         w.run()
         assert Recorder.get(name + ".acked") == []  # the interval (1 s) has not passed
         w.advance(0.1)  # it has: PREPARE, then COMMIT
         w.run(lambda: len(Recorder.get(name + ".acked")) == 200)
         assert sorted(Recorder.get(name + ".acked")) == list(range(200))
-        assert spout.stats()["pending"] == 0 and spout.stats()["acked"] == 200
+        assert spout.stats().pending == 0 and spout.stats().acked == 200
         record, state = committed(w)
         assert state == {f"w{k}": 40 for k in range(5)} and record.txid >= 1
-        assert spout.stats()["checkpoint"]["committed"] >= 1
+        assert spout.stats().sections["checkpoint"]["committed"] >= 1
         assert Recorder.get(name + ".failed") == []
 
 
@@ -148,14 +148,14 @@ def test_uncommitted_tuples_count_toward_max_pending():
         count = w.executor("count")
         w.run()
         w.run()
-        assert count.stats()["executed"] == 30  # complete trees hold their place until a commit
+        assert count.stats().executed == 30  # complete trees hold their place until a commit
         done = 30
         while done < 100:
             w.advance(1.0)
             w.run()
             w.run()
             done = min(100, done + 30)
-            assert count.stats()["executed"] == done
+            assert count.stats().executed == done
         w.advance(1.0)
         w.run(lambda: len(Recorder.get(name + ".acked")) == 100)
         assert committed(w)[1] == {"w0": 34, "w1": 33, "w2": 33}
@@ -166,7 +166,7 @@ def test_a_failed_tuple_rolls_back_and_replays_what_was_not_committed():
     rows = [[f"w{i % 4}"] for i in range(40)]
     with SteppedWorker(counting_topology(name, rows, FailOnce("w3")), CONF, name=name) as w:
         first_checkpoint(w, name)
-        w.run(lambda: w.executor("count").stats()["executed"] >= 39)
+        w.run(lambda: w.executor("count").stats().executed >= 39)
         w.run()
         # The failure asked for a rollback: nothing is acked.
         assert Recorder.get(name + ".acked") == [] and Recorder.get(name + ".failed") == []

@@ -34,6 +34,7 @@ from squall.daemons.state import (
     WorkerBeat,
 )
 from squall.loader import load_topology
+from squall.runtime.stats import WorkerStats
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import TcpRelay
 from support.reports import report_beats, send_report
@@ -363,7 +364,7 @@ def test_status_reports_executors_stats_and_errors(start_nimbus, state, tmp_path
         stats = [{"component": "?", "executor": list(ex), "kind": "bolt",
                   "emitted": {"default": 10, "__ack_init": 99}, "executed": 4, "acked": 2, "failed": 1}
                  for ex in execs]
-        beats.append(WorkerBeat(tid, node, port, now, execs, 12.0, {"executors": stats}))
+        beats.append(WorkerBeat(tid, node, port, now, execs, 12.0, WorkerStats.from_dict({"executors": stats})))
     report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(now, "sink", 5, "host-a", 7001, "Traceback...\nValueError: boom"))
     st = nimbus.client().topology("numbers")
@@ -386,7 +387,7 @@ def test_kill_removes_all_state_and_code(start_nimbus, state, tmp_path):
     nimbus = start_nimbus()
     client = nimbus.client()
     tid = client.submit("numbers", make_bundle(tmp_path / "code"))["id"]
-    state.worker_beat(WorkerBeat(tid, "a", 7001, time.time(), [(1, 1)], 1.0, {}))
+    state.worker_beat(WorkerBeat(tid, "a", 7001, time.time(), [(1, 1)], 1.0))
     state.report_error(tid, ErrorInfo(time.time(), "sink", 3, "h", 7001, "boom"))
     reply = client.kill("numbers", wait_secs=1.0)
     assert reply["status"] == "killed" and reply["wait_secs"] == 1.0
@@ -494,7 +495,7 @@ def test_silent_worker_executors_are_reassigned(start_nimbus, state, tmp_path):
 
     def beat() -> None:  # only the healthy worker beats (its supervisor reports it)
         execs = first.executors_on(*healthy)
-        send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0, {})])
+        send_report(nimbus, healthy[0], [WorkerBeat(tid, healthy[0], healthy[1], time.time(), execs, 1.0)])
 
     moved = while_beating(beat, lambda: wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version
                                                  and a, what="a new assignment"))
@@ -520,7 +521,7 @@ def test_workers_and_supervisors_of_an_earlier_squall_are_heard_through_zookeepe
     def earlier_squall() -> None:
         for sid in ("a", "b"):
             register(state, sid, [7001, 7002])  # a node refresh: the old supervisor's heartbeat
-        state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy), 1.0, {}))
+        state.worker_beat(WorkerBeat(tid, healthy[0], healthy[1], time.time(), first.executors_on(*healthy), 1.0))
 
     def moved_then_latest() -> tuple[Assignment, Assignment]:
         moved = wait_for(lambda: (a := state.assignment(tid)) and a.version > first.version and a,
@@ -555,7 +556,7 @@ def test_after_reconnecting_nimbus_reassigns_nothing_for_the_task_timeout(start_
         while not stop.is_set():
             if beating.is_set():
                 for node in {n for n, _ in first.slots()}:  # a standby's 503 while cut off: ignored
-                    send_report(nimbus, node, [WorkerBeat(tid, n, p, time.time(), first.executors_on(n, p), 1.0, {})
+                    send_report(nimbus, node, [WorkerBeat(tid, n, p, time.time(), first.executors_on(n, p), 1.0)
                                                for n, p in first.slots() if n == node])
             stop.wait(0.3)
 

@@ -22,6 +22,7 @@ from squall.daemons.state import (
     WorkerBeat,
 )
 from squall.daemons.state.records import encode
+from squall.runtime.stats import WorkerStats
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import drop_connection, expire_session
 
@@ -152,12 +153,13 @@ def test_supervisor_node_goes_with_the_session(make_state: Callable[..., Cluster
 
 def test_worker_beats_round_trip(state: ClusterState) -> None:
     beats = [WorkerBeat("wc-1-100", "5f0e-sup", port, time=50.0 + port, executors=[(1, 2), (3, 3)],
-                        uptime=12.5, stats={"emitted": {"default": 10}, "latency_ms": 1.5})
+                        uptime=12.5, stats=WorkerStats.from_dict(
+                            {"executors": [{"executor": [1, 2], "emitted": {"default": 10}}], "time": 50.0}))
              for port in (6700, 6701)]
     for beat in beats:
         state.worker_beat(beat)
     assert state.worker_beats("wc-1-100") == {("5f0e-sup", b.port): b for b in beats}
-    newer = WorkerBeat("wc-1-100", "5f0e-sup", 6700, time=99.0, executors=[(1, 2)], uptime=60.0, stats={})
+    newer = WorkerBeat("wc-1-100", "5f0e-sup", 6700, time=99.0, executors=[(1, 2)], uptime=60.0)
     state.worker_beat(newer)
     assert state.worker_beats("wc-1-100")[("5f0e-sup", 6700)] == newer
     state.remove_worker_beat("wc-1-100", "5f0e-sup", 6701)
@@ -447,7 +449,7 @@ def test_teardown_removes_everything_of_one_topology(state: ClusterState, zk_cli
     for tid in ("doomed-1-1", "kept-2-2"):
         state.set_topology(topo(tid))
         state.set_assignment(assignment(tid))
-        state.worker_beat(WorkerBeat(tid, "5f0e-sup", 6700, 1.0, [(1, 2)], 1.0, {}))
+        state.worker_beat(WorkerBeat(tid, "5f0e-sup", 6700, 1.0, [(1, 2)], 1.0))
         state.report_error(tid, ErrorInfo(1.0, "count", 3, "h", 6700, "boom"))
 
     state.teardown_topology("doomed-1-1")

@@ -105,13 +105,13 @@ def test_worker_credential_reaches_only_its_own_topology(daemons, cluster_conf, 
         # What a worker of ta needs works.
         assert worker.assignment("ta") is not None and worker.topology("ta") is not None
         assert worker.assignment_exists("ta")
-        worker.worker_beat(WorkerBeat("ta", "n1", 6700, time.time(), [(1, 1)], 1.0, {}))
+        worker.worker_beat(WorkerBeat("ta", "n1", 6700, time.time(), [(1, 1)], 1.0))
         worker.report_error("ta", ErrorInfo(time.time(), "c", 1, "127.0.0.1", 6700, "boom"))
         assert state.worker_beats("ta") and state.errors("ta")  # and daemons read what it wrote
         before = _snapshot(zk_client, zk_root)
 
         refused = [
-            lambda: worker.worker_beat(WorkerBeat("tb", "n1", 6700, time.time(), [(1, 1)], 1.0, {})),
+            lambda: worker.worker_beat(WorkerBeat("tb", "n1", 6700, time.time(), [(1, 1)], 1.0)),
             lambda: worker.report_error("tb", ErrorInfo(time.time(), "c", 1, "h", 1, "forged")),
             lambda: worker.set_assignment(Assignment("ta", {(1, 1): ("evil", 1)}, {"evil": "10.9.9.9"}, {}, "d")),
             lambda: worker.set_assignment(Assignment("tb", {(1, 1): ("evil", 1)}, {"evil": "10.9.9.9"}, {}, "d")),

@@ -196,7 +196,7 @@ class WorkerHarness:
             stats = local_state.read_stats(layout, worker_id)
         except (OSError, ValueError):
             return None  # caught mid-replace or removed meanwhile: ask again
-        beat, _ = worker_beat(self.node, self.topology_id, port, self.executors_on(port), heartbeat, stats, 0.0)
+        beat = worker_beat(self.node, self.topology_id, port, self.executors_on(port), heartbeat, stats, 0.0)
         return beat.decoded() if beat is not None else None
 
     def executors_on(self, port: int) -> list[tuple[int, int]]:
@@ -293,9 +293,9 @@ def test_heartbeats_refresh_and_sigterm_stops_cleanly(harness):
     beat = wait_for(lambda: harness.beat(port), 10, "the worker's beat for its supervisor's report")
     assert sorted(beat.executors) == sorted(harness.executors)
     wait_for(lambda: (b := harness.beat(port)) is not None and b.time > beat.time, 10, "a newer worker beat")
-    stats = wait_for(lambda: harness.beat(port).stats.get("executors"), 10, "executor stats in the beat")
+    stats = wait_for(lambda: harness.beat(port).stats.executors, 10, "executor stats in the beat")
     assert not harness.state.worker_beats(harness.topology_id)  # nothing per interval in ZooKeeper
-    assert sorted(tuple(s["executor"]) for s in stats) == sorted(harness.executors)
+    assert sorted(s.executor for s in stats) == sorted(harness.executors)
 
     proc.send_signal(signal.SIGTERM)
     assert harness.wait_exit(proc) == 0, harness.log_of(proc)
@@ -418,7 +418,7 @@ def test_a_worker_cut_off_from_zookeeper_past_its_session_keeps_processing_and_r
         assert len(harness.numbers("acked")) > acked_at_cut + 500  # acks went on throughout
         # Its beat and stats went on too: they never needed ZooKeeper (its supervisor reports them).
         beat = harness.beat(port)
-        assert beat.time > cut_at + 10 and beat.stats["time"] > cut_at + 8
+        assert beat.time > cut_at + 10 and beat.stats.time > cut_at + 8
         relay.restore()
         restored_at = time.time()
         wait_for(lambda: "ZooKeeper available again" in harness.log_of(proc), WAIT, "the end of the outage logged")

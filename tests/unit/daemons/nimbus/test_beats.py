@@ -6,6 +6,11 @@ from __future__ import annotations
 from squall.daemons.nimbus.beats import BeatTable, Heard
 from squall.daemons.reports import ReportedBeat, SupervisorReport
 from squall.daemons.state import WorkerBeat
+from squall.runtime.stats import ExecutorStats, WorkerStats
+
+
+def acked_stats(executor: tuple[int, int], acked: int) -> WorkerStats:
+    return WorkerStats(executors=[ExecutorStats("c", executor, "bolt", acked=acked)])
 
 
 def beat(port: int, time: float, topology: str = "t", node: str = "s1", stats=None) -> ReportedBeat:
@@ -41,9 +46,9 @@ def test_a_slot_missing_from_a_report_has_no_worker_any_more():
 
 def test_stats_left_out_keep_the_last_ones_heard():
     table = BeatTable()
-    table.take(report(beat(1, 1.0, stats='{"executors":["old"]}')), now=1.0)
+    table.take(report(beat(1, 1.0, stats='{"executors":[{"executor":[1,1],"acked":4}]}')), now=1.0)
     table.take(report(beat(1, 2.0, stats="")), now=2.0)
-    assert table.beats("t")[("s1", 1)].stats == {"executors": ["old"]}  # decoded for a status
+    assert table.beats("t")[("s1", 1)].stats.executors[0].acked == 4  # decoded for a status
     assert table.beats("t")[("s1", 1)].time == 2.0
 
 
@@ -56,12 +61,12 @@ def test_bounds_refuse_and_count_never_grow():
     big = BeatTable(max_stats_bytes=25)  # room for one stats text of 18 characters
     big.take(report(beat(1, 1.0)), now=1.0)
     big.take(report(beat(2, 1.0, node="s2"), node="s2"), now=1.0)
-    assert big.beats("t")[("s2", 2)].stats == {} and big.counts["stats_dropped"] == 1
-    assert big.beats("t")[("s1", 1)].stats  # the first one's stats stay
+    assert big.heard("t")[("s2", 2)].beat.stats == "" and big.counts["stats_dropped"] == 1
+    assert big.heard("t")[("s1", 1)].beat.stats  # the first one's stats stay
     big.take(report(beat(1, 2.0, stats=""), node="s1"), now=2.0)  # s1's worker went
     big.take(report(node="s1"), now=3.0)
     big.take(report(beat(2, 3.0, node="s2"), node="s2"), now=3.0)
-    assert big.beats("t")[("s2", 2)].stats  # its room was given back
+    assert big.heard("t")[("s2", 2)].beat.stats  # its room was given back
 
 
 def test_retain_forgets_removed_topologies_and_unregistered_supervisors():
@@ -86,7 +91,7 @@ def test_silence_restarts_and_a_new_leadership_forgets():
 
 def test_beats_of_earlier_workers_from_zookeeper_count_until_they_go():
     table = BeatTable()
-    old = WorkerBeat("t", "old", 5, 1.0, [(5, 5)], 1.0, {"executors": [{"executor": [5, 5], "acked": 2}]})
+    old = WorkerBeat("t", "old", 5, 1.0, [(5, 5)], 1.0, acked_stats((5, 5), 2))
     table.take_legacy("t", {("old", 5): old}, now=10.0)
     assert table.heard("t")[("old", 5)].beat.counters == {(5, 5): (0, 0, 2, 0, 0, 0, 0)}
     assert table.heard("t")[("old", 5)].seen == 10.0
@@ -101,12 +106,12 @@ def test_zookeeper_is_read_for_slots_no_report_covers_with_stats_and_only_those(
     assert not table.wants_legacy("t", [("s1", 1)])
     assert table.wants_legacy("t", [("s1", 1), ("s1", 2)])
     assert table.wants_legacy("t", [("s9", 1)])  # a supervisor that does not report (an earlier squall)
-    old = WorkerBeat("t", "s9", 1, 5.0, [(1, 1)], 1.0, {"executors": [{"executor": [1, 1], "acked": 2}]})
+    old = WorkerBeat("t", "s9", 1, 5.0, [(1, 1)], 1.0, acked_stats((1, 1), 2))
     table.take_legacy("t", {("s9", 1): old}, now=2.0)
     assert table.wants_legacy("t", [("s9", 1)])  # still: what ZooKeeper holds must be read every round
-    newer = WorkerBeat("t", "s9", 1, 6.0, [(1, 1)], 1.0, {})
+    newer = WorkerBeat("t", "s9", 1, 6.0, [(1, 1)], 1.0)
     table.take_legacy("t", {("s9", 1): newer}, now=3.0)
     heard = table.heard("t")[("s9", 1)]
-    assert heard.seen == 3.0 and heard.beat.decoded().stats["executors"][0]["acked"] == 2  # stats carried
+    assert heard.seen == 3.0 and heard.beat.decoded().stats.executors[0].acked == 2  # stats carried
     table.retain(["u"], ["s1"])
     assert table.wants_legacy("t", [("s1", 1)])

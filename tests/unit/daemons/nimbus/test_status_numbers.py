@@ -8,16 +8,21 @@ import pytest
 from squall.daemons.nimbus import status, web
 from squall.daemons.state import Assignment, TopologyInfo, WorkerBeat
 from squall.daemons.worker.decisions import with_capacity
+from squall.runtime.stats import ExecutorStats, WorkerStats
+
+
+def bolt(busy: float) -> ExecutorStats:
+    return ExecutorStats("work", (1, 1), "bolt", busy_secs=busy)
 
 
 def test_capacity_is_busy_time_over_the_window():
-    first, marks = with_capacity([{"executor": [1, 1], "busy_secs": 2.0}, {"executor": [2, 2], "kind": "spout"}],
-                                 {}, now=100.0)
-    assert "capacity" not in first[0] and first[1] == {"executor": [2, 2], "kind": "spout"}
-    second, marks = with_capacity([{"executor": [1, 1], "busy_secs": 3.5}], marks, now=103.0)
-    assert second[0]["capacity"] == 0.5 and marks == {(1, 1): (3.5, 103.0)}
-    third, _ = with_capacity([{"executor": [1, 1], "busy_secs": 9.0}], marks, now=104.0)
-    assert third[0]["capacity"] == 1.0  # clamped: a window is never more than full
+    spout = ExecutorStats("src", (2, 2), "spout")
+    first, marks = with_capacity([bolt(2.0), spout], {}, now=100.0)
+    assert first[0].capacity is None and first[1] == spout
+    second, marks = with_capacity([bolt(3.5)], marks, now=103.0)
+    assert second[0].capacity == 0.5 and marks == {(1, 1): (3.5, 103.0)}
+    third, _ = with_capacity([bolt(9.0)], marks, now=104.0)
+    assert third[0].capacity == 1.0  # clamped: a window is never more than full
 
 
 def test_status_latencies_capacity_streams_and_inputs():
@@ -33,11 +38,11 @@ def test_status_latencies_capacity_streams_and_inputs():
     stats_2 = {"executors": [
         {"executor": [3, 3], "emitted": {"default": 20}, "executed": 700, "busy_secs": 0.14, "capacity": 0.6,
          "acked": 700}]}
-    beats = {("n1", 1): WorkerBeat("t-1", "n1", 1, 10.0, [(1, 1), (2, 2), (4, 4)], 5.0, stats_1),
-             ("n2", 2): WorkerBeat("t-1", "n2", 2, 10.0, [(3, 3)], 5.0, stats_2)}
+    beats = {("n1", 1): WorkerBeat("t-1", "n1", 1, 10.0, [(1, 1), (2, 2), (4, 4)], 5.0, WorkerStats.from_dict(stats_1)),
+             ("n2", 2): WorkerBeat("t-1", "n2", 2, 10.0, [(3, 3)], 5.0, WorkerStats.from_dict(stats_2))}
     structure = {"components": {"src": {"kind": "spout", "inputs": []},
                                 "work": {"kind": "bolt", "inputs": [["src", "default", "shuffle"], ["bad"]]}}}
-    st = status.topology_status(info, assignment, beats, components, structure, [], now=11.0)
+    st = status.topology_status(info, assignment, beats, components, structure, [], now=11.0).to_dict()
     comps = {c["id"]: c for c in st["components"]}
     work, src = comps["work"], comps["src"]
     assert work["inputs"] == [{"component": "src", "stream": "default", "grouping": "shuffle"}]

@@ -20,6 +20,7 @@ from squall.daemons.state.records import (
     parse_node,
     slot_name,
 )
+from squall.runtime.stats import ExecutorStats, WorkerStats
 
 RECORDS = [
     TopologyInfo(id="wc-1-100", name="wc", status="inactive", num_workers=2,
@@ -29,7 +30,8 @@ RECORDS = [
                node_host={"sup-a": "10.0.0.1"}, executor_start={(1, 2): 10.0}, code_digest="d",
                version=3),
     SupervisorInfo(id="sup-a", host="h", ports=[6700, 6701], started_at=1.0, used_ports=[6700], time=2.0),
-    WorkerBeat("wc-1-100", "sup-a", 6700, time=5.0, executors=[(1, 2)], uptime=3.0, stats={"x": 1}),
+    WorkerBeat("wc-1-100", "sup-a", 6700, time=5.0, executors=[(1, 2)], uptime=3.0, stats=WorkerStats(
+        2.0, [ExecutorStats("count", (1, 2), "bolt", {"default": 3}, executed=3, acked=3, failed=0)])),
     ErrorInfo(time=1.0, component="count", task=3, host="h", port=6700, error="boom"),
     PublishedTokens(True, (("ab" * 32, "alice", "user"),)),
 ]

@@ -26,6 +26,7 @@ from squall.daemons.worker.decisions import (
     task_endpoints,
 )
 from squall.daemons.worker.local_files import STATS_BUDGET_BYTES
+from squall.runtime.stats import ExecutorStats, WorkerStats
 
 A = Assignment("t1", {(1, 1): ("n1", 6700), (2, 3): ("n1", 6700), (4, 4): ("n2", 6701)},
                node_host={"n1": "10.0.0.1", "n2": "10.0.0.2"})
@@ -102,21 +103,19 @@ class TestOutageLog:
 
 class TestBeatSize:
     def test_stats_are_trimmed_to_the_budget_and_the_rest_counted(self):
-        entries = [{"component": "c", "executor": [i, i], "emitted": {"default": i}} for i in range(1000)]
+        entries = [ExecutorStats("c", (i, i), "bolt", emitted={"default": i}) for i in range(1000)]
         kept, dropped = fit_stats(entries, 5_000)
         assert kept == entries[:len(kept)] and dropped == 1000 - len(kept)
-        compact = lambda v: len(json.dumps(v, separators=(",", ":")))  # noqa: E731
+        compact = lambda v: len(json.dumps([e.to_dict() for e in v], separators=(",", ":")))  # noqa: E731
         assert compact(kept) <= 5_000 < compact(entries[:len(kept) + 1])
         assert fit_stats(entries[:3], 5_000) == (entries[:3], 0)
 
     def test_a_beat_of_twenty_thousand_executors_stays_far_below_the_node_limit(self):
         executors = [(i, i) for i in range(1, 20_001)]
-        stats = [{"component": "bolt", "executor": [i, i], "kind": "bolt", "emitted": {"default": 10**9},
-                  "executed": 10**9, "errors": 0, "queue": 0, "queue_peak": 0, "acked": 1, "failed": 0}
+        stats = [ExecutorStats("bolt", (i, i), "bolt", emitted={"default": 10**9}, executed=10**9, acked=1, failed=0)
                  for i, _ in executors]
         kept, dropped = fit_stats(stats, STATS_BUDGET_BYTES)
-        beat = WorkerBeat("t1", "n1", 6700, 1.0, executors, 1.0,
-                          {"executors": kept, "executors_left_out": dropped})
+        beat = WorkerBeat("t1", "n1", 6700, 1.0, executors, 1.0, WorkerStats(1.0, kept, executors_left_out=dropped))
         size = len(encode("/squall/workerbeats/t1/n1-6700", beat.to_dict()))
         assert dropped > 0 and size < MAX_NODE_BYTES // 2
         assert parse_node(encode("/b", beat.to_dict()), WorkerBeat.from_dict).executors == executors
