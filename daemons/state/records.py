@@ -11,7 +11,6 @@ Tuple-keyed maps of an Assignment are stored as rows: ``executors`` as
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -33,6 +32,7 @@ from squall.daemons.state.fields import (
     row_of,
     str_field,
 )
+from squall.daemons.state.json_depth import check_json_depth
 from squall.runtime.stats import WorkerStats
 
 FORMAT_VERSION = 1
@@ -468,41 +468,6 @@ def check_name(value: Any, what: str) -> str:
 def slot_name(node: str, port: int) -> str:
     """The ``<node>-<port>`` node name of a worker slot."""
     return f"{check_name(node, 'node id')}-{as_int(port, 'port')}"
-
-
-def check_depth(obj: Any, limit: int) -> None:
-    """ValueError when lists and objects in ``obj`` nest deeper than ``limit`` (iterative:
-    the check itself must not recurse)."""
-    stack = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            raise ValueError(f"JSON nested deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children)
-
-
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
-_INNERMOST = re.compile(rb"\[\]|\{\}")
-
-
-def check_json_depth(data: bytes, limit: int) -> None:
-    """``check_depth`` on JSON text that parses, without walking the decoded values: strings
-    are cut out and everything but brackets dropped (C speed), then innermost pairs are
-    removed level by level. ValueError past ``limit``."""
-    skeleton = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKET)
-    depth = 0
-    while skeleton:
-        depth += 1
-        if depth > limit:
-            raise ValueError(f"JSON nested deeper than {limit} levels")
-        skeleton = _INNERMOST.sub(b"", skeleton)
 
 
 def parse_node(data: bytes | None, parse: Callable[[dict[str, Any]], T]) -> T:

@@ -12,7 +12,7 @@ kill and clean up workers, report the verdicts that ended one.
 
 Each launched worker is recorded in ``supervisor-state.json`` (pid and process start time) so
 that a restarted supervisor adopts workers that are alive and still assigned
-(``slot.recover``) and kills the others. Stopping the supervisor leaves workers running
+(``adoption.recover``) and kills the others. Stopping the supervisor leaves workers running
 (Storm's behaviour) unless ``--kill-workers-on-exit`` is given.
 
 ``Supervisor`` is the shell: start-up (:mod:`squall.daemons.supervisor.startup`), the loop,

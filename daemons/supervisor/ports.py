@@ -12,6 +12,7 @@ from typing import Any
 from squall.daemons import local_state
 from squall.daemons.local_state import EXIT_PORT_IN_USE
 from squall.daemons.state import NodeAssignment
+from squall.daemons.supervisor import adoption
 from squall.daemons.supervisor import slot as _slot
 from squall.daemons.supervisor.actions import WorkerActions
 from squall.daemons.supervisor.assigned import port_assignments
@@ -89,7 +90,7 @@ class PortSlots:
             rec = by_port.get(port)
             assignment = assigned.get(port) if port in self.ports else None
             alive = rec is not None and worker_alive(rec.pid, rec.create_time, rec.worker_id)
-            state = _slot.recover(port, rec.to_record() if rec else None, assignment, alive, now)
+            state = adoption.recover(port, rec.to_record() if rec else None, assignment, alive, now)
             self.slots[port] = state
             if rec is None:
                 continue

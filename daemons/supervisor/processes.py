@@ -13,7 +13,7 @@ import psutil
 import structlog
 
 from squall.daemons import local_state
-from squall.daemons.supervisor import slot as _slot
+from squall.daemons.supervisor import adoption
 
 log = structlog.get_logger("squall.supervisor")
 
@@ -35,8 +35,8 @@ class WorkerProc:
     launch_time: float
     uid: int | None = None  # the user it runs as when not the supervisor's (worker_user)
 
-    def to_record(self) -> _slot.WorkerRecord:
-        return _slot.WorkerRecord(self.worker_id, self.pid, self.topology_id,
+    def to_record(self) -> adoption.WorkerRecord:
+        return adoption.WorkerRecord(self.worker_id, self.pid, self.topology_id,
                                   frozenset((s, e) for s, e in self.executors),
                                   self.code_digest, self.launch_time)
 

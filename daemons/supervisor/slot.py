@@ -61,7 +61,7 @@ class State(str, enum.Enum):
     UNUSABLE = "UNUSABLE"
 
 
-def _executors(executors: Iterable[Any]) -> frozenset[ExecutorId]:
+def executor_set(executors: Iterable[Any]) -> frozenset[ExecutorId]:
     return verdicts.executors(executors)
 
 
@@ -75,7 +75,7 @@ class SlotAssignment:
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. straight from JSON) and compare as sets.
-        object.__setattr__(self, "executors", _executors(self.executors))
+        object.__setattr__(self, "executors", executor_set(self.executors))
 
 
 @dataclass(frozen=True)
@@ -478,52 +478,3 @@ _HANDLERS = {
     State.UNUSABLE: _handle_unusable,
 }
 
-
-# --- adoption after a supervisor restart -----------------------------------------------------
-
-@dataclass(frozen=True)
-class WorkerRecord:
-    """What the supervisor wrote to local disk when it launched a worker (from LaunchWorker)."""
-
-    worker_id: str
-    pid: int | None
-    topology_id: str
-    executors: frozenset[ExecutorId]
-    code_digest: str
-    launch_time: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "executors", _executors(self.executors))
-
-    @property
-    def assignment(self) -> SlotAssignment:
-        return SlotAssignment(self.topology_id, self.executors, self.code_digest)
-
-
-def recover(
-    port: int,
-    local_worker_record: WorkerRecord | None,
-    assignment: SlotAssignment | None,
-    process_alive: bool,
-    now: float,
-) -> SlotState:
-    """A restarted supervisor's starting state for ``port``.
-
-    A worker that is alive and still assigned the same topology, executors and code is
-    adopted as RUNNING (its heartbeat is judged by the next :func:`step`; one that has not
-    beaten yet keeps the start timeout from its launch time). Any other recorded worker
-    goes to KILL with no signal sent yet, so the next step terminates and cleans it. No
-    record: EMPTY.
-    """
-    record = local_worker_record
-    if record is None:
-        return SlotState(port=port)
-    adopt = process_alive and assignment is not None and assignment == record.assignment
-    return SlotState(
-        port=port,
-        name=State.RUNNING if adopt else State.KILL,
-        assignment=record.assignment,
-        worker_id=record.worker_id,
-        pid=record.pid,
-        launch_time=min(record.launch_time, now),  # a clock set back must not extend grace
-    )

@@ -9,11 +9,10 @@ from hypothesis import strategies as st
 
 from squall.daemons.state import Assignment, ErrorInfo, NodeAssignment, SupervisorInfo, TopologyInfo, WorkerBeat
 from squall.daemons.state.election import contender_order
+from squall.daemons.state.json_depth import check_depth, check_json_depth
 from squall.daemons.state.records import (
     MAX_NODE_BYTES,
     PublishedTokens,
-    check_depth,
-    check_json_depth,
     check_name,
     encode,
     node_parts,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from squall.config import build_config
 from squall.daemons.supervisor import verdicts
+from squall.daemons.supervisor.adoption import WorkerRecord, recover
 from squall.daemons.supervisor.slot import (
     BuildEnvironment,
     CleanupWorker,
@@ -21,8 +22,6 @@ from squall.daemons.supervisor.slot import (
     SlotState,
     State,
     Timeouts,
-    WorkerRecord,
-    recover,
     step,
 )
 
