@@ -46,13 +46,14 @@ def test_generated_values_cross_between_workers_and_into_state(zk_server, zk_roo
                           "-c", "topology.workers=2", "-c", f"test.output.dir={out}",
                           "-c", "topology.state.provider=embedded", "-c", "topology.state.checkpoint.interval.ms=200")
         assert res.returncode == 0, res.stdout + res.stderr
+        namespace = cluster.state_namespace("values")  # nimbus's choice: the topology's own id
 
         def covers_all(txid):
-            spout = committed_component(state, "values", "rows", 1, txid)[0]
+            spout = committed_component(state, namespace, "rows", 1, txid)[0]
             return spout.get("position", 0) >= N
 
-        record = wait_committed(state, "values", covers_all, 120, f"a checkpoint covering all {N} rows")
-        kept = committed_component(state, "values", "keep", 1, record.restore_point())[0]
+        record = wait_committed(state, namespace, covers_all, 120, f"a checkpoint covering all {N} rows")
+        kept = committed_component(state, namespace, "keep", 1, record.restore_point())[0]
     finally:
         os.environ.pop("VALUES_ROWS", None)
         cluster.stop()
