@@ -3,7 +3,10 @@
 
 Makes one worker's executors (no threads, no sockets), sets them up and steps them in run
 order for ``--turns`` turns, as the worker's one executor thread does, and reports the
-process CPU time per tuple executed by the last bolt. Nothing waits and nothing else runs,
+process CPU time per tuple executed by the last bolt. ``workers2-const-id-null(-acked)``
+runs the cluster bench's layout instead: two workers' executors (the scheduler's round-robin
+over two slots, one acker each when acked), stepped in one thread, with every batch between
+them serialized and decoded as on the wire (the sockets and their threads left out). Nothing waits and nothing else runs,
 so the figure moves much less with the machine's load than a throughput; under
 ``valgrind --tool=callgrind`` (see ``compare_trees.py --callgrind``) the instruction count
 does not move with the load at all. A spout's turn is never cut short by the real-time
@@ -29,6 +32,13 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 
 def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
     """(topology, config, the component whose executed tuples are counted)."""
+    if name in ("workers2-const-id-null", "workers2-const-id-null-acked"):
+        from perf_topologies import const_id_null
+
+        acked = name.endswith("acked")
+        conf = {"topology.workers": 2, "topology.max.spout.pending": 1000} if acked else \
+            {"topology.workers": 2, "topology.acker.executors": 0}
+        return const_id_null(acked), conf, "null"
     if name in ("local-const-id-null", "local-const-id-null-acked"):
         from perf_topologies import const_id_null
 
@@ -54,7 +64,8 @@ def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
             return stream_wordcount.hand_topology(), dict(stream_wordcount.CONFIG), "count+emitted"
         return stream_wordcount.stream_topology(), dict(stream_wordcount.CONFIG), "flat_map-map_to_pair-count+emitted"
     raise SystemExit(f"unknown scenario {name!r}: local-const-id-null, local-const-id-null-acked, "
-                     "local-wordcount, local-stateful-count, local-stream-wordcount, local-stream-wordcount-by-hand")
+                     "local-wordcount, local-stateful-count, local-stream-wordcount, local-stream-wordcount-by-hand, "
+                     "workers2-const-id-null, workers2-const-id-null-acked")
 
 
 def _executors(rt: Any) -> list[Any]:
@@ -103,12 +114,20 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
                                 {"squall.messaging.transport": "local"})
     system = system_topology(topology, conf)
     execs = sorted(executors_of(system, task_ids(system)))
-    rt = WorkerRuntime("step-cost", topology, conf, execs, 1, LocalContext(), host="local")
-    rt.set_active(True)
-    made = _executors(rt)
+    workers = int(conf.get("topology.workers", 1)) if scenario.startswith("workers") else 1
+    # The scheduler's round-robin of the sorted executors over the workers' slots.
+    rts = [WorkerRuntime("step-cost", topology, conf, execs[i::workers], 1 + i, LocalContext(), host="local")
+           for i in range(workers)]
+    made = []
+    for rt in rts:
+        rt.set_active(True)
+        made += _executors(rt)
     for ex in made:
         ex.setup()
     tune_gc()
+    # Batches for the other worker's tasks wait in the sender's transfer queue, encoded;
+    # after each turn they are decoded into the receiving worker (its receive thread's work).
+    owner = {t: rt for rt in rts for t in rt.local_tasks}
     sink, _, what = sink.partition("+")
     counted = [e for e in made if e.component == sink]
     mono = time.monotonic
@@ -122,6 +141,10 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
         for _ in range(n):
             for ex in made:
                 ex.step(mono())
+            if workers > 1:
+                for rt in rts:
+                    for task, payload in rt.transfer_queue.get_all():
+                        owner[task].receiver.receive([(task, payload)])
 
     run(warmup)
     before, cpu = done(), time.process_time()

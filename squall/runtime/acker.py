@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 # A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
@@ -31,6 +31,33 @@ def new_root(task: int) -> int:
 
 def spout_task(root: int) -> int:
     return root >> ROOT_RANDOM_BITS
+
+
+def root_layout(task: int, ackers: Sequence[int], near: Collection[int]) -> tuple[int, int, int]:
+    """How spout task ``task`` draws its root ids so that their acker is one of ``near``
+    (the ackers in its own worker), when there is one: ``(base, stride, bits)``, a root being
+    ``base + random(bits) * stride``.
+
+    Every emitter, in any worker and any version, sends a tree's traffic to acker
+    ``ackers[root % len(ackers)]``; a spout that picks its roots in one residue class
+    therefore has its whole tree tracked next to it (Storm's local-acker affinity): its inits
+    and the acker's verdicts never cross the network, and bolts in its worker ack locally
+    too. Among several near ackers the task's id picks one. With none, roots are uniform as
+    before (stride 1). ``bits`` leaves the product below the 44 random bits: at least 24 of
+    them stay random for any acker count a topology can have."""
+    tag = task << ROOT_RANDOM_BITS
+    n = len(ackers)
+    home = [i for i, a in enumerate(ackers) if a in near]
+    if n <= 1 or not home:
+        return tag, 1, ROOT_RANDOM_BITS
+    want = home[task % len(home)]
+    return tag + (want - tag) % n, n, ROOT_RANDOM_BITS - (n - 1).bit_length()
+
+
+def draw_root(layout: tuple[int, int, int]) -> int:
+    """A fresh root id of ``root_layout``'s shape."""
+    base, stride, bits = layout
+    return base + _rand(bits) * stride
 
 
 # The compiled build draws ids from splitmix64 (a 64-bit counter through a mixing

@@ -20,6 +20,7 @@ cdef class Outbox:
     cdef public tuple ackers
     cdef public dict sources
     cdef public AckerLedger ledger
+    cdef public dict near
     cdef public object transferred
     cdef public double interval
     cdef public double held_since
@@ -34,7 +35,7 @@ cdef class Outbox:
     cpdef fail(self, root)
     @cython.locals(b=list)
     cpdef bint holding(self)
-    @cython.locals(b=list, acks=dict, d=dict, per=dict)
+    @cython.locals(b=list, acks=dict, d=dict, per=dict, near=dict, ledger=AckerLedger)
     cpdef flush(self)
 
 
@@ -69,7 +70,10 @@ cdef class _Collector(RoutedCollector):
 
 cdef class SpoutCollector(_Collector):
     cdef public dict _pending
-    cdef public unsigned long long _root_tag
+    cdef public tuple _layout
+    cdef public unsigned long long _root_base
+    cdef public unsigned long long _root_stride
+    cdef public int _root_bits
     cdef public object now  # set once per turn and stored in each pending entry as is (a C double would box a float per tuple)
     cdef public list immediate_acks
 

@@ -9,13 +9,13 @@ lists (see squall.model), so reliability costs a few dict operations per tuple.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from squall.errors import SquallError
 from squall.grouping import Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
-from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, new_root
+from squall.runtime.acker import AckerLedger, draw_root, root_layout
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 try:
@@ -55,10 +55,11 @@ class Outbox:
     ``acks`` folds the spout's inits and the bolts' acks by root (XOR) until the flush
     sends them to the ackers. When the topology's only acker runs on this executor's
     thread, the outbox is ``fuse``d to its ledger: ``acks`` is then the ledger itself and
-    no ack message is sent at all.
+    no ack message is sent at all. Other ackers on this thread are ``near``: a flush hands
+    them their share by a call to their ledger instead of a message.
     """
 
-    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "transferred",
+    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
                  "interval", "held_since", "held_size", "held_mark", "trickle")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
@@ -71,6 +72,7 @@ class Outbox:
         self.ackers = tuple(ackers)
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
         self.ledger: AckerLedger | None = None
+        self.near: dict[int, AckerLedger] = {}  # acker task -> its ledger, for ackers on this thread
         self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
         self.interval = interval  # how long a partial batch may wait (flush_due), real seconds
         self.held_since = -1.0    # when flush_due first left something buffered; -1: nothing
@@ -81,6 +83,10 @@ class Outbox:
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
         self.acks = ledger.entries
+
+    def attach(self, task: int, ledger: AckerLedger) -> None:
+        """Acker ``task`` runs on this executor's thread: its share goes straight to ``ledger``."""
+        self.near[task] = ledger
 
     def buffer(self, task: int) -> list:
         b = self.bufs.get(task)
@@ -107,8 +113,13 @@ class Outbox:
     def fail(self, root: int) -> None:
         if self.ledger is not None:
             self.ledger.fail(root)
+            return
+        task = self.acker_of(root)
+        near = self.near.get(task)
+        if near is not None:
+            near.fail(root)
         else:
-            self.fails.setdefault(self.acker_of(root), []).append(root)
+            self.fails.setdefault(task, []).append(root)
 
     def flush_due(self, now: float) -> float:
         """End of a spout's turn: send what is buffered once it has waited ``interval``
@@ -172,6 +183,7 @@ class Outbox:
         if self.acks:
             src = self.sources[ACK_ACK]
             acks, self.acks = self.acks, {}
+            near = self.near
             if len(self.ackers) == 1:
                 deliver(self.ackers[0], [Tuple([acks], src)])
             else:
@@ -185,7 +197,11 @@ class Outbox:
                     else:
                         d[root] = val
                 for task, d in per.items():
-                    deliver(task, [Tuple([d], src)])
+                    ledger = near.get(task)
+                    if ledger is None:
+                        deliver(task, [Tuple([d], src)])
+                    else:  # an acker on this thread: no message, its ledger now
+                        ledger.apply(d)
         if self.fails:
             src = self.sources[ACK_FAIL]
             for task, flat in self.fails.items():
@@ -292,10 +308,13 @@ class SpoutCollector(_Collector):
     """Given to ``Spout.open``. A message id makes the tuple reliable (when ackers run)."""
 
     def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
-                 report: Callable, pending: Any) -> None:
+                 report: Callable, pending: Any, near: Collection[int] = ()) -> None:
         super().__init__(component, task, routes, outbox, report)
         self._pending = pending.entries  # root -> (msg_id, start); see squall.runtime.acker.PendingTuples
-        self._root_tag = task << ROOT_RANDOM_BITS  # the high bits of its root ids (see squall.runtime.acker)
+        # Root ids are base + random(bits) * stride: they name this task in their high bits
+        # and, when an acker runs in this worker (``near``), pick it (squall.runtime.acker.root_layout).
+        self._layout = root_layout(task, outbox.ackers, near)
+        self._root_base, self._root_stride, self._root_bits = self._layout
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
 
@@ -325,7 +344,7 @@ class SpoutCollector(_Collector):
             return route.fixed
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
-        root = edge = self._root_tag | _rand(ROOT_RANDOM_BITS)
+        root = edge = self._root_base + _rand(self._root_bits) * self._root_stride
         if root in self._pending:
             root = edge = self._unused_root()
         tree = _new(TreeTuple)
@@ -350,9 +369,9 @@ class SpoutCollector(_Collector):
         return targets
 
     def _unused_root(self) -> int:
-        root = new_root(self._task)
+        root = draw_root(self._layout)
         while root in self._pending:
-            root = new_root(self._task)
+            root = draw_root(self._layout)
         return root
 
     def _send(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:

@@ -46,7 +46,7 @@ class SpoutExecutor(Executor):
             spout: Any = self.spec.runnable()
             book = SpoutBook(self.latencies)
             coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
-                                  self.reporter(task), book.pending)
+                                  self.reporter(task), book.pending, self.near_ackers())
             if isinstance(spout, SpoutWrapper):
                 spout.attach(self.system_collector(task), book)
             self.attach_wake(task, spout)
@@ -64,6 +64,13 @@ class SpoutExecutor(Executor):
         self.timeout = float(conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
         self.next_expiry = self.clock.monotonic() + 0.1
+
+    def near_ackers(self) -> frozenset[int]:
+        """The acker tasks this executor's trees should go to: those on its thread, else
+        those in its worker (none: any acker; squall.runtime.acker.root_layout)."""
+        if self.outbox.near:
+            return frozenset(self.outbox.near)
+        return frozenset(t for t in self.topology.acker_tasks if t in self.topology.local_tasks)
 
     @property
     def acked(self) -> int:

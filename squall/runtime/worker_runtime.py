@@ -198,6 +198,12 @@ class WorkerRuntime:
                 # ledger directly, with no ack messages (see Outbox.fuse).
                 for e in made:
                     e.outbox.fuse(ackers[0].ledger)
+            else:
+                # Ackers on this thread get their share of its emitters' acker traffic by a
+                # call, not a message (Outbox.attach); spouts here pick them for their trees.
+                for e in made:
+                    for a in ackers:
+                        e.outbox.attach(a.task_ids[0], a.ledger)
             groups.append(made)
         return groups
 
