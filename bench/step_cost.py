@@ -3,14 +3,16 @@
 
 Makes one worker's executors (no threads, no sockets), sets them up and steps them in run
 order for ``--turns`` turns, as the worker's one executor thread does, and reports the
-process CPU time per tuple executed by the last bolt. ``workers2-const-id-null(-acked)``
-runs the cluster bench's layout instead: two workers' executors (the scheduler's round-robin
-over two slots, one acker each when acked), stepped in one thread, with every batch between
-them serialized and decoded as on the wire (the sockets and their threads left out). Nothing waits and nothing else runs,
+process CPU time per tuple executed by the last bolt. Nothing waits and nothing else runs,
 so the figure moves much less with the machine's load than a throughput; under
 ``valgrind --tool=callgrind`` (see ``compare_trees.py --callgrind``) the instruction count
 does not move with the load at all. A spout's turn is never cut short by the real-time
 flush deadline, so every turn does the same work however slow the machine is.
+
+``workers2-const-id-null(-acked)`` runs the cluster bench's layout instead: two workers'
+executors (the scheduler's round-robin over two slots; one acker in each when acked),
+stepped in one thread, every batch between them serialized and decoded as on the wire
+(the sockets and their threads left out).
 
 Works with squall from before the runtime seam too (it makes the executors as that
 version's ``start_executors`` did), so that ``compare_trees.py`` can hold the two side by side.
