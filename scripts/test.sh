@@ -33,8 +33,11 @@ esac
 # starts (daemons, workers, each CLI call; well over a thousand) would otherwise compile
 # squall's sources again where the environment sets PYTHONDONTWRITEBYTECODE (CI and editor
 # set-ups often do), some 40% of a daemon's start-up CPU.
+# What it mirrors is the tree, the venv and the tests' temporary directories: the last go at
+# each run, so that it stays the size of one run.
 export PYTHONPYCACHEPREFIX="$VENV/pycache"
 unset PYTHONDONTWRITEBYTECODE
+rm -rf "$PYTHONPYCACHEPREFIX${TMPDIR:-/tmp}"
 if [ "$tier" = "lint" ]; then
   exec "$VENV/bin/python" scripts/lint.py "$@"
 fi
