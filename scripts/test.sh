@@ -29,15 +29,16 @@ case "$tier" in
   *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker debian-python" ;;
 esac
 [ "$tier" = debian ] || ensure_venv "$extras"  # the debian run has an environment of its own
-# Bytecode is kept, in .venv/pycache rather than beside the sources: every process the suite
-# starts (daemons, workers, each CLI call; well over a thousand) would otherwise compile
-# squall's sources again where the environment sets PYTHONDONTWRITEBYTECODE (CI and editor
-# set-ups often do), some 40% of a daemon's start-up CPU.
-# What it mirrors is the tree, the venv and the tests' temporary directories: the last go at
-# each run, so that it stays the size of one run.
-export PYTHONPYCACHEPREFIX="$VENV/pycache"
-unset PYTHONDONTWRITEBYTECODE
-rm -rf "$PYTHONPYCACHEPREFIX${TMPDIR:-/tmp}"
+# Bytecode is kept even where the environment sets PYTHONDONTWRITEBYTECODE (CI and editor
+# set-ups often do): every process the suite starts (daemons, workers, each CLI call; well over
+# a thousand) would compile squall's sources again, some 40% of a daemon's start-up CPU. It goes
+# to .venv/pycache, not beside the sources; what that mirrors of the tests' temporary
+# directories goes at each run, so that it stays the size of one run.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  export PYTHONPYCACHEPREFIX="$VENV/pycache"
+  unset PYTHONDONTWRITEBYTECODE
+  rm -rf "$PYTHONPYCACHEPREFIX${TMPDIR:-/tmp}"
+fi
 if [ "$tier" = "lint" ]; then
   exec "$VENV/bin/python" scripts/lint.py "$@"
 fi
