@@ -5,8 +5,11 @@ selector (by default the tuple's ``key``, ``value`` and ``headers`` fields to on
 The producer is idempotent (no duplicates or reordering from its own retries). Each
 record's delivery report acks its tuple, or fails it (the spout replays) when the broker
 does not confirm it within ``kafka.bolt.delivery.timeout.ms``. Reports are served on the
-bolt's own thread at every input, at tick tuples (``topology.tick.tuple.freq.secs`` is
-set for the bolt) and whenever the executor asks whether the bolt is ``ready``.
+bolt's own thread whenever the executor asks whether the bolt is ``ready`` (once per batch
+of input, not per record: a report comes a broker round trip after its record, so a poll
+right after each record found nothing but cost a call) and at tick tuples
+(``topology.tick.tuple.freq.secs`` is set for the bolt). With the default field mappers a
+tuple's key, value and headers are read by position, found once per input stream.
 
 Flow control, not refusal: at ``kafka.bolt.max.in.flight`` records awaiting a report the
 bolt is not ready for input, so its queue fills and backpressure holds the spouts back
@@ -137,6 +140,11 @@ class KafkaBolt(Bolt):
         self.failures = 0  # delivery failures so far (a checkpoint's PREPARE must see none)
         self._reports: list[tuple[Any, Any, Any]] = []
         self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
+        # The default mappings (fields by name, one topic) read by position (``map``).
+        plain = all(type(m) is FieldMapper for m in (self.key_of, self.value_of, self.headers_of))
+        self._by_position: dict[Any, tuple[int | None, int | None, int | None]] | None = (
+            {} if plain and type(self.topic_of) is TopicSelector else None)
+        self._topic = self.topic_of.topic if isinstance(self.topic_of, TopicSelector) else ""
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
         self.m_refused = context.register_metric("kafka_writes_refused", MultiCountMetric("reason"), b)
@@ -144,9 +152,7 @@ class KafkaBolt(Bolt):
         self.m_held = context.register_metric("kafka_bolt_held", CountMetric(), b)
 
     def ready(self) -> bool:
-        if self.in_flight < self.max_in_flight:
-            return True
-        self._serve(0)
+        self._serve(0)  # once per batch of input: the reports that came meanwhile
         if self.in_flight < self.max_in_flight:
             return True
         self.m_held.incr()
@@ -160,11 +166,23 @@ class KafkaBolt(Bolt):
         record = self.map(tup)
         if record is not None:
             self.send(tup, record)
-            self._serve(0)
 
     def map(self, tup: Any) -> tuple[str, Any, Any, Any] | None:
         """(topic, key, value, headers) of a tuple; None (and the tuple failed) when the
         mapping raises."""
+        if self._by_position is not None:
+            where = self._by_position.get(tup.source)
+            if where is None:
+                where = self._positions(tup.source)
+            k, v, h = where
+            values = tup.values
+            key = None if k is None else values[k]
+            value = None if v is None else values[v]
+            tk, tv = type(key), type(value)
+            if ((tk is bytes or tk is str or key is None) and (tv is bytes or tv is str or value is None)
+                    and (h is None or values[h] is None)):
+                return (self._topic, key.encode("utf-8") if tk is str else key,
+                        value.encode("utf-8") if tv is str else value, None)
         try:
             return (self.topic_of(tup), to_bytes(self.key_of(tup)), to_bytes(self.value_of(tup)),
                     to_headers(self.headers_of(tup)))
@@ -172,6 +190,16 @@ class KafkaBolt(Bolt):
             self.collector.report_error(f"KafkaBolt cannot map a tuple: {type(exc).__name__}: {exc}")
             self.collector.fail(tup)
             return None
+
+    def _positions(self, source: Any) -> tuple[int | None, int | None, int | None]:
+        """Where the default mappers' fields sit in tuples from ``source`` (None: absent)."""
+        fields = source.fields
+        if len(self._by_position) >= 4096:  # bounded: sources are few (tasks x streams)
+            self._by_position.clear()
+        where = self._by_position[source] = tuple(  # type: ignore[assignment]
+            fields.index(m.field) if m.field in fields else None
+            for m in (self.key_of, self.value_of, self.headers_of))  # type: ignore[attr-defined]
+        return where  # type: ignore[return-value]
 
     def send(self, tup: Any, record: tuple[str, Any, Any, Any]) -> bool:
         """Hand a record to the producer; its report settles ``tup``. False when it was not
