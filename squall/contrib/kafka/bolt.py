@@ -41,6 +41,7 @@ from squall.tuple import TICK_STREAM
 log = structlog.get_logger("squall.contrib.kafka")
 TICK_SECS = 0.1  # how often delivery reports are served without input
 REPORT_POLL_SECS = 0.05  # the report thread's longest wait in poll (how soon it sees a stop)
+ERRORS_HELD = 1000  # client errors the report thread holds for the executor (the oldest go first)
 PREPARE_FLUSH_SECS = 5.0  # the longest a checkpoint's PREPARE waits for this bolt's records
 FAILED_STREAM = "failed"
 # What a KafkaBolt's ``failed`` stream carries: the record it could not write and why (the
@@ -150,7 +151,7 @@ class KafkaBolt(Bolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._report_thread: threading.Thread | None = None
-        self._errors: deque[Any] = deque()
+        self._errors: deque[Any] = deque(maxlen=ERRORS_HELD)
         self._wake_pending = False
         self.collector = collector
         self.log = log.bind(topology=context.topology_id, component=context.this_component_id,
@@ -197,6 +198,7 @@ class KafkaBolt(Bolt):
                 producer.poll(REPORT_POLL_SECS)
             except Exception as exc:  # noqa: BLE001 - queued for the executor; polling goes on
                 self._errors.append(exc)
+                stop.wait(REPORT_POLL_SECS)  # a poll that keeps failing does not spin
             if (reports or self._errors) and not self._wake_pending and self._wake is not None:
                 self._wake_pending = True
                 self._wake()
