@@ -2,16 +2,22 @@
 """squall side by side with Bytewax, a plain Python loop and the ZeroMQ ceiling.
 
     python bench/compare.py [--duration S] [--warmup S] [--rounds N] [--no-cluster]
-                            [--no-latency] [--json FILE|-]
+                            [--no-latency] [--no-multilang] [--no-kafka] [--kafka-records N]
+                            [--baseline FILE] [--json FILE|-]
 
 Local rounds, alternating in each round: squall's word count acked and unacked, Bytewax's
 running word count and a plain split-and-count loop over the same sentences, then
-squall's const -> id -> null unacked and acked. Cluster rounds: const -> id -> null
+squall's const -> id -> null unacked and acked, then a Storm-style (storm.py) ShellBolt
+against pystorm over the same pipe (bench/multilang_bench.py). Kafka rounds: Kafka -> split
+-> count -> Kafka, squall against Bytewax's Kafka connector, on one Tansu broker whose input
+topic this script fills once (bench/kafka_pipeline.py). Cluster rounds: const -> id -> null
 unacked and acked in two worker processes (real ZooKeeper), and the ZeroMQ ceiling.
 Then latency under load, local and cluster, once. Each figure runs in a fresh process
 (squall's from bench/run.py in the repository's .venv, the peers in bench/peers/.venv,
 set up when missing); every side counts what it processed. Prints every figure with the
-load average before and after it, the goal table's ratios per round, and the latency table.
+load average before and after it, issue 22's ratios per round, the latency table, and issue
+31's goal table, each row against its goal (``--baseline``, an earlier ``--json`` report,
+gives the maximum-throughput rows their reference; a row whose figures are missing says so).
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import envs
+import kafka_pipeline
 from compare_report import render
 
 HERE = Path(__file__).resolve().parent
@@ -57,6 +64,16 @@ CLUSTER = [
     Figure("cluster-acked", "cluster const -> id -> null, acked", "tuples/s",
            scenario="cluster-const-id-null-acked", slack=240),
     Figure("zmq-ceiling", "ZeroMQ ceiling (two plain processes)", "tuples/s", scenario="zmq-ceiling"),
+]
+MULTILANG = [
+    Figure("multilang-split", "storm.py-style ShellBolt / pystorm (split)", "words/s", scenario="multilang-split",
+           slack=240),
+]
+KAFKA = [
+    Figure("kafka-pipeline", "squall Kafka -> split -> count -> Kafka", "records/s", scenario="kafka-pipeline",
+           slack=300),
+    Figure("bytewax-kafka", "Bytewax Kafka -> split -> count -> Kafka", "records/s", peer="bytewax_kafka.py",
+           slack=300),
 ]
 LATENCY = [
     Figure("latency-local", "latency under load, local", "tuples/s", scenario="local-latency", slack=300),
@@ -97,7 +114,7 @@ class Runner:
         return entry
 
     def _budget(self, fig: Figure, duration: float) -> float:
-        phases = LATENCY_PHASES if fig in LATENCY else 1
+        phases = LATENCY_PHASES if fig in LATENCY else 2 if fig in MULTILANG else 1
         return phases * (duration + self.args.warmup) + fig.slack
 
     def _child(self, cmd: list[str], timeout: float) -> dict[str, Any]:
@@ -119,7 +136,10 @@ class Runner:
 
 
 def rate(result: dict[str, Any]) -> float:
-    return result.get("words_per_sec", result.get("tuples_per_sec", 0.0))
+    for field in ("words_per_sec", "tuples_per_sec", "records_per_sec"):
+        if field in result:
+            return result[field]
+    return 0.0
 
 
 def _progress(fig: Figure, entry: dict[str, Any]) -> str:
@@ -133,6 +153,33 @@ def _progress(fig: Figure, entry: dict[str, Any]) -> str:
     return f"{where} {rate(result):>12,.0f} {fig.unit}  {loads}"
 
 
+def kafka_broker(args: argparse.Namespace, say, report: dict[str, Any]) -> Any:
+    """The Kafka rounds' broker with the input topic filled, its address in the children's
+    environment; None (the figures recorded as failed) when it cannot start."""
+    say(f"kafka: starting a Tansu broker and writing {args.kafka_records:,} sentences ...")
+    try:
+        broker = kafka_pipeline.Broker(args.kafka_records)
+    except Exception as exc:  # noqa: BLE001 - a missing extra or a broker that would not start
+        why = f"no broker: {type(exc).__name__}: {exc}"[:300]
+        say(f"  kafka rounds skipped ({why}; `scripts/quickstart.sh kafka` and the test extra give Tansu)")
+        report["runs"] += [{"figure": fig.key, "round": r, "load_before": load(), "load_after": load(),
+                            "error": why} for r in range(1, args.rounds + 1) for fig in KAFKA]
+        return None
+    os.environ[kafka_pipeline.ENV] = broker.spec
+    return broker
+
+
+def read_baseline(path: Path) -> dict[str, Any] | str:
+    """An earlier report (compare.py --json), or why it cannot serve."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"cannot read {path}: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        return f"{path} is not a compare.py --json report"
+    return data
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per figure (default 10)")
@@ -140,11 +187,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of local and of cluster figures (default 3)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the cluster rounds and cluster latency")
     parser.add_argument("--no-latency", action="store_true", help="skip latency under load")
+    parser.add_argument("--no-multilang", action="store_true", help="skip the storm.py-style / pystorm figure")
+    parser.add_argument("--no-kafka", action="store_true", help="skip the Kafka pipeline rounds")
+    parser.add_argument("--kafka-records", type=int, default=200_000,
+                        help="sentences in the Kafka pipeline's input topic (default 200000)")
+    parser.add_argument("--baseline", metavar="FILE", help="an earlier --json report: the maximum-throughput "
+                                                           "rows compare with its figures")
     parser.add_argument("--json", metavar="FILE", help="also write every result as JSON to FILE ('-': stdout, "
                                                        "and the text goes to stderr)")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.warmup < 0 or args.rounds < 1:
         parser.error("--duration must be > 0, --warmup >= 0 and --rounds >= 1")
+    if args.kafka_records < 10_000:
+        parser.error("--kafka-records must be at least 10000 (the first 5000 are warm-up)")
     return args
 
 
@@ -168,21 +223,35 @@ def main(argv: list[str]) -> int:
     say(f"machine: {report['cpus']} CPUs (nproc {report['nproc']}), Python {report['python']}, "
         f"load average {' '.join(map(str, report['load_start']))}")
     say(f"squall runs in {sys.executable}; the peers in {peers}")
+    if args.baseline:
+        report["baseline"] = read_baseline(Path(args.baseline))
     with tempfile.TemporaryDirectory(prefix="squall-compare-") as tmp:
         runner = Runner(args, peers, Path(tmp), say)
-        groups = [("local", LOCAL)] + ([] if args.no_cluster else [("cluster", CLUSTER)])
+        groups = [("local", LOCAL + ([] if args.no_multilang else MULTILANG))]
+        groups += [] if args.no_kafka else [("kafka", KAFKA)]
+        groups += [] if args.no_cluster else [("cluster", CLUSTER)]
         for name, figures in groups:
-            for r in range(1, args.rounds + 1):
-                say(f"{name} round {r}/{args.rounds}")
-                report["runs"] += [runner.run(fig, r, args.duration) for fig in figures]
+            broker = kafka_broker(args, say, report) if name == "kafka" else None
+            if name == "kafka" and broker is None:
+                continue
+            try:
+                for r in range(1, args.rounds + 1):
+                    say(f"{name} round {r}/{args.rounds}")
+                    report["runs"] += [runner.run(fig, r, args.duration) for fig in figures]
+            finally:
+                if broker is not None:
+                    broker.close()
+                    os.environ.pop(kafka_pipeline.ENV, None)
         if not args.no_latency:
             say("latency under load (once; each load level warms up, then is measured)")
             report["runs"] += [runner.run(fig, None, args.duration) for fig in LATENCY
                                if not (args.no_cluster and fig.key == "latency-cluster")]
     report["load_end"] = load()
-    text, tables = render(report, [*LOCAL, *CLUSTER, *LATENCY])
+    text, tables = render(report, [*LOCAL, *MULTILANG, *KAFKA, *CLUSTER, *LATENCY])
     say()
     say(text)
+    report.pop("baseline", None)  # the file it came from is named instead
+    report["baseline_file"] = args.baseline
     if args.json:
         report.update(tables)
         data = json.dumps(report, indent=1)

@@ -1,4 +1,6 @@
-"""The tables of bench/compare.py: every figure per round, issue 22's ratios, latency.
+"""The tables of bench/compare.py: every figure per round, issue 22's ratios, latency, and
+issue 31's goal table (each row's value against its goal; a row whose figures are missing
+says so instead of failing).
 
 A ratio is computed within a round (its two figures ran minutes apart, on the same
 machine state), then shown per round and as the range over the rounds: once from the
@@ -31,10 +33,14 @@ RATIOS: list[tuple[str, str, Callable[[Rates], float]]] = [
     ("cluster acked / unacked", ">= 0.6", _ratio("cluster-acked", "cluster")),
 ]
 LATENCY_GOAL = "<= 10"
+THROUGHPUT_SLACK = 0.95  # issue 31: maximum throughput no more than 5% lower than the baseline's
 
 
 def _rate(result: dict[str, Any]) -> float:
-    return result.get("words_per_sec", result.get("tuples_per_sec", math.nan))
+    for field in ("words_per_sec", "tuples_per_sec", "records_per_sec"):
+        if field in result:
+            return result[field]
+    return math.nan
 
 
 def _per_cpu(result: dict[str, Any]) -> float:
@@ -67,11 +73,14 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
     """The text of the summary and its tables as data (ratios and latency) for the JSON copy."""
     rounds = report["rounds"]
     by_round: list[Rates] = [{} for _ in range(rounds)]
+    results_by_round: list[dict[str, dict[str, Any]]] = [{} for _ in range(rounds)]
     cpu_by_round: list[Rates] = [{} for _ in range(rounds)]
     cells: dict[str, list[str]] = {}
     latency: dict[str, dict[str, Any]] = {}
     errors: list[str] = []
     labels = {f.key: (f.label, f.unit) for f in figures}
+    for run in report["runs"]:  # a figure this list lacks (an older report) still gets a label
+        labels.setdefault(run["figure"], (run["figure"], "/s"))
     for run in report["runs"]:
         key = run["figure"]
         if "error" in run:
@@ -84,6 +93,7 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
         result = run.get("result", {})
         value = _rate(result)
         by_round[run["round"] - 1][key] = value
+        results_by_round[run["round"] - 1][key] = result
         cpu_by_round[run["round"] - 1][key] = _per_cpu(result)
         cell = "failed" if math.isnan(value) else f"{value:,.0f}"
         row = cells.setdefault(key, [""] * rounds)
@@ -91,10 +101,10 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
 
     lines = ["figures, each round (load average before>after the run, CPUs the measured processes used)"]
     header = "".join(f"{'round ' + str(i + 1):>34}" for i in range(rounds))
-    lines.append(f"  {'':48}{header}")
+    lines.append(f"  {'':56}{header}")
     for key, row in cells.items():
         label, unit = labels[key]
-        lines.append(f"  {label + ' (' + unit + ')':48}" + "".join(f"{c:>34}" for c in row))
+        lines.append(f"  {label + ' (' + unit + ')':56}" + "".join(f"{c:>34}" for c in row))
 
     ratio_rows = []
     for title, rates, kind in (("ratios (issue 22's goal table), each round and the range", by_round, "rate"),
@@ -147,11 +157,16 @@ def render(report: dict[str, Any], figures: list) -> tuple[str, dict[str, Any]]:
             if "oversleep_p99_ms" in machine:  # the wake probe's figures (a run's own "machine" has none)
                 lines.append(f"  {where:10}  machine: a 1 ms sleep woke p99 {_num(machine['oversleep_p99_ms'])} ms "
                              f"late, max {_num(machine['oversleep_max_ms'])} ms (wake_probe.py, meanwhile)")
+    goal_rows = goal_table(report, by_round, results_by_round, latency)
+    lines += ["", "issue 31's goal table (ratios within a round: each round, the range; verdict on the median)",
+              f"  {'':52}{'value':>24}{'goal':>9}  verdict"]
+    for row in goal_rows:
+        lines.append(f"  {row['name']:58}{row['shown']:>24}{row['goal']:>9}  {row['verdict']}")
     lines += ["", f"load average at start {' '.join(map(str, report['load_start']))}, "
                   f"at end {' '.join(map(str, report['load_end']))} ({report['nproc']} CPUs)"]
     if errors:
         lines += ["", "failed figures:"] + [f"  {e}" for e in errors]
-    return "\n".join(lines), {"ratios": ratio_rows}
+    return "\n".join(lines), {"ratios": ratio_rows, "goals": goal_rows}
 
 
 def _phase(result: dict[str, Any] | None, name: str) -> dict[str, Any]:
@@ -159,3 +174,121 @@ def _phase(result: dict[str, Any] | None, name: str) -> dict[str, Any]:
         if p["phase"] == name:
             return p
     return {}
+
+
+# -- issue 31's goal table ------------------------------------------------------------------
+def _result_field(key: str, field: str) -> Callable[[dict[str, dict[str, Any]]], float]:
+    def value(results: dict[str, dict[str, Any]]) -> float:
+        v = results.get(key, {}).get(field)
+        return float(v) if isinstance(v, (int, float)) else math.nan
+    return value
+
+
+# (row, goal, value from one round's rates, or from its results when ``by_result``)
+ROUND_GOALS: list[tuple[str, str, Callable[[Rates], float] | None, Callable[[dict], float] | None]] = [
+    ("cluster acked / unacked", ">= 0.5", _ratio("cluster-acked", "cluster"), None),
+    ("local acked / unacked (const -> id -> null)", ">= 0.7", _ratio("const-id-null-acked", "const-id-null"), None),
+    ("storm.py-style ShellBolt / pystorm ShellBolt", ">= 0.8", None,
+     _result_field("multilang-split", "storm_style_over_pystorm")),
+    ("Kafka -> split -> count -> Kafka / Bytewax", ">= 1.3", _ratio("kafka-pipeline", "bytewax-kafka"), None),
+]
+LATENCY_GOALS = [("latency-local", "local", "75%", ("<= 2", "<= 10")),
+                 ("latency-cluster", "3-worker cluster", "50%", ("<= 3", "<= 15"))]
+
+
+def meets(value: float, goal: str) -> bool | None:
+    """Whether ``value`` meets a goal written ">= x" or "<= x"; None when it cannot say."""
+    if math.isnan(value) or not goal:
+        return None
+    op, _, bound = goal.partition(" ")
+    try:
+        limit = float(bound)
+    except ValueError:
+        return None
+    return value >= limit if op == ">=" else value <= limit if op == "<=" else None
+
+
+def _goal_row(name: str, goal: str, values: list[float], missing: str, digits: int = 2) -> dict[str, Any]:
+    vals = [v for v in values if not math.isnan(v)]
+    if not vals:
+        return {"name": name, "goal": goal, "per_round": values, "shown": "-", "verdict": f"missing ({missing})"}
+    median = sorted(vals)[len(vals) // 2] if len(vals) % 2 else sum(sorted(vals)[len(vals) // 2 - 1:][:2]) / 2
+    ok = meets(median, goal)
+    shown = _span(values, digits) if len(values) > 1 else _num(vals[0], digits)
+    return {"name": name, "goal": goal, "per_round": values, "median": median, "shown": shown,
+            "verdict": "-" if ok is None else "met" if ok else "NOT met"}
+
+
+def _worst_latency(result: dict[str, Any] | None, q: str, top: str) -> float:
+    phases = [p for p in (result or {}).get("phases", [])[1:]
+              if str(p.get("phase", "")).endswith("%") and float(p["phase"][:-1]) <= float(top[:-1])]
+    return max((p.get(f"{q}_ms", math.nan) for p in phases), default=math.nan)
+
+
+def goal_table(report: dict[str, Any], by_round: list[Rates], results_by_round: list[dict[str, dict[str, Any]]],
+               latency: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row of issue 31's goal table, in its order; a row without figures says which."""
+    rows = []
+    for key, where, top, goals in LATENCY_GOALS:
+        for q, goal in zip(("p50", "p99"), goals):
+            rows.append(_goal_row(f"complete latency {q}, {where}, 1-{top} of max (ms)", goal,
+                                  [_worst_latency(latency.get(key), q, top)], f"no {key} figure"))
+    for name, goal, from_rates, from_results in ROUND_GOALS:
+        if from_rates is not None:
+            values = [from_rates(r) for r in by_round]
+        else:
+            values = [from_results(r) for r in results_by_round]  # type: ignore[misc]
+        rows.append(_goal_row(name, goal, values, "its figures did not run or failed"))
+    rows += throughput_rows(report, by_round, latency)
+    return rows
+
+
+def throughput_rows(report: dict[str, Any], by_round: list[Rates],
+                    latency: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Maximum throughput of every squall scenario against the baseline report's (a
+    ``compare.py --json`` file given with ``--baseline``): goal at least 0.95 of it."""
+    base = report.get("baseline")
+    goal = f">= {THROUGHPUT_SLACK}"
+    name = "maximum throughput / baseline's"
+    if not isinstance(base, dict):
+        why = base if isinstance(base, str) else "no --baseline report given"
+        return [_goal_row(name + ", every scenario", goal, [math.nan], why)]
+    now, before = _medians(by_round, latency), _medians(*_rates_of(base))
+    rows = []
+    for key in sorted(set(now) | set(before)):
+        if key in PEER_FIGURES:
+            continue
+        value = now[key] / before[key] if now.get(key) and before.get(key) else math.nan
+        rows.append(_goal_row(f"{name}, {key}", goal, [value], "not in both reports"))
+    return rows or [_goal_row(name + ", every scenario", goal, [math.nan], "no figures in common")]
+
+
+PEER_FIGURES = {"bytewax", "plain-loop", "zmq-ceiling", "bytewax-kafka"}  # not squall's throughput
+
+
+def _medians(by_round: list[Rates], latency: dict[str, dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for key in {k for r in by_round for k in r}:
+        vals = sorted(v for r in by_round if not math.isnan(v := r.get(key, math.nan)))
+        if vals:
+            out[key] = vals[len(vals) // 2]
+    for key, result in latency.items():  # the latency bench's measured maximum
+        top = result.get("max_rate")
+        if isinstance(top, (int, float)) and top > 0:
+            out[key + " (max)"] = float(top)
+    return out
+
+
+def _rates_of(report: dict[str, Any]) -> tuple[list[Rates], dict[str, dict[str, Any]]]:
+    """A saved report's rates per round and latency results (what render reads)."""
+    rounds = int(report.get("rounds") or 1)
+    by_round: list[Rates] = [{} for _ in range(rounds)]
+    latency: dict[str, dict[str, Any]] = {}
+    for run in report.get("runs", []):
+        if not isinstance(run, dict) or "result" not in run:
+            continue
+        if run.get("round") is None:
+            latency[run["figure"]] = run["result"]
+        elif 1 <= run["round"] <= rounds:
+            by_round[run["round"] - 1][run["figure"]] = _rate(run["result"])
+    return by_round, latency

@@ -144,5 +144,6 @@ def split_storm_style_vs_pystorm(measure: Callable[..., dict[str, Any]], duratio
     mean = {k: sum(v) / len(v) for k, v in rates.items()}
     return {"tuples_per_sec": round(mean["storm-style"]), "pystorm_words_per_sec": round(mean["pystorm"]),
             "storm_style_words_per_sec": round(mean["storm-style"]),
-            "storm_style_over_pystorm": round(mean["storm-style"] / max(1e-9, mean["pystorm"]), 2),
+            # None when pystorm counted nothing (its child never got going): no ratio to give
+            "storm_style_over_pystorm": round(mean["storm-style"] / mean["pystorm"], 2) if mean["pystorm"] else None,
             "failed": failed, "runs": rates}

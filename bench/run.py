@@ -205,6 +205,13 @@ def _register_optional() -> None:
     def _multilang_split(duration: float, warmup: float) -> dict[str, Any]:
         return multilang_bench.split_storm_style_vs_pystorm(_measure_local, duration, warmup, multilang_bench.ACKED)
 
+    import kafka_pipeline  # standard library only at import; Kafka's modules when it runs
+
+    @scenario("kafka-pipeline", "Kafka -> split -> count -> Kafka on one Tansu broker (bench/kafka_pipeline.py), "
+              "input records per second; compare.py runs Bytewax's Kafka connector beside it")
+    def _kafka_pipeline(duration: float, warmup: float) -> dict[str, Any]:
+        return kafka_pipeline.scenario(duration, warmup)
+
     for module_name in ("cluster_bench", "latency", "api_bench", "load_aware", "http_bench"):
         try:
             module = importlib.import_module(module_name)
@@ -296,6 +303,9 @@ def main() -> int:
             if "cpu_ns_per_tuple" in result:
                 cpu = {k: ", ".join(f"{v:.0f}" for v in vs) for k, vs in result["cpu_ns_per_tuple"].items()}
                 line += f"; CPU ns/tuple (both processes) off {cpu['off']}, on {cpu['on']}"
+        elif "records_per_sec" in result:
+            line = (f"{args.scenario}: {result['records_per_sec']:,.0f} records/s "
+                    f"({result['cpu_us_per_record']:.1f} us CPU/record)")
         else:
             line = f"{args.scenario}: {result['tuples_per_sec']:,.0f} tuples/s"
         if "baseline_tuples_per_sec" in result:

@@ -29,6 +29,16 @@ case "$tier" in
   *)       extras="test,spark,kafka"; debs="zookeeper chromium prometheus redis-server kcat docker debian-python" ;;
 esac
 [ "$tier" = debian ] || ensure_venv "$extras"  # the debian run has an environment of its own
+# Bytecode is kept even where the environment sets PYTHONDONTWRITEBYTECODE (CI and editor
+# set-ups often do): every process the suite starts (daemons, workers, each CLI call; well over
+# a thousand) would compile squall's sources again, some 40% of a daemon's start-up CPU. It goes
+# to .venv/pycache, not beside the sources; what that mirrors of the tests' temporary
+# directories goes at each run, so that it stays the size of one run.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  export PYTHONPYCACHEPREFIX="$VENV/pycache"
+  unset PYTHONDONTWRITEBYTECODE
+  rm -rf "$PYTHONPYCACHEPREFIX${TMPDIR:-/tmp}"
+fi
 if [ "$tier" = "lint" ]; then
   exec "$VENV/bin/python" scripts/lint.py "$@"
 fi
@@ -78,7 +88,7 @@ fi
 # after the whole suite (or alone: `pure`): both builds must behave alike.
 run_pure() {
   echo "the runtime's tests again on its plain-Python modules (SQUALL_PURE=1)"
-  SQUALL_PURE=1 "$VENV/bin/pytest" -q "$@" tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
+  SQUALL_PURE=1 "$VENV/bin/pytest" -q -n 2 "$@" tests/unit/runtime tests/unit/messaging tests/unit/test_grouping.py \
     tests/unit/test_compiled.py tests/unit/test_local.py
 }
 
@@ -110,8 +120,9 @@ if [ -n "$tier" ]; then
   done
   exec "$VENV/bin/pytest" "tests/$tier" "$@"
 fi
-# Two test processes (pytest-xdist), each taking whole files: most tests wait on servers and
-# daemons rather than compute, so two at a time nearly halve the wall time on two cores.
+# Two test processes (pytest-xdist), each taking whole files, the longest first
+# (tests/support/scheduling.py): most tests wait on servers and daemons rather than compute,
+# so two at a time nearly halve the wall time on two cores.
 "$VENV/bin/pytest" -n 2 --dist loadfile "$@"
 run_pure
 run_debian

@@ -1,5 +1,5 @@
-"""What every tier shares: the command-line options, hypothesis without deadlines and a fresh
-structlog set-up per test.
+"""What every tier shares: the command-line options, hypothesis without deadlines, a fresh
+structlog set-up per test, and how two test processes share the suite (support/scheduling.py).
 
 Servers live with the tiers that use them (tests/cluster, tests/spark and tests/ui import
 their fixtures from support/servers.py); the unit tier starts none.
@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import structlog
 from hypothesis import HealthCheck, settings
+
+from support.scheduling import LongestFirst
 
 # Speed lives in bench/, not in tests: hypothesis's per-example deadline (200 ms) and its check
 # on slow data generation would turn a busy machine into a red run, so neither applies.
@@ -26,6 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the long chaos suite (more ids, a 60 s ZooKeeper outage; several minutes)")
     parser.addoption("--state-chaos-long", action="store_true", default=False,
                      help="run the state chaos test with more events and kills (minutes)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirst | None:
+    """``--dist loadfile`` (scripts/test.sh): whole files, the longest first (support/scheduling.py)."""
+    return LongestFirst(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker

@@ -6,7 +6,12 @@ child writes it (up to ``STDOUT_HOLD_BYTES`` held; beyond that the child's pipe 
 it waits) and calls ``wake`` at the first bytes after the executor last took everything,
 so a child that asks for task ids or syncs is answered at once, as Storm's ShellBolt does
 from its reader thread, not when the next tuple arrives or a poll comes round. The end of
-stdout wakes it too. Another thread reads stderr into the worker log (a bounded number of
+stdout wakes it too. While the executor converses with its child (``converse``: a child
+that waits for its task ids after every emit, as Storm's ``storm.py`` does), the reader
+steps aside and the executor thread reads the pipe itself: each answer then costs one
+wake-up (the kernel's, of the thread that waits in ``select``), not a reader thread's
+wake-up, a lock and a condition's hand-over to a second thread, each of which waits for the
+GIL and, on a busy machine, for a CPU. Another thread reads stderr into the worker log (a bounded number of
 lines a second, the rest counted) and keeps a short tail for error reports.
 
 The child never outlives the worker: it leads its own process group (a kill reaches what
@@ -91,6 +96,7 @@ class ChildProcess:
         self._room = threading.Condition(lock)  # the reader waits here for room in _held
         self._news = threading.Condition(lock)  # the executor waits here for output (wait_output)
         self._listening = False
+        self._conversing = False   # the executor reads stdout itself (converse); the reader waits
         self.log = log
         self._out = bytearray()        # written to stdin as the pipe takes it
         self._queued = 0               # bytes ever queued for stdin
@@ -113,6 +119,7 @@ class ChildProcess:
         self._in_fd = self.proc.stdin.fileno()    # type: ignore[union-attr]
         self._out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(self._in_fd, False)
+        os.set_blocking(self._out_fd, False)  # two threads may find it readable; one takes it
         self.closed = False
         self._stdout = threading.Thread(target=self._read_stdout, name=f"shell-stdout-{self.pid}",
                                         daemon=True)
@@ -187,17 +194,22 @@ class ChildProcess:
         try:
             while not self.closed:
                 with room:
-                    while self._held_bytes >= STDOUT_HOLD_BYTES and not self.closed:
+                    while (self._held_bytes >= STDOUT_HOLD_BYTES or self._conversing) and not self.closed:
                         room.wait(READER_POLL_SECS)
                 if self.closed:
                     break
                 readable, _, _ = select.select([fd], [], [], READER_POLL_SECS)
                 if not readable:
                     continue
-                data = os.read(fd, READ_CHUNK)
-                if not data:
-                    break
                 with room:
+                    if self._conversing:
+                        continue  # the executor reads it itself (converse)
+                    try:
+                        data = os.read(fd, READ_CHUNK)  # under the lock: the order of chunks is kept
+                    except BlockingIOError:
+                        continue  # taken by the executor before this thread got the lock
+                    if not data:
+                        break
                     self._held.append(data)
                     self._held_bytes += len(data)
                     wake, self._woken = not self._woken, True
@@ -233,6 +245,46 @@ class ChildProcess:
             raise ChildGone(GONE) from None
         if not readable:  # no data and no end of file: another process holds the pipe open
             raise ChildGone(FORKED_AWAY)
+
+    def converse(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the child's next output, reading stdout on this (the
+        executor's) thread while the reader thread stands aside; True if there is some
+        output (or the end of it). ``end_conversation`` gives the pipe back to the reader."""
+        room = self._room
+        with room:
+            if self._held or self._eof:
+                return True
+            self._conversing = True
+        fd = self._out_fd
+        try:
+            readable, _, _ = select.select([fd], [], [], timeout)
+        except (OSError, ValueError):
+            readable = [fd]  # a closed pipe: the read below says so
+        if not readable:
+            return False
+        with room:
+            if self._held or self._eof:  # the reader took it before it stood aside
+                return True
+            try:
+                data = os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                return False
+            except (OSError, ValueError):
+                data = b""
+            if not data:
+                self._eof = True
+                return True
+            self._held.append(data)
+            self._held_bytes += len(data)
+        return True
+
+    def end_conversation(self) -> None:
+        """The reader thread takes stdout again (after ``converse``)."""
+        room = self._room
+        with room:
+            if self._conversing:
+                self._conversing = False
+                room.notify()
 
     def wait_output(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the reader thread to take output (or the end of it);

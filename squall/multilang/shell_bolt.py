@@ -157,24 +157,11 @@ class ShellBolt(ShellComponentMixin, Bolt):
             link.ensure(now)
             return
         try:
-            deadline = now + CONVERSE_SECS
-            while True:
-                try:
-                    messages = link.receive(now, protocol.BOLT_COMMANDS)
-                except LinkBroken:
-                    self._salvage(now)
-                    raise
-                self.answered = False
-                for msg in messages:
-                    self._handle(msg, now)
-                # A child that asked for task ids (storm.py asks after every emit) goes on at
-                # once: wait a moment for its next message here rather than through a wake.
-                if not self.answered or link.child is None or not self.inputs:
-                    break
-                remaining = deadline - _monotonic()
-                if remaining <= 0 or not link.child.wait_output(remaining):
-                    break
-                now = _monotonic()
+            try:
+                now = self._converse(now)
+            finally:
+                if link.child is not None:
+                    link.child.end_conversation()  # the reader thread takes stdout again
             if link.state == READY:
                 if self.hb_sent is None and now >= self.next_hb:
                     link.send(link.encode(protocol.heartbeat(f"h{next(self.ids)}")))
@@ -192,6 +179,28 @@ class ShellBolt(ShellComponentMixin, Bolt):
             what = "handshake" if link.state == STARTING else "heartbeat"
             self._broken(now, f"did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
+
+    def _converse(self, now: float) -> float:
+        """Read and handle the child's messages; while it asks for task ids (storm.py asks
+        after every emit), wait for its next message on this thread (``converse``) rather
+        than through a wake, for at most CONVERSE_SECS in all. Returns the time last read."""
+        link = self.link
+        deadline = now + CONVERSE_SECS
+        while True:
+            try:
+                messages = link.receive(now, protocol.BOLT_COMMANDS)
+            except LinkBroken:
+                self._salvage(now)
+                raise
+            self.answered = False
+            for msg in messages:
+                self._handle(msg, now)
+            if not self.answered or link.child is None or not self.inputs:
+                return now
+            remaining = deadline - _monotonic()
+            if remaining <= 0 or not link.child.converse(remaining):
+                return now
+            now = _monotonic()
 
     def _salvage(self, now: float) -> None:
         """Apply what the child said before it broke (its acks spare those tuples a replay)."""

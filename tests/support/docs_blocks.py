@@ -158,7 +158,11 @@ class PageRun:
         bin_dir = Path(sys.prefix) / "bin"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_", "PYTEST_"))}
         self.env.update({"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "DURATION": "3",
-                         "HOME": str(workdir / "home"), "PYTHONDONTWRITEBYTECODE": "1"})
+                         "HOME": str(workdir / "home"),
+                         # The page's processes share their bytecode, kept beside the copy (not in
+                         # it) and gone with the test's directory.
+                         "PYTHONPYCACHEPREFIX": str(workdir.parent / "pycache")})
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         (workdir / "home").mkdir(exist_ok=True)
         self.background: list[Background] = []
         self.n = 0

@@ -11,6 +11,7 @@ keeps its data.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import selectors
@@ -333,10 +334,15 @@ def kcat() -> tuple[list[str], dict[str, str]]:
     wheel_lib = next(libs.glob("librdkafka*.so*"), None)
     env = dict(os.environ)
     if wheel_lib is not None:
-        shim = Path(tempfile.gettempdir()) / f"squall-kcat-lib-{os.getuid()}"
+        # One directory per library: checkouts (each with its own .venv) share /tmp, and a
+        # link into another checkout's environment may dangle once that one is removed.
+        digest = hashlib.sha256(str(wheel_lib).encode()).hexdigest()[:12]
+        shim = Path(tempfile.gettempdir()) / f"squall-kcat-lib-{os.getuid()}-{digest}"
         shim.mkdir(exist_ok=True)
         link = shim / "librdkafka.so.1"
-        if not link.exists():
+        try:
             link.symlink_to(wheel_lib)
+        except FileExistsError:
+            pass  # made by an earlier run (or a test running beside this one)
         env["LD_LIBRARY_PATH"] = str(shim)
     return [found], env

@@ -5,8 +5,15 @@ selector (by default the tuple's ``key``, ``value`` and ``headers`` fields to on
 The producer is idempotent (no duplicates or reordering from its own retries). Each
 record's delivery report acks its tuple, or fails it (the spout replays) when the broker
 does not confirm it within ``kafka.bolt.delivery.timeout.ms``. Reports are served on the
-bolt's own thread at every input, at tick tuples (``topology.tick.tuple.freq.secs`` is
-set for the bolt) and whenever the executor asks whether the bolt is ``ready``.
+bolt's own thread: a thread of the bolt's waits in the producer's ``poll`` (the
+callbacks run there and only queue the reports) and wakes the executor, which settles them
+at once, as Storm's KafkaBolt acks from the producer's callback thread; without a wake (a
+bolt the executor does not wake) they are served whenever the executor asks whether the bolt
+is ``ready`` (once per batch of input, not per record) and at tick tuples
+(``topology.tick.tuple.freq.secs`` is set for the bolt). Without the thread, a topology
+whose spouts were all held at ``topology.max.spout.pending`` waited for the next tick: no
+input came to make the bolt poll. With the default field mappers a
+tuple's key, value and headers are read by position, found once per input stream.
 
 Flow control, not refusal: at ``kafka.bolt.max.in.flight`` records awaiting a report the
 bolt is not ready for input, so its queue fills and backpressure holds the spouts back
@@ -17,9 +24,11 @@ reported, and, when the bolt declares a ``failed`` stream, emitted there with it
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -31,6 +40,8 @@ from squall.tuple import TICK_STREAM
 
 log = structlog.get_logger("squall.contrib.kafka")
 TICK_SECS = 0.1  # how often delivery reports are served without input
+REPORT_POLL_SECS = 0.05  # the report thread's longest wait in poll (how soon it sees a stop)
+ERRORS_HELD = 1000  # client errors the report thread holds for the executor (the oldest go first)
 PREPARE_FLUSH_SECS = 5.0  # the longest a checkpoint's PREPARE waits for this bolt's records
 FAILED_STREAM = "failed"
 # What a KafkaBolt's ``failed`` stream carries: the record it could not write and why (the
@@ -86,6 +97,10 @@ class KafkaBolt(Bolt):
     """
 
     live_output = True
+    # Delivery reports taken by a thread of the bolt's (TransactionalKafkaBolt keeps every
+    # producer call on the executor's thread: its transactions' calls and polls interleave).
+    background_reports = True
+    _wake: Callable[[], None] | None = None
 
     def __init__(self, topic: str | Callable[[Any], str], *, key: Mapper = "key", value: Mapper = "value",
                  headers: Mapper = "headers", failed_stream: bool = False, bootstrap_servers: str | None = None,
@@ -114,11 +129,30 @@ class KafkaBolt(Bolt):
         props = client_config(conf, None, self.bootstrap_servers)
         props.update({"enable.idempotence": True, "acks": "all",
                       "delivery.timeout.ms": int(conf["kafka.bolt.delivery.timeout.ms"]),
-                      "error_cb": lambda err: self._client_error(err)})
+                      "error_cb": self._on_error})
         props.setdefault("linger.ms", 5)
         return props
 
+    def _on_error(self, err: Any) -> None:
+        """The client's error callback: queued when the report thread runs it, else handled."""
+        if self._report_thread is not None:
+            self._errors.append(err)
+        else:
+            self._client_error(err)
+
+    def attach_wake(self, wake: Callable[[], None]) -> None:
+        """The executor's ``wake`` (squall.runtime.executor): the report thread calls it when
+        reports came, and the executor then calls ``woken`` on its own thread."""
+        self._wake = wake
+
+    def woken(self) -> None:
+        self._wake_pending = False
+        self._serve(0)
+
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self._report_thread: threading.Thread | None = None
+        self._errors: deque[Any] = deque(maxlen=ERRORS_HELD)
+        self._wake_pending = False
         self.collector = collector
         self.log = log.bind(topology=context.topology_id, component=context.this_component_id,
                             task=context.this_task_id)
@@ -135,18 +169,48 @@ class KafkaBolt(Bolt):
         self.full_wait = conf["kafka.bolt.full.wait.ms"] / 1000.0
         self.in_flight = 0
         self.failures = 0  # delivery failures so far (a checkpoint's PREPARE must see none)
-        self._reports: list[tuple[Any, Any, Any]] = []
+        # Appended by the delivery callbacks (on the report thread or in this thread's poll),
+        # taken on the executor's thread: a deque, whose append and popleft are thread-safe.
+        self._reports: deque[tuple[Any, Any, Any]] = deque()
         self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
+        # The default mappings (fields by name, one topic) read by position (``map``).
+        plain = all(type(m) is FieldMapper for m in (self.key_of, self.value_of, self.headers_of))
+        self._by_position: dict[Any, tuple[int | None, int | None, int | None]] | None = (
+            {} if plain and type(self.topic_of) is TopicSelector else None)
+        self._topic = self.topic_of.topic if isinstance(self.topic_of, TopicSelector) else ""
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
         self.m_refused = context.register_metric("kafka_writes_refused", MultiCountMetric("reason"), b)
         self.m_in_flight = context.register_metric("kafka_in_flight", GaugeMetric(), b)
         self.m_held = context.register_metric("kafka_bolt_held", CountMetric(), b)
+        self._stop_reports = threading.Event()
+        if self.background_reports and self._wake is not None:
+            self._report_thread = threading.Thread(target=self._take_reports, daemon=True,
+                                                   name=f"kafka-reports-{context.this_task_id}")
+            self._report_thread.start()
+
+    def _take_reports(self) -> None:
+        """The report thread: the producer's callbacks run in its poll; the executor is woken
+        to settle what they queued (once until it has looked)."""
+        producer, stop, reports = self.producer, self._stop_reports, self._reports
+        while not stop.is_set():
+            try:
+                producer.poll(REPORT_POLL_SECS)
+            except Exception as exc:  # noqa: BLE001 - queued for the executor; polling goes on
+                self._errors.append(exc)
+                stop.wait(REPORT_POLL_SECS)  # a poll that keeps failing does not spin
+            if (reports or self._errors) and not self._wake_pending and self._wake is not None:
+                self._wake_pending = True
+                self._wake()
+
+    def _stop_report_thread(self) -> None:
+        if self._report_thread is not None:
+            self._stop_reports.set()
+            self._report_thread.join(REPORT_POLL_SECS * 4)
+            self._report_thread = None
 
     def ready(self) -> bool:
-        if self.in_flight < self.max_in_flight:
-            return True
-        self._serve(0)
+        self._serve(0)  # once per batch of input: the reports that came meanwhile
         if self.in_flight < self.max_in_flight:
             return True
         self.m_held.incr()
@@ -160,11 +224,23 @@ class KafkaBolt(Bolt):
         record = self.map(tup)
         if record is not None:
             self.send(tup, record)
-            self._serve(0)
 
     def map(self, tup: Any) -> tuple[str, Any, Any, Any] | None:
         """(topic, key, value, headers) of a tuple; None (and the tuple failed) when the
         mapping raises."""
+        if self._by_position is not None:
+            where = self._by_position.get(tup.source)
+            if where is None:
+                where = self._positions(tup.source)
+            k, v, h = where
+            values = tup.values
+            key: Any = None if k is None else values[k]
+            value: Any = None if v is None else values[v]
+            tk, tv = type(key), type(value)
+            if ((tk is bytes or tk is str or key is None) and (tv is bytes or tv is str or value is None)
+                    and (h is None or values[h] is None)):
+                return (self._topic, key.encode("utf-8") if tk is str else key,
+                        value.encode("utf-8") if tv is str else value, None)
         try:
             return (self.topic_of(tup), to_bytes(self.key_of(tup)), to_bytes(self.value_of(tup)),
                     to_headers(self.headers_of(tup)))
@@ -172,6 +248,18 @@ class KafkaBolt(Bolt):
             self.collector.report_error(f"KafkaBolt cannot map a tuple: {type(exc).__name__}: {exc}")
             self.collector.fail(tup)
             return None
+
+    def _positions(self, source: Any) -> tuple[int | None, int | None, int | None]:
+        """Where the default mappers' fields sit in tuples from ``source`` (None: absent)."""
+        fields = source.fields
+        cache = self._by_position
+        assert cache is not None  # map reads by position only with the default mappers
+        if len(cache) >= 4096:  # bounded: sources are few (tasks x streams)
+            cache.clear()
+        names = [cast(FieldMapper, m).field for m in (self.key_of, self.value_of, self.headers_of)]
+        k, v, h = (fields.index(n) if n in fields else None for n in names)
+        cache[source] = (k, v, h)
+        return k, v, h
 
     def send(self, tup: Any, record: tuple[str, Any, Any, Any]) -> bool:
         """Hand a record to the producer; its report settles ``tup``. False when it was not
@@ -211,12 +299,15 @@ class KafkaBolt(Bolt):
 
     def _serve(self, timeout: float) -> None:
         """Run delivery reports: ack what the broker has, fail or refuse the rest."""
-        self.producer.poll(timeout)
-        reports = self._reports  # the callbacks (run inside poll, on this thread) append here
+        if timeout > 0 or self._report_thread is None:
+            self.producer.poll(timeout)
+        errors = self._errors
+        while errors:
+            self._client_error(errors.popleft())
+        reports = self._reports  # the callbacks append here
         if not reports:
             return
-        done = reports[:]
-        reports.clear()
+        done = [reports.popleft() for _ in range(len(reports))]
         self.in_flight -= len(done)
         self.m_in_flight.set(self.in_flight)
         self.settle(done)
@@ -265,6 +356,7 @@ class KafkaBolt(Bolt):
             raise RuntimeError("records failed while the checkpoint waited for them; rolling back")
 
     def cleanup(self) -> None:
+        self._stop_report_thread()
         try:
             self.producer.flush(10)
             self._serve(0)

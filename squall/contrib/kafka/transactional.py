@@ -43,6 +43,8 @@ class TransactionalKafkaBolt(StatefulBolt, KafkaBolt):
     record the broker rejects spoils its transaction, so the checkpoint rolls back: set
     ``message.max.bytes`` in ``client_config`` to refuse large ones before they are sent."""
 
+    background_reports = False  # its transaction calls and its polls stay on one thread
+
     def transactional_id(self, conf: Mapping[str, Any], context: Any) -> str:
         return f"squall.{conf['topology.name']}.{context.this_component_id}.{context.this_task_index}"
 

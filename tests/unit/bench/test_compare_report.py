@@ -1,6 +1,13 @@
 """compare.py's tables: ratios within each round, their range, latency and failures."""
-from compare import CLUSTER, LATENCY, LOCAL
+from compare import CLUSTER, KAFKA, LATENCY, LOCAL, MULTILANG
 from compare_report import render
+
+ALL = [*LOCAL, *MULTILANG, *KAFKA, *CLUSTER, *LATENCY]
+GOAL_ROWS = ["complete latency p50, local, 1-75% of max (ms)", "complete latency p99, local, 1-75% of max (ms)",
+             "complete latency p50, 3-worker cluster, 1-50% of max (ms)",
+             "complete latency p99, 3-worker cluster, 1-50% of max (ms)", "cluster acked / unacked",
+             "local acked / unacked (const -> id -> null)", "storm.py-style ShellBolt / pystorm ShellBolt",
+             "Kafka -> split -> count -> Kafka / Bytewax", "maximum throughput / baseline's"]
 
 RATES = {"wordcount-acked": (600e3, 700e3), "wordcount-unacked": (1e6, 1.1e6), "bytewax": (1e6, 1e6),
          "plain-loop": (4e6, 4e6), "const-id-null": (1e6, 0.8e6), "const-id-null-acked": (0.4e6, 0.4e6)}
@@ -60,3 +67,58 @@ def test_per_cpu_ratios_divide_each_rate_by_the_cpu_its_processes_used():
     per_cpu = {r["name"]: r["per_round"] for r in tables["ratios"] if r["of"] == "per_cpu"}
     assert per_cpu["local word count, acked / Bytewax"][0] == 1.2  # 1.2 M/CPU-s against 1 M/CPU-s
     assert "600,000 (1.5>1.7 cpu 0.50)" in row(text, "squall word count, acked (words/s)")
+
+
+def _run(key, r, result=None, error=None):
+    run = {"figure": key, "round": r, "load_before": [1, 1, 1], "load_after": [1, 1, 1]}
+    run.update({"error": error} if error else {"result": result})
+    return run
+
+
+def goals(tables):
+    return {g["name"]: g for g in tables["goals"]}
+
+
+def test_the_goal_table_has_every_row_of_issue_31_even_with_figures_missing():
+    text, tables = render(report(), ALL)  # no latency, multilang, Kafka or cluster figures, no baseline
+    names = [g["name"] for g in tables["goals"]]
+    assert [n for n in GOAL_ROWS if not any(x.startswith(n) for x in names)] == []
+    by = goals(tables)
+    assert by["local acked / unacked (const -> id -> null)"]["verdict"] == "NOT met"  # 0.40 and 0.50 < 0.7
+    assert by["local acked / unacked (const -> id -> null)"]["shown"] == "0.40-0.50"
+    assert by["Kafka -> split -> count -> Kafka / Bytewax"]["verdict"].startswith("missing")
+    assert by["maximum throughput / baseline's, every scenario"]["verdict"] == "missing (no --baseline report given)"
+    assert "storm.py-style ShellBolt / pystorm ShellBolt" in row(text, "storm.py-style ShellBolt / pystorm ShellBolt")
+
+
+def test_the_multilang_and_kafka_rows_read_their_figures_and_judge_them():
+    extra = [_run("multilang-split", 1, {"tuples_per_sec": 9e3, "storm_style_over_pystorm": 0.85}),
+             _run("multilang-split", 2, {"tuples_per_sec": 8e3, "storm_style_over_pystorm": 0.75}),
+             _run("kafka-pipeline", 1, {"records_per_sec": 260e3}),
+             _run("bytewax-kafka", 1, {"records_per_sec": 200e3}),
+             _run("kafka-pipeline", 2, error="exit 1: no broker"), _run("bytewax-kafka", 2, {"records_per_sec": 2e5})]
+    text, tables = render(report(extra), ALL)
+    by = goals(tables)
+    assert by["storm.py-style ShellBolt / pystorm ShellBolt"]["shown"] == "0.75-0.85"
+    assert by["storm.py-style ShellBolt / pystorm ShellBolt"]["verdict"] == "met"  # median 0.80
+    kafka = by["Kafka -> split -> count -> Kafka / Bytewax"]
+    assert kafka["shown"] == "1.30" and kafka["verdict"] == "met"  # round 2's squall side failed: one round
+    assert row(text, "Kafka -> split -> count -> Kafka / Bytewax").split()[-4:] == ["1.30", ">=", "1.3", "met"]
+    assert "squall Kafka -> split -> count -> Kafka round 2: exit 1: no broker" in text
+
+
+def test_maximum_throughput_rows_compare_with_the_baseline_report():
+    base = report()
+    for run in base["runs"]:
+        run["result"] = {k: v * (2 if run["figure"] == "const-id-null" else 1) for k, v in run["result"].items()}
+    rep = report()
+    rep["baseline"] = base
+    text, tables = render(rep, ALL)
+    by = goals(tables)
+    assert by["maximum throughput / baseline's, const-id-null"]["verdict"] == "NOT met"  # half the baseline
+    assert by["maximum throughput / baseline's, const-id-null"]["shown"] == "0.50"
+    assert by["maximum throughput / baseline's, wordcount-acked"]["verdict"] == "met"
+    assert not any("bytewax" in name for name in by)  # a peer's rate is not squall's throughput
+    rep["baseline"] = "cannot read x.json: no such file"
+    assert goals(render(rep, ALL)[1])["maximum throughput / baseline's, every scenario"]["verdict"] == \
+        "missing (cannot read x.json: no such file)"

@@ -1,0 +1,70 @@
+"""A shell child's stdout read by the executor itself while they converse (issue 31, point 3):
+every answer costs one wake-up, and handing the pipe between the reader thread and the
+executor loses or reorders nothing."""
+import sys
+import time
+
+import structlog
+
+from squall.multilang.child import ChildGone, ChildProcess
+
+ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
+# Writes 0..N-1, one line each, in small bursts with pauses: the pipe changes hands mid-stream.
+COUNTER = ("import sys, time\nfor i in range(3000):\n    sys.stdout.write(f'{i}\\n')\n"
+           "    if i % 7 == 0:\n        sys.stdout.flush()\n    if i % 300 == 0:\n        time.sleep(0.005)\n")
+
+
+def child(script, wakes):
+    return ChildProcess([sys.executable, "-c", script], None, {"PATH": "/usr/bin:/bin"},
+                        structlog.get_logger("test"), 100, wake=lambda: wakes.append(1))
+
+
+def test_a_child_in_conversation_is_read_by_the_executor_not_through_the_reader():
+    wakes = []
+    c = child(ECHO, wakes)
+    try:
+        for i in range(200):  # storm.py's way: a message, then wait for the answer
+            c.write(f"{i}\n".encode())
+            got = b""
+            deadline = time.monotonic() + 10
+            while not got.endswith(b"\n"):
+                assert time.monotonic() < deadline, f"no answer to message {i}"
+                c.converse(1.0)
+                got += c.read()
+            assert got == f"{i}\n".encode()
+        # The reader thread may have taken the first answer before the conversation began;
+        # after that every answer came through converse, with no wake of the executor.
+        before = len(wakes)
+        assert before <= 1
+        c.end_conversation()
+        c.write(b"after\n")  # the reader thread has the pipe again and wakes the executor
+        deadline = time.monotonic() + 10
+        while len(wakes) == before:
+            assert time.monotonic() < deadline, "the reader thread did not take stdout back"
+            time.sleep(0.01)
+        assert c.read() == b"after\n"
+    finally:
+        c.kill()
+
+
+def test_stdout_changing_hands_keeps_every_byte_in_order():
+    c = child(COUNTER, [])
+    out = bytearray()
+    turn = 0
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, f"stdout not read to its end: {bytes(out[-40:])!r}"
+            turn += 1
+            try:
+                if turn % 3:  # two turns conversing, one with the reader thread reading
+                    c.converse(0.002)
+                else:
+                    c.end_conversation()
+                    time.sleep(0.002)
+                out += c.read()
+            except ChildGone:
+                break
+    finally:
+        c.kill()
+    assert out.decode().split() == [str(i) for i in range(3000)]

@@ -1,0 +1,96 @@
+"""How `scripts/test.sh`'s two test processes share the suite (pytest-xdist, ``--dist loadfile``).
+
+xdist hands out whole files, by default those with the most tests first, so the files of one
+long test (the Docker compose run, the chaos runs, the install) came last, and one process
+ran the last of them alone while the other sat idle. Here the longest go first (longest
+processing time first: the short files then fill both processes' ends); the Spark tier is
+one unit (a process that runs a Spark test starts a SparkSession, a JVM, for the rest of
+the run, and one is enough), and each docs page another.
+
+``SECONDS`` is what a file takes on CI, roughly: only the order depends on it, never a result.
+A file missing from it is costed by its tier (``PER_TEST``). Add a file there when it takes a
+minute or more.
+"""
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+from xdist.scheduler import LoadFileScheduling
+from xdist.workermanage import WorkerController
+
+SPARK = "tests/spark"
+
+# File (or the Spark tier) -> its seconds on CI (scripts/test.sh -q --durations, 2 cores).
+SECONDS = {
+    SPARK: 250,  # less its docs pages: they start Spark in processes of their own
+    "tests/cluster/test_docs.py": 200,
+    "tests/cluster/cli/test_operate_cli.py": 160,
+    "tests/cluster/test_docker_compose.py": 140,
+    "tests/cluster/contrib/kafka/test_kafka_chaos.py": 140,
+    "tests/cluster/test_install.py": 130,
+    "tests/spark/test_docs_spark.py": 70,
+    "tests/cluster/daemons/supervisor/test_topology_environments.py": 95,
+    "tests/cluster/daemons/supervisor/test_supervisor.py": 90,
+    "tests/cluster/faults/test_multi_host.py": 85,
+    "tests/cluster/faults/test_chaos.py": 80,
+    "tests/cluster/daemons/nimbus/test_nimbus.py": 80,
+    "tests/ui/test_web_ui.py": 80,
+    "tests/cluster/test_memory_bound.py": 60,
+    "tests/cluster/cli/test_cluster_cli.py": 60,
+    "tests/cluster/daemons/nimbus/test_floods.py": 60,
+    "tests/cluster/daemons/supervisor/test_state_ownership.py": 50,
+    "tests/cluster/faults/test_zookeeper_hog.py": 45,
+    "tests/cluster/daemons/nimbus/test_forged_reports.py": 40,
+}
+# Seconds per test of a file not listed, by tier: unit tests take milliseconds, the others
+# start servers and processes.
+PER_TEST = {"unit": 0.05}
+DEFAULT_PER_TEST = 3.0
+
+
+# Files whose tests share nothing but the run's servers (no module-scoped fixture): each test
+# is a unit of its own, costed at an equal share of the file's seconds.
+EACH_TEST = {"tests/cluster/test_docs.py", "tests/spark/test_docs_spark.py"}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, the Spark tier as a whole, or the test
+    itself (``EACH_TEST``)."""
+    path = nodeid.split("::", 1)[0]
+    if path in EACH_TEST:
+        return nodeid
+    return SPARK if path.startswith(SPARK + "/") else path
+
+
+def costs(units: dict[str, int]) -> dict[str, float]:
+    """Unit -> its expected seconds, from its number of tests."""
+    files = Counter(unit.split("::", 1)[0] for unit in units)
+    out = {}
+    for unit, tests in units.items():
+        path = unit.split("::", 1)[0]
+        if unit in SECONDS:
+            out[unit] = SECONDS[unit]
+        elif path in SECONDS:  # one test of an EACH_TEST file
+            out[unit] = SECONDS[path] / files[path]
+        else:
+            parts = path.split("/")
+            tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+            out[unit] = PER_TEST.get(tier, DEFAULT_PER_TEST) * tests
+    return out
+
+
+class LongestFirst(LoadFileScheduling):
+    """``--dist loadfile`` with the Spark tier as one unit, the tests of ``EACH_TEST`` files as
+    units of their own, and the costliest units first."""
+
+    _ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        if not self._ordered:  # the queue is complete before the first unit goes out
+            cost = costs({unit: len(tests) for unit, tests in self.workqueue.items()})
+            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: -cost[unit[0]]))
+            self._ordered = True
+        super()._assign_work_unit(node)

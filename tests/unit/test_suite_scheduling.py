@@ -1,0 +1,29 @@
+"""How scripts/test.sh's two test processes share the suite (tests/support/scheduling.py)."""
+from support.scheduling import SPARK, costs, scope_of
+
+
+def order(nodeids: list[str]) -> list[str]:
+    units: dict[str, int] = {}
+    for nodeid in nodeids:
+        units[scope_of(nodeid)] = units.get(scope_of(nodeid), 0) + 1
+    cost = costs(units)
+    return sorted(units, key=lambda unit: -cost[unit])
+
+
+def test_the_spark_tier_is_one_unit_and_each_docs_page_one_of_its_own():
+    assert scope_of("tests/spark/test_spark.py::test_a") == scope_of("tests/spark/test_spark_state.py::test_b") == SPARK
+    pages = ["tests/cluster/test_docs.py::test_page_runs[README.md]",
+             "tests/cluster/test_docs.py::test_page_runs[docs/tutorial.md]",
+             "tests/spark/test_docs_spark.py::test_page_runs[docs/guide/backfill.md]"]
+    assert [scope_of(p) for p in pages] == pages
+    assert scope_of("tests/unit/test_config.py::TestX::test_y[1]") == "tests/unit/test_config.py"
+
+
+def test_one_long_test_goes_before_a_file_of_many_short_ones():
+    nodeids = [f"tests/unit/test_config.py::test_{i}" for i in range(500)]
+    nodeids += [f"tests/cluster/test_rotating_log_capture.py::test_{i}" for i in range(10)]
+    nodeids += ["tests/cluster/test_docker_compose.py::test_compose", "tests/spark/test_spark.py::test_a"]
+    nodeids += [f"tests/cluster/test_docs.py::test_page_runs[p{i}]" for i in range(4)]
+    assert order(nodeids) == [SPARK, "tests/cluster/test_docker_compose.py",
+                              *[f"tests/cluster/test_docs.py::test_page_runs[p{i}]" for i in range(4)],
+                              "tests/cluster/test_rotating_log_capture.py", "tests/unit/test_config.py"]
