@@ -24,15 +24,15 @@ cdef class Outbox:
     cdef public object transferred
     cdef public double interval
     cdef public double held_since
-    cdef public Py_ssize_t held_size
-    cdef public object held_mark
-    cdef public Py_ssize_t trickle
+    cdef public object queued
 
     cpdef list buffer(self, task)
     @cython.locals(b=list)
     cpdef full(self, task)
     cpdef zeroed(self, root)
     cpdef fail(self, root)
+    @cython.locals(b=list)
+    cpdef bint consumer_idle(self)
     @cython.locals(b=list)
     cpdef bint holding(self)
     @cython.locals(b=list, acks=dict, d=dict, per=dict, near=dict, ledger=AckerLedger)

@@ -39,7 +39,6 @@ if not cython.compiled:  # a constant in the compiled build, which leaves this o
     _rand = random.getrandbits  # type: ignore[assignment]  # noqa: F811
 Deliver = Callable[[int, list], None]
 WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
-TRICKLE_MAX = 8  # Outbox.flush_due: the most tuples a hold may begin with and still count as a trickle
 
 
 class EmitError(SquallError, ValueError):
@@ -60,10 +59,10 @@ class Outbox:
     """
 
     __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
-                 "interval", "held_since", "held_size", "held_mark", "trickle")
+                 "interval", "held_since", "queued")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
-                 interval: float = 0.0) -> None:
+                 interval: float = 0.0, queued: Callable[[int], int] | None = None) -> None:
         self.bufs: dict[int, list] = {}
         self.acks: dict[int, int] = {}           # root -> XOR of edge ids
         self.fails: dict[int, list] = {}         # acker task -> [root, ...]
@@ -74,11 +73,9 @@ class Outbox:
         self.ledger: AckerLedger | None = None
         self.near: dict[int, AckerLedger] = {}  # acker task -> its ledger, for ackers on this thread
         self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
-        self.interval = interval  # how long a partial batch may wait (flush_due), real seconds
+        self.interval = interval  # the longest a partial batch may wait (flush_due), real seconds
         self.held_since = -1.0    # when flush_due first left something buffered; -1: nothing
-        self.held_size = 0        # tuples buffered when that hold began
-        self.held_mark = 0        # tuples that had entered the outbox then (transferred + buffered)
-        self.trickle = -1         # >= 0: a hold gathered nothing; no hold while a turn buffers no more than this
+        self.queued = queued      # task -> tuples queued ahead at its consumer (flush_due)
 
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
@@ -122,47 +119,45 @@ class Outbox:
             self.fails.setdefault(task, []).append(root)
 
     def flush_due(self, now: float) -> float:
-        """End of a spout's turn: send what is buffered once it has waited ``interval``
-        seconds (``now``: real time), so a spout that emits a few tuples a turn still sends
-        batches instead of a few tuples per turn; every turn when ``interval`` is 0. Returns
-        how long until the next flush is due (``WAIT_NOTHING`` when nothing waits).
-
-        A hold is only worth its wait while tuples join it. Once a hold of a few tuples
-        (``TRICKLE_MAX``) gathered nothing in a whole interval (a thin trickle, or a spout
-        with a small max pending, whose acks the hold itself delays), turns send at once,
-        until a turn buffers more than that hold began with: then holding pays again. So
-        at a low rate a tuple waits for no timer, and big batches form as before."""
+        """End of a spout's turn: send what is buffered at once when a consumer of it would
+        otherwise idle (nothing is queued ahead of it: its executor's queue, or the worker's
+        transfer queue for a task elsewhere, is empty), so a tuple never waits for a timer
+        while the next stage has nothing to do. While a consumer has work queued, what is
+        buffered grows into a batch instead (adaptive batching): it goes at the end of the
+        first turn that finds the consumers idle, when a buffer fills, or once it has waited
+        ``interval`` seconds (``now``: real time), the backstop. Every turn when ``interval``
+        is 0. Returns how long until the backstop is due (``WAIT_NOTHING`` when nothing waits)."""
         interval = self.interval
-        if interval <= 0.0:
+        if interval <= 0.0 or self.consumer_idle():
+            self.held_since = -1.0
             self.flush()
             return WAIT_NOTHING
         since = self.held_since
         if since < 0.0:
             if not self.holding():
                 return WAIT_NOTHING
-            size = self.buffered()
-            if 0 <= self.trickle:
-                if size <= self.trickle:
-                    self.flush()
-                    return WAIT_NOTHING
-                self.trickle = -1
-            self.held_since, self.held_size = now, size
-            self.held_mark = self.transferred + size
+            self.held_since = now
             return interval
         if now - since >= interval:
             self.held_since = -1.0
-            if self.held_size <= TRICKLE_MAX and self.transferred + self.buffered() <= self.held_mark:
-                self.trickle = self.held_size  # a few tuples, and none joined in a whole interval
             self.flush()
             return WAIT_NOTHING
         return since + interval - now
 
-    def buffered(self) -> int:
-        """Tuples buffered for target tasks."""
-        n = 0
-        for b in self.bufs.values():
-            n += len(b)
-        return n
+    def consumer_idle(self) -> bool:
+        """Would a consumer of what is buffered idle without it (nothing queued for it)?
+        False when nothing is buffered, or no ``queued`` was given (consumers unknown)."""
+        queued = self.queued
+        if queued is None:
+            return False
+        for task, b in self.bufs.items():
+            if b and not queued(task):
+                return True
+        if self.fails or (self.ledger is None and self.acks):
+            for task in self.ackers:
+                if not queued(task):
+                    return True
+        return False
 
     def holding(self) -> bool:
         """Is anything buffered: tuples, or acker traffic still to send?"""

@@ -66,6 +66,12 @@ class Delivery:
             return
         self.transfer_queue.put((task, payload), len(tuples))
 
+    def queued(self, task: int) -> int:
+        """Tuples queued ahead of a batch for ``task`` now: at its executor here, else at
+        the transfer thread (Outbox.flush_due sends at once when this is 0)."""
+        q = self.queues.get(task)
+        return (self.transfer_queue if q is None else q)._size
+
     def _without_unsendable(self, task: int, tuples: list, exc: Exception) -> tuple[list, bytes | None]:
         """The slow path: refuse each tuple that cannot be serialized, encode the rest."""
         found = self.serializer.unsendable(tuples)

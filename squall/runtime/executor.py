@@ -66,7 +66,7 @@ class Executor:
             topology=topo.topology_id, component=component, executor=f"{executor_id[0]}-{executor_id[1]}")
         self.outbox = Outbox(link.deliver, int(conf["topology.producer.batch.size"]),
                              topo.acker_tasks, component, self.task_ids[0],
-                             float(self.conf["topology.batch.flush.interval.millis"]) / 1000.0)
+                             float(self.conf["topology.batch.flush.interval.millis"]) / 1000.0, link.queued)
         self.throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
                                       float(conf["topology.error.throttle.interval.secs"]))
         self.executed = 0

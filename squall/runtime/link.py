@@ -72,20 +72,22 @@ class WorkerLink:
     Called by executors: ``queue(task)``, ``deliver(task, tuples)``, ``report_error(component,
     task, text)``, ``drop(cause, n, executor, error=...)``, ``overloaded()`` (should spouts
     hold their emits), ``relieve(task_ids, queue)``, ``executor_died(component, executor,
-    exc)``. Written by the worker: ``active`` and ``bp_tasks``. ``loads``: the worker's
+    exc)``, ``queued(task)`` (tuples queued ahead of a batch for ``task``: at its executor,
+    or at the transfer thread; None: not known, and a spout's partial batch waits its
+    flush interval). Written by the worker: ``active`` and ``bp_tasks``. ``loads``: the worker's
     view of task loads for load-aware shuffles (squall.runtime.load.TaskLoads), or None
     to shuffle evenly.
     """
 
     __slots__ = ("topology", "clock", "active", "bp_tasks", "stopping", "cpu", "queues", "deliver",
-                 "report_error", "drop", "overloaded", "relieve", "executor_died", "loads")
+                 "report_error", "drop", "overloaded", "relieve", "executor_died", "loads", "queued")
 
     def __init__(self, topology: WorkerTopology, queues: Mapping[int, BatchQueue], deliver: Deliver,
                  report_error: ErrorReport, drop: Drop, overloaded: Callable[[], bool],
                  relieve: Callable[[list[int], BatchQueue], None], clock: Clock = SYSTEM_CLOCK,
                  stopping: threading.Event | None = None, cpu: int | None = None,
                  executor_died: Callable[[str, tuple[int, int], BaseException], None] = _nothing_dies,
-                 loads: TaskLoads | None = None) -> None:
+                 loads: TaskLoads | None = None, queued: Callable[[int], int] | None = None) -> None:
         self.topology = topology
         self.clock = clock
         self.active = False
@@ -100,6 +102,7 @@ class WorkerLink:
         self.relieve = relieve
         self.executor_died = executor_died
         self.loads = loads
+        self.queued = queued
 
     def queue(self, task: int) -> BatchQueue:
         """The receive queue of the executor that runs ``task``."""

@@ -21,6 +21,7 @@ from squall.runtime.wrapping import SpoutWrapper, StatsSections
 _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
+CHUNK_MAX = 32  # the most next_tuple calls between two looks at what they emitted
 
 
 class SpoutTask:
@@ -152,9 +153,14 @@ class SpoutExecutor(Executor):
             before = sum(r.emitted for r in routes)
             next_tuple = t.emitter.next_tuple
             n = 0
+            # Call in chunks (per-call bookkeeping costs as much as a small emit) that start
+            # at one call and double while every call emits: a paced spout with a few tuples
+            # due makes about as many calls as it has tuples, not a whole chunk of empty ones.
+            chunk = 1
             while n < batch:
-                # Call in chunks: per-call bookkeeping costs as much as a small emit.
-                k = min(32, batch - n) if max_pending is None else min(32, batch - n, max_pending - len(pending))
+                k = min(chunk, batch - n) if max_pending is None else min(chunk, batch - n, max_pending - len(pending))
+                if chunk < CHUNK_MAX:
+                    chunk += chunk
                 if k <= 0:
                     capped = True
                     break

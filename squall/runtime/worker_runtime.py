@@ -149,7 +149,7 @@ class WorkerRuntime:
             TaskLoads(lambda task: min(1.0, self.queues[task].fill), self.peers.loads)
         self.link = WorkerLink(topology_facts, self.queues, self.delivery.deliver, self.report_error, self.drops.add,
                                self.overloaded, self.relieve, clock, self.stopping, self.cpu, self.executor_died,
-                               self.loads)
+                               self.loads, self.delivery.queued)
         self.receiver = Receiver(self.queues, self.executor_ids, self.serializer, self.drops, self.link,
                                  float(conf["worker.receive.high.watermark"]), self._set_bp, self.stopping,
                                  self.cpu, self.log)
@@ -272,7 +272,10 @@ class WorkerRuntime:
                            "or tasks not in the topology")
             return
         if kind == codec.KIND_BACKPRESSURE:
+            held = self.remote_bp
             self.remote_bp = self._remote.report(body, self.clock.monotonic())
+            if held and not self.remote_bp:
+                self._wake_executors()
         elif kind == codec.KIND_LOAD:
             self.peers.record_loads(body)
 
@@ -294,9 +297,17 @@ class WorkerRuntime:
         self._bp_sent_at = now
         if self.remote_bp:
             self.remote_bp = self._remote.expire(now)
+            if not self.remote_bp:
+                self._wake_executors()
         bp = self.link.bp_tasks
         frames.append((codec.KIND_BACKPRESSURE, {t: t in bp for t in self._reported_tasks}))
         return frames
+
+    def _wake_executors(self) -> None:
+        """Backpressure from elsewhere ended: spouts held by it emit now, not at their next
+        wait-strategy poll."""
+        for bell in self.doorbells:
+            bell.ring()
 
     def relieve(self, task_ids: list[int], queue: BatchQueue) -> None:
         """An executor of ``task_ids`` drained ``queue``: below the low mark, its tasks
