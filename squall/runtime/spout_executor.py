@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from itertools import repeat
 from typing import Any
 
 from squall.components import Spout
@@ -205,18 +204,12 @@ class SpoutExecutor(Executor):
             t.wrapper.receive(tuples, now)
             return
         spout, book = t.spout, t.book
-        pending = t.pending.entries
-        pop = pending.pop
+        pop = t.pending.entries.pop
         sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                # The pending entries of the completed roots, popped at C level (map); None
-                # for a root that timed out (and was failed) already.
-                had = len(pending)
-                done: list[Any] = list(map(pop, tup.values[0], repeat(None)))
-                if had - len(pending) != len(done):
-                    done = [entry for entry in done if entry is not None]
+                done = t.pending.pop_done(tup.values[0])
                 book.acked += len(done)
                 sample += done[:SAMPLE_PER_BATCH]
                 if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
