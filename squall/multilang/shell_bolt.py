@@ -192,9 +192,10 @@ class ShellBolt(ShellComponentMixin, Bolt):
         itself (``polling``), so the executor thread runs its other executors (the bolts
         downstream, the acker, the spout) while the child thinks, and takes the answer
         without sleeping; after that (or with no wake attached) it waits on the pipe
-        (``converse``), so an idle thread does not spin.
-        Returns the time last read."""
+        (``converse``), so an idle thread does not spin. One call lasts at most CONVERSE_SECS
+        (a child that never stops asking does not hold the thread). Returns the time last read."""
         link = self.link
+        turn_ends = now + CONVERSE_SECS
         while True:
             try:
                 messages = link.receive(now, protocol.BOLT_COMMANDS)
@@ -214,12 +215,12 @@ class ShellBolt(ShellComponentMixin, Bolt):
             elif now >= self.converse_until:
                 return now
             wake = self._wake
-            if wake is not None and now < self.poll_until:
-                if not child.poll():
-                    self.polling = True
-                    wake()  # back at the executor thread's next turn
-                    return now
-            elif not child.converse(self.converse_until - now):
+            if wake is not None and (now >= turn_ends or (now < self.poll_until and not child.poll())):
+                self.polling = True
+                wake()  # back at the executor thread's next turn
+                return now
+            if now >= turn_ends or ((wake is None or now >= self.poll_until)
+                                    and not child.converse(min(self.converse_until, turn_ends) - now)):
                 return now
             now = _monotonic()
 
