@@ -191,12 +191,16 @@ class KafkaBolt(Bolt):
         self._msgs: list[dict[str, Any]] = []
         self._done: deque[Batch] = deque()
         self._batching = self._wake is not None and hasattr(self.producer, "produce_batch")
+        # execute's fast path: batching, the default mappers, one topic (source -> positions).
+        self._fast: dict[Any, tuple[int | None, int | None] | None] | None = None
         self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
         # The default mappings (fields by name, one topic) read by position (``map``).
         plain = all(type(m) is FieldMapper for m in (self.key_of, self.value_of, self.headers_of))
         self._by_position: dict[Any, tuple[int | None, int | None, int | None]] | None = (
             {} if plain and type(self.topic_of) is TopicSelector else None)
         self._topic = self.topic_of.topic if isinstance(self.topic_of, TopicSelector) else ""
+        if self._batching and self._by_position is not None:
+            self._fast = {}
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
         self.m_refused = context.register_metric("kafka_writes_refused", MultiCountMetric("reason"), b)
@@ -238,6 +242,24 @@ class KafkaBolt(Bolt):
 
     # -- writing -----------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
+        fast = self._fast
+        if fast is not None:  # batching with the default mappers: a tuple's fields by position
+            try:
+                where = fast[tup.source]
+            except KeyError:
+                where = self._fast_positions(tup.source)
+            if where is not None:
+                k, v = where
+                values = tup.values
+                key = None if k is None else values[k]
+                value = None if v is None else values[v]
+                if type(key) is str:
+                    key = key.encode("utf-8")
+                if type(value) is str:
+                    value = value.encode("utf-8")
+                if (type(key) is bytes or key is None) and (type(value) is bytes or value is None):
+                    self._gather(tup, self._topic, key, value)
+                    return
         if tup.source.stream == TICK_STREAM:
             self._produce_batch()
             self._serve(0)
@@ -246,22 +268,41 @@ class KafkaBolt(Bolt):
         if record is None:
             return
         if self._batching and record[3] is None:  # produce_batch cannot carry headers
-            topic = record[0]
-            if topic is not self._batch_topic and topic != self._batch_topic:
-                self._produce_batch()  # one batch, one topic
-                self._batch_topic = topic
-            tups = self._tups
-            tups.append(tup)
-            self._msgs.append({"key": record[1], "value": record[2]})
-            self.in_flight += 1
-            if len(tups) >= BATCH_RECORDS:
-                self._produce_batch()
-            elif len(tups) == 1 and not self._wake_pending:  # sent when this turn ends
-                self._wake_pending = True
-                self._wake()  # type: ignore[misc]  # _batching: there is a wake
+            self._gather(tup, record[0], record[1], record[2])
         else:
             self._produce_batch()  # records go out in the order they came
             self.send(tup, record)
+
+    def _gather(self, tup: Any, topic: str, key: bytes | None, value: bytes | None) -> None:
+        """Keep a record for this turn's batch (sent when the turn ends, or at BATCH_RECORDS)."""
+        if topic is not self._batch_topic and topic != self._batch_topic:
+            self._produce_batch()  # one batch, one topic
+            self._batch_topic = topic
+        tups = self._tups
+        tups.append(tup)
+        self._msgs.append({"key": key, "value": value})
+        self.in_flight += 1
+        n = len(tups)
+        if n >= BATCH_RECORDS:
+            self._produce_batch()
+        elif n == 1 and not self._wake_pending:  # sent when this turn ends
+            self._wake_pending = True
+            self._wake()  # type: ignore[misc]  # batching: there is a wake
+
+    def _fast_positions(self, source: Any) -> tuple[int | None, int | None] | None:
+        """Where the key and value sit in tuples from ``source``, for ``execute``'s fast
+        path; None for sources it does not take (ticks, tuples with a headers field)."""
+        fast = self._fast
+        assert fast is not None and self._by_position is not None
+        if len(fast) >= 4096:  # bounded: sources are few (tasks x streams)
+            fast.clear()
+        if source.stream == TICK_STREAM:
+            where = None
+        else:
+            k, v, h = self._by_position.get(source) or self._positions(source)
+            where = (k, v) if h is None else None
+        fast[source] = where
+        return where
 
     def map(self, tup: Any) -> tuple[str, Any, Any, Any] | None:
         """(topic, key, value, headers) of a tuple; None (and the tuple failed) when the
