@@ -79,7 +79,7 @@ STAGES = ["tuple creation", "emit and routing", "fields-grouping hash", "outbox 
           "executor step loops", "wire encode/decode", "receive dispatch", "Kafka connector", USER, OTHER]
 # Functions that only wait (whatever their source line says).
 IDLE_FUNCTIONS = {"Condition.wait", "Event.wait", "Poller.poll", "Thread.join", "sleep", "select"}
-_BLOCKING = re.compile(r"\b(sleep|wait|poll|select)\(|\.acquire\(")
+_BLOCKING = re.compile(r"\b(sleep|wait|poll|select)\(|\.acquire\(|\.get\(timeout=")  # .get: a queue's blocking get
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)$")
 
 
