@@ -50,6 +50,7 @@ class ChildLink:
         self.codec = ValueCodec(conf.get("topology.serializers") or {})
         self._frames = framing(settings.serializer, settings.max_message_bytes, self.codec)
         self.encode = self._frames.encode
+        self.encode_task_ids = self._frames.encode_task_ids
         # Called by the child's stdout reader thread when it has news (squall.multilang.child);
         # the component's executor then reads it on its own thread.
         self.wake: Callable[[], None] | None = None
@@ -59,6 +60,7 @@ class ChildLink:
         """Start a child and send the handshake; False (reported, retried later) if it cannot."""
         self._frames = framing(self.settings.serializer, self.settings.max_message_bytes, self.codec)
         self.encode = self._frames.encode
+        self.encode_task_ids = self._frames.encode_task_ids
         self.generation += 1
         try:
             self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec,

@@ -93,6 +93,28 @@ def test_flooding_child_is_bounded_and_keeps_working(code_dir, names, tmp_path):
     assert any(e.get("dropped_before") or e.get("dropped") for e in logs)
 
 
+def test_a_child_that_never_stops_asking_for_task_ids_does_not_hold_the_executor_thread(code_dir, names, tmp_path):
+    """Its bolt answers every emit at once, yet the executors that share its thread (here
+    the spout and a bolt beside it) still get their turns."""
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), ROWS[:20], ["word"]))
+    b.set_bolt("chatter", ShellBolt(["python3", "hostile_child.py", "chatter", "0", str(tmp_path / "first")],
+                                    ["word", "tag"])).shuffle("s")
+    b.set_bolt("rec", RecordingBolt(names("rec"))).shuffle("s")
+    with LocalCluster(CONF) as c:
+        c.submit("t", {}, b.build())
+
+        def chatted():
+            return sum(s["emitted"].get("default", 0) for s in c.stats("t") if s["component"] == "chatter")
+
+        try:
+            wait_for(lambda: len(names.get("rec")) == 20 and chatted() > 200, 60,
+                     "every row beside the chatter, and the chatter answered", lambda: str(c.errors("t")))
+            assert c.errors("t") == {}
+        finally:
+            c.kill("t")
+
+
 def test_missing_command_is_reported_and_tuples_fail(code_dir, names):
     b = TopologyBuilder()
     b.set_spout("s", FixedTupleSpout(names("s"), ROWS[:3], ["word"], reliable=True))
