@@ -181,7 +181,11 @@ class ShellBolt(ShellComponentMixin, Bolt):
         waiting = link.started_at if link.state == STARTING else self.hb_sent
         if waiting is not None and now - max(waiting, link.last_read) > link.settings.timeout:
             what = "handshake" if link.state == STARTING else "heartbeat"
-            self._broken(now, f"did not answer the {what} within topology.subprocess.timeout.secs "
+            deaf = ""
+            if link.deaf and link.child is not None:
+                deaf = (f"stopped reading its input ({link.child.pending_messages} messages, "
+                        f"{link.child.pending} bytes unsent) and ")
+            self._broken(now, f"{deaf}did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
 
     def _converse(self, now: float) -> float:
