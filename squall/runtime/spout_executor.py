@@ -60,7 +60,6 @@ class SpoutExecutor(Executor):
         self.max_pending = conf.get("topology.max.spout.pending")
         self.batch = int(conf["topology.spout.batch.size"])
         self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
-        self.idle_until = 0.0  # real time before which a spout that ran dry is not called again
         self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
         self.timeout = float(conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
@@ -106,19 +105,11 @@ class SpoutExecutor(Executor):
         if self.active:
             if link.overloaded():
                 wait = self.idle_wait  # backpressure: hold emits until the queues drain
-            elif self.idle_until and _monotonic() < self.idle_until:
-                # Ran dry less than the wait strategy's time ago: what woke the thread
-                # (acks, often of its own last emits) is handled above, but next_tuple waits
-                # out the strategy's time, as in Storm. Asked at every wake instead, a paced
-                # spout ran a whole loop turn for each tuple or two that fell due, and at
-                # three quarters of the maximum rate those turns took more than the CPU.
-                wait = self.idle_until - _monotonic()
             else:
                 # Capped by max pending: acks wake it. Ran dry (a call emitted nothing):
                 # the wait strategy, as when it emits nothing at all. Else at once.
                 capped, dry = self._emit(now)
                 wait = IDLE if capped else self.idle_wait if dry else 0.0
-                self.idle_until = _monotonic() + wait if dry and not capped else 0.0
         due = self.outbox.flush_due(_monotonic())
         if due < wait:
             wait = due
