@@ -195,7 +195,7 @@ class SpoutExecutor(Executor):
             t.wrapper.receive(tuples, now)
             return
         spout, book = t.spout, t.book
-        pop = t.pending.entries.pop
+        pending = t.pending.entries
         sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
         for tup in tuples:
             stream = tup.source.stream
@@ -216,14 +216,14 @@ class SpoutExecutor(Executor):
                     reason = None
                     if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
                         root, reason = root
-                    entry = pop(root, None)
-                    if entry is not None:
+                    held = pending.pop(root, None)
+                    if held is not None:
                         book.failed += 1
                         if reason is None:
-                            self._call(task, spout.fail, entry[0])
+                            self._call(task, spout.fail, held[0])
                         else:  # a tuple of the tree could not be delivered: replaying fails again
                             try:
-                                spout.undeliverable(entry[0], reason)
+                                spout.undeliverable(held[0], reason)
                             except Exception as exc:
                                 self.user_error(task, exc, "undeliverable")
         if sample:
