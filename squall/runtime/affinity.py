@@ -2,6 +2,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+
+
+def spread_key(port: int, slot_ports: Sequence[int], local_pid: int | None = None) -> int:
+    """The number that spreads a worker over the CPUs: its slot's place among its
+    supervisor's ``slot_ports`` (sorted), so a host's workers take the CPUs in turn whatever
+    its ports are (by port alone, two workers on ports of the same parity, e.g. a dev
+    cluster's free ports, shared one CPU and left the other idle); the port itself where the
+    slots are unknown; plus ``local_pid`` in local mode, where every process numbers from 1."""
+    ports = sorted(set(slot_ports))
+    key = ports.index(port) if port in ports else port
+    return key + (local_pid or 0)
 
 
 def choose_cpu(key: int) -> int | None:

@@ -39,7 +39,7 @@ from squall.model import (
 from squall.runtime import drops
 from squall.runtime.acker_executor import AckerExecutor
 from squall.runtime.admission import Admission
-from squall.runtime.affinity import choose_cpu
+from squall.runtime.affinity import choose_cpu, spread_key
 from squall.runtime.bolt_executor import BoltExecutor
 from squall.runtime.delivery import Delivery
 from squall.runtime.drops import DropCounter
@@ -123,7 +123,8 @@ class WorkerRuntime:
         self._bp_sent_at = float("-inf")
         self._load_sent_at = float("-inf")
         self._low = float(conf["worker.receive.low.watermark"])
-        key = port + (os.getpid() if conf.get("squall.messaging.transport") == "local" else 0)
+        key = spread_key(port, conf.get("supervisor.slots.ports") or (),
+                         os.getpid() if conf.get("squall.messaging.transport") == "local" else None)
         self.cpu = choose_cpu(key) if conf.get("worker.pin.cpu") else None
         self.drops = DropCounter(self.log.warning)
         max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
