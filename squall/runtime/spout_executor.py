@@ -33,7 +33,7 @@ def turn_limit(batch: int, max_pending: int | None) -> int:
     round trip while the workers downstream wait for its next batch (ping-pong), and
     across workers each side idles while the other works. With several, acks of the
     first batch come back while later ones are still on their way, and the spout emits
-    again at once."""
+    again at once. ``max_pending`` None: no bound (no cap, or acks that never cross a thread)."""
     if max_pending is None:
         return batch
     return max(1, min(batch, -(-max_pending // IN_FLIGHT)))
@@ -74,7 +74,10 @@ class SpoutExecutor(Executor):
         self.active = False
         conf = self.conf
         self.max_pending = conf.get("topology.max.spout.pending")
-        self.batch = turn_limit(int(conf["topology.spout.batch.size"]), self.max_pending)
+        # A spout fused to the only acker (local mode, one worker) sees its trees complete
+        # within the turn that emitted them: nothing is in flight between turns to bound.
+        self.batch = turn_limit(int(conf["topology.spout.batch.size"]),
+                                None if self.outbox.ledger is not None else self.max_pending)
         self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
         self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
         self.timeout = float(conf["topology.message.timeout.secs"])

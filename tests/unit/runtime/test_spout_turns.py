@@ -49,7 +49,9 @@ def test_a_capped_spout_sends_its_allowance_in_four_batches_and_refills_as_the_f
     b = TopologyBuilder()
     b.set_spout("src", Endless())
     b.set_bolt("sink", Holding(name)).shuffle("src")
-    with SteppedWorker(b.build(), {"topology.acker.executors": 1, "topology.max.spout.pending": 1000,
+    # Two ackers: acks travel as messages, as they do across workers (with the only acker
+    # on its thread, a tree completes within the turn that emitted it and turns are not bounded).
+    with SteppedWorker(b.build(), {"topology.acker.executors": 2, "topology.max.spout.pending": 1000,
                                    "topology.spout.batch.size": 500}) as w:
         sizes = []
         for _ in range(6):
