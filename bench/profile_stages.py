@@ -58,6 +58,12 @@ RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
     ("executor step loops", "runtime/spout_executor.py", None),
     ("executor step loops", "runtime/executor_thread.py", None),
     ("executor step loops", "runtime/histogram.py", None),
+    ("Kafka connector", "kafka/bolt.py", None),
+    ("Kafka connector", "kafka/spout.py", None),
+    ("Kafka connector", "kafka/failures.py", None),
+    ("Kafka connector", "kafka/commits.py", None),
+    ("Kafka connector", "kafka/offsets.py", None),
+    ("Kafka connector", "kafka/lookups.py", None),
 ]
 # Stages inlined into one function (the collectors' emit builds tuples and folds acks in
 # place): the innermost frame's source line decides, before the function rules.
@@ -70,10 +76,10 @@ LINE_RULES: list[tuple[str, str, re.Pattern]] = [
     ("tuple creation", "runtime/acker_executor.py", re.compile(r"\bTuple\(")),
 ]
 STAGES = ["tuple creation", "emit and routing", "fields-grouping hash", "outbox and queues", "acker ledger",
-          "executor step loops", "wire encode/decode", "receive dispatch", USER, OTHER]
+          "executor step loops", "wire encode/decode", "receive dispatch", "Kafka connector", USER, OTHER]
 # Functions that only wait (whatever their source line says).
 IDLE_FUNCTIONS = {"Condition.wait", "Event.wait", "Poller.poll", "Thread.join", "sleep", "select"}
-_BLOCKING = re.compile(r"\b(sleep|wait|poll|select)\(|\.acquire\(")
+_BLOCKING = re.compile(r"\b(sleep|wait|poll|select)\(|\.acquire\(|\.get\(timeout=")  # .get: a queue's blocking get
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^():]+)(?::(?P<line>\d+))?\)$")
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from squall.config import TOKEN_ENV
+from squall.daemons.fields import as_str, field_value
 from squall.daemons.local_state import read_private, write_atomic
 from squall.daemons.state.acls import PASSWORD_ENV, ZkAuth
-from squall.daemons.state.fields import as_str, field_value
 from squall.daemons.state.records import TopologySecrets, check_name
 from squall.messaging import CurveKeys
 

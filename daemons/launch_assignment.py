@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from squall.daemons.fields import as_dict, field_value
 from squall.daemons.local_state import read_private, write_atomic
-from squall.daemons.state.fields import as_dict, field_value
 from squall.daemons.state.records import MAX_NODE_BYTES, Assignment, encode, parse_node
 from squall.errors import SquallError
 

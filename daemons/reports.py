@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from squall.daemons.state.fields import (
+from squall.daemons.fields import (
     MAX_BEAT_EXECUTORS,
     ExecutorId,
     as_dict,

@@ -1,5 +1,5 @@
 """What every tier shares: the command-line options, hypothesis without deadlines, a fresh
-structlog set-up per test, and how two test processes share the suite (support/scheduling.py).
+structlog set-up per test, and how the test processes share the suite (support/scheduling.py).
 
 Servers live with the tiers that use them (tests/cluster, tests/spark and tests/ui import
 their fixtures from support/servers.py); the unit tier starts none.

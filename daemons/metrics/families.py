@@ -18,7 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from squall.daemons.state.fields import as_dict
+from squall.daemons.fields import as_dict
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 

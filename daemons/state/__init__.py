@@ -11,9 +11,9 @@
 - ``assignments``: topologies' assignments and each supervisor's part of them (``AssignmentNodes``);
 - ``cluster_state``: the ``ClusterState`` facade that daemons use, typed records on top.
 """
+from squall.daemons.fields import ExecutorId
 from squall.daemons.state.cluster_state import ClusterState, ClusterStateError
 from squall.daemons.state.election import ElectionSupport, NimbusElection
-from squall.daemons.state.fields import ExecutorId
 from squall.daemons.state.operator_requests import OperatorRequests, ProfileRequest
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,

@@ -15,7 +15,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from squall.daemons.state.fields import ExecutorId
+from squall.daemons.fields import ExecutorId
 from squall.daemons.state.nodes import ZkNodes
 from squall.daemons.state.records import LAYOUT, Assignment, LayoutMark, NodeAssignment, Slot, check_name, node_parts
 from squall.daemons.state.watchers import Watch

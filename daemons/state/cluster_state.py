@@ -58,10 +58,10 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 from kazoo.retry import ForceRetryError
 
+from squall.daemons.fields import as_dict, as_list, field_value
 from squall.daemons.state.acls import Credential, ZkAuth, topology_user
 from squall.daemons.state.assignments import AssignmentNodes
 from squall.daemons.state.election import NimbusElection, contender_order
-from squall.daemons.state.fields import as_dict, as_list, field_value
 from squall.daemons.state.operator_requests import OperatorRequests
 from squall.daemons.state.records import (
     MAX_ERROR_CHARS,

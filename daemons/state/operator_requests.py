@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from squall.daemons.state.fields import as_dict, as_int, as_list, as_num, as_str, field_value
+from squall.daemons.fields import as_dict, as_int, as_list, as_num, as_str, field_value
 
 # Python's logging levels, with Storm's (log4j's) spellings accepted for them.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -1,5 +1,5 @@
 """The records kept in ZooKeeper and their node encoding (their fields are checked by
-:mod:`squall.daemons.state.fields`).
+:mod:`squall.daemons.fields`).
 
 Plain data and plain functions: nothing here touches ZooKeeper, so every check can be
 tested without a server. Every node holds JSON ``{"v": FORMAT_VERSION, ...}``; decoding
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from squall.daemons.state.fields import (
+from squall.daemons.fields import (
     ExecutorId,
     as_bool,
     as_dict,

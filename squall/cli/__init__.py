@@ -1,8 +1,9 @@
 """The ``squall`` command line (click). Exit codes: 0 ok, 1 failure, 2 usage.
 
 This module holds the command group; each command module lists its commands in
-``COMMANDS``: ``squall.cli.local`` (``run``), ``squall.cli.cluster`` (the daemons, the
-nimbus client commands, ``dev-cluster``), ``squall.cli.security`` (``token``, ``secure-init``),
+``COMMANDS``: ``squall.cli.local`` (``run``), ``squall.cli.cluster`` (the daemons and the
+nimbus client commands), ``squall.cli.submit`` (``submit``), ``squall.cli.dev_cluster``
+(``dev-cluster``), ``squall.cli.security`` (``token``, ``secure-init``),
 ``squall.cli.logs`` (``logs``: worker logs through nimbus), ``squall.cli.errors`` (``errors``:
 user code's tracebacks), ``squall.cli.operate`` (``set-log-level``, ``debug``, ``profile``,
 ``kill-workers``, ``monitor``) and ``squall.cli.spark`` (``spark-run``). ``squall.command_line``
@@ -26,7 +27,7 @@ COMMANDS = {
               "`squall debug NAME [COMPONENT] --sample PERCENT` starts it (every component without COMPONENT), "
               "`--off` stops it, `squall debug show NAME` prints the samples: stream, task, target task, "
               "anchors and values."),
-    "dev-cluster": ("squall.cli.cluster", "Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."),
+    "dev-cluster": ("squall.cli.dev_cluster", "Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."),
     "errors": ("squall.cli.errors", "Show the errors that topology NAME's code raised, newest first, with "
                "tracebacks; identical ones once, with how many times and where."),
     "kill": ("squall.cli.cluster", "Kill topology NAME: deactivate it now, remove it after the wait."),
@@ -56,7 +57,7 @@ COMMANDS = {
     "status": ("squall.cli.cluster", "Show topology NAME: components, executors with host and port, totals and "
                "rates per second over the last minute, last errors (control characters escaped unless "
                "--raw)."),
-    "submit": ("squall.cli.cluster", "Submit the topology defined in FILE to nimbus (a topology file, a "
+    "submit": ("squall.cli.submit", "Submit the topology defined in FILE to nimbus (a topology file, a "
                "streamparse topology, or with --flux a Flux YAML file)."),
     "supervisor": ("squall.cli.cluster", "Run a supervisor (worker slots of this host) in the foreground."),
     "token": ("squall.cli.security", "Add or remove API tokens in a token file (nimbus.auth.tokens.file)."),

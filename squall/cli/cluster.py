@@ -1,4 +1,6 @@
-"""Cluster commands of the ``squall`` CLI: the daemons and the nimbus client commands.
+"""Cluster commands of the ``squall`` CLI: the daemons and the nimbus client commands
+(``submit`` is in ``squall.cli.submit``, ``dev-cluster`` in ``squall.cli.dev_cluster``: what
+they import, these commands, which scripts call in loops, never need).
 
 ``squall nimbus`` / ``squall supervisor`` load their daemon module only when run (so a
 missing or broken daemon module never breaks the other commands, and ``squall list`` does
@@ -13,26 +15,18 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import click
 
-from squall.checks import check_runnable
-from squall.cli import topology_source
-from squall.cli.dev_cluster import DevClusterError, run_dev_cluster
 from squall.cli.operate import render_windows
 from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import plural
 from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
 from squall.cli.terminal import RAW, echo, printable, shown
-from squall.command_line import LOG_FORMAT, OVERRIDES, Failure, base_config, parse_overrides
-from squall.daemons.credentials import DAEMON_SECRET_KEYS
+from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
 from squall.daemons.nimbus.client import NimbusClient, NimbusError
-from squall.daemons.nimbus.code_files import code_files
-from squall.daemons.nimbus.code_store import build_bundle
-from squall.topology import TopologyError
 
 
 class LazyCommand(click.Command):
@@ -83,68 +77,12 @@ def _client(conf: Mapping[str, Any]) -> NimbusClient:
     return NimbusClient.from_conf(conf)
 
 
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+def nimbus_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a client call; nimbus errors become a one-line Failure (exit code 1)."""
     try:
         return fn(*args, **kwargs)
     except NimbusError as exc:
         raise Failure(printable(str(exc))) from None
-
-
-@click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--name", default=None, help="Topology name (default: the file's stem).")
-@click.option("--carry-state", is_flag=True,
-              help="Start from the checkpointed state of your last topology of this name (by default a "
-                   "topology starts with empty state).")
-@OVERRIDES
-@topology_source.flux_options
-def submit(file: str, name: str | None, carry_state: bool, overrides: tuple[str, ...], flux: bool,
-           filter_file: str | None, env_filter: bool) -> None:
-    """Submit the topology defined in FILE to nimbus (a topology file, a streamparse
-    topology, or with --flux a Flux YAML file)."""
-    extra = parse_overrides(overrides)
-    if carry_state:
-        extra["topology.state.carry.over"] = True
-    conf = base_config(extra)
-    source = topology_source.load(file, flux, filter_file, env_filter, conf)
-    topology, file_conf = source.topology, source.conf
-    name = name or source.name
-    # -c applies to this command too (e.g. -c squall.token=...): secrets stay out of the topology.
-    topology_conf = {k: v for k, v in {**file_conf, **extra}.items() if k not in DAEMON_SECRET_KEYS}
-    topology_conf["topology.name"] = name
-    # Resolve the worker and acker counts here, into conf.json: nimbus and every worker then
-    # compute the same task ids, whatever their own config files say (Storm's nimbus does
-    # this normalization; ours cannot edit the bundle, whose digest is fixed).
-    topology_conf.setdefault("topology.workers", conf["topology.workers"])
-    if topology_conf.get("topology.acker.executors", conf["topology.acker.executors"]) is None:
-        topology_conf["topology.acker.executors"] = topology_conf["topology.workers"]
-    else:
-        topology_conf.setdefault("topology.acker.executors", conf["topology.acker.executors"])
-    # The consumers decide which system bolts take task ids: fixed here too.
-    topology_conf.setdefault("topology.metrics.consumer.register", conf["topology.metrics.consumer.register"])
-    try:
-        warnings = check_runnable(topology, {**conf, **topology_conf})
-    except TopologyError as exc:
-        raise Failure(str(exc)) from None
-    shipped = [rel for rel, _ in code_files(source.root)]
-    topology_source.check_shipped(topology, shipped)
-    topology_source.pick_requirements(source, topology_conf, shipped)
-    try:
-        bundle = build_bundle(file, topology, topology_conf, root=source.root)
-    except (OSError, TypeError, ValueError) as exc:
-        raise Failure(f"cannot build the code bundle of {file}: {exc}") from None
-    limit = int(conf["nimbus.code.max.upload.bytes"])
-    if len(bundle) > limit:
-        raise Failure(f"the code bundle is {len(bundle)} bytes, above nimbus.code.max.upload.bytes "
-                      f"({limit}); move large data out of {source.root}")
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
-    reply = _call(_client(conf).submit, name, bundle)
-    click.echo(f"submitted topology {reply['name']} as {reply['id']} "
-               f"({plural(reply.get('workers', 0), 'worker')}, {plural(reply.get('executors', 0), 'executor')})")
-    if reply.get("warning"):
-        click.echo(f"warning: {printable(reply['warning'])}", err=True)
 
 
 @click.command()
@@ -155,7 +93,7 @@ def submit(file: str, name: str | None, carry_state: bool, overrides: tuple[str,
 def kill(name: str, wait_secs: float | None, overrides: tuple[str, ...]) -> None:
     """Kill topology NAME: deactivate it now, remove it after the wait."""
     conf = base_config(parse_overrides(overrides))
-    reply = _call(_client(conf).kill, name, wait_secs)
+    reply = nimbus_call(_client(conf).kill, name, wait_secs)
     click.echo(f"killed topology {reply['name']} ({reply['id']}); removal in {reply['wait_secs']:g}s")
 
 
@@ -165,7 +103,7 @@ def kill(name: str, wait_secs: float | None, overrides: tuple[str, ...]) -> None
 def activate(name: str, overrides: tuple[str, ...]) -> None:
     """Activate topology NAME (its spouts emit again)."""
     conf = base_config(parse_overrides(overrides))
-    reply = _call(_client(conf).activate, name)
+    reply = nimbus_call(_client(conf).activate, name)
     click.echo(f"topology {reply['name']} is {reply['status']}")
 
 
@@ -175,7 +113,7 @@ def activate(name: str, overrides: tuple[str, ...]) -> None:
 def deactivate(name: str, overrides: tuple[str, ...]) -> None:
     """Deactivate topology NAME (its spouts stop emitting)."""
     conf = base_config(parse_overrides(overrides))
-    reply = _call(_client(conf).deactivate, name)
+    reply = nimbus_call(_client(conf).deactivate, name)
     click.echo(f"topology {reply['name']} is {reply['status']}")
 
 
@@ -205,7 +143,7 @@ def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...
         raise click.UsageError("say what to change: -n WORKERS and/or -e COMPONENT=N (to spread a "
                                "topology anew over as many workers as it has, give -n with that number)")
     conf = base_config(parse_overrides(overrides))
-    reply = _call(_client(conf).rebalance, name, num_workers, executors, wait_secs)
+    reply = nimbus_call(_client(conf).rebalance, name, num_workers, executors, wait_secs)
     if reply["status"] == "rebalancing":
         click.echo(f"rebalancing topology {reply['name']} to {plural(reply['num_workers'], 'worker')} "
                    f"in {reply['wait_secs']:g}s")
@@ -222,7 +160,7 @@ def rebalance(name: str, num_workers: int | None, executor_pairs: tuple[str, ...
 def list_(as_json: bool, overrides: tuple[str, ...]) -> None:
     """List the topologies on the cluster."""
     conf = base_config(parse_overrides(overrides))
-    rows = _call(_client(conf).topologies)
+    rows = nimbus_call(_client(conf).topologies)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -271,7 +209,7 @@ def status(name: str, as_json: bool, watch: bool, interval: float, windows: bool
         else:
             echo(draw(st), raw)
         return
-    _watch(lambda: shown(draw(_call(client.topology, name)), raw), interval)
+    _watch(lambda: shown(draw(nimbus_call(client.topology, name)), raw), interval)
 
 
 def _unheard(st: Mapping[str, Any]) -> bool:
@@ -285,7 +223,7 @@ def _first_beats(client: NimbusClient, name: str, wait_secs: float | None) -> di
     moment ago has no beats yet (its workers are starting), then beats of zeros, and a table of
     zeros would say nothing. Waits (and says so on stderr) only for a young topology, unless
     ``wait_secs`` asks."""
-    st = _call(client.topology, name)
+    st = nimbus_call(client.topology, name)
     wait = wait_secs if wait_secs is not None else (
         FIRST_BEAT_WAIT_SECS if (st.get("uptime") or 0) < FIRST_BEAT_WAIT_SECS else 0.0)
     if not _unheard(st) or wait <= 0:
@@ -295,7 +233,7 @@ def _first_beats(client: NimbusClient, name: str, wait_secs: float | None) -> di
     deadline = time.monotonic() + wait
     while _unheard(st) and time.monotonic() < deadline:
         time.sleep(1.0)
-        st = _call(client.topology, name)
+        st = nimbus_call(client.topology, name)
     if _unheard(st):
         click.echo(f"some executors have no rates after {wait:g}s: see `squall logs {st['name']}`", err=True)
     return st
@@ -318,22 +256,4 @@ def _watch(draw: Any, interval: float) -> None:
         pass
 
 
-@click.command("dev-cluster")
-@click.option("--supervisors", "num_supervisors", type=click.IntRange(min=1, max=32), default=2,
-              show_default=True, help="Number of supervisors.")
-@click.option("--slots-per-supervisor", type=click.IntRange(min=1, max=64), default=4, show_default=True,
-              help="Worker slots (ports) per supervisor.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default="squall-dev-cluster",
-              show_default=True, help="Directory for configs, state and logs.")
-@LOG_FORMAT
-def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
-    """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
-    try:
-        code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
-    except DevClusterError as exc:
-        raise Failure(str(exc)) from None
-    if code:
-        raise SystemExit(code)
-
-
-COMMANDS = [nimbus, supervisor, submit, kill, activate, deactivate, rebalance, list_, status, dev_cluster]
+COMMANDS = [nimbus, supervisor, kill, activate, deactivate, rebalance, list_, status]

@@ -34,6 +34,7 @@ import yaml
 
 from squall.cli import dev_zookeeper
 from squall.cli.zookeeper_server import ZooKeeperError, ZooKeeperServer, ensure_zookeeper_installed, free_port
+from squall.command_line import LOG_FORMAT, Failure
 from squall.config import TOKEN_ENV, load_defaults
 from squall.daemons.local_state import private_dir
 from squall.daemons.nimbus.access import ApiAccess
@@ -327,3 +328,24 @@ def _stop_all(children: list[_Child]) -> None:
     deadline = time.monotonic() + STOP_GRACE_SECS
     for child in children:
         child.wait_or_kill(deadline)
+
+
+@click.command("dev-cluster")
+@click.option("--supervisors", "num_supervisors", type=click.IntRange(min=1, max=32), default=2,
+              show_default=True, help="Number of supervisors.")
+@click.option("--slots-per-supervisor", type=click.IntRange(min=1, max=64), default=4, show_default=True,
+              help="Worker slots (ports) per supervisor.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default="squall-dev-cluster",
+              show_default=True, help="Directory for configs, state and logs.")
+@LOG_FORMAT
+def dev_cluster(num_supervisors: int, slots_per_supervisor: int, directory: str, log_format: str | None) -> None:
+    """Run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C."""
+    try:
+        code = run_dev_cluster(Path(directory), num_supervisors, slots_per_supervisor, log_format)
+    except DevClusterError as exc:
+        raise Failure(str(exc)) from None
+    if code:
+        raise SystemExit(code)
+
+
+COMMANDS = [dev_cluster]

@@ -8,8 +8,9 @@ so a child that asks for task ids or syncs is answered at once, as Storm's Shell
 from its reader thread, not when the next tuple arrives or a poll comes round. The end of
 stdout wakes it too. While the executor converses with its child (``converse``: a child
 that waits for its task ids after every emit, as Storm's ``storm.py`` does), the reader
-steps aside and the executor thread reads the pipe itself: each answer then costs one
-wake-up (the kernel's, of the thread that waits in ``select``), not a reader thread's
+steps aside and the executor thread reads the pipe itself, waiting on it (``converse``) or
+looking between its turns of the other executors (``poll``): each answer then costs at most
+one wake-up (the kernel's, of the thread that waits in ``select``), not a reader thread's
 wake-up, a lock and a condition's hand-over to a second thread, each of which waits for the
 GIL and, on a busy machine, for a CPU. Another thread reads stderr into the worker log (a bounded number of
 lines a second, the rest counted) and keeps a short tail for error reports.
@@ -92,7 +93,7 @@ class ChildProcess:
         self._held_bytes = 0
         self._eof = False          # the reader saw the end of stdout (or could not read it)
         self._woken = False        # wake was called since the executor last emptied _held
-        lock = threading.Lock()
+        lock = self._lock = threading.Lock()  # taken bare where no one waits (a Condition's with costs more)
         self._room = threading.Condition(lock)  # the reader waits here for room in _held
         self._news = threading.Condition(lock)  # the executor waits here for output (wait_output)
         self._listening = False
@@ -170,7 +171,7 @@ class ChildProcess:
         """What the reader thread took from stdout (b"" if nothing, at least one chunk even
         past ``limit``); ChildGone once it is all taken and stdout ended."""
         room = self._room
-        with room:
+        with self._lock:
             held = self._held
             if not held:
                 if self._eof:
@@ -250,8 +251,8 @@ class ChildProcess:
         """Wait up to ``timeout`` for the child's next output, reading stdout on this (the
         executor's) thread while the reader thread stands aside; True if there is some
         output (or the end of it). ``end_conversation`` gives the pipe back to the reader."""
-        room = self._room
-        with room:
+        lock = self._lock
+        with lock:
             if self._held or self._eof:
                 return True
             self._conversing = True
@@ -262,29 +263,44 @@ class ChildProcess:
             readable = [fd]  # a closed pipe: the read below says so
         if not readable:
             return False
-        with room:
+        with lock:
             if self._held or self._eof:  # the reader took it before it stood aside
                 return True
-            try:
-                data = os.read(fd, READ_CHUNK)
-            except BlockingIOError:
-                return False
-            except (OSError, ValueError):
-                data = b""
-            if not data:
-                self._eof = True
+            return self._take_now()
+
+    def poll(self) -> bool:
+        """Take what stdout holds now, on this (the executor's) thread, without waiting; the
+        reader thread stands aside until ``end_conversation``. True if there is some output
+        (or the end of it). A bolt polls between its executor thread's turns of the other
+        executors, so their work goes on while the child thinks."""
+        with self._lock:
+            if self._held or self._eof:
                 return True
-            self._held.append(data)
-            self._held_bytes += len(data)
+            self._conversing = True
+            return self._take_now()
+
+    def _take_now(self) -> bool:
+        """Read what stdout has (never waiting) into ``_held``, under the lock as the reader
+        thread reads, so chunks keep their order; False if it had nothing."""
+        try:
+            data = os.read(self._out_fd, READ_CHUNK)
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            self._eof = True
+            return True
+        self._held.append(data)
+        self._held_bytes += len(data)
         return True
 
     def end_conversation(self) -> None:
         """The reader thread takes stdout again (after ``converse``)."""
-        room = self._room
-        with room:
+        with self._lock:
             if self._conversing:
                 self._conversing = False
-                room.notify()
+                self._room.notify()
 
     def wait_output(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the reader thread to take output (or the end of it);

@@ -17,7 +17,7 @@ from squall.errors import SquallError
 from squall.multilang import protocol
 from squall.multilang.child import ChildGone, ChildProcess, LineBudget
 from squall.multilang.framing import ProtocolError, framing
-from squall.multilang.settings import READ_BUDGET_BYTES, RestartPolicy, ShellSettings
+from squall.multilang.settings import MAX_UNREAD_ANSWERS, READ_BUDGET_BYTES, RestartPolicy, ShellSettings
 from squall.values import ValueCodec
 
 DOWN, STARTING, READY = "down", "starting", "ready"
@@ -45,11 +45,13 @@ class ChildLink:
         self.restarts = 0
         self.log_budget = LineBudget(settings.lines_per_sec)
         self.bad_messages = 0
+        self.deaf = False             # its output is not read: it does not read its input (receive)
         self.broken_after: list[protocol.ShellMsg] = []  # messages read before the link broke
         self.pid_dir = tempfile.mkdtemp(prefix=f"squall-shell-{os.getpid()}-")
         self.codec = ValueCodec(conf.get("topology.serializers") or {})
         self._frames = framing(settings.serializer, settings.max_message_bytes, self.codec)
         self.encode = self._frames.encode
+        self.encode_task_ids = self._frames.encode_task_ids
         # Called by the child's stdout reader thread when it has news (squall.multilang.child);
         # the component's executor then reads it on its own thread.
         self.wake: Callable[[], None] | None = None
@@ -59,6 +61,7 @@ class ChildLink:
         """Start a child and send the handshake; False (reported, retried later) if it cannot."""
         self._frames = framing(self.settings.serializer, self.settings.max_message_bytes, self.codec)
         self.encode = self._frames.encode
+        self.encode_task_ids = self._frames.encode_task_ids
         self.generation += 1
         try:
             self.child = ChildProcess(self.command, self.cwd, self.env, self.log, self.settings.lines_per_sec,
@@ -143,6 +146,13 @@ class ChildLink:
         budget = READ_BUDGET_BYTES
         try:
             child.flush()
+            # As Storm's ShellBolt, whose reader blocks on a full queue to the child: while the
+            # child leaves that many messages unread, what it writes waits (the hang check of
+            # the component ends a child that never reads again).
+            self.deaf = child.pending_messages > self.settings.max_pending + MAX_UNREAD_ANSWERS
+            if self.deaf:
+                child.check_exit(now)
+                return out
             while budget > 0:
                 data = child.read()
                 if not data:

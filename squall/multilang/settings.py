@@ -10,8 +10,13 @@ from squall.multilang.framing import serializer_name
 HEARTBEAT_SECS = 1.0        # Storm's ShellBolt sends a heartbeat tuple every second
 SPOUT_SLICE_SECS = 0.005    # the longest one spout call waits for its child's sync
 CONVERSE_SECS = 0.002       # how long a bolt waits on for a child that asked for task ids to go on
+SPIN_SECS = 0.0002          # of which polled between the executor thread's turns (no sleep)
 SPOUT_QUEUE_MAX = 10_000    # acks/fails held for a spout child busy with a command
 READ_BUDGET_BYTES = 4 << 20  # child output read per service turn; the rest waits in the pipe
+# Messages for the child's stdin beyond its tuples' max pending (task-id answers, heartbeats,
+# ticks) before its output is no longer read: a child that asks and never reads its answers
+# then times out, instead of growing the worker's memory for ever.
+MAX_UNREAD_ANSWERS = 1_000
 
 
 @dataclass(frozen=True)

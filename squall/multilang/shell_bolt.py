@@ -23,7 +23,7 @@ from typing import Any
 from squall.components import Bolt
 from squall.multilang import protocol
 from squall.multilang.link import DOWN, READY, STARTING, LinkBroken
-from squall.multilang.settings import CONVERSE_SECS, HEARTBEAT_SECS
+from squall.multilang.settings import CONVERSE_SECS, HEARTBEAT_SECS, SPIN_SECS
 from squall.multilang.shell_component import TICK_KEY, ShellComponentMixin
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Tuple
 
@@ -70,6 +70,9 @@ class ShellBolt(ShellComponentMixin, Bolt):
         self.inputs: dict[str, Tuple] = {}
         self.ids = itertools.count(1)
         self.failed_while_down = 0
+        self.converse_until = 0.0  # while the child may write again soon (it was just answered)
+        self.poll_until = 0.0      # till then its stdout is polled between the thread's turns
+        self.polling = False       # a self-wake is queued: the conversation goes on next turn
         now = _monotonic()
         self.hb_sent: float | None = None
         self.next_hb = now + HEARTBEAT_SECS
@@ -157,10 +160,11 @@ class ShellBolt(ShellComponentMixin, Bolt):
             link.ensure(now)
             return
         try:
+            self.polling = False
             try:
                 now = self._converse(now)
             finally:
-                if link.child is not None:
+                if link.child is not None and not self.polling:
                     link.child.end_conversation()  # the reader thread takes stdout again
             if link.state == READY:
                 if self.hb_sent is None and now >= self.next_hb:
@@ -177,15 +181,25 @@ class ShellBolt(ShellComponentMixin, Bolt):
         waiting = link.started_at if link.state == STARTING else self.hb_sent
         if waiting is not None and now - max(waiting, link.last_read) > link.settings.timeout:
             what = "handshake" if link.state == STARTING else "heartbeat"
-            self._broken(now, f"did not answer the {what} within topology.subprocess.timeout.secs "
+            deaf = ""
+            if link.deaf and link.child is not None:
+                deaf = (f"stopped reading its input ({link.child.pending_messages} messages, "
+                        f"{link.child.pending} bytes unsent) and ")
+            self._broken(now, f"{deaf}did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
 
     def _converse(self, now: float) -> float:
-        """Read and handle the child's messages; while it asks for task ids (storm.py asks
-        after every emit), wait for its next message on this thread (``converse``) rather
-        than through a wake, for at most CONVERSE_SECS in all. Returns the time last read."""
+        """Read and handle the child's messages. A child that was just answered task ids
+        (storm.py asks after every emit) writes again soon: for CONVERSE_SECS after each
+        answer its stdout is read on this thread, not through the reader thread's wake.
+        For SPIN_SECS after an answer the bolt polls the pipe and, finding nothing, wakes
+        itself (``polling``), so the executor thread runs its other executors (the bolts
+        downstream, the acker, the spout) while the child thinks, and takes the answer
+        without sleeping; after that (or with no wake attached) it waits on the pipe
+        (``converse``), so an idle thread does not spin. One call lasts at most CONVERSE_SECS
+        (a child that never stops asking does not hold the thread). Returns the time last read."""
         link = self.link
-        deadline = now + CONVERSE_SECS
+        turn_ends = now + CONVERSE_SECS
         while True:
             try:
                 messages = link.receive(now, protocol.BOLT_COMMANDS)
@@ -195,10 +209,22 @@ class ShellBolt(ShellComponentMixin, Bolt):
             self.answered = False
             for msg in messages:
                 self._handle(msg, now)
-            if not self.answered or link.child is None or not self.inputs:
+            child = link.child
+            if child is None or not self.inputs:
+                self.converse_until = 0.0
                 return now
-            remaining = deadline - _monotonic()
-            if remaining <= 0 or not link.child.converse(remaining):
+            if self.answered:
+                self.converse_until = now + CONVERSE_SECS
+                self.poll_until = now + SPIN_SECS
+            elif now >= self.converse_until:
+                return now
+            wake = self._wake
+            if wake is not None and (now >= turn_ends or (now < self.poll_until and not child.poll())):
+                self.polling = True
+                wake()  # back at the executor thread's next turn
+                return now
+            if now >= turn_ends or ((wake is None or now >= self.poll_until)
+                                    and not child.converse(min(self.converse_until, turn_ends) - now)):
                 return now
             now = _monotonic()
 
@@ -248,6 +274,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
     def _broken(self, now: float, reason: str) -> None:
         self.link.broken(now, reason)
         held, self.inputs = self.inputs, {}
+        self.converse_until, self.polling = 0.0, False
         for tup in held.values():
             self.collector.fail(tup)
         self.hb_sent = None

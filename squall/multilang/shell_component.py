@@ -27,6 +27,7 @@ class ShellComponentMixin:
     link: ChildLink
     collector: Any
     answered = False  # a task-id request was answered in the current read of the child
+    _wake: Callable[[], None] | None = None  # the executor's (attach_wake)
 
     def _init_shell(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]] | None,
                     direct: Sequence[str], env: Mapping[str, str] | None, cwd: str | None,
@@ -86,7 +87,7 @@ class ShellComponentMixin:
     def attach_wake(self, wake: Callable[[], None]) -> None:
         """The executor's ``wake`` (squall.runtime.executor): the child's stdout reader calls
         it when the child wrote, and the executor then calls ``woken`` on its own thread."""
-        self._wake: Callable[[], None] | None = wake
+        self._wake = wake
 
     def woken(self) -> None:
         raise NotImplementedError
@@ -99,7 +100,7 @@ class ShellComponentMixin:
         link = ChildLink(self.kind, self.command, codedir.child_cwd(self.cwd, self.change_cwd),
                          codedir.child_env(self.env), self.settings, conf, protocol.context_info(context),
                          self.log, report)
-        link.wake = getattr(self, "_wake", None)
+        link.wake = self._wake
         return link
 
     def _metrics_command(self, msg: protocol.ShellMsg) -> None:
@@ -120,7 +121,7 @@ class ShellComponentMixin:
         except (ValueError, TypeError, KeyError) as exc:
             self.link.bad_message(f"emit refused: {exc}")
         if msg.need_task_ids and not direct:
-            self.link.send(self.link.encode(list(targets)))
+            self.link.send(self.link.encode_task_ids(targets))
             self.answered = True
 
     def __repr__(self) -> str:

@@ -1,4 +1,4 @@
-"""How `scripts/test.sh`'s two test processes share the suite (pytest-xdist, ``--dist loadfile``).
+"""How `scripts/test.sh`'s test processes share the suite (pytest-xdist, ``--dist loadfile``).
 
 xdist hands out whole files, by default those with the most tests first, so the files of one
 long test (the Docker compose run, the chaos runs, the install) came last, and one process

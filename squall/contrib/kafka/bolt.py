@@ -15,6 +15,13 @@ whose spouts were all held at ``topology.max.spout.pending`` waited for the next
 input came to make the bolt poll. With the default field mappers a
 tuple's key, value and headers are read by position, found once per input stream.
 
+Records go to the producer a turn of the executor at a time: the bolt gathers them and,
+when the turn ends (its wake), hands them over in one ``produce_batch`` call whose one
+callback counts the batch's reports; the batch's tuples are settled together once its last
+report came (squall.contrib.kafka.batches: a failed report settles the tuple whose record it
+names). A per-record callback cost more CPU than the produce call itself. Records with
+headers, which ``produce_batch`` cannot carry, go one at a time, in order.
+
 Flow control, not refusal: at ``kafka.bolt.max.in.flight`` records awaiting a report the
 bolt is not ready for input, so its queue fills and backpressure holds the spouts back
 until deliveries drain. A record the broker *rejects* (too large, not authorised, an
@@ -33,6 +40,7 @@ from typing import Any, cast
 import structlog
 
 from squall.components import Bolt, OutputFieldsDeclarer
+from squall.contrib.kafka.batches import Batch
 from squall.contrib.kafka.client import ClientErrors, KafkaConfigError, client_config, component_conf, confluent
 from squall.contrib.kafka.records import REASON_HEADER, refusal, to_bytes, to_headers
 from squall.metrics import CountMetric, GaugeMetric, MultiCountMetric
@@ -42,6 +50,7 @@ log = structlog.get_logger("squall.contrib.kafka")
 TICK_SECS = 0.1  # how often delivery reports are served without input
 REPORT_POLL_SECS = 0.05  # the report thread's longest wait in poll (how soon it sees a stop)
 ERRORS_HELD = 1000  # client errors the report thread holds for the executor (the oldest go first)
+BATCH_RECORDS = 1000  # records gathered before they go to the producer even within one turn
 PREPARE_FLUSH_SECS = 5.0  # the longest a checkpoint's PREPARE waits for this bolt's records
 FAILED_STREAM = "failed"
 # What a KafkaBolt's ``failed`` stream carries: the record it could not write and why (the
@@ -147,6 +156,7 @@ class KafkaBolt(Bolt):
 
     def woken(self) -> None:
         self._wake_pending = False
+        self._produce_batch()
         self._serve(0)
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
@@ -172,12 +182,25 @@ class KafkaBolt(Bolt):
         # Appended by the delivery callbacks (on the report thread or in this thread's poll),
         # taken on the executor's thread: a deque, whose append and popleft are thread-safe.
         self._reports: deque[tuple[Any, Any, Any]] = deque()
+        # Records of this turn of the executor, handed to the producer in one call when the
+        # turn ends (the executor's wake, ``ready``, a tick), and the batches whose reports
+        # have all come (squall.contrib.kafka.batches). Without a wake, or with a client that
+        # lacks produce_batch (before confluent-kafka 2.12), each record goes at once.
+        self._batch_topic = ""
+        self._tups: list[Any] = []
+        self._msgs: list[dict[str, Any]] = []
+        self._done: deque[Batch] = deque()
+        self._batching = self._wake is not None and hasattr(self.producer, "produce_batch")
+        # execute's fast path: batching, the default mappers, one topic (source -> positions).
+        self._fast: dict[Any, tuple[int | None, int | None] | None] | None = None
         self._has_failed_stream = FAILED_STREAM in context.this_output_streams()
         # The default mappings (fields by name, one topic) read by position (``map``).
         plain = all(type(m) is FieldMapper for m in (self.key_of, self.value_of, self.headers_of))
         self._by_position: dict[Any, tuple[int | None, int | None, int | None]] | None = (
             {} if plain and type(self.topic_of) is TopicSelector else None)
         self._topic = self.topic_of.topic if isinstance(self.topic_of, TopicSelector) else ""
+        if self._batching and self._by_position is not None:
+            self._fast = {}
         self.m_written = context.register_metric("kafka_records_written", CountMetric(), b)
         self.m_failed = context.register_metric("kafka_write_failures", CountMetric(), b)
         self.m_refused = context.register_metric("kafka_writes_refused", MultiCountMetric("reason"), b)
@@ -199,7 +222,7 @@ class KafkaBolt(Bolt):
             except Exception as exc:  # noqa: BLE001 - queued for the executor; polling goes on
                 self._errors.append(exc)
                 stop.wait(REPORT_POLL_SECS)  # a poll that keeps failing does not spin
-            if (reports or self._errors) and not self._wake_pending and self._wake is not None:
+            if (reports or self._done or self._errors) and not self._wake_pending and self._wake is not None:
                 self._wake_pending = True
                 self._wake()
 
@@ -210,6 +233,7 @@ class KafkaBolt(Bolt):
             self._report_thread = None
 
     def ready(self) -> bool:
+        self._produce_batch()  # the last turn's records, if the wake has not sent them yet
         self._serve(0)  # once per batch of input: the reports that came meanwhile
         if self.in_flight < self.max_in_flight:
             return True
@@ -218,12 +242,67 @@ class KafkaBolt(Bolt):
 
     # -- writing -----------------------------------------------------------------------------
     def execute(self, tup: Any) -> None:
+        fast = self._fast
+        if fast is not None:  # batching with the default mappers: a tuple's fields by position
+            try:
+                where = fast[tup.source]
+            except KeyError:
+                where = self._fast_positions(tup.source)
+            if where is not None:
+                k, v = where
+                values = tup.values
+                key = None if k is None else values[k]
+                value = None if v is None else values[v]
+                if type(key) is str:
+                    key = key.encode("utf-8")
+                if type(value) is str:
+                    value = value.encode("utf-8")
+                if (type(key) is bytes or key is None) and (type(value) is bytes or value is None):
+                    self._gather(tup, self._topic, key, value)
+                    return
         if tup.source.stream == TICK_STREAM:
+            self._produce_batch()
             self._serve(0)
             return
         record = self.map(tup)
-        if record is not None:
+        if record is None:
+            return
+        if self._batching and record[3] is None:  # produce_batch cannot carry headers
+            self._gather(tup, record[0], record[1], record[2])
+        else:
+            self._produce_batch()  # records go out in the order they came
             self.send(tup, record)
+
+    def _gather(self, tup: Any, topic: str, key: bytes | None, value: bytes | None) -> None:
+        """Keep a record for this turn's batch (sent when the turn ends, or at BATCH_RECORDS)."""
+        if topic is not self._batch_topic and topic != self._batch_topic:
+            self._produce_batch()  # one batch, one topic
+            self._batch_topic = topic
+        tups = self._tups
+        tups.append(tup)
+        self._msgs.append({"key": key, "value": value})
+        self.in_flight += 1
+        n = len(tups)
+        if n >= BATCH_RECORDS:
+            self._produce_batch()
+        elif n == 1 and not self._wake_pending:  # sent when this turn ends
+            self._wake_pending = True
+            self._wake()  # type: ignore[misc]  # batching: there is a wake
+
+    def _fast_positions(self, source: Any) -> tuple[int | None, int | None] | None:
+        """Where the key and value sit in tuples from ``source``, for ``execute``'s fast
+        path; None for sources it does not take (ticks, tuples with a headers field)."""
+        fast = self._fast
+        assert fast is not None and self._by_position is not None
+        if len(fast) >= 4096:  # bounded: sources are few (tasks x streams)
+            fast.clear()
+        if source.stream == TICK_STREAM:
+            where = None
+        else:
+            k, v, h = self._by_position.get(source) or self._positions(source)
+            where = (k, v) if h is None else None
+        fast[source] = where
+        return where
 
     def map(self, tup: Any) -> tuple[str, Any, Any, Any] | None:
         """(topic, key, value, headers) of a tuple; None (and the tuple failed) when the
@@ -283,6 +362,44 @@ class KafkaBolt(Bolt):
         self.in_flight += 1
         return True
 
+    def _produce_batch(self) -> None:
+        """Hand the gathered records to the producer in one call; those it does not take
+        at once are treated as ``send`` treats them (a full queue waited for, a refusal
+        reported)."""
+        tups = self._tups
+        if not tups:
+            return
+        msgs, topic = self._msgs, self._batch_topic
+        self._tups, self._msgs = [], []
+        batch = Batch(topic, tups, msgs, self._done)
+        try:
+            good = self.producer.produce_batch(topic, msgs, on_delivery=batch.report)
+        except Exception:  # noqa: BLE001 - the call as a whole (e.g. a bad topic name): one by one
+            batch.taken([], [])
+            self.in_flight -= len(tups)
+            for i, tup in enumerate(tups):
+                self.send(tup, batch.record(i))
+            return
+        if good == len(tups):
+            batch.taken(tups, msgs)
+            return
+        kept = [i for i, m in enumerate(msgs) if "_error" not in m]
+        batch.taken([tups[i] for i in kept], [msgs[i] for i in kept])
+        for i, m in enumerate(msgs):
+            err = m.get("_error")
+            if err is None:
+                continue
+            self.in_flight -= 1
+            tup, record = tups[i], (topic, m["key"], m["value"], None)
+            if err.code() == self.ck.KafkaError._QUEUE_FULL:  # librdkafka's own limits
+                if self._wait_for_room(record, tup):
+                    self.in_flight += 1
+                else:
+                    self.m_failed.incr()
+                    self.collector.fail(tup)
+            else:
+                self._refused(tup, record, err)
+
     def _wait_for_room(self, record: tuple[str, Any, Any, Any], tup: Any) -> bool:
         topic, key, value, headers = record
         reports = self._reports
@@ -304,6 +421,18 @@ class KafkaBolt(Bolt):
         errors = self._errors
         while errors:
             self._client_error(errors.popleft())
+        batches = self._done
+        while batches:
+            batch = batches.popleft()
+            if batch.settled:
+                continue  # queued twice (see squall.contrib.kafka.batches)
+            batch.settled = True
+            self.in_flight -= batch.n
+            self.m_in_flight.set(self.in_flight)
+            acks, failed = batch.outcomes()
+            self._acked(acks)
+            if failed:
+                self.settle(failed)
         reports = self._reports  # the callbacks append here
         if not reports:
             return
@@ -311,6 +440,17 @@ class KafkaBolt(Bolt):
         self.in_flight -= len(done)
         self.m_in_flight.set(self.in_flight)
         self.settle(done)
+
+    def _acked(self, tuples: list[Any]) -> None:
+        """Records the broker has: their tuples acked."""
+        if not tuples:
+            return
+        ack = self.collector.ack
+        for tup in tuples:
+            ack(tup)
+        self.m_written.incr(len(tuples))
+        if self._client_error.down_since is not None:
+            self._client_error.answered()
 
     def settle(self, done: list[tuple[Any, Any, Any]]) -> None:
         ack, fail = self.collector.ack, self.collector.fail
@@ -348,6 +488,7 @@ class KafkaBolt(Bolt):
         their records must be with the broker (else a failure after the checkpoint would
         lose them: the spouts replay only what no checkpoint covers)."""
         failed = self.failures
+        self._produce_batch()
         self.producer.flush(PREPARE_FLUSH_SECS)
         self._serve(0)
         if self.in_flight:
@@ -358,6 +499,7 @@ class KafkaBolt(Bolt):
     def cleanup(self) -> None:
         self._stop_report_thread()
         try:
+            self._produce_batch()
             self.producer.flush(10)
             self._serve(0)
         except Exception:  # noqa: BLE001 - shutting down: unconfirmed tuples time out and replay

@@ -81,6 +81,19 @@ def test_version_and_help_import_no_command_module():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_client_command_imports_neither_zookeeper_nor_the_topology_model():
+    """`squall list` and the other client commands talk HTTP to nimbus: each call (scripts poll
+    `squall status`) would pay for kazoo, the cluster-state layer, Flux and the dev cluster."""
+    code = ("import sys; from squall.cli import main\n"
+            "try: main(['list', '-c', 'nimbus.port=1', '-c', 'nimbus.host=127.0.0.1'], prog_name='squall')\n"
+            "except SystemExit as exc: print('exit', exc.code)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kazoo' or m in "
+            "('squall.daemons.state', 'squall.topology', 'squall.cli.dev_cluster', 'squall.cli.submit')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-2:] == ["exit 1", "[]"], done.stdout + done.stderr
+
+
 def test_status_right_after_submit_waits_for_the_first_beats(cluster):
     first = cluster.first_status
     assert "waiting up to 30s for the first beats and rates of operated's executors" in first.stderr

@@ -1,4 +1,5 @@
-"""A shell child's stdout read by the executor itself while they converse (issue 31, point 3):
+"""A shell child's stdout read by the executor itself while they converse (issue 31, point 3),
+waiting on the pipe (converse) or polling it between the executor thread's turns (poll):
 every answer costs one wake-up, and handing the pipe between the reader thread and the
 executor loses or reorders nothing."""
 import sys
@@ -47,7 +48,31 @@ def test_a_child_in_conversation_is_read_by_the_executor_not_through_the_reader(
         c.kill()
 
 
-def test_stdout_changing_hands_keeps_every_byte_in_order():
+def test_poll_takes_what_the_child_wrote_without_waiting():
+    """A bolt polls its conversing child between its executor thread's turns: nothing
+    written is an immediate False (no wait for the child, no wake through the reader)."""
+    wakes = []
+    c = child(ECHO, wakes)
+    try:
+        started = time.monotonic()
+        assert c.poll() is False  # the child has written nothing yet
+        assert time.monotonic() - started < 0.05
+        for i in range(100):
+            c.write(f"{i}\n".encode())
+            got = b""
+            deadline = time.monotonic() + 10
+            while not got.endswith(b"\n"):
+                assert time.monotonic() < deadline, f"no answer to message {i}"
+                if not c.poll():
+                    time.sleep(0.0001)
+                got += c.read()
+            assert got == f"{i}\n".encode()
+        assert len(wakes) <= 1  # polled on this thread, not handed over by the reader thread
+    finally:
+        c.kill()
+
+
+def test_stdout_changing_hands_between_poll_converse_and_the_reader_keeps_every_byte_in_order():
     c = child(COUNTER, [])
     out = bytearray()
     turn = 0
@@ -57,11 +82,13 @@ def test_stdout_changing_hands_keeps_every_byte_in_order():
             assert time.monotonic() < deadline, f"stdout not read to its end: {bytes(out[-40:])!r}"
             turn += 1
             try:
-                if turn % 3:  # two turns conversing, one with the reader thread reading
-                    c.converse(0.002)
-                else:
+                if turn % 4 == 0:  # the reader thread reads
                     c.end_conversation()
                     time.sleep(0.002)
+                elif turn % 4 == 1:
+                    c.converse(0.002)
+                else:
+                    c.poll()
                 out += c.read()
             except ChildGone:
                 break

@@ -7,7 +7,9 @@ tuples (or spout commands) and then does MODE; a restarted child (MARKER exists)
 Behaving means: a bolt emits [word, "ok"] anchored to each input and acks it, answers
 heartbeats with sync; a spout emits ids 0..N-1 (word "w<i>") and syncs. Modes: die, hang,
 garbage, huge, flood, wrong-handshake, no-handshake, fork (a process it forks carries on
-behaving with its pipes, its pid in MARKER.fork, while the original exits), ok.
+behaving with its pipes, its pid in MARKER.fork, while the original exits), chatter (emits
+for ever, reading the task ids of each as storm.py does, one emit ahead), deaf (emits for
+ever, asking for task ids it never reads), ok.
 """
 import json
 import os
@@ -59,6 +61,15 @@ def misbehave():
             os._exit(0)
         mode = "ok"
         return
+    if mode == "chatter":  # one emit always ahead of the answer it waits for
+        send({"command": "emit", "tuple": ["chat", "ok"]})
+        while True:
+            send({"command": "emit", "tuple": ["chat", "ok"]})
+            while not isinstance(read(), list):
+                pass
+    if mode == "deaf":
+        while True:
+            send({"command": "emit", "tuple": ["deaf", "deaf"]})
     if mode == "huge":
         sys.stdout.write('{"command": "log", "msg": "' + "x" * (3 << 20))
         sys.stdout.flush()

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from squall import cli
 
-MODULES = ("local", "cluster", "security", "logs", "errors", "spark", "operate")
+MODULES = ("local", "cluster", "submit", "dev_cluster", "security", "logs", "errors", "spark", "operate")
 
 
 def test_the_table_lists_every_command_with_its_own_first_sentence():

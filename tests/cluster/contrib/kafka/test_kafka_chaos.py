@@ -74,6 +74,23 @@ def kill_workers(cluster: ProcessCluster, rng: random.Random, kills: int, progre
     return done
 
 
+def settled_workers(cluster: ProcessCluster, quiet: float = 7.0, timeout: float = 90.0) -> set[int]:
+    """The workers' pids once the set has held still for ``quiet`` seconds. A killed worker's
+    supervisor relaunches it at once, but nimbus, noticing the dead executors' heartbeats only
+    after nimbus.task.timeout.secs (5 s here), may then move them to another slot, ending the
+    relaunched worker: a set taken before that is not the one an outage must leave alone."""
+    deadline = time.monotonic() + timeout
+    pids, since = set(cluster.worker_pids().values()), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the workers did not settle within {timeout:.0f}s: {sorted(pids)}")
+        time.sleep(0.5)
+        now = set(cluster.worker_pids().values())
+        if now != pids or len(now) != 3:
+            pids, since = now, time.monotonic()
+    return pids
+
+
 def sample_value(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for line in text.splitlines():
@@ -135,7 +152,7 @@ def test_kafka_at_least_once_under_kills_and_a_broker_outage(kafka_broker, zk_se
         done_kills = kill_workers(cluster, rng, kills, progress, "kills")
         check_commits()
         # The broker goes away for 30 s while records flow, then comes back.
-        before = set(cluster.worker_pids().values())
+        before = settled_workers(cluster)
         kafka_broker.gate.away(30)
         time.sleep(31)
         cluster.wait_for(lambda: progress() > 0 and set(cluster.worker_pids().values()) == before, 10,
