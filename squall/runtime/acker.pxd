@@ -27,6 +27,9 @@ cdef class PendingTuples:
     cdef public dict entries
     cdef public Py_ssize_t held
 
+    @cython.locals(entries=dict, out=list)
+    cpdef list pop_done(self, roots)
+
 
 cdef class SpoutBook:
     cdef public PendingTuples pending

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from typing import Any
 
 # A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
@@ -196,6 +196,18 @@ class PendingTuples:
     def pop(self, root: int) -> tuple[Any, float] | None:
         """Remove and return (message id, start time); None if unknown (timed out already)."""
         return self.entries.pop(root, None)
+
+    def pop_done(self, roots: Iterable[int]) -> list[tuple[Any, float]]:
+        """Remove and return the (message id, start time) of each completed root, in order;
+        a root no longer pending (timed out, and failed, already) is left out. Compiled, a
+        dict pop per root and nothing else (the spout executor's ack batches)."""
+        entries = self.entries
+        out = []
+        for root in roots:
+            entry = entries.pop(root, None)
+            if entry is not None:
+                out.append(entry)
+        return out
 
     def expire(self, now: float, timeout: float) -> list[Any]:
         """Remove and return the message ids of tuples pending longer than ``timeout``."""

@@ -339,9 +339,12 @@ class SpoutCollector(_Collector):
             return route.fixed
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
+        # One dict operation both checks that the root is unused and records the tuple.
+        entry = (msg_id, self.now)
         root = edge = self._root_base + _rand(self._root_bits) * self._root_stride
-        if root in self._pending:
+        if self._pending.setdefault(root, entry) is not entry:
             root = edge = self._unused_root()
+            self._pending[root] = entry
         tree = _new(TreeTuple)
         tree.values = values
         tree.source = route.source
@@ -351,7 +354,6 @@ class SpoutCollector(_Collector):
         buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
-        self._pending[root] = (msg_id, self.now)
         self._outbox.acks[root] = edge  # the init: a new root, so nothing to fold
         return route.fixed
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from itertools import repeat
 from typing import Any
 
 from squall.components import Spout
@@ -215,17 +214,11 @@ class SpoutExecutor(Executor):
             return
         spout, book = t.spout, t.book
         pending = t.pending.entries
-        pop = pending.pop
         sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                # The pending entries of the completed roots, popped at C level (map); None
-                # for a root that timed out (and was failed) already.
-                had = len(pending)
-                done: list[Any] = list(map(pop, tup.values[0], repeat(None)))
-                if had - len(pending) != len(done):
-                    done = [entry for entry in done if entry is not None]
+                done = t.pending.pop_done(tup.values[0])
                 book.acked += len(done)
                 sample += done[:SAMPLE_PER_BATCH]
                 if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
@@ -241,14 +234,14 @@ class SpoutExecutor(Executor):
                     reason = None
                     if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
                         root, reason = root
-                    entry = pop(root, None)
-                    if entry is not None:
+                    held = pending.pop(root, None)
+                    if held is not None:
                         book.failed += 1
                         if reason is None:
-                            self._call(task, spout.fail, entry[0])
+                            self._call(task, spout.fail, held[0])
                         else:  # a tuple of the tree could not be delivered: replaying fails again
                             try:
-                                spout.undeliverable(entry[0], reason)
+                                spout.undeliverable(held[0], reason)
                             except Exception as exc:
                                 self.user_error(task, exc, "undeliverable")
         if sample:

@@ -1,0 +1,117 @@
+"""The collectors' per-tuple acking paths against the plain ledger: random trees of one
+spout tuple, children with one anchor (the inline path) and with two (Storm's general
+anchoring), acked in random order, complete exactly at the last ack, whether the emitters
+write to the acker's ledger directly (one thread) or send it folded acks."""
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from squall.compiled import is_compiled
+from squall.runtime import collectors
+from squall.runtime.acker import AckerLedger, PendingTuples
+from squall.runtime.collectors import BoltCollector, Outbox, Route, SpoutCollector
+from squall.tuple import Fields, Source
+
+ACKER, SPOUT, BOLT = 9, 1, 2
+
+
+class _To:
+    """A chooser with fixed targets (as squall.grouping's constant ones)."""
+
+    def __init__(self, targets):
+        self.fixed = targets
+
+    def __call__(self, values):
+        return self.fixed
+
+
+def _route(component, task, stream, targets):
+    return Route(Source(component, task, stream, Fields(["v"])), [_To(targets)], False, frozenset())
+
+
+class _Run:
+    """One spout task and one bolt task sharing an outbox; ``fused``: the acker's ledger is
+    the outbox's (local mode, one thread), else its flushes go to a ledger as messages."""
+
+    def __init__(self, fused):
+        self.sent = []
+        self.outbox = Outbox(lambda task, tuples: self.sent.append((task, tuples)), 10**6, [ACKER], "c", SPOUT)
+        self.ledger = AckerLedger()
+        if fused:
+            self.outbox.fuse(self.ledger)
+        self.pending = PendingTuples()
+        self.spout = SpoutCollector("s", SPOUT, {"default": _route("s", SPOUT, "default", (BOLT,))},
+                                    self.outbox, print, self.pending)
+        self.bolt = BoltCollector("b", BOLT, {"one": _route("b", BOLT, "one", (BOLT,)),
+                                              "two": _route("b", BOLT, "two", (BOLT, BOLT))},
+                                  self.outbox, print)
+
+    def emitted(self):
+        """The tuples emitted since the last call (all go to the bolt task)."""
+        buf = self.outbox.bufs.get(BOLT, [])
+        out, buf[:] = list(buf), []
+        return out
+
+    def completed(self):
+        """Roots completed so far, after the acker got what the outbox holds."""
+        if self.outbox.ledger is None:
+            self.outbox.flush()
+            for task, tuples in self.sent:
+                assert task == ACKER
+                for t in tuples:
+                    self.ledger.apply(t.values[0])
+            self.sent.clear()
+            self.emitted()  # the flush handed the bolt's tuples on too: the test keeps its own pool
+        return self.ledger.take()[0].get(SPOUT, [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.booleans(), st.integers(min_value=0, max_value=2**32), st.integers(min_value=1, max_value=40))
+def test_a_random_tree_completes_exactly_at_its_last_ack(fused, seed, size):
+    rnd = random.Random(seed)
+    run = _Run(fused)
+    run.spout.now = 5.0
+    run.spout.emit(["root"], msg_id="m")
+    pool = run.emitted()
+    root = pool[0].root
+    assert run.pending.entries == {root: ("m", 5.0)}
+    made = 1
+    while pool:
+        tup = pool.pop(rnd.randrange(len(pool)))
+        for _ in range(rnd.randint(0, 3) if made < size else 0):
+            made += 1
+            if pool and rnd.random() < 0.3:  # two anchors in the tree, two targets
+                run.bolt.emit(["x"], "two", anchors=[tup, rnd.choice(pool)])
+            else:
+                run.bolt.emit(["x"], "one", anchors=tup)
+        pool += run.emitted()
+        assert run.completed() == []  # this tuple's ack is still to come
+        run.bolt.ack(tup)
+        assert run.completed() == ([root] if not pool else [])
+    assert len(run.ledger) == 0
+
+
+@pytest.mark.skipif(is_compiled(collectors), reason="draws the compiled build's ids from splitmix64 in C")
+def test_a_drawn_root_a_pending_tuple_holds_is_drawn_again():
+    run = _Run(fused=True)
+    random.seed(11)
+    first = run.spout.emit(["a"], msg_id="a") and run.emitted()[0].root
+    random.seed(11)  # the next draw repeats ``first``, which is still pending
+    run.spout.emit(["b"], msg_id="b")
+    second = run.emitted()[0].root
+    assert second != first
+    assert run.pending.entries[first][0] == "a" and run.pending.entries[second][0] == "b"
+    assert run.ledger.entries[second] == second  # the init of the new root alone
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30), max_size=20), st.lists(st.integers(min_value=0, max_value=30)))
+def test_a_spout_pops_the_entries_of_completed_roots_it_still_holds(held, completed):
+    pending = PendingTuples()
+    for i, root in enumerate(held):
+        pending.add(root, f"m{root}", float(i))
+    plain = dict(pending.entries)
+    expected = [plain.pop(r) for r in completed if r in plain]  # a root twice: popped once
+    assert pending.pop_done(completed) == expected
+    assert pending.entries == plain
