@@ -7,10 +7,18 @@ order (spouts first, then each bolt after the components that feed it), so one t
 carries a batch from the spout through every bolt it reaches. A bolt that blocks (a
 network call, say) holds up the executors that share its thread:
 ``topology.worker.executor.threads: 0`` gives every executor its own thread, as in Storm.
+
+Between two turns with no wait, a thread lets the worker's other threads take the GIL
+(``time.sleep(0)``): a batch it handed the transfer thread goes out now, and acks the
+receive thread holds reach their queues, instead of waiting until this thread sleeps or
+the interpreter's switch interval (5 ms) forces a switch. Without it, a spout that is
+never idle sends its batches to other workers in bursts, and a spout capped by max
+pending waits a whole burst's round trip while the workers downstream idle.
 """
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from typing import TypeVar
@@ -23,6 +31,7 @@ from squall.runtime.queues import Doorbell
 from squall.topology import Topology
 
 T = TypeVar("T")
+_yield_gil = time.sleep  # sleep(0) releases the GIL and takes it back: a thread waiting for it runs
 
 
 def component_order(system: Topology) -> dict[str, int]:
@@ -94,7 +103,11 @@ class ExecutorThread(threading.Thread):
                         w = 0.0
                     if w < wait:
                         wait = w
-                bell.wait(wait)
+                if wait > 0.0:
+                    bell.wait(wait)
+                else:
+                    bell.wait(0.0)  # forget rings: this thread looks at every queue now
+                    _yield_gil(0)
         finally:
             for ex in live:
                 try:

@@ -21,6 +21,21 @@ _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
 CHUNK_MAX = 32  # the most next_tuple calls between two looks at what they emitted
+IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
+
+
+def turn_limit(batch: int, max_pending: int | None) -> int:
+    """The most tuples a spout task emits in one turn: ``topology.spout.batch.size``, and
+    under ``topology.max.spout.pending`` at most a fourth of it (IN_FLIGHT), so that its
+    allowance is several batches in flight, not one or two. A turn's emits travel as one
+    batch; with the allowance in one or two batches, the spout waits for a whole batch's
+    round trip while the workers downstream wait for its next batch (ping-pong), and
+    across workers each side idles while the other works. With several, acks of the
+    first batch come back while later ones are still on their way, and the spout emits
+    again at once. ``max_pending`` None: no bound (no cap, or acks that never cross a thread)."""
+    if max_pending is None:
+        return batch
+    return max(1, min(batch, -(-max_pending // IN_FLIGHT)))
 
 
 class SpoutTask:
@@ -58,7 +73,10 @@ class SpoutExecutor(Executor):
         self.active = False
         conf = self.conf
         self.max_pending = conf.get("topology.max.spout.pending")
-        self.batch = int(conf["topology.spout.batch.size"])
+        # A spout fused to the only acker (local mode, one worker) sees its trees complete
+        # within the turn that emitted them: nothing is in flight between turns to bound.
+        self.batch = turn_limit(int(conf["topology.spout.batch.size"]),
+                                None if self.outbox.ledger is not None else self.max_pending)
         self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
         self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
         self.timeout = float(conf["topology.message.timeout.secs"])
