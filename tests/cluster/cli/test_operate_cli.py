@@ -5,9 +5,12 @@ that another user's token may do none of it."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,10 +36,22 @@ def cluster(zk_server, tmp_path_factory) -> Iterator[ProcessCluster]:
     c = ProcessCluster(zk_server.port, root, tmp_path_factory.mktemp("operate") / "cluster", supervisors=1, slots=2)
     try:
         c.start()
-        res = c.cli("submit", str(TOPOLOGY), "--name", NAME)
-        assert res.returncode == 0, res.stdout + res.stderr
-        # The first status, right after submit: it waits for (and says it waits for) the first beats.
-        first = c.cli("status", NAME)
+        # The first status, right after submit: it waits for (and says it waits for) the first
+        # beats. The supervisor is held (SIGSTOP, well within its ZooKeeper session) until that
+        # status has started, so no worker can have beaten before its first look, however the
+        # machine's load spaces the two commands.
+        supervisor = c.supervisors[0]
+        assert supervisor is not None
+        os.kill(supervisor.pid, signal.SIGSTOP)
+        resume = threading.Timer(1.0, os.kill, (supervisor.pid, signal.SIGCONT))
+        try:
+            res = c.cli("submit", str(TOPOLOGY), "--name", NAME)
+            assert res.returncode == 0, res.stdout + res.stderr
+            resume.start()
+            first = c.cli("status", NAME)
+        finally:
+            resume.cancel()
+            os.kill(supervisor.pid, signal.SIGCONT)
         assert first.returncode == 0, first.stderr
         c.first_status = first  # type: ignore[attr-defined]
         yield c
