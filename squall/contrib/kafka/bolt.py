@@ -453,21 +453,18 @@ class KafkaBolt(Bolt):
             self._client_error.answered()
 
     def settle(self, done: list[tuple[Any, Any, Any]]) -> None:
-        ack, fail = self.collector.ack, self.collector.fail
-        written = 0
+        fail = self.collector.fail
+        written = []
         for tup, err, record in done:
             if err is None:
-                ack(tup)
-                written += 1
+                written.append(tup)
             elif refusal(err) is not None:
                 self._refused(tup, record, err)
             else:
                 self.m_failed.incr()
                 self.failures += 1
                 fail(tup)
-        self.m_written.incr(written)
-        if written and self._client_error.down_since is not None:
-            self._client_error.answered()
+        self._acked(written)
 
     def _refused(self, tup: Any, record: tuple[str, Any, Any, Any], err: Any) -> None:
         """The broker (or the client, before sending) will never take this record."""

@@ -83,15 +83,20 @@ def status(cluster: ProcessCluster) -> dict:
     return cluster.client.topology(NAME)
 
 
-def test_version_and_help_import_no_command_module():
-    code = ("import sys; from squall.cli import main\n"
-            "for args in (['--version'], ['--help']):\n"
-            "    try: main(args, prog_name='squall')\n"
-            "    except SystemExit: pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('squall.') and m not in "
-            "('squall.cli', 'squall.compiled')))")
+def modules_after(calls: str, which: str) -> subprocess.CompletedProcess:
+    """Run ``calls`` (source using squall.cli's ``main``) in a fresh interpreter; its last line
+    of output lists the modules then imported for which the expression ``which`` (of ``m``) holds."""
+    code = f"import sys; from squall.cli import main\n{calls}print(sorted(m for m in sys.modules if {which}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_version_and_help_import_no_command_module():
+    done = modules_after("for args in (['--version'], ['--help']):\n"
+                         "    try: main(args, prog_name='squall')\n"
+                         "    except SystemExit: pass\n",
+                         "m.startswith('squall.') and m not in ('squall.cli', 'squall.compiled')")
     assert "squall, version" in done.stdout and "set-log-level" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
@@ -99,13 +104,11 @@ def test_version_and_help_import_no_command_module():
 def test_a_client_command_imports_neither_zookeeper_nor_the_topology_model():
     """`squall list` and the other client commands talk HTTP to nimbus: each call (scripts poll
     `squall status`) would pay for kazoo, the cluster-state layer, Flux and the dev cluster."""
-    code = ("import sys; from squall.cli import main\n"
-            "try: main(['list', '-c', 'nimbus.port=1', '-c', 'nimbus.host=127.0.0.1'], prog_name='squall')\n"
-            "except SystemExit as exc: print('exit', exc.code)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kazoo' or m in "
-            "('squall.daemons.state', 'squall.topology', 'squall.cli.dev_cluster', 'squall.cli.submit')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    done = modules_after("try: main(['list', '-c', 'nimbus.port=1', '-c', 'nimbus.host=127.0.0.1'],"
+                         " prog_name='squall')\n"
+                         "except SystemExit as exc: print('exit', exc.code)\n",
+                         "m.split('.')[0] == 'kazoo' or m in ('squall.daemons.state', 'squall.topology', "
+                         "'squall.cli.dev_cluster', 'squall.cli.submit')")
     assert done.stdout.strip().splitlines()[-2:] == ["exit 1", "[]"], done.stdout + done.stderr
 
 
