@@ -30,6 +30,12 @@ ROOTS = "roots"        # [root, ...]
 ROOT_XORS = "xors"     # {root: xor, ...}
 FAILS = "fails"        # [root or [root, reason], ...]
 MAX_REASON_CHARS = 4000
+MAX_ID = (1 << 64) - 1  # roots, edge ids and XORs are 64-bit unsigned (the ledger keeps them as C integers)
+
+
+def is_id(v: Any) -> bool:
+    """Is ``v`` a 64-bit unsigned int (a root, an edge id, an XOR of them)?"""
+    return type(v) is int and 0 <= v <= MAX_ID
 
 
 class Admission:
@@ -63,20 +69,20 @@ class Admission:
 
 
 def check_acker_values(shape: str, values: list) -> None:
-    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
-    (fails: a root may come with its reason, ``[root, text]``, the text of bounded length)."""
+    """Every tuple of an acker-stream group holds one batch of 64-bit unsigned ints of
+    ``shape`` (fails: a root may come with its reason, ``[root, text]``, the text of bounded length)."""
     for v in values:
         batch: Any = v[0]
         if shape == ROOT_XORS:
-            ok = type(batch) is dict and all(type(r) is int and type(x) is int for r, x in batch.items())
+            ok = type(batch) is dict and all(is_id(r) and is_id(x) for r, x in batch.items())
         elif shape == ROOTS:
-            ok = type(batch) is list and all(type(r) is int for r in batch)
+            ok = type(batch) is list and all(is_id(r) for r in batch)
         else:
-            ok = type(batch) is list and all(type(r) is int or _reasoned(r) for r in batch)
+            ok = type(batch) is list and all(is_id(r) or _reasoned(r) for r in batch)
         if not ok:
-            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
+            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
 
 
 def _reasoned(entry: Any) -> bool:
-    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
+    return (type(entry) is list and len(entry) == 2 and is_id(entry[0]) and type(entry[1]) is str
             and len(entry[1]) <= MAX_REASON_CHARS)

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 
 from squall.runtime import drops
-from squall.runtime.admission import Admission, GroupRejected, check_acker_values
+from squall.runtime.admission import MAX_ID, Admission, GroupRejected, check_acker_values, is_id
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 from squall.values import SerializationError, ValueCodec, find_undecoded
 
@@ -181,9 +181,11 @@ class TupleSerializer:
                 if type(i) is dict and len(i) == 1:  # one tree: the common case first
                     root, = i
                     edge = i[root]
-                    # Not chained: Cython 3.3 miscompiles `a is b is c`.
-                    if type(root) is not int or type(edge) is not int:
-                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    # Not chained: Cython 3.3 miscompiles `a is b is c`. The range before the
+                    # ledger's C integers meet them (msgpack also decodes negative ints).
+                    if type(root) is not int or type(edge) is not int or root < 0 or edge < 0 or \
+                            root > MAX_ID or edge > MAX_ID:
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(TreeTuple)
                     t.root = root
                     t.edge = edge
@@ -193,8 +195,8 @@ class TupleSerializer:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
                     t = _new(Tuple)
                 else:
-                    if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
-                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    if type(i) is not dict or not all(is_id(r) and is_id(e) for r, e in i.items()):
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(MultiTreeTuple)
                     t.roots = i
                     t.ack_val = 0
