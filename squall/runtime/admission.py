@@ -80,7 +80,8 @@ def check_acker_values(shape: str, values: list) -> None:
         else:
             ok = type(batch) is list and all(is_id(r) or _reasoned(r) for r in batch)
         if not ok:
-            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
+            raise GroupRejected(drops.ACKER_STREAM,
+                                f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
 
 
 def _reasoned(entry: Any) -> bool:

@@ -54,8 +54,9 @@ class Outbox:
     ``acks`` folds the spout's inits and the bolts' acks by root (XOR) until the flush
     sends them to the ackers. When the topology's only acker runs on this executor's
     thread, the outbox is ``fuse``d to its ledger: inits and acks go into the ledger's
-    table of C integers at once (``fold``) and no ack message is sent at all. Other ackers on this thread are ``near``: a flush hands
-    them their share by a call to their ledger instead of a message.
+    table of C integers at once (``fold``) and no ack message is sent at all. Other
+    ackers on this thread are ``near``: a flush hands them their share by a call to their
+    ledger instead of a message.
     """
 
     __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",

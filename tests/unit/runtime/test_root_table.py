@@ -18,7 +18,8 @@ MAX_U64 = (1 << 64) - 1
 
 def _plain_module():
     """root_table.py loaded as plain Python under another name (whatever the build)."""
-    spec = importlib.util.spec_from_file_location("root_table_plain", Path(root_table.__file__).with_name("root_table.py"))
+    source = Path(root_table.__file__).with_name("root_table.py")
+    spec = importlib.util.spec_from_file_location("root_table_plain", source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
