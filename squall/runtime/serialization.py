@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 
 from squall.runtime import drops
-from squall.runtime.admission import MAX_ID, Admission, GroupRejected, check_acker_values, is_id
+from squall.runtime.admission import MAX_REASON_CHARS, ROOT_XORS, ROOTS, Admission, GroupRejected
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 from squall.values import SerializationError, ValueCodec, find_undecoded
 
@@ -31,6 +31,54 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
 
 
 __all__ = ["SerializationError", "TupleSerializer"]
+
+
+def _is_id(v: Any) -> bool:
+    """Is ``v`` a 64-bit unsigned int (a root, an edge id, an XOR)? Checked before the acker
+    ledger's C integers meet it (msgpack decodes negative ints too)."""
+    return type(v) is int and 0 <= v <= 0xFFFFFFFFFFFFFFFF
+
+
+def _check_acker_values(shape: str, values: list) -> None:
+    """Every tuple of an acker-stream group holds one batch of 64-bit unsigned ints of ``shape``
+    (squall.runtime.admission; fails: a root may come with its reason, ``[root, text]``, the
+    text of bounded length). Plain loops, which the compiled build turns into C: an ack
+    message carries a root per tree of a whole batch, and every root is checked by the
+    receive thread of the spout's worker, which shares that worker's CPU and GIL (as
+    generator expressions in squall.runtime.admission they ran as Python, root by root)."""
+    for v in values:
+        batch: Any = v[0]
+        ok = True
+        if shape == ROOT_XORS:
+            if type(batch) is not dict:
+                ok = False
+            else:
+                for r, x in batch.items():
+                    if not _is_id(r) or not _is_id(x):
+                        ok = False
+                        break
+        elif type(batch) is not list:
+            ok = False
+        elif shape == ROOTS:
+            for r in batch:
+                if not _is_id(r):
+                    ok = False
+                    break
+        else:
+            for r in batch:
+                if not _is_id(r) and not _reasoned(r):
+                    ok = False
+                    break
+        if not ok:
+            raise GroupRejected(drops.ACKER_STREAM,
+                                f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
+
+
+def _reasoned(entry: Any) -> bool:
+    return (type(entry) is list and len(entry) == 2 and _is_id(entry[0]) and type(entry[1]) is str
+            and len(entry[1]) <= MAX_REASON_CHARS)
+
+
 def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
     what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
     raise GroupRejected(drops.BAD_GROUP, f"tuple from task {task} on {stream!r} {what}, expected {n} values")
@@ -181,10 +229,7 @@ class TupleSerializer:
                 if type(i) is dict and len(i) == 1:  # one tree: the common case first
                     root, = i
                     edge = i[root]
-                    # Not chained: Cython 3.3 miscompiles `a is b is c`. The range before the
-                    # ledger's C integers meet them (msgpack also decodes negative ints).
-                    if type(root) is not int or type(edge) is not int or root < 0 or edge < 0 or \
-                            root > MAX_ID or edge > MAX_ID:
+                    if not _is_id(root) or not _is_id(edge):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(TreeTuple)
                     t.root = root
@@ -195,7 +240,7 @@ class TupleSerializer:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
                     t = _new(Tuple)
                 else:
-                    if type(i) is not dict or not all(is_id(r) and is_id(e) for r, e in i.items()):
+                    if type(i) is not dict or not all(_is_id(r) and _is_id(e) for r, e in i.items()):
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(MultiTreeTuple)
                     t.roots = i
@@ -204,7 +249,7 @@ class TupleSerializer:
                 t.source = src
                 append(t)
         if shape is not None:
-            check_acker_values(shape, values)
+            _check_acker_values(shape, values)
 
     def _admit(self, target: int | None, task: int, stream: str) -> tuple[Source, str | None]:
         """The Source of a (task, stream) group and the acker-value shape it needs, if
