@@ -75,6 +75,19 @@ class LineBudget:
         return n
 
 
+def free_cpus(pid: int) -> None:
+    """Let child ``pid`` run on the worker process's CPUs. A process starts with the CPU
+    affinity of the thread that started it, and a worker pins its executor threads to one
+    CPU (worker.pin.cpu, squall.runtime.affinity): a child left on that CPU shares it with
+    the thread that answers it, so each round trip of Storm's storm.py (which waits for the
+    task ids of every emit) is two context switches on one core while the other core idles.
+    Set right after the child starts, before it has started anything of its own."""
+    try:
+        os.sched_setaffinity(pid, os.sched_getaffinity(os.getpid()))  # the main thread's: unpinned
+    except (AttributeError, OSError):
+        pass  # not Linux, or the child already exited: nothing to free
+
+
 def launch_command(command: Sequence[str]) -> list[str]:
     """``command`` run under setpriv's parent-death signal where setpriv exists."""
     if _SETPRIV is not None:
@@ -117,6 +130,7 @@ class ChildProcess:
                                      stderr=subprocess.PIPE, bufsize=0, close_fds=True,
                                      start_new_session=True)
         self.pid = self.proc.pid
+        free_cpus(self.pid)
         self._in_fd = self.proc.stdin.fileno()    # type: ignore[union-attr]
         self._out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(self._in_fd, False)
