@@ -71,7 +71,8 @@ class ShellBolt(ShellComponentMixin, Bolt):
         self.ids = itertools.count(1)
         self.failed_while_down = 0
         self.converse_until = 0.0  # while the child may write again soon (it was just answered)
-        self.polling = False       # a self-wake is queued: the conversation goes on next turn
+        self.polling = False       # the conversation goes on at the next wake (the reader stands aside)
+        self.wake_queued = False   # a wake of this bolt is queued on its executor
         self.spin_misses = 0       # waits since a spin last found the child's output (_await)
         now = _monotonic()
         self.hb_sent: float | None = None
@@ -88,7 +89,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         if tup.is_tick():
             if self.forward_ticks:
                 self._send_tick(tup.values)
-            self._service(now)
+            self._service(now, wait=False)
             return
         link = self.link
         if link.state == DOWN and not link.ensure(now):
@@ -110,7 +111,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         except LinkBroken as exc:
             self._broken(now, str(exc))
             return
-        self._service(now)
+        self._service(now, wait=False)
         child = link.child
         if child is not None and (len(self.inputs) >= link.settings.max_inflight
                                   or child.pending_messages > link.settings.max_pending):
@@ -118,7 +119,8 @@ class ShellBolt(ShellComponentMixin, Bolt):
 
     def woken(self) -> None:
         """The child wrote (its reader thread woke the executor): emits, task ids asked for,
-        acks and syncs are handled now."""
+        acks and syncs are handled now; a child mid-tuple is waited for (``_converse``)."""
+        self.wake_queued = False
         self._service(_monotonic())
 
     def _send_tick(self, values: list) -> None:
@@ -153,8 +155,9 @@ class ShellBolt(ShellComponentMixin, Bolt):
                 return
 
     # -- the child's output -----------------------------------------------------------------
-    def _service(self, now: float) -> None:
-        """Read and handle what the child wrote; heartbeats, child ticks and the hang check."""
+    def _service(self, now: float, wait: bool = True) -> None:
+        """Read and handle what the child wrote; heartbeats, child ticks and the hang check.
+        ``wait``: a child mid-tuple may be waited for (``_converse``)."""
         link = self.link
         if link.state == DOWN:
             link.ensure(now)
@@ -162,7 +165,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         try:
             self.polling = False
             try:
-                now = self._converse(now)
+                now = self._converse(now, wait)
             finally:
                 if link.child is not None and not self.polling:
                     link.child.end_conversation()  # the reader thread takes stdout again
@@ -188,7 +191,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
             self._broken(now, f"{deaf}did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
 
-    def _converse(self, now: float) -> float:
+    def _converse(self, now: float, wait: bool = True) -> float:
         """Read and handle the child's messages. A child that was just answered task ids
         (storm.py asks after every emit, then waits) is mid-tuple: it writes again soon (its
         next emit or its ack). For CONVERSE_SECS after each answer the executor thread stays
@@ -197,7 +200,10 @@ class ShellBolt(ShellComponentMixin, Bolt):
         answers the moment the child writes, not after a reader thread's wake or a turn of
         the thread's other executors. One call lasts at most CONVERSE_SECS: a child that
         never stops asking does not hold the thread; with a wake attached the conversation
-        goes on at the thread's next turn (``polling``). Returns the time last read."""
+        goes on at the thread's next turn (``polling``). ``execute`` does not wait (``wait``
+        false): it leaves the waiting to that wake, once per turn of the thread, so a batch
+        of input tuples does not hold the thread for CONVERSE_SECS each. Returns the time
+        last read."""
         link = self.link
         turn_ends = now + CONVERSE_SECS
         while True:
@@ -217,10 +223,12 @@ class ShellBolt(ShellComponentMixin, Bolt):
                 self.converse_until = now + CONVERSE_SECS
             elif now >= self.converse_until:
                 return now
-            if now >= turn_ends:
+            if now >= turn_ends or not wait:
                 if self._wake is not None:
                     self.polling = True
-                    self._wake()  # back at the executor thread's next turn
+                    if not self.wake_queued:
+                        self.wake_queued = True
+                        self._wake()  # back at the executor thread's next turn
                 return now
             if not self._await(child, min(self.converse_until, turn_ends) - now):
                 return now

@@ -175,7 +175,7 @@ def test_the_executor_stays_on_the_pipe_of_a_child_that_waits_for_task_ids(code_
     """While a storm.py-style child is mid-tuple (it emitted and waits for its task ids), the
     executor thread answers from the child's pipe itself: 200 sentences of 8 words cost far
     fewer wakes than words. Before, it looked at the pipe between turns of its other
-    executors and woke itself each time it found nothing: several wakes a word."""
+    executors and woke itself each time it found nothing: more wakes than words."""
     sentences = [[" ".join(f"w{i}-{k}" for k in range(8))] for i in range(200)]
     b = TopologyBuilder()
     b.set_spout("s", FixedTupleSpout(names("s"), sentences, ["sentence"]))
@@ -187,7 +187,9 @@ def test_the_executor_stays_on_the_pipe_of_a_child_that_waits_for_task_ids(code_
     assert errors == {}
     assert sorted(names.get("counts")) == sorted(w for [s] in sentences for w in s.split())
     wakes = len(names.get("wakes"))
-    assert wakes < 0.5 * 1600, f"{wakes} wakes for 1600 words"
+    # measured at load 16-25: 180-571 wakes after, 2,027-2,267 before (a child descheduled for
+    # over 2 ms ends the conversation, and its next emit comes through the reader's wake)
+    assert wakes < 0.75 * 1600, f"{wakes} wakes for 1600 words"
 
 
 def test_a_child_that_waits_for_task_ids_after_every_emit_is_answered_at_once(code_dir, names):
