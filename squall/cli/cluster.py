@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from squall.cli.calls import nimbus_call
 from squall.cli.operate import render_windows
 from squall.cli.status_view import duration as _duration
 from squall.cli.status_view import plural
@@ -26,7 +27,7 @@ from squall.cli.status_view import render as render_status
 from squall.cli.status_view import table as _table
 from squall.cli.terminal import RAW, echo, printable, shown
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
-from squall.daemons.nimbus.client import NimbusClient, NimbusError
+from squall.daemons.nimbus.client import NimbusClient
 
 
 class LazyCommand(click.Command):
@@ -75,14 +76,6 @@ JSON_OUT = click.option("--json", "as_json", is_flag=True, help="Print machine-r
 
 def _client(conf: Mapping[str, Any]) -> NimbusClient:
     return NimbusClient.from_conf(conf)
-
-
-def nimbus_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run a client call; nimbus errors become a one-line Failure (exit code 1)."""
-    try:
-        return fn(*args, **kwargs)
-    except NimbusError as exc:
-        raise Failure(printable(str(exc))) from None
 
 
 @click.command()

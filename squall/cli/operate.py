@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from squall.cli.calls import nimbus_call
 from squall.cli.status_view import duration, plural, rate, table
 from squall.cli.terminal import printable
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
@@ -27,13 +28,6 @@ TIMEOUT = click.option("--timeout", "timeout", type=click.FloatRange(min=1, max=
                        help="Seconds until it ends by itself (default 600, at most a day).")
 def _client(overrides: tuple[str, ...]) -> NimbusClient:
     return NimbusClient.from_conf(base_config(parse_overrides(overrides)))
-
-
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except NimbusError as exc:
-        raise Failure(str(exc)) from None
 
 
 def _until(t: float) -> str:
@@ -65,7 +59,7 @@ def set_log_level(name: str, levels: tuple[str, ...], timeout: float | None, res
     if not wanted:
         raise click.UsageError("say what to set: LOGGER=LEVEL (e.g. ROOT=DEBUG or myapp.bolts=INFO), "
                                "or -r LOGGER to put one back")
-    reply = _call(_client(overrides).set_log_levels, name, wanted, timeout)
+    reply = nimbus_call(_client(overrides).set_log_levels, name, wanted, timeout)
     for logger, level in sorted(wanted.items()):
         if level == "RESET":
             click.echo(f"{logger}: put back on every worker of {reply['name']}")
@@ -110,7 +104,7 @@ def debug_sample(name: str, component: str | None, percent: float | None, off: b
     """Start or stop sampling emits."""
     if off == (percent is not None):
         raise click.UsageError("give --sample PERCENT to start sampling or --off to stop it")
-    reply = _call(_client(overrides).debug, name, component, 0 if off else percent, timeout)
+    reply = nimbus_call(_client(overrides).debug, name, component, 0 if off else percent, timeout)
     what = f"component {component}" if component else "every component"
     if off:
         click.echo(f"sampling of {what} of {reply['name']} stopped")
@@ -146,7 +140,7 @@ def render_samples(samples: list[Mapping[str, Any]]) -> str:
 def debug_show(name: str, component: str | None, count: int, as_json: bool, overrides: tuple[str, ...]) -> None:
     """Show the tuples sampled from topology NAME (of COMPONENT), oldest first."""
     client = _client(overrides)
-    reply = _call(client.debug_samples, name, component, count)
+    reply = nimbus_call(client.debug_samples, name, component, count)
     if as_json:
         click.echo(json.dumps(reply, indent=2))
         return
@@ -154,7 +148,7 @@ def debug_show(name: str, component: str | None, count: int, as_json: bool, over
     for miss in reply.get("unread") or []:
         click.echo(f"warning: worker {miss['node']}:{miss['port']} not read: {miss['error']}", err=True)
     if not reply["samples"]:
-        asked = _call(client.operations, name)["debug"]
+        asked = nimbus_call(client.operations, name)["debug"]
         click.echo("nothing is sampled now: start with squall debug NAME [COMPONENT] --sample PERCENT"
                    if not asked else "sampling is on; samples reach the workers' events logs within a second",
                    err=True)
@@ -189,7 +183,7 @@ def profile(name: str, worker: str, kind: str | None, record_secs: float | None,
         raise click.UsageError("--secs goes with --heap")
     client = _client(overrides)
     secs = record_secs if kind == "record" else heap_secs
-    reply = _call(client.profile, name, worker, kind, secs)
+    reply = nimbus_call(client.profile, name, worker, kind, secs)
     asked = reply["profile"]
     click.echo(f"profile {asked['profile_id']} ({kind}) asked of {asked['host']}:{asked['port']}; waiting", err=True)
     deadline = time.monotonic() + asked["secs"] + 60
@@ -199,7 +193,7 @@ def profile(name: str, worker: str, kind: str | None, record_secs: float | None,
             break
         except NimbusError as exc:
             if exc.status != 404 or "not ready" not in str(exc) or time.monotonic() > deadline:
-                raise Failure(str(exc)) from None
+                raise Failure(printable(str(exc))) from None
         time.sleep(0.5)
     if output:
         Path(output).write_text(result["text"], encoding="utf-8")
@@ -218,7 +212,7 @@ def profile(name: str, worker: str, kind: str | None, record_secs: float | None,
 def kill_workers(name: str, overrides: tuple[str, ...]) -> None:
     """Restart every worker of topology NAME (Storm's kill_workers): each ends, and its
     supervisor starts it again on the same slot; unacked tuples are replayed."""
-    reply = _call(_client(overrides).kill_workers, name)
+    reply = nimbus_call(_client(overrides).kill_workers, name)
     click.echo(f"restarting {plural(reply['workers'], 'worker')} of {reply['name']}")
 
 
@@ -256,7 +250,7 @@ def monitor(name: str, component: str | None, interval: float, count: int | None
     """Show topology NAME's rates live (as `storm monitor`): every interval, each component's
     (or COMPONENT's) tuples per second since the last line, until Ctrl-C."""
     client = _client(overrides)
-    before = _call(client.topology, name)
+    before = nimbus_call(client.topology, name)
     if component is not None and component not in {c["id"] for c in before["components"]}:
         raise Failure(f"topology {before['name']!r} has no component {component!r}")
     click.echo(f"topology {before['name']}: rates every {interval:g}s, Ctrl-C to stop")
@@ -267,7 +261,7 @@ def monitor(name: str, component: str | None, interval: float, count: int | None
     try:
         while count is None or shown_reports < count:
             time.sleep(interval)
-            after = _call(client.topology, name)
+            after = nimbus_call(client.topology, name)
             secs = time.monotonic() - started
             started = time.monotonic()
             for row in monitor_rows(before, after, secs, component):

@@ -8,7 +8,7 @@ import click
 
 from squall.checks import check_runnable
 from squall.cli import topology_source
-from squall.cli.cluster import nimbus_call
+from squall.cli.calls import nimbus_call
 from squall.cli.status_view import plural
 from squall.cli.terminal import printable
 from squall.command_line import OVERRIDES, Failure, base_config, parse_overrides
