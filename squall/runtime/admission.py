@@ -3,13 +3,13 @@
 A group (tuples from one source task on one stream) is admitted for a target task only when
 the topology says that task can receive it: the target subscribes to the source's stream,
 or it is acker traffic between the parties that exchange it (any task -> an acker, an
-acker -> a spout task). Acker traffic must also have the shape the acker sends, since the
+acker -> a spout task). Acker traffic must also have the shape the acker sends (``check``
+names it; squall.runtime.serialization checks the values, in its compiled loops), since the
 spout and acker loops use it without further checks.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from squall.errors import SquallError
 from squall.model import ACK_ACK, ACKER, ACKER_STREAMS
@@ -60,23 +60,3 @@ class Admission:
             raise GroupRejected(drops.NOT_SUBSCRIBED, f"task {target} ({target_component!r}) does not "
                                 f"subscribe to {source_component!r} stream {stream!r}")
         return None
-
-
-def check_acker_values(shape: str, values: list) -> None:
-    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
-    (fails: a root may come with its reason, ``[root, text]``, the text of bounded length)."""
-    for v in values:
-        batch: Any = v[0]
-        if shape == ROOT_XORS:
-            ok = type(batch) is dict and all(type(r) is int and type(x) is int for r, x in batch.items())
-        elif shape == ROOTS:
-            ok = type(batch) is list and all(type(r) is int for r in batch)
-        else:
-            ok = type(batch) is list and all(type(r) is int or _reasoned(r) for r in batch)
-        if not ok:
-            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
-
-
-def _reasoned(entry: Any) -> bool:
-    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
-            and len(entry[1]) <= MAX_REASON_CHARS)

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 
 from squall.runtime import drops
-from squall.runtime.admission import Admission, GroupRejected, check_acker_values
+from squall.runtime.admission import MAX_REASON_CHARS, ROOT_XORS, ROOTS, Admission, GroupRejected
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 from squall.values import SerializationError, ValueCodec, find_undecoded
 
@@ -31,6 +31,47 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
 
 
 __all__ = ["SerializationError", "TupleSerializer"]
+
+
+def _check_acker_values(shape: str, values: list) -> None:
+    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
+    (squall.runtime.admission; fails: a root may come with its reason, ``[root, text]``, the
+    text of bounded length). Plain loops, which the compiled build turns into C: an ack
+    message carries a root per tree of a whole batch, and every root is checked by the
+    receive thread of the spout's worker, which shares that worker's CPU and GIL (as
+    generator expressions in squall.runtime.admission they ran as Python, root by root)."""
+    for v in values:
+        batch: Any = v[0]
+        ok = True
+        if shape == ROOT_XORS:
+            if type(batch) is not dict:
+                ok = False
+            else:
+                for r, x in batch.items():
+                    if type(r) is not int or type(x) is not int:
+                        ok = False
+                        break
+        elif type(batch) is not list:
+            ok = False
+        elif shape == ROOTS:
+            for r in batch:
+                if type(r) is not int:
+                    ok = False
+                    break
+        else:
+            for r in batch:
+                if type(r) is not int and not _reasoned(r):
+                    ok = False
+                    break
+        if not ok:
+            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
+
+
+def _reasoned(entry: Any) -> bool:
+    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
+            and len(entry[1]) <= MAX_REASON_CHARS)
+
+
 def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
     what = f"has {len(v)} values" if type(v) is list else f"is {v!r:.40}, not a list"
     raise GroupRejected(drops.BAD_GROUP, f"tuple from task {task} on {stream!r} {what}, expected {n} values")
@@ -202,7 +243,7 @@ class TupleSerializer:
                 t.source = src
                 append(t)
         if shape is not None:
-            check_acker_values(shape, values)
+            _check_acker_values(shape, values)
 
     def _admit(self, target: int | None, task: int, stream: str) -> tuple[Source, str | None]:
         """The Source of a (task, stream) group and the acker-value shape it needs, if

@@ -85,6 +85,8 @@ def test_a_bad_group_is_dropped_with_its_cause_and_the_rest_delivered(group, cau
     (ACKER_TASK, [ACKER_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),        # acker to acker
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[[1, 2]]], None], "acker_stream"),        # not a map
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: "x"}]], None], "acker_stream"),
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{5: 2, True: 3}]], None], "acker_stream"),  # a bool is no root
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: 2}], [{3: 4.5}]], None], "acker_stream"),  # bad in a later one
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[{1: 2}]], None], "acker_stream"),       # not a list
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[1, True]]], None], "acker_stream"),
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[[1, 2]]]], None], "acker_stream"),     # a reason not text
@@ -94,6 +96,7 @@ def test_a_bad_group_is_dropped_with_its_cause_and_the_rest_delivered(group, cau
     (SPOUT_TASK, [SINK_TASKS[0], ACK_ACK, [[[1]]], None], "acker_stream"),        # spout acked by a bolt
     (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),        # wrong shape
     (SPOUT_TASK, [ACKER_TASK, ACK_FAIL, [[["1"]]], None], "acker_stream"),
+    (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[[1, 2.5]]], None], "acker_stream"),       # a root not an int
 ])
 def test_acker_traffic_only_from_the_tasks_that_send_it(target, group, cause):
     ser = _serializer()
