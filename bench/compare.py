@@ -66,7 +66,7 @@ CLUSTER = [
     Figure("zmq-ceiling", "ZeroMQ ceiling (two plain processes)", "tuples/s", scenario="zmq-ceiling"),
 ]
 MULTILANG = [
-    Figure("multilang-split", "storm.py-style ShellBolt / pystorm (split)", "words/s", scenario="multilang-split",
+    Figure("multilang-split", "storm.py ShellBolt / pystorm (split)", "words/s", scenario="multilang-split",
            slack=240),
 ]
 KAFKA = [
@@ -187,7 +187,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of local and of cluster figures (default 3)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the cluster rounds and cluster latency")
     parser.add_argument("--no-latency", action="store_true", help="skip latency under load")
-    parser.add_argument("--no-multilang", action="store_true", help="skip the storm.py-style / pystorm figure")
+    parser.add_argument("--no-multilang", action="store_true", help="skip the storm.py / pystorm figure")
     parser.add_argument("--no-kafka", action="store_true", help="skip the Kafka pipeline rounds")
     parser.add_argument("--kafka-records", type=int, default=200_000,
                         help="sentences in the Kafka pipeline's input topic (default 200000)")

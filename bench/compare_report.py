@@ -188,7 +188,7 @@ def _result_field(key: str, field: str) -> Callable[[dict[str, dict[str, Any]]],
 ROUND_GOALS: list[tuple[str, str, Callable[[Rates], float] | None, Callable[[dict], float] | None]] = [
     ("cluster acked / unacked", ">= 0.5", _ratio("cluster-acked", "cluster"), None),
     ("local acked / unacked (const -> id -> null)", ">= 0.7", _ratio("const-id-null-acked", "const-id-null"), None),
-    ("storm.py-style ShellBolt / pystorm ShellBolt", ">= 0.8", None,
+    ("storm.py ShellBolt / pystorm ShellBolt", ">= 0.8", None,
      _result_field("multilang-split", "storm_style_over_pystorm")),
     ("Kafka -> split -> count -> Kafka / Bytewax", ">= 1.3", _ratio("kafka-pipeline", "bytewax-kafka"), None),
 ]

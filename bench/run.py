@@ -188,7 +188,8 @@ def _register_optional() -> None:
     except ImportError as exc:  # listed all the same; running them says what is missing
         MISSING.update({"multilang-pystorm": exc.name or "multilang_bench",
                         "multilang-pystorm-unacked": exc.name or "multilang_bench",
-                        "multilang-split": exc.name or "multilang_bench"})
+                        "multilang-split": exc.name or "multilang_bench",
+                        "multilang-floor": exc.name or "multilang_bench"})
 
     @scenario("multilang-pystorm", "a pystorm bolt through multilang, the same bolt in-process, and a "
               "native squall bolt doing the same work, alternating, three rounds each (acking on)")
@@ -200,10 +201,15 @@ def _register_optional() -> None:
         return multilang_bench.multilang_vs_in_process(_measure_local, duration, warmup,
                                                        multilang_bench.UNACKED)
 
-    @scenario("multilang-split", "sentences split by a child: a Storm-style adapter that waits for the "
-              "task ids of every emit (as storm.py does) against pystorm, alternating, three rounds (acked)")
+    @scenario("multilang-split", "sentences split by a child: Storm's storm.py, which waits for the task ids "
+              "of every emit, against pystorm, alternating, three rounds (acked)")
     def _multilang_split(duration: float, warmup: float) -> dict[str, Any]:
-        return multilang_bench.split_storm_style_vs_pystorm(_measure_local, duration, warmup, multilang_bench.ACKED)
+        return multilang_bench.split_storm_py_vs_pystorm(_measure_local, duration, warmup, multilang_bench.ACKED)
+
+    @scenario("multilang-floor", "multilang-split's storm.py child answered by a bare loop in its own process, "
+              "beside pystorm and storm.py in squall: words/s and CPU per word of parent and child (acked)")
+    def _multilang_floor(duration: float, warmup: float) -> dict[str, Any]:
+        return multilang_bench.floor(_measure_local, duration, warmup, multilang_bench.ACKED)
 
     import kafka_pipeline  # standard library only at import; Kafka's modules when it runs
 

@@ -126,18 +126,36 @@ if [ -n "$tier" ]; then
   # A whole tier on two processes (the unit tier: ~70 s on one, ~45 s on two).
   exec "$VENV/bin/pytest" -n 2 --dist loadfile "tests/$tier" "$@"
 fi
-# Debian's venv is installed meanwhile (pip mostly unpacks and waits on the disk; a clean
-# checkout's takes half a minute): its messages are shown after the suite's.
-debian_log="$(mktemp)"
-install_debian >"$debian_log" 2>&1 &
-debian_install=$!
-trap 'wait "$debian_install" 2>/dev/null; rm -f "$debian_log"' EXIT  # also when the suite fails
+# The plain-Python rerun and the Debian run wait for the suite's tail: once its last file has
+# gone to a test process (tests/support/scheduling.py makes $drained) the processes finish
+# their last files one by one and leave cores idle, which the reruns take (they ran after the
+# suite, 70 s of wall time). Debian's venv is installed meanwhile (pip mostly unpacks and
+# waits on the disk; a clean checkout's takes half a minute). Their output is shown after
+# the suite's.
+reruns_dir="$(mktemp -d)"
+drained="$reruns_dir/drained"
+reruns() {
+  local rc=0
+  install_debian >"$reruns_dir/install.log" 2>&1 || { cat "$reruns_dir/install.log"; return 1; }
+  while [ ! -e "$drained" ]; do sleep 1; done
+  run_pure || rc=1
+  cat "$reruns_dir/install.log"
+  run_debian || rc=1
+  return "$rc"
+}
+reruns >"$reruns_dir/out" 2>&1 &
+reruns_pid=$!
+trap 'kill "$reruns_pid" 2>/dev/null; rm -rf "$reruns_dir"' EXIT  # interrupted: the reruns go too
 # Three test processes (pytest-xdist), each taking whole files, the longest first
 # (tests/support/scheduling.py): most tests wait on servers, daemons and deadlines rather than
 # compute (with two, a whole run used 1,573 CPU-s in 1,575 s: one core of two), so a third
 # one on two cores shortens the run.
-"$VENV/bin/pytest" -n 3 --dist loadfile "$@"
-run_pure
-wait "$debian_install" || { cat "$debian_log" >&2; exit 1; }
-cat "$debian_log"
-run_debian
+suite=0
+SQUALL_TEST_DRAINED="$drained" "$VENV/bin/pytest" -n 3 --dist loadfile "$@" || suite=$?
+touch "$drained"  # a run that stopped early (-x, a collection error) handed out no last file
+reruns=0
+wait "$reruns_pid" || reruns=$?
+trap 'rm -rf "$reruns_dir"' EXIT
+cat "$reruns_dir/out"
+[ "$suite" = 0 ] || exit "$suite"
+exit "$reruns"

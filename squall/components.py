@@ -91,10 +91,14 @@ class Spout(Component):
         self.collector = collector
 
     def next_tuple(self) -> None:
+        """Emit what is due, if anything. A call that emits nothing is not followed by
+        another before ``topology.sleep.spout.wait.strategy.time.ms``, acks meanwhile
+        reaching ``ack`` at once."""
         raise NotImplementedError
 
     def ack(self, msg_id: Any) -> None:
-        """The tuple tree of ``msg_id`` completed."""
+        """The tuple tree of ``msg_id`` completed. ``ack`` and ``fail`` may emit: a spout
+        that emits in answer to an outcome emits here, not at the next ``next_tuple``."""
 
     def fail(self, msg_id: Any) -> None:
         """The tuple tree of ``msg_id`` failed or timed out; replay it if you want it."""

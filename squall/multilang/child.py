@@ -8,14 +8,15 @@ so a child that asks for task ids or syncs is answered at once, as Storm's Shell
 from its reader thread, not when the next tuple arrives or a poll comes round. The end of
 stdout wakes it too. While the executor converses with its child (``converse``: a child
 that waits for its task ids after every emit, as Storm's ``storm.py`` does), the reader
-steps aside and the executor thread reads the pipe itself, waiting on it (``converse``) or
-looking between its turns of the other executors (``poll``): each answer then costs at most
+steps aside and the executor thread reads the pipe itself, looking at it (``poll``,
+``spin``) or waiting on it (``converse``): each answer then costs at most
 one wake-up (the kernel's, of the thread that waits in ``select``), not a reader thread's
 wake-up, a lock and a condition's hand-over to a second thread, each of which waits for the
 GIL and, on a busy machine, for a CPU. Another thread reads stderr into the worker log (a bounded number of
 lines a second, the rest counted) and keeps a short tail for error reports.
 
-The child never outlives the worker: it leads its own process group (a kill reaches what
+A child runs on the worker process's CPUs, not on the one CPU its executor thread is pinned
+to (``free_cpus``). The child never outlives the worker: it leads its own process group (a kill reaches what
 it started), and on Linux ``setpriv --pdeathsig KILL`` makes the kernel kill it when the
 thread that started it (an executor thread of the worker) dies, SIGKILL included.
 """
@@ -75,6 +76,19 @@ class LineBudget:
         return n
 
 
+def free_cpus(pid: int) -> None:
+    """Let child ``pid`` run on the worker process's CPUs. A process starts with the CPU
+    affinity of the thread that started it, and a worker pins its executor threads to one
+    CPU (worker.pin.cpu, squall.runtime.affinity): a child left on that CPU shares it with
+    the thread that answers it, so each round trip of Storm's storm.py (which waits for the
+    task ids of every emit) is two context switches on one core while the other core idles.
+    Set right after the child starts, before it has started anything of its own."""
+    try:
+        os.sched_setaffinity(pid, os.sched_getaffinity(os.getpid()))  # the main thread's: unpinned
+    except (AttributeError, OSError):
+        pass  # not Linux, or the child already exited: nothing to free
+
+
 def launch_command(command: Sequence[str]) -> list[str]:
     """``command`` run under setpriv's parent-death signal where setpriv exists."""
     if _SETPRIV is not None:
@@ -117,6 +131,7 @@ class ChildProcess:
                                      stderr=subprocess.PIPE, bufsize=0, close_fds=True,
                                      start_new_session=True)
         self.pid = self.proc.pid
+        free_cpus(self.pid)
         self._in_fd = self.proc.stdin.fileno()    # type: ignore[union-attr]
         self._out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(self._in_fd, False)
@@ -278,6 +293,18 @@ class ChildProcess:
                 return True
             self._conversing = True
             return self._take_now()
+
+    def spin(self, secs: float) -> bool:
+        """``poll`` until the child writes, for at most ``secs`` (no sleep: a child that
+        answers within microseconds is read without a wake-up of this thread). Each look
+        releases the GIL in its read, so the process's other threads go on."""
+        if secs <= 0:
+            return False
+        ends = time.monotonic() + secs
+        while not self.poll():
+            if time.monotonic() >= ends:
+                return False
+        return True
 
     def _take_now(self) -> bool:
         """Read what stdout has (never waiting) into ``_held``, under the lock as the reader

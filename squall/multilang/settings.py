@@ -10,7 +10,9 @@ from squall.multilang.framing import serializer_name
 HEARTBEAT_SECS = 1.0        # Storm's ShellBolt sends a heartbeat tuple every second
 SPOUT_SLICE_SECS = 0.005    # the longest one spout call waits for its child's sync
 CONVERSE_SECS = 0.002       # how long a bolt waits on for a child that asked for task ids to go on
-SPIN_SECS = 0.0002          # of which polled between the executor thread's turns (no sleep)
+SPIN_SECS = 0.0001          # of which spent looking at its pipe before sleeping on it
+SPIN_TRIES = 4              # spins that found nothing in a row before a bolt stops spinning
+SPIN_PROBE = 64             # then one wait in this many spins again (the child may be quick again)
 SPOUT_QUEUE_MAX = 10_000    # acks/fails held for a spout child busy with a command
 READ_BUDGET_BYTES = 4 << 20  # child output read per service turn; the rest waits in the pipe
 # Messages for the child's stdin beyond its tuples' max pending (task-id answers, heartbeats,

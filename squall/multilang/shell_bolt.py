@@ -23,7 +23,7 @@ from typing import Any
 from squall.components import Bolt
 from squall.multilang import protocol
 from squall.multilang.link import DOWN, READY, STARTING, LinkBroken
-from squall.multilang.settings import CONVERSE_SECS, HEARTBEAT_SECS, SPIN_SECS
+from squall.multilang.settings import CONVERSE_SECS, HEARTBEAT_SECS, SPIN_PROBE, SPIN_SECS, SPIN_TRIES
 from squall.multilang.shell_component import TICK_KEY, ShellComponentMixin
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Tuple
 
@@ -71,8 +71,9 @@ class ShellBolt(ShellComponentMixin, Bolt):
         self.ids = itertools.count(1)
         self.failed_while_down = 0
         self.converse_until = 0.0  # while the child may write again soon (it was just answered)
-        self.poll_until = 0.0      # till then its stdout is polled between the thread's turns
-        self.polling = False       # a self-wake is queued: the conversation goes on next turn
+        self.polling = False       # the conversation goes on at the next wake (the reader stands aside)
+        self.wake_queued = False   # a wake of this bolt is queued on its executor
+        self.spin_misses = 0       # waits since a spin last found the child's output (_await)
         now = _monotonic()
         self.hb_sent: float | None = None
         self.next_hb = now + HEARTBEAT_SECS
@@ -88,7 +89,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         if tup.is_tick():
             if self.forward_ticks:
                 self._send_tick(tup.values)
-            self._service(now)
+            self._service(now, wait=False)
             return
         link = self.link
         if link.state == DOWN and not link.ensure(now):
@@ -110,7 +111,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         except LinkBroken as exc:
             self._broken(now, str(exc))
             return
-        self._service(now)
+        self._service(now, wait=False)
         child = link.child
         if child is not None and (len(self.inputs) >= link.settings.max_inflight
                                   or child.pending_messages > link.settings.max_pending):
@@ -118,7 +119,8 @@ class ShellBolt(ShellComponentMixin, Bolt):
 
     def woken(self) -> None:
         """The child wrote (its reader thread woke the executor): emits, task ids asked for,
-        acks and syncs are handled now."""
+        acks and syncs are handled now; a child mid-tuple is waited for (``_converse``)."""
+        self.wake_queued = False
         self._service(_monotonic())
 
     def _send_tick(self, values: list) -> None:
@@ -153,8 +155,9 @@ class ShellBolt(ShellComponentMixin, Bolt):
                 return
 
     # -- the child's output -----------------------------------------------------------------
-    def _service(self, now: float) -> None:
-        """Read and handle what the child wrote; heartbeats, child ticks and the hang check."""
+    def _service(self, now: float, wait: bool = True) -> None:
+        """Read and handle what the child wrote; heartbeats, child ticks and the hang check.
+        ``wait``: a child mid-tuple may be waited for (``_converse``)."""
         link = self.link
         if link.state == DOWN:
             link.ensure(now)
@@ -162,7 +165,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
         try:
             self.polling = False
             try:
-                now = self._converse(now)
+                now = self._converse(now, wait)
             finally:
                 if link.child is not None and not self.polling:
                     link.child.end_conversation()  # the reader thread takes stdout again
@@ -188,16 +191,19 @@ class ShellBolt(ShellComponentMixin, Bolt):
             self._broken(now, f"{deaf}did not answer the {what} within topology.subprocess.timeout.secs "
                               f"({link.settings.timeout}s)")
 
-    def _converse(self, now: float) -> float:
+    def _converse(self, now: float, wait: bool = True) -> float:
         """Read and handle the child's messages. A child that was just answered task ids
-        (storm.py asks after every emit) writes again soon: for CONVERSE_SECS after each
-        answer its stdout is read on this thread, not through the reader thread's wake.
-        For SPIN_SECS after an answer the bolt polls the pipe and, finding nothing, wakes
-        itself (``polling``), so the executor thread runs its other executors (the bolts
-        downstream, the acker, the spout) while the child thinks, and takes the answer
-        without sleeping; after that (or with no wake attached) it waits on the pipe
-        (``converse``), so an idle thread does not spin. One call lasts at most CONVERSE_SECS
-        (a child that never stops asking does not hold the thread). Returns the time last read."""
+        (storm.py asks after every emit, then waits) is mid-tuple: it writes again soon (its
+        next emit or its ack). For CONVERSE_SECS after each answer the executor thread stays
+        on its stdout: it looks at the pipe for SPIN_SECS (the child's answer often comes
+        before a sleep would end; ``_await``), then waits on it (``converse``, no GIL held), and
+        answers the moment the child writes, not after a reader thread's wake or a turn of
+        the thread's other executors. One call lasts at most CONVERSE_SECS: a child that
+        never stops asking does not hold the thread; with a wake attached the conversation
+        goes on at the thread's next turn (``polling``). ``execute`` does not wait (``wait``
+        false): it leaves the waiting to that wake, once per turn of the thread, so a batch
+        of input tuples does not hold the thread for CONVERSE_SECS each. Returns the time
+        last read."""
         link = self.link
         turn_ends = now + CONVERSE_SECS
         while True:
@@ -215,18 +221,29 @@ class ShellBolt(ShellComponentMixin, Bolt):
                 return now
             if self.answered:
                 self.converse_until = now + CONVERSE_SECS
-                self.poll_until = now + SPIN_SECS
             elif now >= self.converse_until:
                 return now
-            wake = self._wake
-            if wake is not None and (now >= turn_ends or (now < self.poll_until and not child.poll())):
-                self.polling = True
-                wake()  # back at the executor thread's next turn
+            if now >= turn_ends or not wait:
+                if self._wake is not None:
+                    self.polling = True
+                    if not self.wake_queued:
+                        self.wake_queued = True
+                        self._wake()  # back at the executor thread's next turn
                 return now
-            if now >= turn_ends or ((wake is None or now >= self.poll_until)
-                                    and not child.converse(min(self.converse_until, turn_ends) - now)):
+            if not self._await(child, min(self.converse_until, turn_ends) - now):
                 return now
             now = _monotonic()
+
+    def _await(self, child: Any, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the child's next output: looking for SPIN_SECS first
+        while that has found it lately; a child slower than that (real work per emit) is
+        looked for once in SPIN_PROBE waits, so it costs no spinning. True if it wrote."""
+        misses = self.spin_misses
+        if (misses < SPIN_TRIES or misses % SPIN_PROBE == 0) and child.spin(SPIN_SECS):
+            self.spin_misses = 0
+            return True
+        self.spin_misses = misses + 1
+        return bool(child.converse(timeout))
 
     def _salvage(self, now: float) -> None:
         """Apply what the child said before it broke (its acks spare those tuples a replay)."""

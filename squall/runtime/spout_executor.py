@@ -12,6 +12,7 @@ from squall.runtime.acker import SpoutBook
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
+from squall.runtime.spout_pacing import SpoutPacing
 from squall.runtime.stats import ExecutorStats, Latency
 from squall.runtime.wrapping import SpoutWrapper, StatsSections
 
@@ -41,12 +42,13 @@ def turn_limit(batch: int, max_pending: int | None) -> int:
 class SpoutTask:
     """One task of a spout executor: its spout, collector and reliability bookkeeping;
     for a wrapping spout, the wrapper (which takes the task's input) and the spout it
-    wraps (whose ``next_tuple`` the executor calls while the wrapper allows)."""
+    wraps (whose ``next_tuple`` the executor calls while the wrapper allows); and when
+    its ``next_tuple`` may be called again (``pace``)."""
 
-    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter")
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace")
 
-    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook) -> None:
-        self.spout, self.coll, self.book, self.pending = spout, coll, book, book.pending
+    def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook, pace: SpoutPacing) -> None:
+        self.spout, self.coll, self.book, self.pending, self.pace = spout, coll, book, book.pending, pace
         self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
         self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
 
@@ -57,6 +59,7 @@ class SpoutExecutor(Executor):
     def setup(self) -> None:
         self.latencies: deque[float] = deque(maxlen=20000)  # recent complete latencies, sampled per ack batch
         self.tasks: dict[int, SpoutTask] = {}
+        idle_wait = float(self.conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
         for task in self.task_ids:
             spout: Any = self.spec.runnable()
             book = SpoutBook(self.latencies)
@@ -66,7 +69,7 @@ class SpoutExecutor(Executor):
                 spout.attach(self.system_collector(task), book)
             self.attach_wake(task, spout)
             spout.open(self.conf, self.context(task), coll)
-            self.tasks[task] = SpoutTask(spout, coll, book)
+            self.tasks[task] = SpoutTask(spout, coll, book, SpoutPacing(idle_wait))
             if isinstance(spout, StatsSections):
                 self.reporting.append(spout)
         self.complete_latency = Histogram(COMPLETE_BOUNDS)
@@ -77,7 +80,7 @@ class SpoutExecutor(Executor):
         # within the turn that emitted them: nothing is in flight between turns to bound.
         self.batch = turn_limit(int(conf["topology.spout.batch.size"]),
                                 None if self.outbox.ledger is not None else self.max_pending)
-        self.idle_wait = float(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
+        self.idle_wait = idle_wait
         self.flush_interval = float(conf["topology.batch.flush.interval.millis"]) / 1000.0
         self.timeout = float(conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
@@ -115,22 +118,16 @@ class SpoutExecutor(Executor):
 
     def step(self, now: float) -> float:
         link, tasks = self.link, self.tasks
+        for t in tasks.values():
+            t.coll.now = now  # also for what a spout emits from ack or fail
         for task, tuples in self.queue.get_all():
             self._acks(task, tuples, now)
         if link.active != self.active:
             self._set_active(link.active)
         wait = IDLE
         if self.active:
-            if link.overloaded():
-                wait = self.idle_wait  # backpressure: hold emits until the queues drain
-            else:
-                # Capped by max pending: acks wake it. Ran dry (a call emitted nothing):
-                # the wait strategy, as when it emits nothing at all. Else at once.
-                capped, dry = self._emit(now)
-                wait = IDLE if capped else self.idle_wait if dry else 0.0
-        due = self.outbox.flush_due(_monotonic())
-        if due < wait:
-            wait = due
+            # Backpressure: hold emits until the queues drain.
+            wait = self.idle_wait if link.overloaded() else self._emit(now)
         for task, t in tasks.items():
             coll = t.coll
             if coll.immediate_acks:
@@ -143,7 +140,9 @@ class SpoutExecutor(Executor):
                 self.next_expiry = now + 0.1
                 self._expire(now)
             wait = min(wait, self.next_expiry - now)
-        return wait
+        # Last, so that what the spout emitted from ack or fail goes in this turn too.
+        due = self.outbox.flush_due(_monotonic())
+        return due if due < wait else wait
 
     def _expire(self, now: float) -> None:
         """Fail the tuples pending longer than the message timeout."""
@@ -154,18 +153,28 @@ class SpoutExecutor(Executor):
                 for msg_id in expired:
                     self._call(task, t.spout.fail, msg_id)
 
-    def _emit(self, now: float) -> tuple[bool, bool]:
-        """Call next_tuple in chunks, for at most ``flush_interval`` (real time; 0: no
-        limit); (whether max pending stopped it, whether a spout ran dry)."""
-        max_pending, batch = self.max_pending, self.batch
+    def _emit(self, now: float) -> float:
+        """Call the next_tuple of each task that may be asked now (``SpoutPacing``) in
+        chunks, for at most ``flush_interval`` (real time; 0: no limit); how long until a
+        task may be asked again: at once when none ran dry or was capped; its wait
+        strategy's time when one ran dry; IDLE when capped by max pending (acks wake it)."""
+        max_pending, batch, idle_wait = self.max_pending, self.batch, self.idle_wait
         deadline = _monotonic() + self.flush_interval if self.flush_interval > 0.0 else _NO_DEADLINE
-        capped = dry = False
+        wait = IDLE
         for task, t in self.tasks.items():
             if t.wrapper is not None and not t.wrapper.may_emit():
-                dry = True  # its wrapper holds its emits (a checkpoint is under way)
+                # Its wrapper holds its emits (a checkpoint is under way); what releases
+                # them arrives as input and wakes the thread.
+                if idle_wait < wait:
+                    wait = idle_wait
+                continue
+            held = t.pace.held(now, _monotonic())
+            if held > 0.0:  # ran dry less than its wait strategy's time ago
+                if held < wait:
+                    wait = held
                 continue
             coll, pending = t.coll, t.pending
-            coll.now = now
+            capped = dry = False
             routes = coll._routes.values()
             before = sum(r.emitted for r in routes)
             next_tuple = t.emitter.next_tuple
@@ -196,7 +205,15 @@ class SpoutExecutor(Executor):
                 if _monotonic() > deadline:
                     break  # time to flush
                 before = after
-        return capped, dry
+            if dry:
+                t.pace.turn_ended(self.clock.monotonic(), _monotonic(), True)
+                if idle_wait < wait:
+                    wait = idle_wait
+            else:
+                t.pace.turn_ended(now, 0.0, False)
+                if not capped:
+                    wait = 0.0
+        return wait
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:

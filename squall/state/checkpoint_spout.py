@@ -7,9 +7,12 @@ squall.state.protocol). Its own record (txid, phase, epoch) is saved in the stat
 before each barrier that depends on it is sent.
 
 It runs in an ordinary spout executor, configured to call ``next_tuple`` once per turn
-and to idle 100 ms when there is nothing to send (it sends one barrier at a time); its
-tuples time out after ``topology.state.checkpoint.timeout.secs`` when that is set
-(squall.model.checkpoint_edges).
+and to idle 100 ms when there is nothing to send (it sends one barrier at a time): a
+``next_tuple`` that sent nothing is not called again for 100 ms, whatever wakes the
+executor (squall.runtime.spout_pacing). So the barrier that follows a completed or failed
+one (COMMIT after PREPARE, the first PREPARE after INIT, ROLLBACK after a failure) is sent
+from ``ack``/``fail`` at once, not from the next ``next_tuple``. Its tuples time out after
+``topology.state.checkpoint.timeout.secs`` when that is set (squall.model.checkpoint_edges).
 """
 from __future__ import annotations
 
@@ -75,12 +78,12 @@ class CheckpointSpout(StatsSections, Spout):
 
     def ack(self, msg_id):
         record = self.coordinator.acked(msg_id)
-        if record is None:
-            return
-        if not self.coordinator.durable(record) or self._save(record):
-            self.coordinator.saved(record)
-        else:
-            self.coordinator.unsaved()
+        if record is not None:
+            if not self.coordinator.durable(record) or self._save(record):
+                self.coordinator.saved(record)
+            else:
+                self.coordinator.unsaved()
+        self.next_tuple()  # what follows at once: COMMIT after PREPARE, PREPARE after INIT if due
 
     def fail(self, msg_id):
         ours = msg_id == self.coordinator.in_flight
@@ -90,6 +93,7 @@ class CheckpointSpout(StatsSections, Spout):
             self.log.warning("checkpoint failed; rolling back", txid=msg_id[0], action=msg_id[1],
                              failures=coordinator.failures,
                              retry_in=round(max(0.0, coordinator.retry_at - self.clock.monotonic()), 1))
+            self.next_tuple()  # the first ROLLBACK goes at once (later ones back off)
 
     def close(self):
         self.store.close()

@@ -1,5 +1,5 @@
-"""The Spark tier: one local SparkSession for the run, and the run's ZooKeeper for the test
-that compares a standalone Spark cluster with a squall cluster."""
+"""The Spark tier: one local SparkSession for the run, Spark's JVMs set for small jobs, and
+the run's ZooKeeper for the test that compares a standalone Spark cluster with a squall cluster."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,28 @@ from typing import Any
 
 import pytest
 
+from support import spark_jvm
 from support.servers import zk_server  # noqa: F401 (fixture of this tier)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _small_job_jvms() -> Iterator[None]:
+    """Every Spark JVM the tier starts, set for small jobs (support/spark_jvm.py)."""
+    saved = {k: os.environ.get(k) for k in spark_jvm.ENV}
+    for k in spark_jvm.ENV:
+        os.environ[k] = f"{spark_jvm.SMALL_JOB_JVM} {saved[k] or ''}".strip()
+    try:
+        yield
+    finally:
+        _restore(saved)
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +54,4 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _restore(saved)

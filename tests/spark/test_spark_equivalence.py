@@ -31,6 +31,7 @@ from squall.loader import load_module  # noqa: E402
 from squall.local import LocalCluster  # noqa: E402
 from squall.testing.components import recorded  # noqa: E402
 from support.paths import SPARK_TOPOLOGIES
+from support.spark_jvm import SMALL_JOB_JVM
 
 pytestmark = pytest.mark.spark
 
@@ -298,6 +299,7 @@ def test_spark_run_on_a_standalone_cluster_ships_the_code_and_agrees_with_local_
             "--input", f"users={us}", "--exclude", "record", "--output", str(out), "--output-format", "jsonl",
             "--master", spark_standalone.url, "--spark-conf", "spark.ui.enabled=false",
             "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.cores.max=2",
+            "--spark-conf", f"spark.executor.extraJavaOptions={SMALL_JOB_JVM}",
             "--log-format", "json"]
     for sink in messy.SINKS:
         args += ["--sink", sink]

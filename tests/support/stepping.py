@@ -33,8 +33,11 @@ class SteppedWorker:
         self.name = f"{name}-{next(_ids)}"
         # Interval 0: a spout's turn ends when it has nothing more to emit or its batch is
         # full, never because the machine was slow (the flush deadline is real time), and
-        # what it emitted is sent at the end of its turn: steps are the same on a loaded machine.
-        settled = {"topology.batch.flush.interval.millis": 0, **(conf or {})}
+        # what it emitted is sent at the end of its turn; a spout that ran dry is asked again
+        # at the next turn (wait strategy time 0; squall.runtime.spout_pacing holds it on the
+        # worker's clock, which moves only by ``advance``): steps are the same on a loaded machine.
+        settled = {"topology.batch.flush.interval.millis": 0, "topology.sleep.spout.wait.strategy.time.ms": 0,
+                   **(conf or {})}
         self.conf = _config.build_config({**settled, "topology.name": self.name},
                                          {"squall.messaging.transport": "local"})
         system = system_topology(topology, self.conf)

@@ -313,8 +313,11 @@ class Lifecycle(Spout):
         Recorder.add(self.key, "activate")
 
     def deactivate(self):
+        # next_tuple runs on this thread: the last n. Recorded before "deactivate", which the
+        # test waits for before it reads this (after it, a descheduled spout thread left the
+        # test nothing to read).
+        Recorder.add(self.key + ".emitted", self.n)
         Recorder.add(self.key, "deactivate")
-        Recorder.add(self.key + ".emitted", self.n)  # next_tuple runs on this thread: the last n
 
     def next_tuple(self):
         self.n += 1

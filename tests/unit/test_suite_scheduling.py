@@ -27,3 +27,10 @@ def test_one_long_test_goes_before_a_file_of_many_short_ones():
     assert order(nodeids) == [SPARK, "tests/cluster/test_docker_compose.py",
                               *[f"tests/cluster/test_docs.py::test_page_runs[p{i}]" for i in range(4)],
                               "tests/cluster/test_rotating_log_capture.py", "tests/unit/test_config.py"]
+
+
+def test_a_long_docs_page_goes_before_the_other_pages_of_its_file():
+    pages = [f"tests/spark/test_docs_spark.py::test_page_runs[{p}]" for p in ("docs/guide/backfill.md",
+                                                                            "docs/internals.md")]
+    cost = costs({page: 1 for page in pages})
+    assert cost[pages[0]] > 2 * cost[pages[1]], cost

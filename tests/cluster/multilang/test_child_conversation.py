@@ -1,13 +1,17 @@
 """A shell child's stdout read by the executor itself while they converse (issue 31, point 3),
-waiting on the pipe (converse) or polling it between the executor thread's turns (poll):
+waiting on the pipe (converse) or looking at it (poll):
 every answer costs one wake-up, and handing the pipe between the reader thread and the
 executor loses or reorders nothing."""
+import os
 import sys
+import threading
 import time
 
+import pytest
 import structlog
 
 from squall.multilang.child import ChildGone, ChildProcess
+from squall.runtime.affinity import pin_thread
 
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
 # Writes 0..N-1, one line each, in small bursts with pauses: the pipe changes hands mid-stream.
@@ -18,6 +22,42 @@ COUNTER = ("import sys, time\nfor i in range(3000):\n    sys.stdout.write(f'{i}\
 def child(script, wakes):
     return ChildProcess([sys.executable, "-c", script], None, {"PATH": "/usr/bin:/bin"},
                         structlog.get_logger("test"), 100, wake=lambda: wakes.append(1))
+
+
+def test_a_child_started_by_a_pinned_executor_thread_runs_on_the_workers_cpus():
+    """A worker pins its executor threads to one CPU (worker.pin.cpu); a child started there
+    would inherit that pin and share the CPU with the thread that answers it, so each of
+    storm.py's round trips is two context switches on one core while the other idles."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to pin away from")
+    started, done = {}, threading.Event()
+
+    def executor_thread():  # lives as long as the child (setpriv's parent-death signal)
+        pin_thread(min(cpus))
+        started["child"] = child(ECHO, [])
+        done.wait(30)
+
+    t = threading.Thread(target=executor_thread)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "child" not in started:
+            assert time.monotonic() < deadline, "the child did not start"
+            time.sleep(0.01)
+        c = started["child"]
+        assert os.sched_getaffinity(c.pid) == os.sched_getaffinity(os.getpid()) == cpus
+        c.write(b"alive\n")  # and it still talks
+        got = b""
+        while got != b"alive\n":
+            assert time.monotonic() < deadline, f"no echo from the child, got {got!r}"
+            c.converse(1.0)
+            got += c.read()
+    finally:
+        if "child" in started:
+            started["child"].kill()
+        done.set()
+        t.join(10)
 
 
 def test_a_child_in_conversation_is_read_by_the_executor_not_through_the_reader():

@@ -216,3 +216,27 @@ def test_a_tuple_that_fails_after_its_spout_prepared_fails_that_prepare():
         assert state == {"k0": 5, "k1": 5}
         assert record.recoveries >= 2  # the PREPARE failed and everyone rolled back
         assert committed_component(MEMORY, w.name, "rows", 1, record.restore_point())[0] == {"position": 10}
+
+
+def test_the_barrier_that_follows_an_ack_goes_while_next_tuple_is_held():
+    """The checkpoint spout's next_tuple, having sent nothing, is held 100 ms
+    (squall.runtime.spout_pacing); the PREPARE that follows INIT's ack and the COMMIT that
+    follows PREPARE's go from ``ack`` in the turn the ack arrives, the clock standing still."""
+    name = unique_name("prompt")
+    with SteppedWorker(counting_topology(name, [["a"]]), CONF, name=name) as w:
+        spout = w.executor(CHECKPOINT)
+        coordinator = next(iter(spout.tasks.values())).spout.coordinator
+        rest = [e for e in w.executors if e is not spout]
+        now = w.clock.monotonic()
+        for action in ("init", "prepare", "commit"):
+            if action == "init":
+                spout.step(now)  # sends INIT
+            sent = coordinator.in_flight
+            assert sent is not None and sent[1] == action, f"{action} not sent (in flight: {sent})"
+            assert 0.0 < spout.step(now) <= 0.1  # next_tuple sends nothing: held (100 ms) from then on
+            while not len(spout.queue):  # the tree goes round; its ack waits in the spout's queue
+                for e in rest:
+                    e.step(now)
+            spout.step(now)  # the ack: what follows goes at once (after COMMIT, nothing is due)
+        assert coordinator.in_flight is None and coordinator.record.phase == "committed"
+        assert coordinator.record.txid == 1
