@@ -29,7 +29,7 @@ OTHER = "other (timers, metrics, logging, stdlib)"
 RULES: list[tuple[str, str, tuple[str, ...] | None]] = [
     ("acker ledger", "runtime/acker.py", None),
     ("acker ledger", "runtime/collectors.py",
-     ("BoltCollector.ack", "BoltCollector.fail", "Outbox.zeroed", "Outbox.fail", "Outbox.acker_of",
+     ("BoltCollector.ack", "BoltCollector.fail", "Outbox.fold", "Outbox.fail", "Outbox.acker_of",
       "SpoutCollector._unused_root")),
     ("acker ledger", "runtime/spout_executor.py",
      ("SpoutExecutor._acks", "SpoutExecutor._expire", "SpoutExecutor._call")),

@@ -1,24 +1,34 @@
 # Cython declarations for acker.py (pure-Python mode; see collectors.pxd).
 cimport cython
 
+from squall.runtime.root_table cimport RootTable
+
 cdef unsigned long long _MASK64, _GOLDEN, _MIX1, _MIX2, _state
 
 @cython.locals(z=cython.ulonglong)
 cpdef unsigned long long next_id()
 
 
+cdef int _TASK_SHIFT
+
+
 cdef class AckerLedger:
-    cdef public dict entries
+    cdef public RootTable table
     cdef public dict done
     cdef public dict failed
     cdef public dict reasons
+    cdef public Py_ssize_t refused
     cdef public set _seen
     cdef public set _older
+    cdef long long _task
+    cdef list _roots
 
-    cpdef bint xor(self, root, x)
-    @cython.locals(d=list)
+    @cython.locals(r=int)
+    cpdef bint xor(self, root, unsigned long long x) except -1
+    @cython.locals(d=list, r="unsigned long long", task="long long")
     cpdef complete(self, root)
-    @cython.locals(entries=dict)
+    cpdef refuse(self, root)
+    @cython.locals(table=RootTable, r=int, x="unsigned long long")
     cpdef apply(self, dict vals)
     cpdef fail(self, root, reason=*)
 

@@ -13,6 +13,8 @@ import random
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from typing import Any
 
+from squall.runtime.root_table import MAX_LIMIT, RootTable
+
 # A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
 # spout task above 44 random bits, so the acker needs no record of which spout to tell,
 # and the low bits that dicts hash on are random. A spout task never has two pending
@@ -91,61 +93,91 @@ def next_id() -> int:
     return z ^ (z >> 31)
 
 
+# The ledger's bound when nothing tighter is known (no ``topology.max.spout.pending``): 4 Mi
+# trees in flight, 128 MiB of table at most. A tree that would not fit fails at once
+# (``refused``): its spout replays it, and the acker reports how many.
+DEFAULT_LEDGER_LIMIT = 1 << 22
+_TASK_SHIFT = ROOT_RANDOM_BITS
+
+
+def ledger_limit(max_pending: int | None, spout_tasks: int) -> int:
+    """The trees an acker may track: twice what the topology's spouts may have pending (an
+    ack that overtakes its init holds an entry too), or DEFAULT_LEDGER_LIMIT without a cap."""
+    if not max_pending or max_pending <= 0:
+        return DEFAULT_LEDGER_LIMIT
+    return max(1024, min(MAX_LIMIT, 2 * max_pending * max(1, spout_tasks)))
+
+
 class AckerLedger:
     """root id -> XOR of the edge ids seen so far, from the spout's init and the bolts'
-    acks alike (order does not matter). An entry returns to zero exactly when every edge
-    is acked: the tree is complete and its spout task, named by the root, is told.
-    Completed and failed roots collect in ``done`` and ``failed`` (spout task -> roots)
-    until ``take`` hands them on; ``reasons`` holds why, for the failed roots that came
-    with one (a tuple of the tree could not be delivered)."""
+    acks alike (order does not matter), in a RootTable of C integers where compiled. An
+    entry returns to zero exactly when every edge is acked: the tree is complete and its
+    spout task, named by the root, is told. Completed and failed roots collect in ``done``
+    and ``failed`` (spout task -> roots) until ``take`` hands them on; ``reasons`` holds
+    why, for the failed roots that came with one (a tuple of the tree could not be
+    delivered). At most ``limit`` trees are tracked: a new one beyond that fails at once
+    and counts in ``refused``."""
 
-    __slots__ = ("entries", "done", "failed", "reasons", "_seen", "_older")
+    __slots__ = ("table", "done", "failed", "reasons", "refused", "_seen", "_older", "_task", "_roots")
 
-    def __init__(self) -> None:
-        self.entries: dict[int, int] = {}
+    def __init__(self, limit: int = DEFAULT_LEDGER_LIMIT) -> None:
+        self.table = RootTable(limit)
         self.done: dict[int, list[int]] = {}
         self.failed: dict[int, list[int]] = {}
         self.reasons: dict[int, str] = {}
+        self.refused = 0
         self._seen: set[int] = set()
         self._older: set[int] = set()
+        self._task = -1      # the spout task of the last completed root, and its list in done:
+        self._roots: list[int] = []  # one spout's trees complete in runs, so no dict lookup
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.table)
 
     def xor(self, root: int, x: int) -> bool:
-        """Apply an init or ack; True if it completed the tree."""
-        v = self.entries.get(root, 0) ^ x
-        if v:
-            self.entries[root] = v
+        """Apply an init or ack (``root`` and ``x`` 64-bit unsigned); True if it completed the tree."""
+        r = self.table.fold(root, x)
+        if r == 1:
             return False
-        self.complete(root)
-        return True
+        if r == 0:
+            self.complete(root)
+            return True
+        self.refuse(root)
+        return False
 
     def complete(self, root: int) -> None:
-        """The entry of ``root`` reached zero (used by emitters that share the ledger)."""
-        self.entries.pop(root, None)
-        task = root >> ROOT_RANDOM_BITS
+        """The entry of ``root`` reached zero (and left the table)."""
+        r = root
+        task = r >> _TASK_SHIFT
+        if task == self._task:
+            self._roots.append(root)
+            return
         d = self.done.get(task)
         if d is None:
-            self.done[task] = [root]
-        else:
-            d.append(root)
+            d = self.done[task] = []
+        d.append(root)
+        self._task, self._roots = task, d
+
+    def refuse(self, root: int) -> None:
+        """A new tree that does not fit under the limit: it fails at once (its spout replays it)."""
+        self.refused += 1
+        self.failed.setdefault(root >> ROOT_RANDOM_BITS, []).append(root)
 
     def apply(self, vals: dict[int, int]) -> None:
         """Batch form of ``xor``: {root: XOR of edge ids} folded by one emitter."""
-        entries = self.entries
+        table = self.table
         for root, x in vals.items():
             if not x:
                 continue  # a fold that cancelled out inside one executor: no news
-            v = entries.get(root, 0) ^ x
-            if v:
-                entries[root] = v
-            else:
+            r = table.fold(root, x)
+            if r == 0:
                 self.complete(root)
+            elif r != 1:
+                self.refuse(root)
 
     def fail(self, root: int, reason: str | None = None) -> None:
         """Forget the tree and tell its spout task (why, when ``reason`` says)."""
-        self.entries.pop(root, None)
+        self.table.discard(root)
         self.failed.setdefault(root >> ROOT_RANDOM_BITS, []).append(root)
         if reason is not None:
             self.reasons[root] = reason
@@ -161,16 +193,17 @@ class AckerLedger:
         """(completed, failed) roots by spout task since the last take."""
         done, failed = self.done, self.failed
         self.done, self.failed = {}, {}
+        self._task = -1
         return done, failed
 
     def expire(self) -> list[int]:
         """Call once per message timeout: drops entries that were already there two calls
         ago (their spouts have timed them out). Returns the dropped roots."""
-        entries = self.entries
-        dead = [root for root in self._older if root in entries]
+        table = self.table
+        dead = [root for root in self._older if root in table]
         for root in dead:
-            del entries[root]
-        self._older, self._seen = self._seen, set(entries)
+            table.discard(root)
+        self._older, self._seen = self._seen, set(table.roots())
         return dead
 
 

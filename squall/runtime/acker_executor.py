@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from squall.model import ACK_ACK, ACK_FAIL
 from squall.runtime import drops
-from squall.runtime.acker import AckerLedger
+from squall.runtime.acker import AckerLedger, ledger_limit
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.link import WorkerLink
 from squall.runtime.stats import ExecutorStats
@@ -24,6 +24,9 @@ class AckerExecutor(Executor):
     def setup(self) -> None:
         topo = self.topology
         self.spout_tasks = frozenset(t for spec in topo.system.spouts() for t in topo.component_to_tasks[spec.id])
+        # The ledger's bound (it was made, and maybe fused, before the conf was known).
+        self.ledger.table.limit = ledger_limit(self.conf.get("topology.max.spout.pending"), len(self.spout_tasks))
+        self.refused = 0
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         # Timeouts off means off everywhere: spouts wait for every tree, so the acker keeps it.
         self.expires = bool(self.conf["topology.enable.message.timeouts"])
@@ -44,6 +47,8 @@ class AckerExecutor(Executor):
                         else:  # [root, reason]: a tuple of the tree could not be delivered
                             ledger.fail(entry[0], entry[1])
         done, failed = ledger.take()
+        if ledger.refused != self.refused:
+            self._full(ledger.refused - self.refused)
         deliver, spouts = self.link.deliver, self.spout_tasks
         finished = 0
         for spout, roots in done.items():
@@ -67,6 +72,13 @@ class AckerExecutor(Executor):
             self.next_expiry = now + self.timeout
             ledger.expire()
         return IDLE
+
+    def _full(self, n: int) -> None:
+        """New trees the ledger had no room for: they failed at once (their spouts replay them)."""
+        self.refused += n
+        self.link.drop(drops.LEDGER_FULL, n, self.executor_id,
+                       error=f"acker ledger full ({self.ledger.table.limit} trees in flight): {n} new tuple "
+                             f"trees failed at once; raise topology.max.spout.pending's bound or add ackers")
 
     def _no_spout(self, task: int, roots: list[int]) -> None:
         """Roots whose low bits name no spout task: only forged ack traffic makes these."""

@@ -29,7 +29,8 @@ cdef class Outbox:
     cpdef list buffer(self, task)
     @cython.locals(b=list)
     cpdef full(self, task)
-    cpdef zeroed(self, root)
+    @cython.locals(acks=dict)
+    cpdef fold(self, root, x)
     cpdef fail(self, root)
     @cython.locals(b=list)
     cpdef bint consumer_idle(self)
@@ -77,7 +78,7 @@ cdef class SpoutCollector(_Collector):
     cdef public object now  # set once per turn and stored in each pending entry as is (a C double would box a float per tuple)
     cdef public list immediate_acks
 
-    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger)
     cpdef emit(self, values, stream=*, msg_id=*)
     @cython.locals(route=Route)
     cpdef _send(self, Route route, values, targets, msg_id)
@@ -93,6 +94,7 @@ cdef class BoltCollector(_Collector):
     cpdef emit(self, values, stream=*, anchors=*)
     @cython.locals(ids=dict)
     cpdef _anchored(self, Route route, values, targets, anchors)
-    @cython.locals(acks=dict, outbox=Outbox, tree=TreeTuple)
+    @cython.locals(acks=dict, outbox=Outbox, tree=TreeTuple, ledger=AckerLedger, edge="unsigned long long",
+                   extra="unsigned long long")
     cpdef ack(self, tup)
     cpdef fail(self, tup)

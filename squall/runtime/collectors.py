@@ -53,9 +53,10 @@ class Outbox:
 
     ``acks`` folds the spout's inits and the bolts' acks by root (XOR) until the flush
     sends them to the ackers. When the topology's only acker runs on this executor's
-    thread, the outbox is ``fuse``d to its ledger: ``acks`` is then the ledger itself and
-    no ack message is sent at all. Other ackers on this thread are ``near``: a flush hands
-    them their share by a call to their ledger instead of a message.
+    thread, the outbox is ``fuse``d to its ledger: inits and acks go into the ledger's
+    table of C integers at once (``fold``) and no ack message is sent at all. Other
+    ackers on this thread are ``near``: a flush hands them their share by a call to their
+    ledger instead of a message.
     """
 
     __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
@@ -79,7 +80,6 @@ class Outbox:
 
     def fuse(self, ledger: AckerLedger) -> None:
         self.ledger = ledger
-        self.acks = ledger.entries
 
     def attach(self, task: int, ledger: AckerLedger) -> None:
         """Acker ``task`` runs on this executor's thread: its share goes straight to ``ledger``."""
@@ -100,12 +100,16 @@ class Outbox:
     def acker_of(self, root: int) -> int:
         return self.ackers[root % len(self.ackers)]
 
-    def zeroed(self, root: int) -> None:
-        """A root's XOR in ``acks`` reached zero."""
-        if self.ledger is not None:
-            self.ledger.complete(root)  # the tree is complete
+    def fold(self, root: int, x: int) -> None:
+        """XOR ``x`` into the acker traffic of ``root``: into the ledger when fused, else
+        into ``acks`` for the next flush (a fold that reaches zero stays, as a zero: only
+        the acker knows whether the tree is complete)."""
+        ledger = self.ledger
+        if ledger is not None:
+            ledger.xor(root, x)
         else:
-            self.acks[root] = 0  # this executor's edges cancelled out; only the acker knows more
+            acks = self.acks
+            acks[root] = acks.get(root, 0) ^ x
 
     def fail(self, root: int) -> None:
         if self.ledger is not None:
@@ -354,7 +358,11 @@ class SpoutCollector(_Collector):
         buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
-        self._outbox.acks[root] = edge  # the init: a new root, so nothing to fold
+        ledger = self._outbox.ledger
+        if ledger is None:
+            self._outbox.acks[root] = edge  # the init: a new root, so nothing to fold
+        else:
+            ledger.xor(root, edge)
         return route.fixed
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -389,7 +397,7 @@ class SpoutCollector(_Collector):
             ack_val ^= edge
             self._put(t, anchored_tuple(values, src, {root: edge}))
         self._pending[root] = (msg_id, self.now)
-        self._outbox.acks[root] = ack_val
+        self._outbox.fold(root, ack_val)
 
 
 class BoltCollector(_Collector):
@@ -485,22 +493,21 @@ class BoltCollector(_Collector):
         if self._acking:
             if type(tup) is TreeTuple:
                 tree = tup  # one tree (the common case)
-                root = tree.root
-                acks = self._outbox.acks
-                v = acks.get(root, 0) ^ tree.edge ^ tree.ack_val
-                if v:
-                    acks[root] = v
+                outbox = self._outbox
+                ledger = outbox.ledger
+                if ledger is not None:  # C integers from here on (compiled): no int objects
+                    edge = tree.edge
+                    extra = tree.ack_val
+                    ledger.xor(tree.root, edge ^ extra)
                 else:
-                    self._outbox.zeroed(root)
+                    root = tree.root
+                    acks = outbox.acks
+                    acks[root] = acks.get(root, 0) ^ tree.edge ^ tree.ack_val
             elif tup.roots:
                 outbox = self._outbox
                 extra = tup.ack_val
                 for root, edge in tup.roots.items():
-                    v = outbox.acks.get(root, 0) ^ edge ^ extra
-                    if v:
-                        outbox.acks[root] = v
-                    else:
-                        outbox.zeroed(root)
+                    outbox.fold(root, edge ^ extra)
 
     def fail(self, tup: Tuple) -> None:
         """Fail the trees this input belongs to: their spouts' ``fail`` runs soon."""

@@ -19,10 +19,11 @@ BAD_PAYLOAD = "bad_payload"        # a tuple payload that does not decode to a l
 BAD_GROUP = "bad_group"            # a group of the wrong shape, or tuples of the wrong arity
 UNKNOWN_SOURCE = "unknown_source"  # a group from a task or stream the topology does not have
 NOT_SUBSCRIBED = "not_subscribed"  # a stream the target task does not subscribe to
-BAD_IDS = "bad_ids"                # message ids that are not a map of 64-bit ints
+BAD_IDS = "bad_ids"                # message ids that are not a map of 64-bit unsigned ints
 ACKER_STREAM = "acker_stream"      # acker traffic from a task that may not send it, or malformed
 BAD_CONTROL = "bad_control"        # a control frame with a body of the wrong shape
 INTERNAL_ERROR = "internal_error"  # a payload that made decoding fail unexpectedly (a bug of ours)
+LEDGER_FULL = "ledger_full"        # a new tuple tree the acker's bounded ledger had no room for: it fails
 UNDECODABLE_VALUE = "undecodable_value"  # a tuple whose value did not decode (a deserializer raised): it fails
 
 LOG_EVERY_SECS = 10.0

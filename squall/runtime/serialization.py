@@ -33,8 +33,14 @@ if not cython.compiled:  # a constant in the compiled build, which cimports it (
 __all__ = ["SerializationError", "TupleSerializer"]
 
 
+def _is_id(v: Any) -> bool:
+    """Is ``v`` a 64-bit unsigned int (a root, an edge id, an XOR)? Checked before the acker
+    ledger's C integers meet it (msgpack decodes negative ints too)."""
+    return type(v) is int and 0 <= v <= 0xFFFFFFFFFFFFFFFF
+
+
 def _check_acker_values(shape: str, values: list) -> None:
-    """Every tuple of an acker-stream group holds one batch of 64-bit ints of ``shape``
+    """Every tuple of an acker-stream group holds one batch of 64-bit unsigned ints of ``shape``
     (squall.runtime.admission; fails: a root may come with its reason, ``[root, text]``, the
     text of bounded length). Plain loops, which the compiled build turns into C: an ack
     message carries a root per tree of a whole batch, and every root is checked by the
@@ -48,27 +54,28 @@ def _check_acker_values(shape: str, values: list) -> None:
                 ok = False
             else:
                 for r, x in batch.items():
-                    if type(r) is not int or type(x) is not int:
+                    if not _is_id(r) or not _is_id(x):
                         ok = False
                         break
         elif type(batch) is not list:
             ok = False
         elif shape == ROOTS:
             for r in batch:
-                if type(r) is not int:
+                if not _is_id(r):
                     ok = False
                     break
         else:
             for r in batch:
-                if type(r) is not int and not _reasoned(r):
+                if not _is_id(r) and not _reasoned(r):
                     ok = False
                     break
         if not ok:
-            raise GroupRejected(drops.ACKER_STREAM, f"acker batch is not {shape} of ints: {batch!r:.60}")
+            raise GroupRejected(drops.ACKER_STREAM,
+                                f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
 
 
 def _reasoned(entry: Any) -> bool:
-    return (type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is str
+    return (type(entry) is list and len(entry) == 2 and _is_id(entry[0]) and type(entry[1]) is str
             and len(entry[1]) <= MAX_REASON_CHARS)
 
 
@@ -222,9 +229,8 @@ class TupleSerializer:
                 if type(i) is dict and len(i) == 1:  # one tree: the common case first
                     root, = i
                     edge = i[root]
-                    # Not chained: Cython 3.3 miscompiles `a is b is c`.
-                    if type(root) is not int or type(edge) is not int:
-                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    if not _is_id(root) or not _is_id(edge):
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(TreeTuple)
                     t.root = root
                     t.edge = edge
@@ -234,8 +240,8 @@ class TupleSerializer:
                         raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.40} is not a map")
                     t = _new(Tuple)
                 else:
-                    if type(i) is not dict or not all(type(r) is int and type(e) is int for r, e in i.items()):
-                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of ints")
+                    if type(i) is not dict or not all(_is_id(r) and _is_id(e) for r, e in i.items()):
+                        raise GroupRejected(drops.BAD_IDS, f"message id {i!r:.60} is not a map of 64-bit unsigned ints")
                     t = _new(MultiTreeTuple)
                     t.roots = i
                     t.ack_val = 0

@@ -193,3 +193,24 @@ def test_next_id_gives_distinct_64_bit_ids_with_every_bit_varying():
     assert len(set(ids)) == len(ids) and all(0 <= i < 1 << 64 for i in ids)
     ones = [sum(i >> b & 1 for i in ids) / len(ids) for b in range(64)]
     assert all(0.45 < share < 0.55 for share in ones), ones
+
+
+def test_an_acker_whose_ledger_is_full_fails_new_trees_and_reports_them():
+    """The ledger's bound reached: the trees already tracked stay, each new one fails at
+    once (its spout is told, and replays it), and the worker counts ``ledger_full``."""
+    b = TopologyBuilder()
+    b.set_spout("src", FixedTupleSpout("full", [[i] for i in range(5)], ["v"]))
+    b.set_bolt("hold", _Holds()).shuffle("src")
+    Recorder.clear("full.failed")
+    worker = SteppedWorker(b.build(), {"topology.acker.executors": 1, "topology.max.spout.pending": 100})
+    acker = worker.executor("__acker")
+    assert acker.ledger.table.limit == 1024  # twice max pending for one spout task, at least 1024
+    acker.ledger.table.limit = 3
+    for _ in range(3):
+        worker.step()
+    assert len(acker.ledger) == 3
+    failed = Recorder.get("full.failed")
+    assert set(failed) == {3, 4}  # each refused, replayed, refused again
+    refused = acker.ledger.refused  # the last turn's refusals reach the spout on its next step
+    assert worker.runtime.drops.by_cause(every=True)["ledger_full"] == refused and len(failed) <= refused
+    assert not worker.errors

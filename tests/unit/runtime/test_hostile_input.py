@@ -58,6 +58,9 @@ HOSTILE_GROUPS = [
     ([SPOUT_TASK, "default", [["x"]], [{1: 2, 3: "4"}]], "bad_ids"),
     ([SPOUT_TASK, "default", [["x"]], [[1, 2]]], "bad_ids"),
     ([SPOUT_TASK, "default", [["x"]], [None, None]], "bad_ids"),
+    ([SPOUT_TASK, "default", [["x"]], [{-1: 2}]], "bad_ids"),              # ids are 64-bit unsigned
+    ([SPOUT_TASK, "default", [["x"]], [{1: -(1 << 63)}]], "bad_ids"),
+    ([SPOUT_TASK, "default", [["x"]], [{1: 2, -3: 4}]], "bad_ids"),         # two trees
     ([SPOUT_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),           # acker stream to a bolt
 ]
 
@@ -85,6 +88,11 @@ def test_a_bad_group_is_dropped_with_its_cause_and_the_rest_delivered(group, cau
     (ACKER_TASK, [ACKER_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),        # acker to acker
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[[1, 2]]], None], "acker_stream"),        # not a map
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: "x"}]], None], "acker_stream"),
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{-1: 2}]], None], "acker_stream"),       # not 64-bit unsigned
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: -2}]], None], "acker_stream"),
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[-1]]], None], "acker_stream"),
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[[[-1, "why"]]]], None], "acker_stream"),
+    (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[[-1]]], None], "acker_stream"),
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{5: 2, True: 3}]], None], "acker_stream"),  # a bool is no root
     (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[{1: 2}], [{3: 4.5}]], None], "acker_stream"),  # bad in a later one
     (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[{1: 2}]], None], "acker_stream"),       # not a list
@@ -115,7 +123,7 @@ def test_real_acker_traffic_is_admitted():
 
 
 def test_without_a_drop_callback_a_bad_group_raises():
-    with pytest.raises(SerializationError, match="not a map of ints"):
+    with pytest.raises(SerializationError, match="not a map of 64-bit unsigned ints"):
         _serializer().loads(_payload([SPOUT_TASK, "default", [["x"]], [{1: 2.5}]]), SINK_TASKS[0])
 
 
@@ -204,6 +212,20 @@ def test_drops_are_counted_per_cause_and_executor_in_stats(zmq_worker):
     assert stats[(3, 3)].dropped["bad_ids"] >= 1
     assert stats[(1, 1)].dropped["acker_stream"] >= 1
     assert rt.transport_stats().dropped["unknown_task"] >= 1
+
+
+def test_ids_outside_64_bits_are_counted_and_the_worker_goes_on(zmq_worker):
+    """A negative root or XOR (msgpack decodes them; the ledger keeps C integers) is refused
+    at decoding: counted per cause and executor, nothing reaches the acker's table or a
+    bolt's ack, and the worker's threads all live on."""
+    rt, push, good_tuple_arrives = zmq_worker
+    before = {s.executor: dict(s.dropped) for s in rt.stats()}
+    push.send(codec.encode_tasks([(SINK_TASKS[1], _payload([SPOUT_TASK, "default", [["x"]], [{-5: 7}]], GOOD))]))
+    push.send(codec.encode_tasks([(ACKER_TASK, _payload([SPOUT_TASK, ACK_ACK, [[{5: -7}]], None]))]))
+    good_tuple_arrives()
+    after = {s.executor: s.dropped for s in rt.stats()}
+    assert after[(3, 3)]["bad_ids"] == before[(3, 3)].get("bad_ids", 0) + 1
+    assert after[(1, 1)]["acker_stream"] == before[(1, 1)].get("acker_stream", 0) + 1
 
 
 # --- callbacks that raise ------------------------------------------------------------
