@@ -92,7 +92,11 @@ def _editable_maps(site_dir: Path) -> dict[str, Path]:
 
 def _walk(root: Path) -> Iterator[tuple[str, int, int]]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # as the copy follows them
-        dirnames.sort()
+        # Byte code is written beside the sources whenever a module is first imported (by the
+        # supervisor itself, by anything run from this environment): it says nothing about what
+        # is installed, and counting it gave a fresh runtime, and pruned older ones that
+        # running workers and their venvs still used, at every such write.
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             try:
@@ -102,7 +106,9 @@ def _walk(root: Path) -> Iterator[tuple[str, int, int]]:
             yield os.path.relpath(path, root), st.st_size, st.st_mtime_ns
 
 
-def _key(base_closed: bool, sources: list[Path]) -> str:
+def install_key(base_closed: bool, sources: list[Path]) -> str:
+    """The runtime's name: a digest of the interpreter and of the sources' files (names,
+    sizes, modification times; byte code left out)."""
     exe = _base_executable()
     st = exe.stat()  # a new interpreter (and so standard library) is a new file
     digest = hashlib.sha256(f"{LAYOUT}\0{exe}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.version}\0{base_closed}".encode())
@@ -193,7 +199,7 @@ def prepare(directory: Path, keep: int = KEEP) -> Path:
         if not others_can_run(directory):
             raise WorkerRuntimeError(f"supervisor.worker.runtime.dir {directory} is not reachable by other users: "
                                      "choose a directory whose parents every user may pass through")
-        runtime = directory / _key(base_closed, sources)
+        runtime = directory / install_key(base_closed, sources)
         python = runtime / "bin" / "python"
         if not python.is_file():
             work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory))

@@ -21,7 +21,7 @@ class Probe(Bolt):
         child = subprocess.run(["python3", "-c", "import vpkg; print(vpkg.VERSION)"], env=child_env({}),
                                capture_output=True, text=True, timeout=60)
         collector.report_error(f"vpkg {vpkg.VERSION} child {child.stdout.strip() or child.stderr[-300:]} "
-                               f"label {os.environ.get('APP_LABEL')} uid {os.getuid()}")
+                               f"label {os.environ.get('APP_LABEL')} uid {os.getuid()} rc {child.returncode}")
 
     def execute(self, t):
         self.collector.ack(t)
