@@ -21,7 +21,6 @@ from squall.runtime.wrapping import SpoutWrapper, StatsSections
 _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
-CHUNK_MAX = 32  # the most next_tuple calls between two looks at what they emitted
 IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
 
 
@@ -175,17 +174,22 @@ class SpoutExecutor(Executor):
                 continue
             coll, pending = t.coll, t.pending
             capped = dry = False
-            routes = coll._routes.values()
-            before = sum(r.emitted for r in routes)
+            routes = tuple(coll._routes.values())
+            single = routes[0] if len(routes) == 1 else None  # most spouts: one stream, one route
+            before = single.emitted if single is not None else sum(r.emitted for r in routes)
             next_tuple = t.emitter.next_tuple
             n = 0
             # Call in chunks (per-call bookkeeping costs as much as a small emit) that start
             # at one call and double while every call emits: a paced spout with a few tuples
             # due makes about as many calls as it has tuples, not a whole chunk of empty ones.
-            chunk = 1
+            chunk, chunk_max = 1, t.pace.chunk_max()
             while n < batch:
-                k = min(chunk, batch - n) if max_pending is None else min(chunk, batch - n, max_pending - len(pending))
-                if chunk < CHUNK_MAX:
+                k = batch - n
+                if chunk < k:
+                    k = chunk
+                if max_pending is not None and max_pending - len(pending) < k:
+                    k = max_pending - len(pending)
+                if chunk < chunk_max:
                     chunk += chunk
                 if k <= 0:
                     capped = True
@@ -198,7 +202,7 @@ class SpoutExecutor(Executor):
                     dry = True
                     break
                 n += k
-                after = sum(r.emitted for r in routes)
+                after = single.emitted if single is not None else sum(r.emitted for r in routes)
                 if after - before < k:
                     dry = True  # a call emitted nothing: nothing more to emit right now
                     break

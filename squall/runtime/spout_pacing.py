@@ -15,6 +15,8 @@ sends the barrier that follows from there), not from the next ``next_tuple``.
 from __future__ import annotations
 
 _NEVER = float("-inf")
+CHUNK_MAX = 32  # the most next_tuple calls between two looks at what they emitted
+PACED_CHUNK_MAX = 8  # the same for a task whose last turn ran dry (paced: a few tuples due)
 
 
 class SpoutPacing:
@@ -41,6 +43,13 @@ class SpoutPacing:
         if now < self.until and real < self.real_until:
             return min(self.until - now, self.real_until - real)
         return 0.0
+
+    def chunk_max(self) -> int:
+        """The most ``next_tuple`` calls between two looks at what they emitted. The calls
+        of a chunk after the first that emitted nothing are wasted, about half a chunk a
+        turn: a task that ran dry last time (paced: the hold ends with a few tuples due)
+        looks more often, as a task in bursts needs not (bench/pace_steps.py)."""
+        return CHUNK_MAX if self.until == _NEVER else PACED_CHUNK_MAX
 
     def turn_ended(self, now: float, real: float, dry: bool) -> None:
         """A turn that called ``next_tuple`` ended (at ``now`` and ``real``); ``dry``: a call

@@ -3,7 +3,7 @@ own acks wake the thread sooner; the acks themselves are handled at once."""
 import pytest
 
 from squall import Spout, TopologyBuilder
-from squall.runtime.spout_pacing import SpoutPacing
+from squall.runtime.spout_pacing import CHUNK_MAX, PACED_CHUNK_MAX, SpoutPacing
 from squall.testing.components import NullBolt, Recorder, unique_name
 from support.stepping import SteppedWorker
 
@@ -86,3 +86,32 @@ def test_acks_wake_a_dry_spout_but_next_tuple_waits_out_the_strategy():
         w.advance(0.1)  # the hold is over: a call sends 3, a chunk of two finds nothing
         assert calls() == 6
         w.run(lambda: Recorder.get(name + ".acked") == [1, 2, 3])
+
+
+def test_a_paced_turn_asks_few_calls_past_its_due_tuples():
+    """Calls in a chunk after the first that emits nothing are wasted; a task that ran dry
+    last turn (paced) looks every PACED_CHUNK_MAX calls, not every CHUNK_MAX, so the turn
+    after its hold wastes at most PACED_CHUNK_MAX of them."""
+    pace = SpoutPacing(0.001)
+    assert pace.chunk_max() == CHUNK_MAX  # never ran dry: bursts
+    pace.turn_ended(5.0, 70.0, dry=True)
+    assert pace.chunk_max() == PACED_CHUNK_MAX < CHUNK_MAX
+    pace.turn_ended(5.1, 70.1, dry=False)
+    assert pace.chunk_max() == CHUNK_MAX
+
+    name = unique_name("chunks")
+    calls = lambda: len(Recorder.get(name + ".calls"))  # noqa: E731
+    b = TopologyBuilder()
+    b.set_spout("paced", _Paced(name))
+    b.set_bolt("null", NullBolt()).shuffle("paced")
+    conf = {"topology.acker.executors": 1, "topology.sleep.spout.wait.strategy.time.ms": 30_000,
+            "topology.enable.message.timeouts": False}
+    with SteppedWorker(b.build(), conf) as w:
+        w.step()  # nothing due: dry, held
+        asked = calls()
+        for n in range(100):
+            Recorder.add(name + ".due", n)
+        w.advance(30.0)  # the hold is over with 100 tuples due
+        w.run(lambda: len(Recorder.get(name + ".acked")) == 100)
+        # chunks 1, 2, 4, 8, 8, ...: 100 calls emit, and the chunk that finds nothing wastes <= 8
+        assert 100 < calls() - asked <= 100 + PACED_CHUNK_MAX
