@@ -8,6 +8,11 @@ cdef unsigned long long _MASK64, _GOLDEN, _MIX1, _MIX2, _state
 @cython.locals(z=cython.ulonglong)
 cpdef unsigned long long next_id()
 
+@cython.locals(v="unsigned long long", k=int)
+cdef unsigned long long get_u64(unsigned char* p, Py_ssize_t i) noexcept
+@cython.locals(k=int)
+cdef void put_u64(unsigned char* p, Py_ssize_t i, unsigned long long v) noexcept
+
 
 cdef int _TASK_SHIFT
 
@@ -30,6 +35,9 @@ cdef class AckerLedger:
     cpdef refuse(self, root)
     @cython.locals(table=RootTable, r=int, x="unsigned long long")
     cpdef apply(self, dict vals)
+    @cython.locals(table=RootTable, p="unsigned char*", i=Py_ssize_t, k=Py_ssize_t, w=Py_ssize_t, r=int, root="unsigned long long",
+                   x="unsigned long long")
+    cpdef apply_pairs(self, bytes pairs)
     cpdef fail(self, root, reason=*)
 
 
