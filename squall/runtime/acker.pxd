@@ -8,11 +8,6 @@ cdef unsigned long long _MASK64, _GOLDEN, _MIX1, _MIX2, _state
 @cython.locals(z=cython.ulonglong)
 cpdef unsigned long long next_id()
 
-@cython.locals(v="unsigned long long", k=int)
-cdef unsigned long long get_u64(unsigned char* p, Py_ssize_t i) noexcept
-@cython.locals(k=int)
-cdef void put_u64(unsigned char* p, Py_ssize_t i, unsigned long long v) noexcept
-
 
 cdef int _TASK_SHIFT
 

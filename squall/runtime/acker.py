@@ -23,6 +23,7 @@ except ImportError:
 
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.squall.runtime.wire_ints import load_u64le
 
 # A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
 # spout task above 44 random bits, so the acker needs no record of which spout to tell,
@@ -107,20 +108,6 @@ def next_id() -> int:
 # bytes a valid id, so a check is one length test, and the compiled build reads and writes
 # C integers with no int object (nor msgpack map) per id.
 PAIR_BYTES = 16
-
-
-def get_u64(p: Any, i: int) -> int:
-    """Compiled: the little-endian 64-bit unsigned int at byte ``i`` of the buffer at ``p``."""
-    v = 0
-    for k in range(8):
-        v |= cython.cast(cython.ulonglong, p[i + k]) << (8 * k)
-    return v
-
-
-def put_u64(p: Any, i: int, v: int) -> None:
-    """Compiled: store ``v`` little-endian at byte ``i`` of the buffer at ``p``."""
-    for k in range(8):
-        p[i + k] = cython.cast(cython.uchar, v >> (8 * k))
 
 
 def pack_pairs(flat: list[int]) -> bytes:
@@ -225,10 +212,10 @@ class AckerLedger:
             w = PAIR_BYTES  # a C integer from here on
             for k in range(len(pairs) // w):
                 i = k * w
-                x = get_u64(p, i + 8)
+                x = load_u64le(p + i + 8)
                 if not x:
                     continue
-                root = get_u64(p, i)
+                root = load_u64le(p + i)
                 r = table.fold(root, x)
                 if r == 0:
                     self.complete(root)

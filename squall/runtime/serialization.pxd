@@ -2,7 +2,6 @@
 # tuples are made by the tuple types' allocators, directly.
 cimport cython
 
-from squall.runtime.acker cimport get_u64, put_u64
 from squall.tuple cimport TreeTuple, Tuple, _new
 
 

@@ -34,8 +34,8 @@ except ImportError:
 
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
-else:  # a constant in the compiled build, which cimports these (serialization.pxd)
-    from squall.runtime.acker import get_u64, put_u64
+    from cython.cimports.squall.runtime.wire_ints import load_u64le, store_u64le
+else:  # a constant in the compiled build, which cimports it (serialization.pxd)
     from squall.tuple import _new
 
 
@@ -110,8 +110,8 @@ def _ids_column(tuples: list) -> Any:
                 root = tree.root
                 if root:  # a one-tree tuple without a root (forged old-form input) goes unanchored
                     edge = tree.edge
-            put_u64(p, k * w, root)
-            put_u64(p, k * w + 8, edge)
+            store_u64le(p + k * w, root)
+            store_u64le(p + k * w + 8, edge)
         return out
     flat: list[int] = []
     for t in tuples:
@@ -130,8 +130,8 @@ def _xor_pairs(xors: dict) -> bytes:
         k = 0
         w = PAIR_BYTES
         for root, x in xors.items():
-            put_u64(p, k, root)
-            put_u64(p, k + 8, x)
+            store_u64le(p + k, root)
+            store_u64le(p + k + 8, x)
             k += w
         return out
     flat: list[int] = []
@@ -163,8 +163,8 @@ def _paired(values: list, ids: bytes, src: Source, n: int, task: int, stream: st
         if type(v) is not list or len(v) != n:
             _bad_arity(task, stream, v, n)
         if cython.compiled:
-            root = get_u64(p, k * w)
-            edge = get_u64(p, k * w + 8)
+            root = load_u64le(p + k * w)
+            edge = load_u64le(p + k * w + 8)
         else:
             root, edge = flat[2 * k], flat[2 * k + 1]
         if root:
