@@ -84,10 +84,10 @@ def run(tree: Path, script: Path, args: list[str], timeout: float, wrap: list[st
 
 
 def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tuple[float, float]:
-    """bench/run.py of ``tree``: (tuples/s, tuples per CPU-second)."""
+    """bench/run.py of ``tree``: (tuples/s, tuples per CPU-second; records for kafka-pipeline)."""
     result, _ = run(tree, tree / "bench" / "run.py", [scenario, "--duration", str(duration), "--warmup", str(warmup)],
                     duration * 10 + warmup + 120)
-    rate, cpu = result["tuples_per_sec"], result.get("process_cpu") or 0.0
+    rate, cpu = result.get("tuples_per_sec", result.get("records_per_sec", 0.0)), result.get("process_cpu") or 0.0
     return rate, rate / cpu if cpu else 0.0
 
 
