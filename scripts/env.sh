@@ -15,13 +15,11 @@ pip_quietly() {
   fi
 }
 
-# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES) and their .pxd files.
+# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES) and every
+# .pxd file (a module's own declarations, and shared ones such as wire_ints.pxd that several cimport).
 compiled_sources() {
-  local py
-  for py in $(sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py); do
-    echo "$py"
-    if [ -f "${py%.py}.pxd" ]; then echo "${py%.py}.pxd"; fi  # its Cython declarations
-  done
+  sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py
+  find -L squall -name '*.pxd' -not -path '*/__pycache__/*' | LC_ALL=C sort
 }
 
 # editable_here: whether the venv's squall is still an editable install (a `pip install .`
