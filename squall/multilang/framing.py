@@ -73,7 +73,9 @@ class JsonFraming:
         # tag in it (no "$squall" and no \u escape that could spell one) skips the hook's
         # Python call per object.
         self._tagged = json.JSONDecoder(object_hook=object_hook(codec)).decode
-        self._plain = json.JSONDecoder().decode
+        plain = json.JSONDecoder()
+        self._plain = plain.decode
+        self._scan = plain.scan_once  # type: ignore[attr-defined]  # JSONDecoder's own; typeshed omits it
         self._answers: dict[tuple[int, ...], bytes] = {}
         self._partial = b""          # an unterminated line
         self._body: list[bytes] = []  # complete lines of the message being read
@@ -149,12 +151,22 @@ class JsonFraming:
         return True
 
     def _parse(self, text: bytes) -> Any:
-        decode = self._tagged if b"$squall" in text or b"\\u" in text else self._plain
+        tagged = b"$squall" in text or b"\\u" in text
         try:
             # as json.loads decodes UTF-8 bytes (a BOM skipped, lone surrogates allowed)
-            return decode(text.decode("utf-8-sig" if text[:3] == BOM else "utf-8", "surrogatepass"))
+            s = text.decode("utf-8-sig" if text[:3] == BOM else "utf-8", "surrogatepass")
+            if not tagged:
+                try:  # the scanner alone, when no space surrounds the value (decode's two regex looks)
+                    value, end = self._scan(s, 0)
+                    if end == len(s):
+                        return value
+                except StopIteration:
+                    pass  # decode says what is wrong, in json.loads's words
+            return (self._tagged if tagged else self._plain)(s)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"not JSON: {exc}; got {text[:200]!r}") from None
+        except RecursionError:  # arrays or objects nested deeper than the interpreter's stack
+            raise ProtocolError(f"not JSON this side reads: nested too deeply; got {text[:200]!r}") from None
 
     @property
     def buffered(self) -> int:
