@@ -14,7 +14,8 @@ shared).
 
 ``--cost`` measures the executors' hot path alone instead (``bench/step_cost.py``: CPU
 nanoseconds per tuple, stepped in one thread), ``--codec`` the wire codec alone
-(``bench/codec_cost.py``: encode and decode of tuple batches); with ``--callgrind`` either
+(``bench/codec_cost.py``: encode and decode of tuple batches), ``--conversation`` a shell
+bolt's round trip with a storm.py-style child (``bench/conversation_cost.py``); with ``--callgrind`` each
 counts the instructions per tuple under valgrind, which the machine's load does not change
 at all (the difference of two runs of different lengths, so start-up cancels out).
 ``git archive`` exports source only: ``--build`` compiles the base's own hot modules
@@ -135,7 +136,10 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--cost", action="store_true", help="CPU per tuple of the executors alone (step_cost.py)")
     parser.add_argument("--codec", action="store_true", help="CPU per tuple of the wire codec alone (codec_cost.py)")
-    parser.add_argument("--callgrind", action="store_true", help="with --cost or --codec: instructions per tuple")
+    parser.add_argument("--conversation", action="store_true",
+                        help="CPU per message of a shell bolt's round trip with its child alone (conversation_cost.py)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="with --cost, --codec or --conversation: instructions per tuple")
     parser.add_argument("--build", action="store_true", help="compile the base's hot modules first")
     parser.add_argument("--turns", type=int, default=None,
                         help="with --cost: executor turns per run "
@@ -147,7 +151,7 @@ def main() -> int:
         sides = {"base": export(args.base, Path(tmp)), "this": REPO}
         if args.build:
             build(sides["base"])
-        script = "codec_cost.py" if args.codec else "step_cost.py"
+        script = "codec_cost.py" if args.codec else "conversation_cost.py" if args.conversation else "step_cost.py"
         figures: dict[tuple[str, str, str], list[float]] = {}
         for scenario in args.scenarios:
             for r in range(args.rounds):
@@ -155,7 +159,7 @@ def main() -> int:
                     load = os.getloadavg()[0]
                     if args.callgrind:
                         got = {"instructions/tuple": instructions(tree, scenario, args.turns, script)}
-                    elif args.cost or args.codec:
+                    elif args.cost or args.codec or args.conversation:
                         got = {"CPU ns/tuple": cost(tree, scenario, args.turns, script)}
                     else:
                         rate, per_cpu = throughput(tree, scenario, args.duration, args.warmup)

@@ -136,6 +136,8 @@ class ChildProcess:
         self._out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # two threads may find it readable; one takes it
+        self._stdout_ready = select.poll()  # spin's look at stdout: a read of an empty pipe raises
+        self._stdout_ready.register(self._out_fd, select.POLLIN)
         self.closed = False
         self._stdout = threading.Thread(target=self._read_stdout, name=f"shell-stdout-{self.pid}",
                                         daemon=True)
@@ -158,6 +160,13 @@ class ChildProcess:
 
     def write(self, data: bytes) -> None:
         """Queue one message for stdin and send what the pipe takes now."""
+        if not self._out:  # nothing queued before it (a task-id answer, mostly): straight to the pipe
+            n = self._to_pipe(data)
+            self._queued += n
+            self._sent += n
+            if n == len(data):
+                return
+            data = data[n:]
         self._out += data
         self._queued += len(data)
         self._ends.append(self._queued)
@@ -167,19 +176,26 @@ class ChildProcess:
         """Hand the pipe what it takes now; ChildGone when the child closed stdin."""
         out = self._out
         while out:
-            try:
-                n = os.write(self._in_fd, out)
-            except BlockingIOError:
+            n = self._to_pipe(out)
+            if not n:
                 break
-            except OSError as exc:
-                if exc.errno in (errno.EPIPE, errno.EBADF):
-                    raise ChildGone(GONE) from None
-                raise
             del out[:n]
             self._sent += n
         ends = self._ends
         while ends and ends[0] <= self._sent:
             ends.popleft()
+
+    def _to_pipe(self, data: bytes | bytearray) -> int:
+        """Bytes of ``data`` the pipe took now (0: it is full); ChildGone when the child
+        closed stdin."""
+        try:
+            return os.write(self._in_fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF):
+                raise ChildGone(GONE) from None
+            raise
 
     # -- stdout ---------------------------------------------------------------------------
     def read(self, limit: int = READ_CHUNK) -> bytes:
@@ -301,9 +317,11 @@ class ChildProcess:
         if secs <= 0:
             return False
         ends = time.monotonic() + secs
-        while not self.poll():
-            if time.monotonic() >= ends:
-                return False
+        ready = self._stdout_ready.poll
+        while not self.poll():  # the reader stands aside now: only this thread reads stdout
+            while not ready(0):  # readable, at its end or closed: poll says which
+                if time.monotonic() >= ends:
+                    return False
         return True
 
     def _take_now(self) -> bool:

@@ -14,6 +14,7 @@ over JSON, they are tagged objects (squall.multilang.json_values).
 """
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,9 @@ SERIALIZER_NAMES = {
     "org.apache.storm.multilang.JsonSerializer": JSON,
 }
 END = b"end"
+BOM = codecs.BOM_UTF8
+TERMINATOR = b"\nend\n"
+ANSWERS_KEPT = 4096  # task-id answers kept encoded (JsonFraming.encode_task_ids)
 
 
 class ProtocolError(SquallError, ValueError):
@@ -65,7 +69,14 @@ class JsonFraming:
     def __init__(self, max_bytes: int, codec: ValueCodec = PLAIN) -> None:
         self.max_bytes = max_bytes
         self.codec = codec
-        self._hook = object_hook(codec)
+        # Built once: json.loads builds a decoder per call when given a hook. Text with no
+        # tag in it (no "$squall" and no \u escape that could spell one) skips the hook's
+        # Python call per object.
+        self._tagged = json.JSONDecoder(object_hook=object_hook(codec)).decode
+        plain = json.JSONDecoder()
+        self._plain = plain.decode
+        self._scan = plain.scan_once  # type: ignore[attr-defined]  # JSONDecoder's own; typeshed omits it
+        self._answers: dict[tuple[int, ...], bytes] = {}
         self._partial = b""          # an unterminated line
         self._body: list[bytes] = []  # complete lines of the message being read
         self._body_bytes = 0
@@ -75,17 +86,27 @@ class JsonFraming:
         return json.dumps(to_json(message, self.codec), ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False).encode("utf-8") + b"\nend\n"
 
-    @staticmethod
-    def encode_task_ids(tasks: Sequence[int]) -> bytes:
+    def encode_task_ids(self, tasks: Sequence[int]) -> bytes:
         """The answer to an emit (task ids are squall's own ints): what ``encode`` makes of
-        them, without its walk of the message (one per word for storm.py)."""
-        return f"[{','.join(map(str, tasks))}]\nend\n".encode()
+        them, without its walk of the message (one per word for storm.py). Answers are
+        kept by their tasks (a bounded number: the routes' target sets, few in practice)."""
+        key = tasks if type(tasks) is tuple else tuple(tasks)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = f"[{','.join(map(str, key))}]\nend\n".encode()
+            if len(self._answers) < ANSWERS_KEPT:
+                self._answers[key] = answer
+        return answer
 
     def feed(self, data: bytes) -> list[Any]:
         """The messages completed by ``data`` (ProtocolError on a bad or oversized one)."""
         out: list[Any] = []
         if not data:
             return out
+        if not self._partial and not self._body and data[-5:] == TERMINATOR and b"\r" not in data:
+            whole = self._whole(data, out)
+            if whole:
+                return out
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
         body = self._body
@@ -95,7 +116,7 @@ class JsonFraming:
             if line == END:
                 self._body, self._body_bytes = [], 0
                 try:
-                    out.append(self._parse(body, self._hook))
+                    out.append(self._parse(body[0] if len(body) == 1 else b"\n".join(body)))
                 except ProtocolError as exc:
                     raise ProtocolError(str(exc), out) from None
                 body = self._body
@@ -108,13 +129,44 @@ class JsonFraming:
             raise ProtocolError(too_long(self.max_bytes), out)
         return out
 
-    @staticmethod
-    def _parse(lines: list[bytes], hook: Any) -> Any:
-        text = b"\n".join(lines)
+    def _whole(self, data: bytes, out: list[Any]) -> bool:
+        """``feed`` of bytes that are whole messages (each ending ``\nend\n``, no CR): one
+        split, no walk of their lines; the messages go into ``out``. False, with ``out``
+        untouched, when the bytes hold an empty message (an ``end`` line first): ``feed``'s
+        walk reads those."""
+        texts = data.split(TERMINATOR)
+        if texts.pop():  # the last terminator overlapped an earlier one: "...\nend\nend\n"
+            return False
+        limit = self.max_bytes - 1  # the walk counts each line with its newline
+        for text in texts:
+            if text[:4] == b"end\n" or text == END:
+                return False
+        for text in texts:
+            if len(text) > limit:
+                raise ProtocolError(too_long(self.max_bytes), out)
+            try:
+                out.append(self._parse(text))
+            except ProtocolError as exc:
+                raise ProtocolError(str(exc), out) from None
+        return True
+
+    def _parse(self, text: bytes) -> Any:
+        tagged = b"$squall" in text or b"\\u" in text
         try:
-            return json.loads(text, object_hook=hook)
+            # as json.loads decodes UTF-8 bytes (a BOM skipped, lone surrogates allowed)
+            s = text.decode("utf-8-sig" if text[:3] == BOM else "utf-8", "surrogatepass")
+            if not tagged:
+                try:  # the scanner alone, when no space surrounds the value (decode's two regex looks)
+                    value, end = self._scan(s, 0)
+                    if end == len(s):
+                        return value
+                except StopIteration:
+                    pass  # decode says what is wrong, in json.loads's words
+            return (self._tagged if tagged else self._plain)(s)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"not JSON: {exc}; got {text[:200]!r}") from None
+        except RecursionError:  # arrays or objects nested deeper than the interpreter's stack
+            raise ProtocolError(f"not JSON this side reads: nested too deeply; got {text[:200]!r}") from None
 
     @property
     def buffered(self) -> int:

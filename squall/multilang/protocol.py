@@ -94,8 +94,10 @@ def parse(obj: Any, commands: frozenset[str]) -> ShellMsg:
                 anchors = [anchors]  # Storm accepts a lone anchor
             if not isinstance(anchors, list):
                 raise BadMessage(f"emit 'anchors' must be a list of tuple ids, got {anchors!r:.80}")
-            m.anchors = [_id(a, "anchors", True) for a in anchors]
-        m.id = _id(obj.get("id"), "id", False)
+            # text ids (what storm.py sends) pass without a call each
+            m.anchors = [a if type(a) is str else _id(a, "anchors", True) for a in anchors]
+        emit_id = obj.get("id")
+        m.id = emit_id if emit_id is None or type(emit_id) is str else _id(emit_id, "id", False)
     elif command in ("ack", "fail"):
         m.id = _id(obj.get("id"), "id", True)
     elif command in ("log", "error"):

@@ -276,7 +276,7 @@ class ShellBolt(ShellComponentMixin, Bolt):
             self._metrics_command(msg)
 
     def _emit(self, msg: protocol.ShellMsg) -> None:
-        anchors = None
+        anchors: Any = None
         if msg.anchors:
             anchors = []
             for a in msg.anchors:
@@ -286,6 +286,8 @@ class ShellBolt(ShellComponentMixin, Bolt):
                                           "(the emit goes on without that anchor)")
                 else:
                     anchors.append(tup)
+            if len(anchors) == 1:  # the collector's inline path takes a lone anchor as itself
+                anchors = anchors[0]
         self._emit_and_answer(msg, anchors)
 
     def _broken(self, now: float, reason: str) -> None:

@@ -43,6 +43,14 @@ def test_json_garbage_is_a_protocol_error():
         JsonFraming(1 << 20).feed(b"hello world\nend\n")
 
 
+def test_json_nested_deeper_than_the_stack_is_a_protocol_error_not_a_crash():
+    """Within the size bound, a child can nest arrays deeper than Python's recursion limit:
+    the framing says so (the link then breaks as for any bad JSON), no RecursionError escapes."""
+    f = JsonFraming(1 << 20)
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        f.feed(b"[" * 100_000 + b"]" * 100_000 + b"\nend\n")
+
+
 def test_json_message_without_end_is_bounded():
     f = JsonFraming(1000)
     f.feed(b'{"command": "log", "msg": "' + b"x" * 900)
