@@ -138,7 +138,7 @@ def main() -> int:
     parser.add_argument("--callgrind", action="store_true", help="with --cost or --codec: instructions per tuple")
     parser.add_argument("--build", action="store_true", help="compile the base's hot modules first")
     parser.add_argument("--turns", type=int, default=None,
-                        help="with --cost: executor turns per run (2000; 400 under --callgrind, which runs ~50x slower)")
+                        help="with --cost: executor turns per run (2000; 400 under --callgrind, ~50x slower)")
     args = parser.parse_args()
     if args.turns is None:
         args.turns = 400 if args.callgrind else 2000
