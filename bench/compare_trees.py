@@ -84,10 +84,10 @@ def run(tree: Path, script: Path, args: list[str], timeout: float, wrap: list[st
 
 
 def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tuple[float, float]:
-    """bench/run.py of ``tree``: (tuples/s, tuples per CPU-second)."""
+    """bench/run.py of ``tree``: (tuples/s, tuples per CPU-second; records for kafka-pipeline)."""
     result, _ = run(tree, tree / "bench" / "run.py", [scenario, "--duration", str(duration), "--warmup", str(warmup)],
                     duration * 10 + warmup + 120)
-    rate, cpu = result["tuples_per_sec"], result.get("process_cpu") or 0.0
+    rate, cpu = result.get("tuples_per_sec", result.get("records_per_sec", 0.0)), result.get("process_cpu") or 0.0
     return rate, rate / cpu if cpu else 0.0
 
 
@@ -138,7 +138,8 @@ def main() -> int:
     parser.add_argument("--callgrind", action="store_true", help="with --cost or --codec: instructions per tuple")
     parser.add_argument("--build", action="store_true", help="compile the base's hot modules first")
     parser.add_argument("--turns", type=int, default=None,
-                        help="with --cost: executor turns per run (2000; 400 under --callgrind, ~50x slower)")
+                        help="with --cost: executor turns per run "
+                             "(2000; 400 under --callgrind, which runs ~50x slower)")
     args = parser.parse_args()
     if args.turns is None:
         args.turns = 400 if args.callgrind else 2000

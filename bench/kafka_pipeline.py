@@ -83,7 +83,8 @@ def from_env() -> tuple[str, str, int] | None:
         raise SystemExit(f"{ENV} must be 'bootstrap topic records', got {spec!r}") from None
 
 
-def run_squall(bootstrap: str, topic: str, records: int) -> dict[str, Any]:
+def run_squall(bootstrap: str, topic: str, records: int, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    """squall's side on a filled topic; ``conf``: topology settings over the bench's own."""
     from kafka_split_count import topology  # bench/topologies (run.py's path): squall's side
     from squall import LocalCluster
 
@@ -93,7 +94,7 @@ def run_squall(bootstrap: str, topic: str, records: int) -> dict[str, Any]:
     out_topic, group = f"counts-squall-{uuid.uuid4().hex[:8]}", f"squall-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, out_topic, 1)
     with LocalCluster() as lc:
-        lc.submit("kpipe", {"topology.max.spout.pending": PENDING, "topology.acker.executors": 1},
+        lc.submit("kpipe", {"topology.max.spout.pending": PENDING, "topology.acker.executors": 1, **(conf or {})},
                   topology(bootstrap, topic, out_topic, group))
         # The spout executor's own counter, read directly (LocalCluster.stats() is heavier).
         spouts = [e for w in lc._get("kpipe").workers for e in w.executors if e.component == "kafka"]

@@ -15,13 +15,11 @@ pip_quietly() {
   fi
 }
 
-# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES) and their .pxd files.
+# compiled_sources: the .py files setup.py compiles (squall/compiled.py's MODULES) and every
+# .pxd file (a module's own declarations, and shared ones such as wire_ints.pxd that several cimport).
 compiled_sources() {
-  local py
-  for py in $(sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py); do
-    echo "$py"
-    if [ -f "${py%.py}.pxd" ]; then echo "${py%.py}.pxd"; fi  # its Cython declarations
-  done
+  sed -n 's/^ *"squall[a-z_.]*": "\([a-z_/]*\.py\)",$/\1/p' squall/compiled.py
+  find -L squall -name '*.pxd' -not -path '*/__pycache__/*' | LC_ALL=C sort
 }
 
 # editable_here: whether the venv's squall is still an editable install (a `pip install .`
@@ -50,7 +48,17 @@ ensure_venv() {
   fi
   [ -f "$STAMP" ] && read -r have_hash have_extras < "$STAMP"
   union="$(printf '%s\n' ${have_extras//,/ } ${extras//,/ } | sort -u | paste -sd, -)"
-  if [ "$have_hash" = "$hash" ] && [ "$union" = "$have_extras" ] && editable_here; then
+  if [ "$have_hash" = "$hash" ] && editable_here; then
+    [ "$union" = "$have_extras" ] && return 0
+    # Only extras are new (quickstart.sh, then test.sh): their requirements alone, without
+    # building squall again (its compiled modules take a minute of CPU).
+    echo "installing squall's extras [$union] into $VENV (log: $INSTALL_LOG)"
+    : > "$INSTALL_LOG"
+    "$VENV/bin/python" -c 'import sys, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print(*(req for name in sys.argv[1].split(",") for req in extras[name]), sep="\n")' "$union" > "$VENV/extras.txt"
+    pip_quietly install -r "$VENV/extras.txt"
+    echo "$hash $union" > "$STAMP"
     return 0
   fi
   echo "installing squall${union:+ [$union]} into $VENV (log: $INSTALL_LOG)"

@@ -27,7 +27,8 @@ CHECKPOINT_STREAM = "__checkpoint"   # the barrier stream every component of suc
 CHECKPOINT_FIELDS = Fields(["txid", "action", "epoch"])
 ACK_ACK, ACK_FAIL = "__ack_ack", "__ack_fail"
 # Acker traffic is batched: one system tuple per flush and destination carries
-#   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike)
+#   __ack_ack  to the acker:   [{root: xor, ...}]  (a spout's init and bolts' acks alike; between workers
+#              the map crosses as packed (root, xor) pairs, squall.runtime.serialization)
 #   __ack_fail to the acker:   [[root, ...]]
 #   __ack_ack / __ack_fail from the acker to a spout task: [[root, ...]]
 # A failed tree whose tuple could not be delivered (squall.runtime.refusals) is a

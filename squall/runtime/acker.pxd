@@ -31,6 +31,9 @@ cdef class AckerLedger:
     cpdef refuse(self, root)
     @cython.locals(table=RootTable, r=int, x="unsigned long long")
     cpdef apply(self, dict vals)
+    @cython.locals(table=RootTable, p="unsigned char*", i=Py_ssize_t, k=Py_ssize_t, w=Py_ssize_t, r=int, root="unsigned long long",
+                   x="unsigned long long")
+    cpdef apply_pairs(self, bytes pairs)
     cpdef fail(self, root, reason=*)
 
 

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from squall.runtime.pending import DEFAULT_LIMIT, PendingTuples
 from squall.runtime.root_table import MAX_LIMIT, RootTable
+
+try:
+    import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
+except ImportError:
+    from squall import compiled as cython  # cython.compiled is False
+
+if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.squall.runtime.wire_ints import load_u64le
 
 # A root id is 64 bits (it crosses the wire as a msgpack uint64): 20 bits that name its
 # spout task above 44 random bits, so the acker needs no record of which spout to tell,
@@ -92,6 +102,23 @@ def next_id() -> int:
     z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
     z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
     return z ^ (z >> 31)
+
+
+# Ids between workers travel as packed pairs of little-endian 64-bit unsigned ints (root
+# and edge id of an anchored tuple, root and XOR of an ack message): 16 bytes a pair, any
+# bytes a valid id, so a check is one length test, and the compiled build reads and writes
+# C integers with no int object (nor msgpack map) per id.
+PAIR_BYTES = 16
+
+
+def pack_pairs(flat: list[int]) -> bytes:
+    """Plain Python: ``[a0, b0, a1, b1, ...]`` as packed pairs (the compiled callers write them)."""
+    return struct.pack(f"<{len(flat)}Q", *flat)
+
+
+def unpack_pairs(buf: bytes) -> tuple[int, ...]:
+    """Plain Python: packed pairs as ``(a0, b0, a1, b1, ...)``; ``len(buf)`` a multiple of PAIR_BYTES."""
+    return struct.unpack(f"<{len(buf) // 8}Q", buf)
 
 
 # The ledger's bound when nothing tighter is known (no ``topology.max.spout.pending``): 4 Mi
@@ -175,6 +202,36 @@ class AckerLedger:
                 self.complete(root)
             elif r != 1:
                 self.refuse(root)
+
+    def apply_pairs(self, pairs: bytes) -> None:
+        """``apply`` for an ack message from another worker: (root, XOR) as packed pairs
+        (PAIR_BYTES each; the wire decoder checked the length). Compiled, C integers from
+        the buffer to the table: an int object only for a tree that completes."""
+        table = self.table
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(pairs))
+            w = PAIR_BYTES  # a C integer from here on
+            for k in range(len(pairs) // w):
+                i = k * w
+                x = load_u64le(p + i + 8)
+                if not x:
+                    continue
+                root = load_u64le(p + i)
+                r = table.fold(root, x)
+                if r == 0:
+                    self.complete(root)
+                elif r != 1:
+                    self.refuse(root)
+            return
+        flat = unpack_pairs(pairs)
+        for i in range(0, len(flat), 2):
+            x = flat[i + 1]
+            if x:
+                r = table.fold(flat[i], x)
+                if r == 0:
+                    self.complete(flat[i])
+                elif r != 1:
+                    self.refuse(flat[i])
 
     def fail(self, root: int, reason: str | None = None) -> None:
         """Forget the tree and tell its spout task (why, when ``reason`` says)."""

@@ -39,7 +39,11 @@ class AckerExecutor(Executor):
             for tup in tuples:
                 stream = tup.source.stream
                 if stream == ACK_ACK:
-                    ledger.apply(tup.values[0])
+                    vals = tup.values[0]
+                    if type(vals) is bytes:  # from another worker: packed (root, XOR) pairs
+                        ledger.apply_pairs(vals)
+                    else:
+                        ledger.apply(vals)
                 elif stream == ACK_FAIL:
                     for entry in tup.values[0]:
                         if type(entry) is int:

@@ -2,9 +2,13 @@
 (squall.values), with the types ``topology.serializers`` registers.
 
 A payload holds one batch for one target task, column-wise: a list of
-``[source_task, stream, [values, ...], [ids, ...] | None]`` groups, one per run of tuples
-from the same source task and stream (usually the whole batch), so a batch costs one
-C-level pack call and no per-tuple wrapper lists. A batch that does not encode is looked
+``[source_task, stream, [values, ...], ids]`` groups, one per run of tuples from the same
+source task and stream (usually the whole batch), so a batch costs one C-level pack call
+and no per-tuple wrapper lists. ``ids`` is None when no tuple of the group is anchored;
+packed (root, edge id) pairs (squall.runtime.acker.PAIR_BYTES each, root 0 for an
+unanchored tuple) when each is in one tree at most; else a list of {root: edge} maps, one
+per tuple (None when unanchored), which the decoder also takes from any sender. An ack
+message to an acker carries its {root: XOR} map as packed pairs too. A batch that does not encode is looked
 at tuple by tuple (``unsendable``): each tuple that cannot cross gets a reason naming its
 component, stream, field and the type at fault, and the others still go.
 """
@@ -16,7 +20,9 @@ from typing import Any
 
 import msgpack
 
+from squall.model import ACK_ACK
 from squall.runtime import drops
+from squall.runtime.acker import PAIR_BYTES, pack_pairs, unpack_pairs
 from squall.runtime.admission import MAX_REASON_CHARS, ROOT_XORS, ROOTS, Admission, GroupRejected
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 from squall.values import SerializationError, ValueCodec, find_undecoded
@@ -26,7 +32,10 @@ try:
 except ImportError:
     from squall import compiled as cython  # cython.compiled is False
 
-if not cython.compiled:  # a constant in the compiled build, which cimports it (serialization.pxd)
+if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.squall.runtime.wire_ints import load_u64le, store_u64le
+else:  # a constant in the compiled build, which cimports it (serialization.pxd)
     from squall.tuple import _new
 
 
@@ -50,7 +59,9 @@ def _check_acker_values(shape: str, values: list) -> None:
         batch: Any = v[0]
         ok = True
         if shape == ROOT_XORS:
-            if type(batch) is not dict:
+            if type(batch) is bytes:  # packed pairs: any 64 bits are an id
+                ok = len(batch) % PAIR_BYTES == 0
+            elif type(batch) is not dict:
                 ok = False
             else:
                 for r, x in batch.items():
@@ -74,9 +85,103 @@ def _check_acker_values(shape: str, values: list) -> None:
                                 f"acker batch is not {shape} of 64-bit unsigned ints: {batch!r:.60}")
 
 
+def _ids_column(tuples: list) -> Any:
+    """The ids column of one group (see the module's docstring): None, packed pairs, or
+    (a tuple in several trees among them) a list of maps."""
+    trees = 0
+    for t in tuples:
+        cls = type(t)
+        if cls is TreeTuple:
+            trees += 1
+        elif cls is not Tuple:
+            return [u.ids for u in tuples]
+    if not trees:
+        return None
+    n = len(tuples)
+    if cython.compiled:
+        out = PyBytes_FromStringAndSize(cython.NULL, n * PAIR_BYTES)
+        p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+        w = PAIR_BYTES  # a C integer from here on
+        for k in range(n):
+            t = tuples[k]
+            root = edge = 0
+            if type(t) is TreeTuple:
+                tree = cython.cast(TreeTuple, t)
+                root = tree.root
+                if root:  # a one-tree tuple without a root (forged old-form input) goes unanchored
+                    edge = tree.edge
+            store_u64le(p + k * w, root)
+            store_u64le(p + k * w + 8, edge)
+        return out
+    flat: list[int] = []
+    for t in tuples:
+        if type(t) is TreeTuple and t.root:
+            flat += (t.root, t.edge)
+        else:
+            flat += (0, 0)
+    return pack_pairs(flat)
+
+
+def _xor_pairs(xors: dict) -> bytes:
+    """An ack message's {root: XOR} as packed pairs."""
+    if cython.compiled:
+        out = PyBytes_FromStringAndSize(cython.NULL, len(xors) * PAIR_BYTES)
+        p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+        k = 0
+        w = PAIR_BYTES
+        for root, x in xors.items():
+            store_u64le(p + k, root)
+            store_u64le(p + k + 8, x)
+            k += w
+        return out
+    flat: list[int] = []
+    for root, x in xors.items():
+        flat += (root, x)
+    return pack_pairs(flat)
+
+
 def _reasoned(entry: Any) -> bool:
     return (type(entry) is list and len(entry) == 2 and _is_id(entry[0]) and type(entry[1]) is str
             and len(entry[1]) <= MAX_REASON_CHARS)
+
+
+def _paired(values: list, ids: bytes, src: Source, n: int, task: int, stream: str, out: list) -> None:
+    """Decode a group whose ids are packed (root, edge) pairs into ``out``: one tree per
+    tuple, root 0 (with edge 0) for an unanchored one."""
+    m = len(values)
+    if len(ids) != m * PAIR_BYTES:
+        raise GroupRejected(drops.BAD_IDS, f"malformed tuple entry: ids of task {task} are {len(ids)} bytes "
+                            f"for {m} tuples, not {PAIR_BYTES} a tuple")
+    w = PAIR_BYTES
+    if cython.compiled:
+        p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(ids))
+    else:
+        flat = unpack_pairs(ids)
+    append = out.append
+    for k in range(m):
+        v = values[k]
+        if type(v) is not list or len(v) != n:
+            _bad_arity(task, stream, v, n)
+        if cython.compiled:
+            root = load_u64le(p + k * w)
+            edge = load_u64le(p + k * w + 8)
+        else:
+            root, edge = flat[2 * k], flat[2 * k + 1]
+        if root:
+            tree = _new(TreeTuple)
+            tree.values = v
+            tree.source = src
+            tree.root = root
+            tree.edge = edge
+            tree.ack_val = 0
+            append(tree)
+        elif edge:
+            raise GroupRejected(drops.BAD_IDS, f"message id of a tuple from task {task}: edge {edge} without a root")
+        else:
+            t = _new(Tuple)
+            t.values = v
+            t.source = src
+            append(t)
 
 
 def _bad_arity(task: int, stream: str, v: Any, n: int) -> None:
@@ -106,18 +211,19 @@ class TupleSerializer:
             if t.source is not src:
                 src = t.source
                 values: list = []
-                ids: list = []
-                groups.append([src.task, src.stream, values, ids])
+                members: list = []
+                groups.append([src.task, src.stream, values, members])
             values.append(t.values)
-            ids.append(t.ids)
-        for g in groups:
-            if not any(g[3]):  # unanchored: no ids column at all
-                g[3] = None
+            members.append(t)
         try:
             packer = self._local.packer
         except AttributeError:
             packer = self._local.packer = self.codec.packer()
         try:
+            for g in groups:
+                g[3] = _ids_column(g[3])
+                if g[1] == ACK_ACK:  # ack messages: a {root: XOR} map to an acker goes as packed pairs
+                    g[2] = [[_xor_pairs(v[0])] if type(v[0]) is dict else v for v in g[2]]
             return packer.pack(groups)
         except Exception as exc:  # a value of no known type, a user serializer's bug, a cycle
             packer.reset()
@@ -220,6 +326,8 @@ class TupleSerializer:
                 t.values = v
                 t.source = src
                 append(t)
+        elif type(ids) is bytes:
+            _paired(values, ids, src, n, task, stream, out)
         else:
             if type(ids) is not list or len(ids) != len(values):
                 raise GroupRejected(drops.BAD_IDS, f"malformed tuple entry: ids of task {task} do not match its values")

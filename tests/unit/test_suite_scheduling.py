@@ -1,5 +1,5 @@
-"""How scripts/test.sh's two test processes share the suite (tests/support/scheduling.py)."""
-from support.scheduling import SPARK, costs, scope_of
+"""How scripts/test.sh's test processes share the suite (tests/support/scheduling.py)."""
+from support.scheduling import SECONDS, SPARK, costs, scope_of
 
 
 def order(nodeids: list[str]) -> list[str]:
@@ -21,7 +21,7 @@ def test_the_spark_tier_is_one_unit_and_each_docs_page_one_of_its_own():
 
 def test_one_long_test_goes_before_a_file_of_many_short_ones():
     nodeids = [f"tests/unit/test_config.py::test_{i}" for i in range(500)]
-    nodeids += [f"tests/cluster/test_rotating_log_capture.py::test_{i}" for i in range(10)]
+    nodeids += [f"tests/cluster/test_rotating_log_capture.py::test_{i}" for i in range(9)]
     nodeids += ["tests/cluster/test_docker_compose.py::test_compose", "tests/spark/test_spark.py::test_a"]
     nodeids += [f"tests/cluster/test_docs.py::test_page_runs[p{i}]" for i in range(4)]
     assert order(nodeids) == [SPARK, "tests/cluster/test_docker_compose.py",
@@ -34,3 +34,12 @@ def test_a_long_docs_page_goes_before_the_other_pages_of_its_file():
                                                                             "docs/internals.md")]
     cost = costs({page: 1 for page in pages})
     assert cost[pages[0]] > 2 * cost[pages[1]], cost
+
+
+def test_a_page_listed_by_name_takes_its_figure_and_the_other_pages_share_the_files():
+    pages = [f"tests/cluster/test_docs.py::test_page_runs[{p}]" for p in ("docs/tutorial.md", "a.md", "b.md")]
+    cost = costs({page: 1 for page in pages})
+    assert cost[pages[0]] == SECONDS[pages[0]]
+    assert cost[pages[1]] == cost[pages[2]] == SECONDS["tests/cluster/test_docs.py"] / 2
+    # The tutorial (75 s on CI) goes out before a file of five cluster tests (3 s each).
+    assert cost[pages[0]] > costs({"tests/cluster/test_x.py": 5})["tests/cluster/test_x.py"]

@@ -1,7 +1,8 @@
 """The collectors' per-tuple acking paths against the plain ledger: random trees of one
 spout tuple, children with one anchor (the inline path) and with two (Storm's general
 anchoring), acked in random order, complete exactly at the last ack, whether the emitters
-write to the acker's ledger directly (one thread) or send it folded acks."""
+write to the acker's ledger directly (one thread) or send it folded acks, and with the
+tuples and ack messages crossing the wire codec as between workers."""
 import random
 
 import pytest
@@ -9,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squall.compiled import is_compiled
+from squall.model import ACKER_STREAMS
 from squall.runtime import collectors
 from squall.runtime.acker import AckerLedger
 from squall.runtime.collectors import BoltCollector, Outbox, Route, SpoutCollector
 from squall.runtime.pending import PendingTuples
+from squall.runtime.serialization import TupleSerializer
 from squall.tuple import Fields, Source
 
 ACKER, SPOUT, BOLT = 9, 1, 2
@@ -33,10 +36,17 @@ def _route(component, task, stream, targets):
 
 
 class _Run:
-    """One spout task and one bolt task sharing an outbox; ``fused``: the acker's ledger is
-    the outbox's (local mode, one thread), else its flushes go to a ledger as messages."""
+    """One spout task and one bolt task sharing an outbox; ``mode`` "fused": the acker's
+    ledger is the outbox's (local mode, one thread), else its flushes go to a ledger as
+    messages; "wire": the bolt's input and the ack messages are encoded and decoded on
+    their way, as between workers."""
 
-    def __init__(self, fused):
+    def __init__(self, mode):
+        fused = mode == "fused"
+        self.wire = None
+        if mode == "wire":
+            self.wire = TupleSerializer({}, {ACKER: "__acker", SPOUT: "s", BOLT: "b"},
+                                        lambda c, s: ACKER_STREAMS.get(s) or Fields(["v"]))
         self.sent = []
         self.outbox = Outbox(lambda task, tuples: self.sent.append((task, tuples)), 10**6, [ACKER], "c", SPOUT)
         self.ledger = AckerLedger()
@@ -53,7 +63,10 @@ class _Run:
         """The tuples emitted since the last call (all go to the bolt task)."""
         buf = self.outbox.bufs.get(BOLT, [])
         out, buf[:] = list(buf), []
-        return out
+        return self._crossed(out)
+
+    def _crossed(self, tuples):
+        return self.wire.loads(self.wire.dumps(tuples)) if self.wire is not None and tuples else tuples
 
     def completed(self):
         """Roots completed so far, after the acker got what the outbox holds."""
@@ -61,18 +74,24 @@ class _Run:
             self.outbox.flush()
             for task, tuples in self.sent:
                 assert task == ACKER
-                for t in tuples:
-                    self.ledger.apply(t.values[0])
+                for t in self._crossed(tuples):
+                    xors = t.values[0]
+                    if self.wire is not None:
+                        assert type(xors) is bytes  # packed (root, XOR) pairs
+                        self.ledger.apply_pairs(xors)
+                    else:
+                        self.ledger.apply(xors)
             self.sent.clear()
             self.emitted()  # the flush handed the bolt's tuples on too: the test keeps its own pool
         return self.ledger.take()[0].get(SPOUT, [])
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.booleans(), st.integers(min_value=0, max_value=2**32), st.integers(min_value=1, max_value=40))
-def test_a_random_tree_completes_exactly_at_its_last_ack(fused, seed, size):
+@given(st.sampled_from(["fused", "messages", "wire"]), st.integers(min_value=0, max_value=2**32),
+       st.integers(min_value=1, max_value=40))
+def test_a_random_tree_completes_exactly_at_its_last_ack(mode, seed, size):
     rnd = random.Random(seed)
-    run = _Run(fused)
+    run = _Run(mode)
     run.spout.now = 5.0
     run.spout.emit(["root"], msg_id="m")
     pool = run.emitted()
@@ -96,7 +115,7 @@ def test_a_random_tree_completes_exactly_at_its_last_ack(fused, seed, size):
 
 @pytest.mark.skipif(is_compiled(collectors), reason="draws the compiled build's ids from splitmix64 in C")
 def test_a_drawn_root_a_pending_tuple_holds_is_drawn_again():
-    run = _Run(fused=True)
+    run = _Run("fused")
     random.seed(11)
     first = run.spout.emit(["a"], msg_id="a") and run.emitted()[0].root
     random.seed(11)  # the next draw repeats ``first``, which is still pending

@@ -39,6 +39,11 @@ def _payload(*groups):
     return msgpack.packb(list(groups), use_bin_type=True)
 
 
+def _pairs(*ids):
+    """Ids as packed pairs of little-endian 64-bit ints, as a worker sends them."""
+    return b"".join(i.to_bytes(8, "little") for i in ids)
+
+
 GOOD = [SPOUT_TASK, "default", [["good"]], None]
 # (group, cause): each is refused alone; the good group beside it still arrives.
 HOSTILE_GROUPS = [
@@ -62,6 +67,12 @@ HOSTILE_GROUPS = [
     ([SPOUT_TASK, "default", [["x"]], [{1: -(1 << 63)}]], "bad_ids"),
     ([SPOUT_TASK, "default", [["x"]], [{1: 2, -3: 4}]], "bad_ids"),         # two trees
     ([SPOUT_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),           # acker stream to a bolt
+    ([SPOUT_TASK, "default", [["x"]], b"\0" * 15], "bad_ids"),            # packed pairs: a short pair
+    ([SPOUT_TASK, "default", [["x"], ["y"]], _pairs(1, 2)], "bad_ids"),  # fewer pairs than tuples
+    ([SPOUT_TASK, "default", [["x"]], _pairs(1, 2, 3, 4)], "bad_ids"),   # more pairs than tuples
+    ([SPOUT_TASK, "default", [["x"]], _pairs(0, 5)], "bad_ids"),         # an edge without a root
+    ([SPOUT_TASK, "default", [["x", "y"]], _pairs(1, 2)], "bad_group"),  # arity, with packed ids
+    ([SPOUT_TASK, "default", [7], _pairs(1, 2)], "bad_group"),
 ]
 
 
@@ -105,6 +116,10 @@ def test_a_bad_group_is_dropped_with_its_cause_and_the_rest_delivered(group, cau
     (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[{1: 2}]], None], "acker_stream"),        # wrong shape
     (SPOUT_TASK, [ACKER_TASK, ACK_FAIL, [[["1"]]], None], "acker_stream"),
     (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[[1, 2.5]]], None], "acker_stream"),       # a root not an int
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[b"\0" * 17]], None], "acker_stream"),    # packed pairs: a short pair
+    (ACKER_TASK, [SPOUT_TASK, ACK_ACK, [[_pairs(1, 2)], [b"\0"]], None], "acker_stream"),  # bad in a later one
+    (ACKER_TASK, [SPOUT_TASK, ACK_FAIL, [[_pairs(1, 2)]], None], "acker_stream"),  # fails are never packed
+    (SPOUT_TASK, [ACKER_TASK, ACK_ACK, [[_pairs(1, 2)]], None], "acker_stream"),   # nor a spout's acks
 ])
 def test_acker_traffic_only_from_the_tasks_that_send_it(target, group, cause):
     ser = _serializer()
@@ -120,6 +135,10 @@ def test_real_acker_traffic_is_admitted():
     assert [t.values for t in to_acker] == [[{5: MAX_U64}], [[5, [6, "why"]]]]
     to_spout = ser.loads(_payload([ACKER_TASK, ACK_ACK, [[[5, 6]]], None]), SPOUT_TASK)
     assert [t.values for t in to_spout] == [[[5, 6]]]
+    packed = ser.loads(_payload([SPOUT_TASK, ACK_ACK, [[_pairs(5, MAX_U64, 0, 0)]], None]), ACKER_TASK)
+    assert [t.values for t in packed] == [[_pairs(5, MAX_U64, 0, 0)]]
+    anchored = ser.loads(_payload([SPOUT_TASK, "default", [["a"], ["b"]], _pairs(MAX_U64, 1, 0, 0)]), SINK_TASKS[0])
+    assert [(t.values, t.ids) for t in anchored] == [(["a"], {MAX_U64: 1}), (["b"], None)]
 
 
 def test_without_a_drop_callback_a_bad_group_raises():
@@ -162,7 +181,8 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.di
                       max_leaves=12)
 tasks = st.sampled_from([ACKER_TASK, *SINK_TASKS, SPOUT_TASK, 0, 99, -1, MAX_U64]) | st.integers(-(1 << 63), MAX_U64)
 streams = st.sampled_from(["default", ACK_ACK, ACK_FAIL, "nope", "__tick"]) | values
-ids = st.none() | st.lists(st.none() | st.dictionaries(scalars, scalars, max_size=3), max_size=4)
+ids = (st.none() | st.lists(st.none() | st.dictionaries(scalars, scalars, max_size=3), max_size=4)
+       | st.binary(max_size=48))  # packed pairs, of any length
 groups = (st.lists(tasks | values, max_size=5)
           | st.tuples(tasks, streams, st.lists(st.lists(values, max_size=3), max_size=4), ids))
 payloads = (st.binary(max_size=64)
@@ -225,6 +245,21 @@ def test_ids_outside_64_bits_are_counted_and_the_worker_goes_on(zmq_worker):
     good_tuple_arrives()
     after = {s.executor: s.dropped for s in rt.stats()}
     assert after[(3, 3)]["bad_ids"] == before[(3, 3)].get("bad_ids", 0) + 1
+    assert after[(1, 1)]["acker_stream"] == before[(1, 1)].get("acker_stream", 0) + 1
+
+
+def test_packed_ids_of_the_wrong_shape_are_counted_and_the_worker_goes_on(zmq_worker):
+    """Anchored tuples' ids and ack messages cross as packed pairs of 64-bit ints: pairs
+    that do not match their tuples, or an ack message cut short, are refused whole and
+    counted per cause and executor; the good group beside them arrives."""
+    rt, push, good_tuple_arrives = zmq_worker
+    before = {s.executor: dict(s.dropped) for s in rt.stats()}
+    push.send(codec.encode_tasks([(SINK_TASKS[1], _payload([SPOUT_TASK, "default", [["x"], ["y"]], _pairs(1, 2)],
+                                                           GOOD))]))
+    push.send(codec.encode_tasks([(ACKER_TASK, _payload([SPOUT_TASK, ACK_ACK, [[_pairs(5, 7)[:-1]]], None]))]))
+    good_tuple_arrives()
+    after = {s.executor: s.dropped for s in rt.stats()}
+    assert after[(3, 3)]["bad_ids"] == before[(3, 3)].get("bad_ids", 0) + 2
     assert after[(1, 1)]["acker_stream"] == before[(1, 1)].get("acker_stream", 0) + 1
 
 

@@ -114,6 +114,26 @@ def test_round_trip_and_malformed_payloads():
             ser.loads(bad)
 
 
+def test_anchored_ids_cross_as_packed_pairs_and_trees_in_several_as_maps():
+    """One tree per tuple (what spouts and anchored bolts emit): the ids column is 16 bytes
+    a tuple of packed 64-bit ints, no map per tuple, and every tuple arrives with its ids.
+    A group with a tuple in several trees keeps the column of maps."""
+    ser, _ = _serializer()
+    src = Source("points", 1, "default", Fields(["p"]))
+    big = (1 << 64) - 1
+    sent = [anchored_tuple([i], src, {big - i: i + 1}) for i in range(250)] + [Tuple(["none"], src)]
+    payload = ser.dumps(sent)
+    (group,) = msgpack.unpackb(payload)
+    assert type(group[3]) is bytes and len(group[3]) == 16 * 251
+    assert len(payload) < 19 * 251  # ids, values and framing: a map per tuple cost 19 bytes for its ids alone
+    back = ser.loads(payload)
+    assert [(t.values, t.ids) for t in back] == [(t.values, t.ids) for t in sent]
+    joined = sent[:2] + [anchored_tuple(["j"], src, {3: 4, 5: 6})]
+    (group,) = msgpack.unpackb(ser.dumps(joined), strict_map_key=False)
+    assert group[3] == [{big: 1}, {big - 1: 2}, {3: 4, 5: 6}]
+    assert [(t.values, t.ids) for t in ser.loads(ser.dumps(joined))] == [(t.values, t.ids) for t in joined]
+
+
 def test_worker_drops_unknown_tasks_and_bad_payloads_and_keeps_going():
     with LocalCluster() as cluster:
         conf = {"topology.workers": 2, "topology.serializers": {path(Point): path(PointSerializer)}}
