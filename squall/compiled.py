@@ -22,8 +22,8 @@ from pathlib import Path
 
 # Module -> its source, relative to the repository (daemons/ and messaging/ install as
 # squall.daemons and squall.messaging): modules whose work runs in loops of their own
-# (fields-grouping hashes, wire encode and decode), and the collectors and acker ledger
-# (whose root table is C arrays when compiled, a dict when not),
+# (fields-grouping hashes, wire encode and decode), and the collectors, acker ledger and
+# spout pending map (whose root tables are C arrays when compiled, dicts when not),
 # whose classes a ``.pxd`` beside the source declares as extension types with typed
 # attributes. Compiled as they were, without the ``.pxd``, the collectors ran more
 # instructions per tuple than CPython 3.11's own specialising interpreter (bench/README.md,
@@ -34,6 +34,7 @@ MODULES = {
     "squall.runtime.serialization": "squall/runtime/serialization.py",
     "squall.messaging.codec": "messaging/codec.py",
     "squall.runtime.root_table": "squall/runtime/root_table.py",
+    "squall.runtime.pending": "squall/runtime/pending.py",
     "squall.runtime.acker": "squall/runtime/acker.py",
     "squall.runtime.collectors": "squall/runtime/collectors.py",
 }
@@ -41,8 +42,8 @@ MODULES = {
 # one another): they run compiled all together or not at all, so that no module meets the
 # other build's tuples (a stale or missing extension of one puts them all back on their
 # ``.py`` files).
-TOGETHER = ("squall.tuple", "squall.runtime.root_table", "squall.runtime.acker", "squall.runtime.collectors",
-            "squall.runtime.serialization")
+TOGETHER = ("squall.tuple", "squall.runtime.root_table", "squall.runtime.pending", "squall.runtime.acker",
+            "squall.runtime.collectors", "squall.runtime.serialization")
 
 PURE_ENV = "SQUALL_PURE"
 

@@ -1,6 +1,7 @@
 # Cython declarations for acker.py (pure-Python mode; see collectors.pxd).
 cimport cython
 
+from squall.runtime.pending cimport PendingTuples
 from squall.runtime.root_table cimport RootTable
 
 cdef unsigned long long _MASK64, _GOLDEN, _MIX1, _MIX2, _state
@@ -34,14 +35,6 @@ cdef class AckerLedger:
                    x="unsigned long long")
     cpdef apply_pairs(self, bytes pairs)
     cpdef fail(self, root, reason=*)
-
-
-cdef class PendingTuples:
-    cdef public dict entries
-    cdef public Py_ssize_t held
-
-    @cython.locals(entries=dict, out=list)
-    cpdef list pop_done(self, roots)
 
 
 cdef class SpoutBook:

@@ -1,19 +1,20 @@
-"""Reliability bookkeeping as plain code: the acker's XOR ledger and the spout's pending map.
+"""Reliability bookkeeping as plain code: the acker's XOR ledger and a spout task's book
+(its pending map is squall.runtime.pending).
 
 A spout tuple's tree has a random root id. Every edge (a tuple sent to a task) has a random
 64-bit edge id, XORed into the ledger once when it is created (by the emitter's ack or the
 spout's init) and once when it is acked, so the entry returns to zero exactly when every
-edge is acked (a false zero has probability 2**-64). The pending map keeps insertion order,
-which is start-time order, so expiring stale entries looks only at the oldest ones.
+edge is acked (a false zero has probability 2**-64).
 """
 from __future__ import annotations
 
 import os
 import random
 import struct
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from squall.runtime.pending import DEFAULT_LIMIT, PendingTuples
 from squall.runtime.root_table import MAX_LIMIT, RootTable
 
 try:
@@ -264,52 +265,6 @@ class AckerLedger:
         return dead
 
 
-class PendingTuples:
-    """A spout task's tuples in flight: root id -> (message id, start time). The spout's
-    collector and executor use ``entries`` directly on the hot path. ``held`` counts
-    tuples whose trees are complete but that a wrapping spout keeps back (checkpointing
-    acks them once a commit covers them): they count toward ``topology.max.spout.pending``
-    while ``entries`` stays as small, and as fast, as without them."""
-
-    __slots__ = ("entries", "held")
-
-    def __init__(self) -> None:
-        self.entries: dict[int, tuple[Hashable, float]] = {}
-        self.held = 0
-
-    def __len__(self) -> int:
-        return len(self.entries) + self.held
-
-    def add(self, root: int, msg_id: Any, now: float) -> None:
-        self.entries[root] = (msg_id, now)
-
-    def pop(self, root: int) -> tuple[Any, float] | None:
-        """Remove and return (message id, start time); None if unknown (timed out already)."""
-        return self.entries.pop(root, None)
-
-    def pop_done(self, roots: Iterable[int]) -> list[tuple[Any, float]]:
-        """Remove and return the (message id, start time) of each completed root, in order;
-        a root no longer pending (timed out, and failed, already) is left out. Compiled, a
-        dict pop per root and nothing else (the spout executor's ack batches)."""
-        entries = self.entries
-        out = []
-        for root in roots:
-            entry = entries.pop(root, None)
-            if entry is not None:
-                out.append(entry)
-        return out
-
-    def expire(self, now: float, timeout: float) -> list[Any]:
-        """Remove and return the message ids of tuples pending longer than ``timeout``."""
-        limit = now - timeout
-        dead: list[int] = []
-        for root, (_, start) in self.entries.items():
-            if start > limit:
-                break
-            dead.append(root)
-        return [self.entries.pop(root)[0] for root in dead]
-
-
 class SpoutBook:
     """One spout task's reliability bookkeeping: its pending tuples, how many were acked
     and failed, and where complete latencies are sampled (shared by the executor's tasks).
@@ -317,8 +272,8 @@ class SpoutBook:
 
     __slots__ = ("pending", "acked", "failed", "latencies")
 
-    def __init__(self, latencies: Any) -> None:
-        self.pending = PendingTuples()
+    def __init__(self, latencies: Any, limit: int = DEFAULT_LIMIT) -> None:
+        self.pending = PendingTuples(limit)
         self.acked = 0
         self.failed = 0
         self.latencies = latencies  # a bounded deque of seconds

@@ -5,6 +5,7 @@
 cimport cython
 
 from squall.runtime.acker cimport AckerLedger, next_id
+from squall.runtime.pending cimport PendingTuples
 from squall.tuple cimport TreeTuple, Tuple, _new
 
 
@@ -70,16 +71,19 @@ cdef class _Collector(RoutedCollector):
 
 
 cdef class SpoutCollector(_Collector):
-    cdef public dict _pending
+    cdef public PendingTuples _pending
     cdef public tuple _layout
     cdef public unsigned long long _root_base
     cdef public unsigned long long _root_stride
     cdef public int _root_bits
     cdef public object now  # set once per turn and stored in each pending entry as is (a C double would box a float per tuple)
     cdef public list immediate_acks
+    cdef public list immediate_fails
 
-    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger, added=int)
     cpdef emit(self, values, stream=*, msg_id=*)
+    @cython.locals(added=int)
+    cpdef _record(self, msg_id, int added=*)
     @cython.locals(route=Route)
     cpdef _send(self, Route route, values, targets, msg_id)
 

@@ -309,13 +309,14 @@ class SpoutCollector(_Collector):
     def __init__(self, component: str, task: int, routes: dict[str, Route], outbox: Outbox,
                  report: Callable, pending: Any, near: Collection[int] = ()) -> None:
         super().__init__(component, task, routes, outbox, report)
-        self._pending = pending.entries  # root -> (msg_id, start); see squall.runtime.acker.PendingTuples
+        self._pending = pending  # root -> (msg_id, start): squall.runtime.pending.PendingTuples
         # Root ids are base + random(bits) * stride: they name this task in their high bits
         # and, when an acker runs in this worker (``near``), pick it (squall.runtime.acker.root_layout).
         self._layout = root_layout(task, outbox.ackers, near)
         self._root_base, self._root_stride, self._root_bits = self._layout
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
+        self.immediate_fails: list[Any] = []  # tuples refused because the pending map was full
 
     def emit(self, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> tuple[int, ...]:
         """Emit ``values``; returns the ids of the tasks it was sent to."""
@@ -327,9 +328,7 @@ class SpoutCollector(_Collector):
         route.emitted += 1
         buf = route.buf
         if buf is None:
-            targets = route.fixed or route.choose(values)
-            self._send(route, values, targets, msg_id)
-            return targets
+            return self._send(route, values, route.fixed or route.choose(values), msg_id)
         # One fixed target (the common case): inline.
         if msg_id is None or not self._acking:
             tup = _new(Tuple)
@@ -343,12 +342,14 @@ class SpoutCollector(_Collector):
             return route.fixed
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
-        # One dict operation both checks that the root is unused and records the tuple.
-        entry = (msg_id, self.now)
+        # One operation both checks that the root is unused and records the tuple.
         root = edge = self._root_base + _rand(self._root_bits) * self._root_stride
-        if self._pending.setdefault(root, entry) is not entry:
-            root = edge = self._unused_root()
-            self._pending[root] = entry
+        added = self._pending.add(root, msg_id, self.now)
+        if added != 1:
+            again = self._record(msg_id, added)
+            if again is None:
+                return ()
+            root = edge = again
         tree = _new(TreeTuple)
         tree.values = values
         tree.source = route.source
@@ -370,18 +371,23 @@ class SpoutCollector(_Collector):
         route = self._route(stream, values, True)
         targets = self._direct_target(route, task)
         route.emitted += 1
-        self._send(route, list(values), targets, msg_id)
-        return targets
+        return self._send(route, list(values), targets, msg_id)
 
-    def _unused_root(self) -> int:
-        root = draw_root(self._layout)
-        while root in self._pending:
+    def _record(self, msg_id: Any, added: int = 0) -> int | None:
+        """Record a new tree under a fresh root and return the root (``added``: the answer
+        to the first try, 0 when its root was taken); None when the pending map is full:
+        the tuple is not sent, and the spout hears fail for it in this turn."""
+        while added == 0:
             root = draw_root(self._layout)
+            added = self._pending.add(root, msg_id, self.now)
+        if added != 1:
+            self.immediate_fails.append(msg_id)
+            return None
         return root
 
-    def _send(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> None:
+    def _send(self, route: Route, values: list, targets: tuple[int, ...], msg_id: Any) -> tuple[int, ...]:
         """Send one tuple per target: with a message id (and ackers), each a new edge of a
-        new tree; without, unanchored."""
+        new tree; without, unanchored. Returns the targets (none: the pending map was full)."""
         src = route.source
         if msg_id is None or not self._acking or not targets:
             tup = Tuple(values, src)
@@ -389,15 +395,17 @@ class SpoutCollector(_Collector):
                 self._put(t, tup)
             if msg_id is not None:  # Storm acks at once when nothing can track the tree
                 self.immediate_acks.append(msg_id)
-            return
-        root = self._unused_root()
+            return targets
+        root = self._record(msg_id)
+        if root is None:
+            return ()
         ack_val = 0
         for t in targets:
             edge = _rand(64)
             ack_val ^= edge
             self._put(t, anchored_tuple(values, src, {root: edge}))
-        self._pending[root] = (msg_id, self.now)
         self._outbox.fold(root, ack_val)
+        return targets
 
 
 class BoltCollector(_Collector):

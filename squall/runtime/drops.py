@@ -24,6 +24,7 @@ ACKER_STREAM = "acker_stream"      # acker traffic from a task that may not send
 BAD_CONTROL = "bad_control"        # a control frame with a body of the wrong shape
 INTERNAL_ERROR = "internal_error"  # a payload that made decoding fail unexpectedly (a bug of ours)
 LEDGER_FULL = "ledger_full"        # a new tuple tree the acker's bounded ledger had no room for: it fails
+PENDING_FULL = "pending_full"      # a tuple a spout emitted while its bounded pending map was full: it fails
 UNDECODABLE_VALUE = "undecodable_value"  # a tuple whose value did not decode (a deserializer raised): it fails
 
 LOG_EVERY_SECS = 10.0

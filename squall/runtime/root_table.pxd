@@ -34,6 +34,10 @@ cdef class RootTable:
     @cython.locals(i=size_t)
     cpdef int put(self, unsigned long long root, unsigned long long v) except -2
     @cython.locals(i=size_t)
+    cpdef int insert(self, unsigned long long root, unsigned long long v) except -2
+    @cython.locals(i=size_t, v="unsigned long long")
+    cpdef unsigned long long pop(self, unsigned long long root)
+    @cython.locals(i=size_t)
     cpdef bint discard(self, unsigned long long root) except -1
     @cython.locals(j=size_t, out=list)
     cpdef list roots(self)

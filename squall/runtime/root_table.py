@@ -174,6 +174,32 @@ class RootTable:
         d.pop(root, None)
         return 0
 
+    def insert(self, root: int, v: int) -> int:
+        """Set ``root`` to ``v`` (nonzero) only if it is absent: 1 when set, 0 when it was
+        there (unchanged), FULL when it is new and does not fit."""
+        if cython.compiled:
+            i = self._slot(root)
+            if self._vals[i] != 0:
+                return 0
+            return self._insert(i, root, v)
+        d = self._d
+        if root in d:
+            return 0
+        if len(d) >= self.limit:
+            return FULL
+        d[root] = v
+        return 1
+
+    def pop(self, root: int) -> int:
+        """Remove ``root`` and return its value; 0 when absent."""
+        if cython.compiled:
+            i = self._slot(root)
+            v = self._vals[i]
+            if v != 0:
+                self._remove_slot(i)
+            return v
+        return self._d.pop(root, 0)
+
     def discard(self, root: int) -> bool:
         """Remove ``root``; True if it was there."""
         if cython.compiled:

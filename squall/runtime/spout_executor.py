@@ -8,10 +8,12 @@ from typing import Any
 
 from squall.components import Spout
 from squall.model import ACK_ACK, ACK_FAIL
+from squall.runtime import drops
 from squall.runtime.acker import SpoutBook
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
+from squall.runtime.pending import pending_limit
 from squall.runtime.spout_pacing import SpoutPacing
 from squall.runtime.stats import ExecutorStats, Latency
 from squall.runtime.wrapping import SpoutWrapper, StatsSections
@@ -59,9 +61,10 @@ class SpoutExecutor(Executor):
         self.latencies: deque[float] = deque(maxlen=20000)  # recent complete latencies, sampled per ack batch
         self.tasks: dict[int, SpoutTask] = {}
         idle_wait = float(self.conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000.0
+        limit = pending_limit(self.conf.get("topology.max.spout.pending"))
         for task in self.task_ids:
             spout: Any = self.spec.runnable()
-            book = SpoutBook(self.latencies)
+            book = SpoutBook(self.latencies, limit)
             coll = SpoutCollector(self.component, task, self.routes(task), self.outbox,
                                   self.reporter(task), book.pending, self.near_ackers())
             if isinstance(spout, SpoutWrapper):
@@ -134,6 +137,8 @@ class SpoutExecutor(Executor):
                 t.book.acked += len(done)
                 for msg_id in done:
                     self._call(task, t.spout.ack, msg_id)
+            if coll.immediate_fails:
+                self._refused(task, t)
         if self.timeouts_on:
             if now >= self.next_expiry:
                 self.next_expiry = now + 0.1
@@ -142,6 +147,18 @@ class SpoutExecutor(Executor):
         # Last, so that what the spout emitted from ack or fail goes in this turn too.
         due = self.outbox.flush_due(_monotonic())
         return due if due < wait else wait
+
+    def _refused(self, task: int, t: SpoutTask) -> None:
+        """Tuples emitted while the task's pending map was full: never sent; they fail now
+        (the spout replays them) and count as dropped."""
+        refused, t.coll.immediate_fails = t.coll.immediate_fails, []
+        t.book.failed += len(refused)
+        self.link.drop(drops.PENDING_FULL, len(refused), self.executor_id,
+                       error=f"spout task {task} has {t.pending.limit} tuples pending: {len(refused)} new "
+                             f"tuples failed at once; lower what one next_tuple call emits or raise "
+                             f"topology.max.spout.pending")
+        for msg_id in refused:
+            self._call(task, t.spout.fail, msg_id)
 
     def _expire(self, now: float) -> None:
         """Fail the tuples pending longer than the message timeout."""
@@ -233,21 +250,21 @@ class SpoutExecutor(Executor):
         if t.wrapper is not None:  # a wrapping spout takes its task's input itself
             t.wrapper.receive(tuples, now)
             return
-        spout, book = t.spout, t.book
-        pending = t.pending.entries
-        sample: list[tuple[Any, float]] = []  # a few completed trees, for their complete latency
+        spout, book, pending = t.spout, t.book, t.pending
+        lats: list[float] = []  # complete latencies of the first few completed trees
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                done = t.pending.pop_done(tup.values[0])
-                book.acked += len(done)
-                sample += done[:SAMPLE_PER_BATCH]
                 if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
-                    continue  # the spout keeps no record of acks: no call per tuple
+                    # The spout keeps no record of acks: no call, nor list, per tuple.
+                    book.acked += pending.complete(tup.values[0], now, lats, SAMPLE_PER_BATCH - len(lats), None)
+                    continue
+                done: list[Any] = []
+                book.acked += pending.complete(tup.values[0], now, lats, SAMPLE_PER_BATCH - len(lats), done)
                 ack = spout.ack
-                for entry in done:
+                for msg_id in done:
                     try:
-                        ack(entry[0])
+                        ack(msg_id)
                     except Exception as exc:
                         self.user_error(task, exc, "ack")
             elif stream == ACK_FAIL:
@@ -255,7 +272,7 @@ class SpoutExecutor(Executor):
                     reason = None
                     if type(root) is not int:  # [root, reason]: a tuple of the tree could not be delivered
                         root, reason = root
-                    held = pending.pop(root, None)
+                    held = pending.pop(root)
                     if held is not None:
                         book.failed += 1
                         if reason is None:
@@ -265,9 +282,8 @@ class SpoutExecutor(Executor):
                                 spout.undeliverable(held[0], reason)
                             except Exception as exc:
                                 self.user_error(task, exc, "undeliverable")
-        if sample:
+        if lats:
             # A bounded sample per batch, for the histogram and the recent latencies.
-            lats = [now - entry[1] for entry in sample[:SAMPLE_PER_BATCH]]
             self.latencies.extend(lats)
             self.complete_latency.observe_many(lats)
 

@@ -268,13 +268,10 @@ class SpoutCheckpoint(TaskCheckpoint):
 
     def completed(self, roots: list[int]) -> None:
         """Trees complete: their tuples wait for a commit to be acked."""
-        pop, done = self.pending.entries.pop, self.done
-        n = len(done)
-        for root in roots:
-            entry = pop(root, None)
-            if entry is not None:  # None: timed out already, or from before a restore
-                done.append(entry)
-        self.pending.held += len(done) - n
+        # A root no longer pending timed out already, or is from before a restore.
+        entries = self.pending.pop_entries(roots)
+        self.done += entries
+        self.pending.held += len(entries)
 
     def prepare(self, txid: int) -> bool:
         if self.rollback_wanted:
@@ -308,8 +305,7 @@ class SpoutCheckpoint(TaskCheckpoint):
     def restore(self, txid: int) -> bool:
         # Everything not committed is replayed: a stateful spout rewinds with its state, a
         # plain one hears fail for each such tuple.
-        stale = [*self.pending.entries.values(), *self.done, *(e for _, es in self.closed for e in es)]
-        self.pending.entries.clear()
+        stale = [*self.pending.drain(), *self.done, *(e for _, es in self.closed for e in es)]
         self.pending.held = 0
         self.done, self.closed, self.rollback_wanted, self.ready = [], [], False, False
         if self.state is None:
@@ -363,7 +359,7 @@ class CheckpointedSpout(Participant, SpoutWrapper):
     def receive(self, tuples: list, now: float) -> None:
         ck = self.ckpt
         assert ck is not None and self.aligner is not None
-        pending = ck.pending.entries
+        pending = ck.pending
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
@@ -377,7 +373,9 @@ class CheckpointedSpout(Participant, SpoutWrapper):
                         ck.book.failed += 1
                         ck.want_rollback()
                         if reason is not None:  # undeliverable: the spout hears why, and not fail too
-                            ck.undeliverable(pending.pop(root)[0], reason)
+                            entry = pending.pop(root)
+                            if entry is not None:
+                                ck.undeliverable(entry[0], reason)
             elif stream == CHECKPOINT_STREAM:
                 self.aligner.feed([tup])
 

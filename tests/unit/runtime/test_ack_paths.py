@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from squall.compiled import is_compiled
 from squall.model import ACKER_STREAMS
 from squall.runtime import collectors
-from squall.runtime.acker import AckerLedger, PendingTuples
+from squall.runtime.acker import AckerLedger
 from squall.runtime.collectors import BoltCollector, Outbox, Route, SpoutCollector
+from squall.runtime.pending import PendingTuples
 from squall.runtime.serialization import TupleSerializer
 from squall.tuple import Fields, Source
 
@@ -95,7 +96,7 @@ def test_a_random_tree_completes_exactly_at_its_last_ack(mode, seed, size):
     run.spout.emit(["root"], msg_id="m")
     pool = run.emitted()
     root = pool[0].root
-    assert run.pending.entries == {root: ("m", 5.0)}
+    assert run.pending.as_dict() == {root: ("m", 5.0)}
     made = 1
     while pool:
         tup = pool.pop(rnd.randrange(len(pool)))
@@ -121,16 +122,6 @@ def test_a_drawn_root_a_pending_tuple_holds_is_drawn_again():
     run.spout.emit(["b"], msg_id="b")
     second = run.emitted()[0].root
     assert second != first
-    assert run.pending.entries[first][0] == "a" and run.pending.entries[second][0] == "b"
+    entries = run.pending.as_dict()
+    assert entries[first][0] == "a" and entries[second][0] == "b"
     assert run.ledger.table.get(second) == second  # the init of the new root alone
-
-
-@given(st.lists(st.integers(min_value=0, max_value=30), max_size=20), st.lists(st.integers(min_value=0, max_value=30)))
-def test_a_spout_pops_the_entries_of_completed_roots_it_still_holds(held, completed):
-    pending = PendingTuples()
-    for i, root in enumerate(held):
-        pending.add(root, f"m{root}", float(i))
-    plain = dict(pending.entries)
-    expected = [plain.pop(r) for r in completed if r in plain]  # a root twice: popped once
-    assert pending.pop_done(completed) == expected
-    assert pending.entries == plain

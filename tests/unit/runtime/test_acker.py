@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.clock import FakeClock
-from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, PendingTuples, new_root, next_id, spout_task
+from squall.runtime.acker import ROOT_RANDOM_BITS, AckerLedger, new_root, next_id, spout_task
 from squall.testing.components import FixedTupleSpout, Recorder
 from squall.testing.waiting import wait_for
 from squall.tuple import Tuple
@@ -101,16 +101,6 @@ def test_any_tree_in_any_order_completes_exactly_at_the_last_ack(depth, seed):
     assert ledger.take()[0] == {1: [root]}
 
 
-def test_pending_expires_oldest_first():
-    p = PendingTuples()
-    p.add(1, "a", now=0.0)
-    p.add(2, "b", now=5.0)
-    p.add(3, "c", now=9.0)
-    assert p.pop(2) == ("b", 5.0)
-    assert p.expire(now=12.0, timeout=10.0) == ["a"]
-    assert len(p) == 1 and p.expire(now=30.0, timeout=10.0) == ["c"]
-
-
 class _SlowAck(Bolt):
     """Holds every input for ``hold`` seconds (of its task's clock) before acking it;
     records what it holds under ``<key>.held`` and the clock at each tick under ``<key>.ticks``."""
@@ -176,7 +166,7 @@ def test_a_spout_acks_each_completed_tree_once_and_ignores_roots_it_no_longer_ho
     worker.run()
     spout, acker = worker.executor("src"), worker.executor("__acker")
     task = spout.task_ids[0]
-    pending = dict(spout.tasks[task].pending.entries)  # root -> (msg_id, start)
+    pending = spout.tasks[task].pending.as_dict()  # root -> (msg_id, start)
     assert sorted(m for m, _ in pending.values()) == [0, 1, 2, 3, 4]
     r0, r1, r2 = list(pending)[:3]
     never = (1 << 63) | task

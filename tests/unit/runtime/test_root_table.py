@@ -31,7 +31,7 @@ BUILDS = [RootTable, PLAIN.RootTable]
 # Roots that collide: one residue class (root_layout's stride), the ends of the range, zero.
 roots = st.sampled_from([0, 1, MAX_U64, MAX_U64 - 1, 1 << 63]) | st.integers(0, 40).map(lambda k: (3 << 44) + 7 * k) \
     | st.integers(0, MAX_U64)
-ops = st.lists(st.tuples(st.sampled_from(["fold", "put", "discard", "get", "contains"]), roots,
+ops = st.lists(st.tuples(st.sampled_from(["fold", "put", "insert", "pop", "discard", "get", "contains"]), roots,
                          st.sampled_from([0, 1, MAX_U64]) | st.integers(0, MAX_U64)), max_size=300)
 
 
@@ -52,6 +52,13 @@ def test_both_builds_match_a_dict_of_nonzero_values_under_a_bound(seq, limit):
             else:
                 model.pop(root, None)
                 want = 0
+        elif op == "insert":  # set only when absent (the spout's pending map: root -> slot)
+            x = x or 1
+            want = 0 if root in model else FULL if len(model) >= limit else 1
+            if want == 1:
+                model[root] = x
+        elif op == "pop":
+            want = model.pop(root, 0)
         elif op == "discard":
             want = model.pop(root, None) is not None
         elif op == "get":
@@ -59,7 +66,7 @@ def test_both_builds_match_a_dict_of_nonzero_values_under_a_bound(seq, limit):
         else:
             want = root in model
         for t in tables:
-            got = getattr(t, op)(root, x) if op in ("fold", "put") else \
+            got = getattr(t, op)(root, x) if op in ("fold", "put", "insert") else \
                 (root in t if op == "contains" else getattr(t, op)(root))
             assert got == want, (op, root, x, t)
     for t in tables:
