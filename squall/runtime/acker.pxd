@@ -25,7 +25,7 @@ cdef class AckerLedger:
     cdef list _roots
 
     @cython.locals(r=int)
-    cpdef bint xor(self, root, unsigned long long x) except -1
+    cpdef bint xor(self, unsigned long long root, unsigned long long x) except -1
     @cython.locals(d=list, r="unsigned long long", task="long long")
     cpdef complete(self, root)
     cpdef refuse(self, root)
