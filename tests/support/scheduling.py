@@ -76,7 +76,19 @@ SECONDS = {
 # so that the runs it holds back start in the suite's tail. SQUALL_TEST_TAIL_SECONDS sets
 # another figure (0: once the last unit has gone out, as before; for a side-by-side run).
 TAIL_ENV = "SQUALL_TEST_TAIL"
-TAIL_SECONDS = float(os.environ.get("SQUALL_TEST_TAIL_SECONDS", "240"))
+
+
+def _tail_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"SQUALL_TEST_TAIL_SECONDS={text!r}: seconds, 0 or more")
+    return seconds
+
+
+TAIL_SECONDS = _tail_seconds(os.environ.get("SQUALL_TEST_TAIL_SECONDS", "240"))
 
 # Seconds per test of a file not listed, by tier: unit tests take milliseconds, the others
 # start servers and processes.

@@ -1,5 +1,7 @@
 """How scripts/test.sh's test processes share the suite (tests/support/scheduling.py)."""
-from support.scheduling import SECONDS, SPARK, TAIL_SECONDS, costs, scope_of, tail_begins
+import pytest
+
+from support.scheduling import SECONDS, SPARK, _tail_seconds, costs, scope_of, tail_begins
 
 
 def order(nodeids: list[str]) -> list[str]:
@@ -56,10 +58,17 @@ def test_the_reruns_start_once_what_is_left_is_the_suites_tail():
         units[scope_of(nodeid)] = units.get(scope_of(nodeid), 0) + 1
     cost = costs(units)
     queue = order(nodeids)
-    started = [tail_begins([cost[u] for u in queue[i:]]) for i in range(len(queue) + 1)]
+    tail = 60.0  # whatever SQUALL_TEST_TAIL_SECONDS says in this run
+    started = [tail_begins([cost[u] for u in queue[i:]], tail) for i in range(len(queue) + 1)]
     first = started.index(True)
     assert all(started[first:]) and 0 < first < len(queue)  # once begun, it stays begun
     assert "tests/cluster/test_docker_compose.py" not in queue[first:]
-    assert sum(cost[u] for u in queue[first:]) <= TAIL_SECONDS < sum(cost[u] for u in queue[first - 1:])
+    assert sum(cost[u] for u in queue[first:]) <= tail < sum(cost[u] for u in queue[first - 1:])
     assert [tail_begins([cost[u] for u in queue[i:]], 0) for i in range(len(queue) + 1)] == \
         [False] * len(queue) + [True]
+
+
+@pytest.mark.parametrize("text", ["soon", "-5", "nan", ""])
+def test_a_tail_setting_that_is_not_seconds_is_refused_naming_it(text):
+    with pytest.raises(ValueError, match="SQUALL_TEST_TAIL_SECONDS"):
+        _tail_seconds(text)
