@@ -18,9 +18,17 @@ def test_what_a_running_topology_reports_survives_its_wire_form():
     builder.set_bolt("sink", RecordingBolt(name), 2).shuffle("src")
     with LocalCluster() as cluster:
         cluster.submit(name, {"topology.acker.executors": 1}, builder.build())
-        wait_for(lambda: sum(s.get("acked", 0) for s in cluster.stats(name) if s["kind"] == "spout") == 50, 20,
-                 "every tuple acked")
-        wire = cluster.stats(name)
+        # One snapshot that shows every tree acked and timed: the executor thread counts a batch's acks
+        # before it adds the batch's latencies, so a snapshot between the two has the one, not the other.
+        snapshots: list[list[dict]] = []
+
+        def acked_and_timed() -> bool:
+            snapshots.append(cluster.stats(name))
+            spouts = [s for s in snapshots[-1] if s["kind"] == "spout"]
+            return sum(s.get("acked", 0) for s in spouts) == 50 and all(s.get("complete_latency_ms") for s in spouts)
+
+        wait_for(acked_and_timed, 20, "every tuple acked and its latency taken")
+        wire = snapshots[-1]
     kinds = {s["kind"] for s in wire}
     assert kinds == {"spout", "bolt", "acker"}
     for entry in wire:
