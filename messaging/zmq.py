@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -319,9 +319,17 @@ class ZmqClient(Connection):
 class ZmqContext(Context):
     """One per worker process: owns the zmq.Context and every connection made from it."""
 
-    def __init__(self, curve: CurveKeys | None = None) -> None:
-        """``curve``: the key pair of every peer (None: plain TCP, unauthenticated)."""
+    def __init__(self, curve: CurveKeys | None = None, io_cpus: Collection[int] = ()) -> None:
+        """``curve``: the key pair of every peer (None: plain TCP, unauthenticated).
+        ``io_cpus``: the CPUs ZeroMQ's own threads (I/O, reaper) may run on; empty: any.
+
+        A worker keeps them off the CPU its Python threads are pinned to: they need no GIL,
+        and unpinned the kernel woke them on the CPU of whoever woke them, which was mostly
+        the busiest worker's (a cluster's spout worker), so every frame's I/O waited for, and
+        took time from, that worker's executor thread."""
         self._zctx = zmq.Context()
+        for cpu in io_cpus:  # before the first socket: ZeroMQ starts its threads with it
+            self._zctx.set(zmq.THREAD_AFFINITY_CPU_ADD, cpu)
         self._curve = curve
         # The ZAP handler must exist before the first CURVE server socket.
         self._zap = ZapHandler(self._zctx, curve) if curve is not None else None

@@ -103,9 +103,11 @@ install_debian() {
 }
 run_debian() {
   echo "the unit tier and a cluster test again on Debian's Python ($(/usr/bin/python3 --version))"
-  "$DEBIAN_VENV/bin/pytest" -q -n 2 "$@" tests/unit --deselect tests/unit/test_lint.py \
-    --deselect tests/unit/test_layers.py \
-    "tests/cluster/test_cluster_e2e.py::test_kill_9_worker_is_relaunched_and_every_message_completes"
+  # The cluster test first: it mostly waits (on a worker's relaunch), which the other process
+  # spends on the unit tier; handed out last, it ran alone at the end.
+  "$DEBIAN_VENV/bin/pytest" -q -n 2 "$@" \
+    "tests/cluster/test_cluster_e2e.py::test_kill_9_worker_is_relaunched_and_every_message_completes" \
+    tests/unit --deselect tests/unit/test_lint.py --deselect tests/unit/test_layers.py
 }
 
 if [ "$tier" = pure ]; then
@@ -126,18 +128,18 @@ if [ -n "$tier" ]; then
   # A whole tier on two processes (the unit tier: ~70 s on one, ~45 s on two).
   exec "$VENV/bin/pytest" -n 2 --dist loadfile "tests/$tier" "$@"
 fi
-# The plain-Python rerun and the Debian run wait for the suite's tail: once its last file has
-# gone to a test process (tests/support/scheduling.py makes $drained) the processes finish
-# their last files one by one and leave cores idle, which the reruns take (they ran after the
-# suite, 70 s of wall time). Debian's venv is installed meanwhile (pip mostly unpacks and
-# waits on the disk; a clean checkout's takes half a minute). Their output is shown after
-# the suite's.
+# The plain-Python rerun and the Debian run wait for the suite's tail: once what is left to
+# hand out is the suite's last minute or so (tests/support/scheduling.py makes $tail: the
+# short cluster files and the unit tier's), they share it; they wait on deadlines more than
+# they compute, as those files do, and ran after the suite (60-70 s of wall time). Debian's
+# venv is installed meanwhile (pip mostly unpacks and waits on the disk; a clean checkout's
+# takes half a minute). Their output is shown after the suite's.
 reruns_dir="$(mktemp -d)"
-drained="$reruns_dir/drained"
+tail="$reruns_dir/tail"
 reruns() {
   local rc=0
   install_debian >"$reruns_dir/install.log" 2>&1 || { cat "$reruns_dir/install.log"; return 1; }
-  while [ ! -e "$drained" ]; do sleep 1; done
+  while [ ! -e "$tail" ]; do sleep 1; done
   run_pure || rc=1
   cat "$reruns_dir/install.log"
   run_debian || rc=1
@@ -151,8 +153,8 @@ trap 'kill "$reruns_pid" 2>/dev/null; rm -rf "$reruns_dir"' EXIT  # interrupted:
 # compute (with two, a whole run used 1,573 CPU-s in 1,575 s: one core of two), so a third
 # one on two cores shortens the run.
 suite=0
-SQUALL_TEST_DRAINED="$drained" "$VENV/bin/pytest" -n 3 --dist loadfile "$@" || suite=$?
-touch "$drained"  # a run that stopped early (-x, a collection error) handed out no last file
+SQUALL_TEST_TAIL="$tail" "$VENV/bin/pytest" -n 3 --dist loadfile "$@" || suite=$?
+touch "$tail"  # a run that stopped early (-x, a collection error) may not have reached it
 reruns=0
 wait "$reruns_pid" || reruns=$?
 trap 'rm -rf "$reruns_dir"' EXIT

@@ -61,6 +61,7 @@ from squall.daemons.worker.local_files import LocalFiles
 from squall.daemons.worker.operator import OperatorHandler
 from squall.daemons.worker.zk_writer import ZkWriter
 from squall.messaging import make_context
+from squall.runtime.affinity import io_cpus, worker_cpu
 from squall.runtime.worker_runtime import WorkerRuntime
 from squall.topology import Topology
 
@@ -313,7 +314,8 @@ class Worker:
         if curve is None:
             self.log.warning("SECURITY OFF: CurveZMQ is off (zmq.curve: false): worker traffic is "
                              "plain TCP, unauthenticated")
-        self.context = make_context(self.conf, curve=curve)
+        # ZeroMQ's I/O threads off the CPU of the worker's Python threads (worker.pin.cpu).
+        self.context = make_context(self.conf, curve=curve, io_cpus=io_cpus(worker_cpu(self.conf, self.port)))
         assert self.state is not None
         self.writer = ZkWriter(self.state, self.topology_id, self.port, self.host, self.conf, self.clock)
         self.writer.start()

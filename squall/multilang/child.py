@@ -220,6 +220,12 @@ class ChildProcess:
                 room.notify()
         return data
 
+    @property
+    def holding(self) -> bool:
+        """Whether ``read`` has more to hand on: output the executor has not read, or the
+        end of stdout (which the next ``read`` reports)."""
+        return bool(self._held) or self._eof
+
     def _read_stdout(self) -> None:
         """The reader thread: stdout into ``_held`` while there is room, waking the executor."""
         fd, room = self._out_fd, self._room
@@ -309,6 +315,10 @@ class ChildProcess:
                 return True
             self._conversing = True
             return self._take_now()
+
+    def ready(self) -> bool:
+        """Whether stdout has output (or its end) to read now, without reading it."""
+        return bool(self._held) or self._eof or bool(self._stdout_ready.poll(0))
 
     def spin(self, secs: float) -> bool:
         """``poll`` until the child writes, for at most ``secs`` (no sleep: a child that

@@ -166,6 +166,8 @@ class ChildLink:
                     self._take(exc.messages, commands, out)
                     raise
                 self._take(raws, commands, out)
+                if not child.holding:  # all read: the next look at an empty pipe waits for the next receive
+                    break
         except ChildGone as exc:
             self.broken_after = out
             raise LinkBroken(str(exc)) from None

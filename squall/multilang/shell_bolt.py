@@ -64,13 +64,17 @@ class ShellBolt(ShellComponentMixin, Bolt):
     # -- lifecycle ----------------------------------------------------------------------------
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
+        # the runtime collector's (a spout's emit may be dropped: its answer waits for the emit)
+        self.fixed_targets = getattr(collector, "fixed_targets", None)
         self.link = self._open_link(conf, context, collector.report_error)
         # A tick period other than ours was set on the declarer: those ticks are the child's.
         self.forward_ticks = conf.get(TICK_KEY) not in (None, POLL_SECS)
         self.inputs: dict[str, Tuple] = {}
         self.ids = itertools.count(1)
         self.failed_while_down = 0
-        self.converse_until = 0.0  # while the child may write again soon (it was just answered)
+        # when the child may write again soon (it was just answered task ids); 0 while it has
+        # not asked since it last held no tuples (between_steps looks only at children that ask)
+        self.converse_until = 0.0
         self.polling = False       # the conversation goes on at the next wake (the reader stands aside)
         self.wake_queued = False   # a wake of this bolt is queued on its executor
         self.spin_misses = 0       # waits since a spin last found the child's output (_await)
@@ -122,6 +126,17 @@ class ShellBolt(ShellComponentMixin, Bolt):
         acks and syncs are handled now; a child mid-tuple is waited for (``_converse``)."""
         self.wake_queued = False
         self._service(_monotonic())
+
+    def between_steps(self) -> None:
+        """Called by the executor thread between the steps of its executors. A child that
+        asks for task ids (storm.py's way: each emit waits for them), holds tuples and wrote
+        is answered now, not after the rest of the thread's turn: the child goes on while
+        the other executors' steps run. Nothing is waited for here; a child that never asks
+        (pystorm's emits) is read at this bolt's own step, in larger batches."""
+        if self.converse_until and self.inputs:
+            child = self.link.child
+            if child is not None and child.ready():
+                self._service(_monotonic(), wait=False)
 
     def _send_tick(self, values: list) -> None:
         link = self.link

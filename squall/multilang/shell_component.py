@@ -27,6 +27,8 @@ class ShellComponentMixin:
     link: ChildLink
     collector: Any
     answered = False  # a task-id request was answered in the current read of the child
+    # The collector's targets of an emit known before it is made (set with the collector)
+    fixed_targets: Callable[[str, Any], tuple[int, ...] | None] | None = None
     _wake: Callable[[], None] | None = None  # the executor's (attach_wake)
 
     def _init_shell(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]] | None,
@@ -110,8 +112,20 @@ class ShellComponentMixin:
 
     def _emit_and_answer(self, msg: protocol.ShellMsg, last: Any) -> None:
         """A child's emit, with ``last`` its anchors (bolts) or message id (spouts); the
-        target task ids go back when it asked for them (Storm answers non-direct emits only)."""
+        target task ids go back when it asked for them (Storm answers non-direct emits only).
+        Targets known before the emit (``fixed_targets``) are answered first: a child that
+        waits for them (storm.py) goes on while the tuple is made and handed on."""
         direct = bool(msg.task)
+        if msg.need_task_ids and not direct and self.fixed_targets is not None:
+            fixed = self.fixed_targets(msg.stream, msg.tuple)
+            if fixed is not None:
+                self.link.send(self.link.encode_task_ids(fixed))
+                self.answered = True
+                try:
+                    self.collector.emit(msg.tuple, msg.stream, last)
+                except (ValueError, TypeError, KeyError) as exc:
+                    self.link.bad_message(f"emit refused: {exc}")
+                return
         targets: Sequence[int] = ()
         try:
             if direct:

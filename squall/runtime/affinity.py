@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def spread_key(port: int, slot_ports: Sequence[int], local_pid: int | None = None) -> int:
@@ -24,6 +25,26 @@ def choose_cpu(key: int) -> int | None:
     except (AttributeError, OSError):
         return None
     return allowed[key % len(allowed)] if len(allowed) > 1 else None
+
+
+def worker_cpu(conf: Mapping[str, Any], port: int) -> int | None:
+    """The CPU a worker's threads run on (None: not pinned, ``worker.pin.cpu`` off or one CPU)."""
+    if not conf.get("worker.pin.cpu"):
+        return None
+    local = conf.get("squall.messaging.transport") == "local"
+    return choose_cpu(spread_key(port, conf.get("supervisor.slots.ports") or (), os.getpid() if local else None))
+
+
+def io_cpus(cpu: int | None) -> tuple[int, ...]:
+    """The CPUs for a worker's threads that run no Python (ZeroMQ's I/O): every CPU it may
+    use but ``cpu``, where its executor thread runs; () (any) when it is not pinned."""
+    if cpu is None:
+        return ()
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return ()
+    return tuple(sorted(allowed - {cpu}))
 
 
 def pin_thread(cpu: int | None) -> None:

@@ -270,6 +270,16 @@ class RoutedCollector:
                             f"{'' if route.direct else 'not '}direct; use {how}")
         return route
 
+    def fixed_targets(self, stream: str, values: Any) -> tuple[int, ...] | None:
+        """The task ids an ``emit`` of ``values`` on ``stream`` goes to, when they are known
+        before it is made (a stream whose targets never vary: one target task, global or all
+        groupings); None otherwise, or when that emit would be refused. A shell component
+        answers its child's task-id request with them before it emits (squall.multilang)."""
+        route = self._routes.get(stream)
+        if route is None or route.direct or type(values) is not list or len(values) != route.arity:
+            return None
+        return route.fixed
+
     def _direct_target(self, route: Route, task: int) -> tuple[int]:
         if task not in route.direct_tasks:
             raise EmitError(f"component {self._component!r}: emit_direct on {route.source.stream!r} "

@@ -12,6 +12,7 @@ squall.runtime.acker_executor.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -76,6 +77,7 @@ class Executor:
         self.task_metrics = {t: MetricRegistry() for t in self.task_ids}  # context.register_metric
         self.reporting: list[StatsSections] = []  # components with figures of their own
         self.wakes: dict[object, Any] = {}  # queue key -> what a component's wake runs (attach_wake)
+        self.between_steps: list[Callable[[], None]] = []  # run between every two steps of the thread
 
     # -- shared helpers -------------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -115,6 +117,17 @@ class Executor:
         put = self.queue.put
         item: tuple[object, list] = (key, [])
         attach(lambda: put(item, 0))
+        between = getattr(component, "between_steps", None)
+        if between is not None:
+            # A shell bolt whose child waits for an answer (storm.py's task ids) is answered
+            # between the steps of the thread's other executors, not after all of them.
+            def run_between() -> None:
+                try:
+                    between()
+                except Exception as exc:
+                    self.user_error(task, exc, "between_steps")
+
+            self.between_steps.append(run_between)
 
     def reporter(self, task: int):
         def report(error: BaseException | str) -> None:

@@ -8,6 +8,9 @@ carries a batch from the spout through every bolt it reaches. A bolt that blocks
 network call, say) holds up the executors that share its thread:
 ``topology.worker.executor.threads: 0`` gives every executor its own thread, as in Storm.
 
+A component may ask to be looked at between every two steps (``between_steps``, squall.runtime.
+executor): a shell bolt whose child waits for its task ids answers it there, not a whole turn later.
+
 Between two turns with no wait, a thread lets the worker's other threads take the GIL
 (``time.sleep(0)``): a batch it handed the transfer thread goes out now, and acks the
 receive thread holds reach their queues, instead of waiting until this thread sleeps or
@@ -89,6 +92,7 @@ class ExecutorThread(threading.Thread):
             live.append(ex)
         self.started.set()
         stop, bell, mono = link.stopping, self.doorbell, link.clock.monotonic
+        between = [check for ex in live for check in ex.between_steps]
         try:
             while not stop.is_set():
                 wait = IDLE
@@ -103,6 +107,9 @@ class ExecutorThread(threading.Thread):
                         w = 0.0
                     if w < wait:
                         wait = w
+                    if between:
+                        for check in between:
+                            check()
                 if wait > 0.0:
                     bell.wait(wait)
                 else:

@@ -15,7 +15,6 @@ runtime runs ordinary spouts and bolts (features wrap components, squall.runtime
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from squall.model import (
 from squall.runtime import drops
 from squall.runtime.acker_executor import AckerExecutor
 from squall.runtime.admission import Admission
-from squall.runtime.affinity import choose_cpu, spread_key
+from squall.runtime.affinity import worker_cpu
 from squall.runtime.bolt_executor import BoltExecutor
 from squall.runtime.delivery import Delivery
 from squall.runtime.drops import DropCounter
@@ -123,9 +122,7 @@ class WorkerRuntime:
         self._bp_sent_at = float("-inf")
         self._load_sent_at = float("-inf")
         self._low = float(conf["worker.receive.low.watermark"])
-        key = spread_key(port, conf.get("supervisor.slots.ports") or (),
-                         os.getpid() if conf.get("squall.messaging.transport") == "local" else None)
-        self.cpu = choose_cpu(key) if conf.get("worker.pin.cpu") else None
+        self.cpu = worker_cpu(conf, port)
         self.drops = DropCounter(self.log.warning)
         max_payload = int(conf.get("zmq.max.message.bytes", codec.DEFAULT_MAX_BYTES)) \
             - codec.HEADER_BYTES - codec.ENTRY_OVERHEAD

@@ -12,7 +12,12 @@ the order depends on it, never a result. A file missing from it is costed by its
 (``PER_TEST``); an ``EACH_TEST`` file's figure is shared by its tests not listed by name.
 Add a file (or a test of an ``EACH_TEST`` file) there when it takes half a minute or more.
 
-Once the last unit has gone out, ``scripts/test.sh`` starts its reruns (``drained``).
+Once what is left to hand out costs ``TAIL_SECONDS`` or less, ``scripts/test.sh`` starts its
+reruns (``tail_begins``): the plain-Python rerun and the Debian run wait on local-mode deadlines
+and a cluster test more than they compute (19 and 49 CPU-s for 15 and 45 s on two processes),
+as do the suite's last cluster files, so they share the suite's last minute or so instead of
+running after it. Started once the queue was empty (the suite's end, its last units being unit
+files of a few seconds), they made the run's last ~65 s.
 """
 from __future__ import annotations
 
@@ -66,9 +71,24 @@ SECONDS = {
     "tests/cluster/test_newcomer_cli.py": 30,
     "tests/cluster/daemons/nimbus/test_tls_rotation.py": 23,
 }
-# A file scripts/test.sh names: made once the last unit has gone out (the test processes are
-# on their last units), so that the runs it holds back can start in the suite's tail.
-DRAINED_ENV = "SQUALL_TEST_DRAINED"
+# A file scripts/test.sh names: made once what is left to hand out costs TAIL_SECONDS or less
+# (the suite's last ~80 s on three processes: the short cluster files, then the unit tier's),
+# so that the runs it holds back start in the suite's tail. SQUALL_TEST_TAIL_SECONDS sets
+# another figure (0: once the last unit has gone out, as before; for a side-by-side run).
+TAIL_ENV = "SQUALL_TEST_TAIL"
+
+
+def _tail_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"SQUALL_TEST_TAIL_SECONDS={text!r}: seconds, 0 or more")
+    return seconds
+
+
+TAIL_SECONDS = _tail_seconds(os.environ.get("SQUALL_TEST_TAIL_SECONDS", "240"))
 
 # Seconds per test of a file not listed, by tier: unit tests take milliseconds, the others
 # start servers and processes.
@@ -111,23 +131,28 @@ class LongestFirst(LoadFileScheduling):
     """``--dist loadfile`` with the Spark tier as one unit, the tests of ``EACH_TEST`` files as
     units of their own, and the costliest units first."""
 
-    _ordered = False
+    _cost: dict[str, float] | None = None
 
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        if not self._ordered:  # the queue is complete before the first unit goes out
-            cost = costs({unit: len(tests) for unit, tests in self.workqueue.items()})
-            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: -cost[unit[0]]))
-            self._ordered = True
+        if self._cost is None:  # the queue is complete before the first unit goes out
+            self._cost = costs({unit: len(tests) for unit, tests in self.workqueue.items()})
+            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: -self._cost[unit[0]]))
         super()._assign_work_unit(node)
-        if not self.workqueue:
-            drained()
+        if tail_begins([self._cost[unit] for unit in self.workqueue]):
+            mark_tail()
 
 
-def drained() -> None:
-    """Says (``DRAINED_ENV``'s file) that no unit is left to hand out."""
-    marker = os.environ.get(DRAINED_ENV)
+def tail_begins(queued: list[float], tail_seconds: float = TAIL_SECONDS) -> bool:
+    """Whether the units still to hand out (their costs) are the suite's tail: ``tail_seconds``
+    or less in all (an empty queue always is)."""
+    return not queued or sum(queued) <= tail_seconds
+
+
+def mark_tail() -> None:
+    """Says (``TAIL_ENV``'s file) that the suite's tail has begun."""
+    marker = os.environ.get(TAIL_ENV)
     if marker:
         Path(marker).touch()

@@ -1,5 +1,7 @@
 """How scripts/test.sh's test processes share the suite (tests/support/scheduling.py)."""
-from support.scheduling import SECONDS, SPARK, costs, scope_of
+import pytest
+
+from support.scheduling import SECONDS, SPARK, _tail_seconds, costs, scope_of, tail_begins
 
 
 def order(nodeids: list[str]) -> list[str]:
@@ -43,3 +45,30 @@ def test_a_page_listed_by_name_takes_its_figure_and_the_other_pages_share_the_fi
     assert cost[pages[1]] == cost[pages[2]] == SECONDS["tests/cluster/test_docs.py"] / 2
     # The tutorial (75 s on CI) goes out before a file of five cluster tests (3 s each).
     assert cost[pages[0]] > costs({"tests/cluster/test_x.py": 5})["tests/cluster/test_x.py"]
+
+
+def test_the_reruns_start_once_what_is_left_is_the_suites_tail():
+    """The reruns start while short units are still queued, never while a long one is, and
+    with a tail of 0 seconds (the side-by-side setting) only once the queue is empty."""
+    nodeids = [f"tests/unit/test_config.py::test_{i}" for i in range(500)]  # 25 s
+    nodeids += [f"tests/cluster/test_small_{j}.py::test_{i}" for j in range(20) for i in range(2)]  # 20 x 6 s
+    nodeids += ["tests/cluster/test_docker_compose.py::test_compose"]
+    units: dict[str, int] = {}
+    for nodeid in nodeids:
+        units[scope_of(nodeid)] = units.get(scope_of(nodeid), 0) + 1
+    cost = costs(units)
+    queue = order(nodeids)
+    tail = 60.0  # whatever SQUALL_TEST_TAIL_SECONDS says in this run
+    started = [tail_begins([cost[u] for u in queue[i:]], tail) for i in range(len(queue) + 1)]
+    first = started.index(True)
+    assert all(started[first:]) and 0 < first < len(queue)  # once begun, it stays begun
+    assert "tests/cluster/test_docker_compose.py" not in queue[first:]
+    assert sum(cost[u] for u in queue[first:]) <= tail < sum(cost[u] for u in queue[first - 1:])
+    assert [tail_begins([cost[u] for u in queue[i:]], 0) for i in range(len(queue) + 1)] == \
+        [False] * len(queue) + [True]
+
+
+@pytest.mark.parametrize("text", ["soon", "-5", "nan", ""])
+def test_a_tail_setting_that_is_not_seconds_is_refused_naming_it(text):
+    with pytest.raises(ValueError, match="SQUALL_TEST_TAIL_SECONDS"):
+        _tail_seconds(text)

@@ -2,10 +2,11 @@
 child processes: pystorm bolts and spouts (JSON and msgpack, started by streamparse_run as
 Storm starts them) and Node.js components written with node-storm (npm)."""
 import shutil
+import time
 
 import pytest
 
-from squall import Bolt, LocalCluster, TopologyBuilder
+from squall import Bolt, LocalCluster, Spout, TopologyBuilder
 from squall.multilang import ShellBolt, ShellSpout
 from squall.testing.components import FixedTupleSpout, Recorder, RecordingBolt
 from support.multilang.harness import METERED_WORDS, SUPPORT, error_text, metered_conf, metric_totals, run_until
@@ -190,6 +191,99 @@ def test_the_executor_stays_on_the_pipe_of_a_child_that_waits_for_task_ids(code_
     # measured at load 16-25: 180-571 wakes after, 2,027-2,267 before (a child descheduled for
     # over 2 ms ends the conversation, and its next emit comes through the reader's wake)
     assert wakes < 0.75 * 1600, f"{wakes} wakes for 1600 words"
+
+
+def test_a_child_is_told_the_tasks_its_tuple_went_to_when_they_are_answered_before_the_emit(code_dir, names):
+    """A stream whose targets never vary (all grouping over two tasks) is answered before the
+    emit is made (squall.multilang.shell_component): what storm.py's emit returns is still
+    exactly the tasks that got the word. The ids stream (a shuffle: its target is chosen by
+    the emit) takes the emit-then-answer path beside it. A guard: main answered these alike."""
+    sentences = [[" ".join(f"w{i}-{k}" for k in range(4))] for i in range(30)]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), sentences, ["sentence"]))
+    b.set_bolt("split", ShellBolt(["python3", "storm_style.py", "--report-ids"],
+                                  {"default": ["word"], "ids": ["word", "tasks"]})).shuffle("s")
+    b.set_bolt("words", RecordingBolt(names("words")), 2).all("split")
+    b.set_bolt("ids", RecordingBolt(names("ids")), 2).shuffle("split", stream="ids")
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), {**FAST, "topology.max.spout.pending": 10},
+                           lambda: len(names.get("s.acked")) == 30, "every sentence acked")
+    assert errors == {}
+    got: dict[str, set] = {}
+    for task, _, _, [word] in names.get("words"):
+        got.setdefault(word, set()).add(task)
+    answered = {word: tasks for *_, [word, tasks] in names.get("ids")}
+    words = [w for [s] in sentences for w in s.split()]
+    assert sorted(answered) == sorted(words) == sorted(got)
+    assert all(len(got[w]) == 2 and sorted(answered[w]) == sorted(got[w]) for w in words), (answered, got)
+
+
+class BetweenCountingShellBolt(ShellBolt):
+    """Records each task-id answer given between the steps of the thread's executors."""
+
+    def __init__(self, record, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.record = record
+
+    def between_steps(self):
+        self.answered = False
+        super().between_steps()
+        if self.answered:
+            Recorder.add(self.record, 1)
+
+
+class OneAtATime(Spout):
+    """Emits [n] (unanchored) whenever the bolt fed by it has taken the one before."""
+
+    def __init__(self, done):
+        self.done = done
+
+    def open(self, conf, context, collector):
+        self.collector, self.n = collector, 0
+
+    def next_tuple(self):
+        if len(Recorder.get(self.done)) == self.n:
+            self.collector.emit([self.n])
+            self.n += 1
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class SlowIO(Bolt):
+    """Waits 30 ms per tuple, as a bolt that calls a slow service does."""
+
+    def __init__(self, done):
+        self.done = done
+
+    def execute(self, tup):
+        time.sleep(0.03)
+        Recorder.add(self.done, 1)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def test_a_child_waiting_for_task_ids_is_answered_between_the_steps_of_the_threads_other_executors(
+        code_dir, names):
+    """One executor thread runs the storm.py-style split and a bolt that blocks 30 ms on each
+    tuple (one a turn). The child, which waits for its task ids after every emit, is answered
+    as soon as that bolt's step ends, not after the rest of the thread's turn; every word is
+    counted once. Before, nothing ran between steps: no answer came from there."""
+    sentences = [[" ".join(f"w{i}-{k}" for k in range(8))] for i in range(100)]
+    b = TopologyBuilder()
+    b.set_spout("s", FixedTupleSpout(names("s"), sentences, ["sentence"]))
+    b.set_spout("t", OneAtATime(names("io")))
+    b.set_bolt("split", BetweenCountingShellBolt(names("between"), ["python3", "storm_style.py"], ["word"])
+               ).shuffle("s")
+    b.set_bolt("count", WordCount()).shuffle("split")
+    b.set_bolt("io", SlowIO(names("io"))).shuffle("t")
+    conf = {**FAST, "topology.max.spout.pending": 1000, "test.counts": names("counts")}
+    with LocalCluster(FAST) as c:
+        errors = run_until(c, b.build(), conf, lambda: len(names.get("s.acked")) == 100, "every sentence acked")
+    assert errors == {}
+    assert sorted(names.get("counts")) == sorted(w for [s] in sentences for w in s.split())
+    assert names.get("io") and names.get("between"), (len(names.get("io")), len(names.get("between")))
 
 
 def test_a_child_that_waits_for_task_ids_after_every_emit_is_answered_at_once(code_dir, names):

@@ -3,13 +3,15 @@
 arrive meanwhile are queued; heartbeats are answered with ``sync``; each tuple is acked
 after its words (storm.py's BasicBolt). Line-per-line JSON messages ended by ``end``.
 
-``python3 storm_style.py`` splits the tuple's last field into words, one tuple each."""
+``python3 storm_style.py`` splits the tuple's last field into words, one tuple each; with
+``--report-ids`` it then emits [word, the task ids it got for it] on the stream ``ids``."""
 import json
 import os
 import sys
 from collections import deque
 
 commands = deque()  # tuples read while waiting for task ids
+REPORT_IDS = "--report-ids" in sys.argv[1:]
 
 
 def read_message():
@@ -54,7 +56,10 @@ def main():
             continue
         for word in str(tup["tuple"][-1]).split():
             send({"command": "emit", "anchors": [tup["id"]], "tuple": [word]})  # no need_task_ids: true
-            task_ids()
+            ids = task_ids()
+            if REPORT_IDS:
+                send({"command": "emit", "stream": "ids", "anchors": [tup["id"]], "tuple": [word, ids]})
+                task_ids()
         send({"command": "ack", "id": tup["id"]})
 
 
