@@ -5,7 +5,7 @@ acks allow to measure the maximum rate, then offers 1%, 10%, 25%, 50% and 75% of
 schedule (issue 31); p50, p90, p99 and p999 per phase;
 complete latency runs from each tuple's scheduled emit time to its ack at the spout, so a
 backlog shows (see ``bench/topologies/loadgen.py``). The whole plan runs in one topology:
-the driver submits it and waits for the results the spout writes. Each phase's p99 is also
+the driver submits it and waits for the results the spout writes. Each phase's p50 and p99 are
 split into emit lag (scheduled to emitted) and flight (emitted to acked), and a probe
 process (``wake_probe.py``) measures meanwhile how late a 1 ms sleep wakes on this
 machine: the floor a crowded machine puts under the tail.
@@ -76,7 +76,8 @@ def summary(result: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
     for p in result["phases"][1:]:
         text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', nan):.2f} ms " \
                f"p99 {p.get('p99_ms', nan):.2f} ms p999 {p.get('p999_ms', nan):.2f} ms " \
-               f"(lag {p.get('lag_p99_ms', nan):.2f}, flight {p.get('flight_p99_ms', nan):.2f})"
+               f"(p50 lag {p.get('lag_p50_ms', nan):.2f}, flight {p.get('flight_p50_ms', nan):.2f}; " \
+               f"p99 lag {p.get('lag_p99_ms', nan):.2f}, flight {p.get('flight_p99_ms', nan):.2f})"
         if p["missing"] or p["failed"]:
             text += f" ({p['missing']} missing, {p['failed']} failed)"
         parts.append(text)

@@ -115,6 +115,16 @@ def local_wordcount_unacked(duration: float, warmup: float) -> dict[str, Any]:
     return _measure_local(wordcount.topology(1, 1), {"topology.acker.executors": 0}, "count", duration, warmup)
 
 
+@scenario("local-wordcount-unacked-q4096",
+          "the same with acking off and executor receive queues of 4,096 tuples (not 32,768): an unbounded "
+          "spout then stops at a smaller standing queue (issue 31: is unacked slower than acked for its queue?)")
+def local_wordcount_unacked_q4096(duration: float, warmup: float) -> dict[str, Any]:
+    import wordcount
+
+    conf = {"topology.acker.executors": 0, "topology.executor.receive.buffer.size": 4096}
+    return _measure_local(wordcount.topology(1, 1), conf, "count", duration, warmup)
+
+
 @scenario("local-stream-wordcount",
           "word count as a stream pipeline (squall.streams, all steps fused in one bolt), acked: (word, count) "
           "pairs emitted per second")

@@ -54,10 +54,11 @@ def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
         conf = {"topology.acker.executors": 1, "topology.max.spout.pending": 1_000_000,
                 "topology.state.checkpoint.interval.ms": 1000, "topology.state.provider": "memory"}
         return topology(True), conf, "count"
-    if name == "local-wordcount":
+    if name in ("local-wordcount", "local-wordcount-unacked"):
         import wordcount
 
-        return wordcount.topology(1, 1), dict(wordcount.CONFIG), "count"
+        conf = {"topology.acker.executors": 0} if name.endswith("unacked") else dict(wordcount.CONFIG)
+        return wordcount.topology(1, 1), conf, "count"
     if name in ("local-stream-wordcount", "local-stream-wordcount-by-hand"):
         # Counted: the (word, count) pairs the counting component emits, one per word.
         import stream_wordcount
@@ -66,7 +67,8 @@ def _scenario(name: str) -> tuple[Any, dict[str, Any], str]:
             return stream_wordcount.hand_topology(), dict(stream_wordcount.CONFIG), "count+emitted"
         return stream_wordcount.stream_topology(), dict(stream_wordcount.CONFIG), "flat_map-map_to_pair-count+emitted"
     raise SystemExit(f"unknown scenario {name!r}: local-const-id-null, local-const-id-null-acked, "
-                     "local-wordcount, local-stateful-count, local-stream-wordcount, local-stream-wordcount-by-hand, "
+                     "local-wordcount, local-wordcount-unacked, local-stateful-count, local-stream-wordcount, "
+                     "local-stream-wordcount-by-hand, "
                      "workers2-const-id-null, workers2-const-id-null-acked")
 
 
@@ -153,7 +155,8 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
     run(turns)
     cpu, tuples = time.process_time() - cpu, done() - before
     return {"scenario": scenario, "turns": turns, "tuples": tuples, "cpu_secs": round(cpu, 4),
-            "cpu_ns_per_tuple": round(cpu * 1e9 / tuples, 1) if tuples else None}
+            "cpu_ns_per_tuple": round(cpu * 1e9 / tuples, 1) if tuples else None,
+            "queue_peaks": {e.component: e.queue.peak for e in made}}
 
 
 def main() -> int:

@@ -96,6 +96,14 @@ class Spout(Component):
         reaching ``ack`` at once."""
         raise NotImplementedError
 
+    def behind(self) -> bool:
+        """Asked after a ``next_tuple`` call emitted nothing: are records known to be on
+        their way to this spout all the same (its client's fetch of a backlog has not landed
+        yet)? True: ``next_tuple`` is asked again at the executor's next turn instead of
+        after the wait strategy's time. A spout that says True must be right, or it spins a
+        core: the default, False, always waits."""
+        return False
+
     def ack(self, msg_id: Any) -> None:
         """The tuple tree of ``msg_id`` completed. ``ack`` and ``fail`` may emit: a spout
         that emits in answer to an outcome emits here, not at the next ``next_tuple``."""

@@ -37,7 +37,7 @@ class ScheduledSpout(Spout):
         msg_id = self.plan.due(now)
         if msg_id is not None:
             self.emit([msg_id[2]], msg_id=msg_id)
-        if not self.written and self.plan.finished(now):
+        if now >= self.plan.end and not self.written and self.plan.finished(now):
             self.written = True
             write_atomic(self.output, json.dumps(self.plan.result()).encode(), sync=False)
 

@@ -23,6 +23,7 @@ from squall.runtime.wrapping import SpoutWrapper, StatsSections
 _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
+_NOT_BEHIND = Spout.behind  # a spout that never says records are on their way
 IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
 
 
@@ -44,14 +45,18 @@ class SpoutTask:
     """One task of a spout executor: its spout, collector and reliability bookkeeping;
     for a wrapping spout, the wrapper (which takes the task's input) and the spout it
     wraps (whose ``next_tuple`` the executor calls while the wrapper allows); and when
-    its ``next_tuple`` may be called again (``pace``)."""
+    its ``next_tuple`` may be called again (``pace``); ``behind``, the spout's own ``behind``
+    (None: it does not override it); ``waits``, the turns after which it was held."""
 
-    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace")
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace", "behind", "waits")
 
     def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook, pace: SpoutPacing) -> None:
         self.spout, self.coll, self.book, self.pending, self.pace = spout, coll, book, book.pending, pace
         self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
         self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
+        self.behind: Any = None if getattr(type(self.emitter), "behind", _NOT_BEHIND) is _NOT_BEHIND \
+            else self.emitter.behind
+        self.waits = 0
 
 
 class SpoutExecutor(Executor):
@@ -226,7 +231,10 @@ class SpoutExecutor(Executor):
                 if _monotonic() > deadline:
                     break  # time to flush
                 before = after
+            if dry and t.behind is not None and self._behind(task, t):
+                dry = False  # records are on their way (a fetch not yet landed): not held
             if dry:
+                t.waits += 1
                 t.pace.turn_ended(self.clock.monotonic(), _monotonic(), True)
                 if idle_wait < wait:
                     wait = idle_wait
@@ -235,6 +243,13 @@ class SpoutExecutor(Executor):
                 if not capped:
                     wait = 0.0
         return wait
+
+    def _behind(self, task: int, t: SpoutTask) -> bool:
+        try:
+            return bool(t.behind())
+        except Exception as exc:
+            self.user_error(task, exc, "behind")
+            return False
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:
@@ -301,6 +316,7 @@ class SpoutExecutor(Executor):
         lat = sorted(getattr(self, "latencies", ()))
         out.acked, out.failed = self.acked, self.failed
         out.pending = sum(len(t.pending) for t in getattr(self, "tasks", {}).values())
+        out.waits = sum(t.waits for t in getattr(self, "tasks", {}).values())
         hist = getattr(self, "complete_latency", None)
         if hist is not None:  # sums, so that nimbus can take latencies over any window
             snap = hist.snapshot()

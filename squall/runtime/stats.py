@@ -108,7 +108,7 @@ class Latency:
 # Wire keys of ExecutorStats; any other key whose value is an object is a section.
 _EXECUTOR_KEYS = frozenset({
     "component", "executor", "kind", "emitted", "executed", "errors", "queue", "queue_peak", "metrics",
-    "acked", "failed", "busy_secs", "pending", "complete_latency_ms", "complete_latency_sum_secs",
+    "acked", "failed", "busy_secs", "pending", "waits", "complete_latency_ms", "complete_latency_sum_secs",
     "complete_latency_count", "pending_trees", "dropped", "capacity"})
 
 
@@ -117,6 +117,8 @@ class ExecutorStats:
     """One executor's counters since its worker started. Fields a kind does not count are
     None and left out of the wire form: ``acked``/``failed`` (spouts and bolts),
     ``busy_secs`` (bolts: seconds in user code), ``pending`` (spouts: trees in flight),
+    ``waits`` (spouts: times a task's ``next_tuple`` emitted nothing and the task was then
+    held for its wait strategy's time),
     ``complete_latency`` (spouts: median and 99th percentile) with its sum and count since
     the start (``complete_latency_sum_secs``, ``complete_latency_count``: nimbus takes
     latencies over any window from them), ``pending_trees`` (the acker). ``dropped`` is the input
@@ -137,6 +139,7 @@ class ExecutorStats:
     failed: int | None = None
     busy_secs: float | None = None
     pending: int | None = None
+    waits: int | None = None
     complete_latency: Latency | None = None
     complete_latency_sum_secs: float | None = None
     complete_latency_count: int | None = None
@@ -162,7 +165,7 @@ class ExecutorStats:
             "queue": self.queue, "queue_peak": self.queue_peak, "metrics": self.metrics}
         out.update((name, dict(figures)) for name, figures in self.sections.items())
         for key, value in (("acked", self.acked), ("failed", self.failed), ("busy_secs", self.busy_secs),
-                           ("pending", self.pending), ("pending_trees", self.pending_trees),
+                           ("pending", self.pending), ("waits", self.waits), ("pending_trees", self.pending_trees),
                            ("complete_latency_sum_secs", self.complete_latency_sum_secs),
                            ("complete_latency_count", self.complete_latency_count)):
             if value is not None:
@@ -192,7 +195,7 @@ class ExecutorStats:
             executed=_int(d.get("executed")) or 0, errors=_int(d.get("errors")) or 0,
             queue=_int(d.get("queue")) or 0, queue_peak=_int(d.get("queue_peak")) or 0,
             metrics=_task_metrics(d.get("metrics")), acked=_int(d.get("acked")), failed=_int(d.get("failed")),
-            busy_secs=_num(d.get("busy_secs")), pending=_int(d.get("pending")),
+            busy_secs=_num(d.get("busy_secs")), pending=_int(d.get("pending")), waits=_int(d.get("waits")),
             complete_latency=Latency.from_dict(d.get("complete_latency_ms")),
             complete_latency_sum_secs=_num(d.get("complete_latency_sum_secs")),
             complete_latency_count=_int(d.get("complete_latency_count")),

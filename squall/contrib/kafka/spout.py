@@ -48,6 +48,7 @@ from squall.metrics import MultiCountMetric, MultiGaugeMetric
 log = structlog.get_logger("squall.contrib.kafka")
 HOUSEKEEPING_SECS = 0.05   # commits, retries, pauses, answers and refreshes are looked at this often
 RESEEK_SECS = 5.0          # a due retry not read back by then is sought again
+BEHIND_SECS = 0.5          # the longest empty polls in a row still count as "records on their way"
 
 
 class KafkaSpout(RecordFailures, GroupCommits, Spout):
@@ -138,6 +139,7 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.committing: dict[Key, int] = {}   # commits sent and not yet confirmed
         self.restored: dict[Key, int] = {}     # checkpointed mode: positions from the state
         self._next_house = 0.0
+        self._dry_since: float | None = None  # when polls began to come back empty (None: the last had records)
         self._next_commit = time.monotonic() + s.commit_period
         self.refresh_timer = assignment.RefreshTimer(s.refresh_period)
         self.m_lag = context.register_metric("kafka_lag", MultiGaugeMetric("partition"), b)
@@ -328,11 +330,39 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
             self._on_client_error(exc)
             return False
         if not msgs:
+            if self._dry_since is None:
+                self._dry_since = now
             return False
+        self._dry_since = None
         if self._on_client_error.down_since is not None:
             self._on_client_error.answered()
         self.buf.extend(msgs)
         return True
+
+    def behind(self) -> bool:
+        """Records known to be waiting although the last poll was empty: a partition of this
+        task, not paused, whose high watermark (as the client's last fetch response gave
+        it) is above the consumer's position, so the next fetch brings records; the executor
+        then asks again at once instead of after its wait strategy's time. Believed for at
+        most BEHIND_SECS of empty polls in a row (a broker whose watermark is wrong never
+        makes the spout spin for long); a caught-up spout is not behind, and waits."""
+        since = self._dry_since
+        if since is None or time.monotonic() - since > BEHIND_SECS:
+            return False
+        keys = [k for k in self.managers if k not in self.paused]
+        if not keys:
+            return False
+        try:
+            positions = self.consumer.position([self._tp(k) for k in keys])
+            for tp in positions:
+                if tp.offset < 0:
+                    continue  # not fetched yet: nothing known
+                high = self.consumer.get_watermark_offsets(tp, cached=True)[1]
+                if high is not None and high > tp.offset:
+                    return True
+        except Exception:  # noqa: BLE001 - unknown: wait as a caught-up spout does
+            return False
+        return False
 
     def _housekeeping(self, now: float) -> None:
         self._next_house = now + HOUSEKEEPING_SECS

@@ -41,7 +41,7 @@ def test_latency_rows_and_failed_figures_are_shown():
                "failed": 0, "missing": 0, "p50_ms": 1.0, "p90_ms": 2.0, "p99_ms": 3.0, "max_ms": 4.0},
               {"phase": "50%", "offered_per_sec": 5e4, "acked_per_sec": 5e4, "scheduled": 9, "completed": 8,
                "failed": 0, "missing": 1, "p50_ms": 0.5, "p90_ms": 1.5, "p99_ms": 7.25, "p999_ms": 8.5, "max_ms": 9.0,
-               "lag_p99_ms": 5.0, "flight_p99_ms": 2.5}]
+               "lag_p50_ms": 0.25, "flight_p50_ms": 0.3, "lag_p99_ms": 5.0, "flight_p99_ms": 2.5}]
     extra = [{"figure": "latency-local", "round": None, "load_before": [1, 1, 1], "load_after": [1, 1, 1],
               "result": {"max_rate": 1e5, "phases": phases,
                          "machine": {"oversleep_p99_ms": 4.5, "oversleep_max_ms": 30.0}}},
@@ -52,7 +52,7 @@ def test_latency_rows_and_failed_figures_are_shown():
     assert row(text, "worst p99 at 1-75% of max, local (ms)").split()[-3:] == ["7.25", "<=", "10"]
     assert row(text, "worst p50 at 1-75% of max, local (ms)").split()[-3:] == ["0.50", "<=", "2"]
     assert row(text, "local        50%").split()[2:] == ["50,000", "50,000", "0.50", "1.50", "7.25", "8.50",
-                                                           "9.00", "5.00", "2.50", "1"]
+                                                           "9.00", "0.25", "0.30", "5.00", "2.50", "1"]
     assert "machine: a 1 ms sleep woke p99 4.50 ms late, max 30.00 ms" in text
     assert "cluster const -> id -> null, unacked round 1: exit 1: ZooKeeperError: no java" in text
     assert "failed (1.0>1.0)" in row(text, "cluster const -> id -> null, unacked (tuples/s)")

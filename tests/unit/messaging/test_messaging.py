@@ -5,8 +5,6 @@ tests/cluster/messaging/test_zmq_second_process.py). Waits poll against deadline
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 
@@ -16,7 +14,6 @@ import zmq
 
 from squall.config import build_config
 from squall.messaging import codec, make_context
-from squall.runtime.affinity import io_cpus
 from squall.testing.waiting import wait_for
 from squall.testing.zookeeper import free_port  # below the ephemeral range: no self-connect on reconnect
 
@@ -376,38 +373,3 @@ def test_zmq_backlogs_go_as_bounded_frames_and_a_full_peer_returns_what_it_did_n
     wait_for(lambda: len(got.messages) == len(backlog), what="the whole backlog")
     assert got.messages == backlog
     assert max(sum(len(p) for _, p in b) for b in got.batches) <= codec.FRAME_TARGET_BYTES
-
-
-def _zmq_threads() -> dict[int, str]:
-    """This process's ZeroMQ threads (I/O, reaper): thread id -> the CPUs it may run on."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            if not open(f"/proc/self/task/{tid}/comm").read().startswith("ZMQbg"):
-                continue
-            status = open(f"/proc/self/task/{tid}/status").read()
-        except OSError:  # the thread ended meanwhile
-            continue
-        out[int(tid)] = next(line.split(":", 1)[1].strip() for line in status.splitlines()
-                             if line.startswith("Cpus_allowed_list"))
-    return out
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
-                    reason="thread affinity is read from Linux's /proc; needs two CPUs to tell")
-def test_zmq_threads_run_off_the_cpu_the_worker_is_pinned_to():
-    """A worker's ZeroMQ threads stay off its executor thread's CPU (worker.pin.cpu):
-    unpinned, they ran on whichever CPU woke them, mostly the busiest worker's."""
-    cpu = min(os.sched_getaffinity(0))  # CPU 0 where it may be: where threads land unpinned
-    others = io_cpus(cpu)
-    before = set(_zmq_threads())
-    context = make_context(conf_for("zmq"), io_cpus=others)
-    try:
-        server = context.bind(TOPO, free_port())  # ZeroMQ starts its threads with the first socket
-        server.register_recv(Collector())
-        mine = {tid: cpus for tid, cpus in _zmq_threads().items() if tid not in before}
-        assert mine, "no ZeroMQ thread started"
-        assert cpu not in others
-        assert set(mine.values()) == {",".join(map(str, others))}
-    finally:
-        context.term()
