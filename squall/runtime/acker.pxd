@@ -13,6 +13,7 @@ cpdef unsigned long long next_id()
 cdef int _TASK_SHIFT
 
 
+@cython.final  # nothing subclasses it: the collectors' calls go straight to its C functions
 cdef class AckerLedger:
     cdef public RootTable table
     cdef public dict done
@@ -25,7 +26,7 @@ cdef class AckerLedger:
     cdef list _roots
 
     @cython.locals(r=int)
-    cpdef bint xor(self, root, unsigned long long x) except -1
+    cpdef bint xor(self, unsigned long long root, unsigned long long x) except -1
     @cython.locals(d=list, r="unsigned long long", task="long long")
     cpdef complete(self, root)
     cpdef refuse(self, root)

@@ -80,7 +80,8 @@ cdef class SpoutCollector(_Collector):
     cdef public list immediate_acks
     cdef public list immediate_fails
 
-    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger, added=int)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger, added=int,
+                   root="unsigned long long", key=object)
     cpdef emit(self, values, stream=*, msg_id=*)
     @cython.locals(added=int)
     cpdef _record(self, msg_id, int added=*)
@@ -94,11 +95,11 @@ cdef class BoltCollector(_Collector):
     cdef public Py_ssize_t acked
     cdef public Py_ssize_t failed
 
-    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, anchor=TreeTuple)
+    @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, anchor=TreeTuple, edge="unsigned long long")
     cpdef emit(self, values, stream=*, anchors=*)
     @cython.locals(ids=dict)
     cpdef _anchored(self, Route route, values, targets, anchors)
     @cython.locals(acks=dict, outbox=Outbox, tree=TreeTuple, ledger=AckerLedger, edge="unsigned long long",
-                   extra="unsigned long long")
+                   extra="unsigned long long", x="unsigned long long", root=object)
     cpdef ack(self, tup)
     cpdef fail(self, tup)

@@ -353,27 +353,29 @@ class SpoutCollector(_Collector):
         # The common reliable case, inline: one target. The root id, random and used once,
         # doubles as the edge id of the tree's first edge.
         # One operation both checks that the root is unused and records the tuple.
-        root = edge = self._root_base + _rand(self._root_bits) * self._root_stride
+        # Compiled, the root is a C integer up to the tuple's C fields and the ledger.
+        root = self._root_base + _rand(self._root_bits) * self._root_stride
         added = self._pending.add(root, msg_id, self.now)
         if added != 1:
             again = self._record(msg_id, added)
             if again is None:
                 return ()
-            root = edge = again
+            root = again
         tree = _new(TreeTuple)
         tree.values = values
         tree.source = route.source
         tree.root = root
-        tree.edge = edge
+        tree.edge = root
         tree.ack_val = 0
         buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
         ledger = self._outbox.ledger
         if ledger is None:
-            self._outbox.acks[root] = edge  # the init: a new root, so nothing to fold
+            key = root  # one int object, the key and the init's edge: a new root, nothing to fold
+            self._outbox.acks[key] = key
         else:
-            ledger.xor(root, edge)
+            ledger.xor(root, root)
         return route.fixed
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -513,14 +515,13 @@ class BoltCollector(_Collector):
                 tree = tup  # one tree (the common case)
                 outbox = self._outbox
                 ledger = outbox.ledger
-                if ledger is not None:  # C integers from here on (compiled): no int objects
-                    edge = tree.edge
-                    extra = tree.ack_val
-                    ledger.xor(tree.root, edge ^ extra)
+                x = tree.edge ^ tree.ack_val  # C integers (compiled): no int objects
+                if ledger is not None:
+                    ledger.xor(tree.root, x)
                 else:
-                    root = tree.root
+                    root = tree.root  # one int object for the key (a C field, compiled)
                     acks = outbox.acks
-                    acks[root] = acks.get(root, 0) ^ tree.edge ^ tree.ack_val
+                    acks[root] = acks.get(root, 0) ^ x
             elif tup.roots:
                 outbox = self._outbox
                 extra = tup.ack_val

@@ -136,7 +136,8 @@ class PendingTuples:
                 self._nfree -= 1
             else:
                 self._top += 1
-            self._msgs[s] = msg_id
+            with cython.boundscheck(False), cython.wraparound(False):  # _msgs holds _cap slots
+                self._msgs[s] = msg_id
             self._starts[s] = now
             self._roots[s] = root
             if now < self._oldest:
@@ -181,12 +182,13 @@ class PendingTuples:
                 v = index.pop(root)
                 if v == 0:
                     continue
-                s = v - 1
-                if msg_ids is not None:
-                    msg_ids.append(msgs[s])
+                s = v - 1  # a slot add stored: below _cap, the length of msgs
+                with cython.boundscheck(False), cython.wraparound(False):
+                    if msg_ids is not None:
+                        msg_ids.append(msgs[s])
+                    msgs[s] = None
                 if n < sample:
                     lats.append(now - self._starts[s])
-                msgs[s] = None
                 self._free[self._nfree] = s
                 self._nfree += 1
                 n += 1
