@@ -398,8 +398,12 @@ def test_topology_page_history_windows_debug_profiles_and_grouped_errors(cluster
     charts = browser.evaluate("[...document.querySelectorAll('svg.chart')].map(c => "
                               "[c.dataset.chart, c.querySelectorAll('path.series').length])")
     assert charts == [["throughput", 2], ["latency", 1], ["failures", 1]]
-    history = cluster.client.history(name)["topology"]
-    assert history[-1]["emitted_per_sec"] > 0 and history[-1]["complete_latency_ms"] > 0
+    # The newest point is the rate since the point before it: one that no worker report reached
+    # yet (a late beat on a loaded host) reads 0 until the next report lands.
+    def newest_flows() -> bool:
+        newest = cluster.client.history(name)["topology"][-1]
+        return newest["emitted_per_sec"] > 0 and (newest["complete_latency_ms"] or 0) > 0
+    cluster.wait_for(newest_flows, 30, "the newest history point showing throughput and latency", interval=1)
 
     # -- the component table over Storm's windows ------------------------------------------
     rows = page_rows(browser)

@@ -346,7 +346,7 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
         assert row.split()[-9:-1] == ["0", "0", "7,000", "500", "0", "0", "0", "0"]
 
         # --watch redraws until Ctrl-C, then exits 0.
-        env = {**os.environ, "SQUALL_CONF": str(conf)}
+        env = {**os.environ, "SQUALL_CONF": str(conf), "PYTHONFAULTHANDLER": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "squall.cli", "status", "words", "--watch",
                                  "--interval", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
@@ -365,9 +365,22 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
             wait_for(lambda: "12,000" in frames()[-2], 30, "a frame with the new beat", lambda: "".join(shown))
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait(20)
+            try:
+                proc.wait(20)
+                hung = False
+            except subprocess.TimeoutExpired:
+                # Seen once in a full run (2026-11-29): have faulthandler print every thread's
+                # stack (PYTHONFAULTHANDLER, set above) so the next one says where it hung, and end it.
+                hung = True
+                proc.send_signal(signal.SIGABRT)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
             reader.join(10)
             err = proc.stderr.read()
+        assert not hung, f"squall status --watch did not exit within 20 s of Ctrl-C:\n{err}"
         assert proc.returncode == 0, err
         out = "".join(shown)
         assert len(frames()) >= 4, out
