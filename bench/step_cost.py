@@ -156,7 +156,9 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
     cpu, tuples = time.process_time() - cpu, done() - before
     return {"scenario": scenario, "turns": turns, "tuples": tuples, "cpu_secs": round(cpu, 4),
             "cpu_ns_per_tuple": round(cpu * 1e9 / tuples, 1) if tuples else None,
-            "queue_peaks": {e.component: e.queue.peak for e in made}}
+            "queue_peaks": {e.component: e.queue.peak for e in made},
+            # turns a spout skipped for a queue of its thread (squall.runtime.thread_flow), where it has one
+            "spout_holds": {e.component: e.hold.holds for e in made if getattr(e, "hold", None) is not None}}
 
 
 def main() -> int:
