@@ -138,7 +138,7 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
 
     def done() -> int:
         if what == "emitted":
-            return sum(n for e in counted for n in e.stats().get("emitted", {}).values())
+            return sum(n for e in counted for n in e.stats().emitted.values())
         return sum(e.executed for e in counted)
 
     def run(n: int) -> None:
