@@ -166,7 +166,14 @@ def main() -> int:
     parser.add_argument("scenario")
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-thread-hold", action="store_true",
+                        help="spouts never skip a turn for a queue of their thread (squall.runtime.thread_flow): "
+                             "the queues stand as before it, in the same tree")
     args = parser.parse_args()
+    if args.no_thread_hold:
+        from squall.runtime import thread_flow
+
+        thread_flow.ThreadHold.held = lambda self: False
     result = measure(args.scenario, args.turns)
     if args.json:
         print(json.dumps(result))
