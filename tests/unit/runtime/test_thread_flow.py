@@ -182,3 +182,23 @@ def test_a_hold_never_outlasts_a_queue_that_stopped_falling(depths, mark):
             run = 0
         prev = depth
     assert hold.holds + hold.stalls <= len(depths)
+
+
+def test_only_queues_of_the_spouts_own_thread_hold_it():
+    """A thread per executor (Storm's model): the spout shares its thread with no queue and
+    only the full mark holds it. Two threads: only the queues of its own thread count."""
+    key = unique_name("threads")
+    alone = SteppedWorker(_wordcount(key), {"topology.acker.executors": 0, "topology.worker.executor.threads": 0})
+    try:
+        assert alone.executor("sentences").hold is None
+    finally:
+        alone.close()
+    two = SteppedWorker(_wordcount(key), {"topology.acker.executors": 0, "topology.worker.executor.threads": 2})
+    try:
+        rt = two.runtime
+        group = next(g for g in rt.thread_groups if rt.task_to_component[g[0][0]] == "sentences")
+        mates = {rt.task_to_component[ex[0]] for ex in group} - {"sentences"}
+        held_by = {e.component for e in two.executors if e.queue in two.executor("sentences").hold.queues}
+        assert held_by == mates and "split" not in held_by  # split runs on the other thread
+    finally:
+        two.close()
