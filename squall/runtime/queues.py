@@ -134,6 +134,11 @@ class BatchQueue:
         return self._size
 
     @property
+    def doorbell(self) -> Doorbell:
+        """The doorbell of the thread that serves this queue (shared by its other queues)."""
+        return self._doorbell
+
+    @property
     def full(self) -> bool:
         return self._size >= self.capacity
 

@@ -10,12 +10,14 @@ from squall.components import Spout
 from squall.model import ACK_ACK, ACK_FAIL
 from squall.runtime import drops
 from squall.runtime.acker import SpoutBook
+from squall.runtime.bolt_executor import STEP_TUPLES
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
 from squall.runtime.pending import pending_limit
 from squall.runtime.spout_pacing import SpoutPacing
 from squall.runtime.stats import ExecutorStats, Latency
+from squall.runtime.thread_flow import ThreadHold
 from squall.runtime.wrapping import SpoutWrapper, StatsSections
 
 # Measurements (the flush deadline of a spout's turn) read the real clock; decisions about
@@ -92,6 +94,10 @@ class SpoutExecutor(Executor):
         self.timeout = float(conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
         self.next_expiry = self.clock.monotonic() + 0.1
+        # Emits skipped while an executor on this thread has over a step's worth queued
+        # (squall.runtime.thread_flow); None: no other executor shares the thread.
+        neighbours = self.link.neighbours(self.task_ids[0])
+        self.hold: ThreadHold | None = ThreadHold(neighbours, STEP_TUPLES) if neighbours else None
 
     def near_ackers(self) -> frozenset[int]:
         """The acker tasks this executor's trees should go to: those on its thread, else
@@ -134,7 +140,12 @@ class SpoutExecutor(Executor):
         wait = IDLE
         if self.active:
             # Backpressure: hold emits until the queues drain.
-            wait = self.idle_wait if link.overloaded() else self._emit(now)
+            if link.overloaded():
+                wait = self.idle_wait
+            elif self.hold is not None and self.hold.held():
+                wait = 0.0  # this thread drains that queue now; look again at the next turn
+            else:
+                wait = self._emit(now)
         for task, t in tasks.items():
             coll = t.coll
             if coll.immediate_acks:
