@@ -22,6 +22,10 @@ from __future__ import annotations
 
 _NEVER = float("-inf")
 MAX_DUE_WAIT = 1.0  # the longest a spout's own due_in holds it (a spout that misjudged is asked again)
+# The shortest: a turn costs tens of microseconds (every executor's step, a flush), so a spout
+# whose tuples fall due every few microseconds is asked at most ~10,000 times a second, each
+# time with what fell due meanwhile, not once a tuple (never longer than its wait strategy's time).
+MIN_DUE_WAIT = 0.0001
 CHUNK_MAX = 32  # the most next_tuple calls between two looks at what they emitted
 PACED_CHUNK_MAX = 8  # the same for a task whose last turn ran dry (paced: a few tuples due)
 
@@ -61,11 +65,14 @@ class SpoutPacing:
     def hold_after_dry(self, due_in: float | None) -> float | None:
         """How long a task whose ``next_tuple`` ran dry is held, given what its spout's
         ``due_in`` said: None, the wait strategy's time; 0 or less, not held (None: due
-        now, or records are on their way); otherwise the spout's time, at most MAX_DUE_WAIT."""
+        now, or records are on their way); otherwise the spout's time, at least MIN_DUE_WAIT
+        (or the wait strategy's time when shorter) and at most MAX_DUE_WAIT."""
         if due_in is None:
             return self.hold
         if due_in <= 0.0:
             return None
+        if due_in < MIN_DUE_WAIT:
+            return MIN_DUE_WAIT if MIN_DUE_WAIT < self.hold else self.hold
         return due_in if due_in < MAX_DUE_WAIT else MAX_DUE_WAIT
 
     def turn_ended(self, now: float, real: float, hold: float | None) -> None:
