@@ -17,9 +17,17 @@ receive thread holds reach their queues, instead of waiting until this thread sl
 the interpreter's switch interval (5 ms) forces a switch. Without it, a spout that is
 never idle sends its batches to other workers in bursts, and a spout capped by max
 pending waits a whole burst's round trip while the workers downstream idle.
+
+sleep(0) hands the GIL over only when the kernel switches threads right then; the
+worker's threads share one CPU, so mostly it does not. A turn that left batches on the
+transfer queue and will not sleep (no wait, or its doorbell rang meanwhile: acks came in,
+or an acker handed a verdict to a spout of the same thread) therefore ends with
+``sched_yield``, which gives up the GIL and the CPU: the transfer thread, rung by those
+batches, sends them before the next turn (``hand_offs`` counts these turns).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -30,11 +38,13 @@ from squall.model import ACKER
 from squall.runtime.affinity import pin_thread
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.link import WorkerLink
-from squall.runtime.queues import Doorbell
+from squall.runtime.queues import BatchQueue, Doorbell
 from squall.topology import Topology
 
 T = TypeVar("T")
 _yield_gil = time.sleep  # sleep(0) releases the GIL and takes it back: a thread waiting for it runs
+# sched_yield releases the GIL and the CPU: a runnable thread pinned to this CPU runs now.
+_hand_off = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def component_order(system: Topology) -> dict[str, int]:
@@ -69,11 +79,14 @@ class ExecutorThread(threading.Thread):
     """Sets up its executors, then steps them in turn until the worker stops."""
 
     def __init__(self, link: WorkerLink, executors: list[Executor], doorbell: Doorbell,
-                 index: int) -> None:
+                 index: int, outgoing: BatchQueue | None = None) -> None:
+        """``outgoing``: the worker's transfer queue (None: nothing leaves the process)."""
         super().__init__(name=f"executors-{index}", daemon=True)
         self.link = link
         self.executors = executors
         self.doorbell = doorbell
+        self.outgoing = outgoing
+        self.hand_offs = 0  # turns that left batches for the transfer thread and yielded to it
         self.started = threading.Event()
 
     def run(self) -> None:
@@ -91,7 +104,7 @@ class ExecutorThread(threading.Thread):
                 continue
             live.append(ex)
         self.started.set()
-        stop, bell, mono = link.stopping, self.doorbell, link.clock.monotonic
+        stop, bell, mono, out = link.stopping, self.doorbell, link.clock.monotonic, self.outgoing
         between = [check for ex in live for check in ex.between_steps]
         try:
             while not stop.is_set():
@@ -110,6 +123,15 @@ class ExecutorThread(threading.Thread):
                     if between:
                         for check in between:
                             check()
+                if out is not None and out._size and (wait <= 0.0 or bell.rung):
+                    # The turn left batches for other workers and this thread will not sleep
+                    # now (more to do, or its doorbell rang meanwhile): give the transfer
+                    # thread, pinned to this CPU and rung by them, the CPU and the GIL so it
+                    # sends them now. Neither a wait that finds the doorbell rung nor
+                    # sleep(0) gives up the CPU, so they waited for a turn that sleeps or
+                    # for the interpreter's 5 ms switch interval.
+                    self.hand_offs += 1
+                    _hand_off()
                 if wait > 0.0:
                     bell.wait(wait)
                 else:

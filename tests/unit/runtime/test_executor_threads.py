@@ -1,10 +1,14 @@
 """How a worker's executors share threads: run order, grouping, queues and doorbells."""
+import os
 import threading
 import time
+from types import SimpleNamespace
 
 from squall import LocalCluster, TopologyBuilder
+from squall.clock import SYSTEM_CLOCK
 from squall.model import ACKER, system_topology
-from squall.runtime.executor_thread import component_order, thread_groups
+from squall.runtime.affinity import pin_thread
+from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.testing.components import EchoBolt, FixedTupleSpout
 from squall.testing.waiting import wait_for
@@ -117,3 +121,65 @@ def test_a_components_wake_from_another_thread_runs_woken_on_its_executor_thread
         c.kill("wake")
     assert all(name.startswith("executors-") for name in Woken.runs), Woken.runs
     assert executed == 0  # a wake is no tuple
+
+
+class _RungEveryTurn:
+    """An executor whose every turn leaves a batch for another worker and rings its own
+    thread's doorbell (as an acker hands its verdicts to a spout on the same thread, or acks
+    keep arriving): its thread never sleeps between turns. Each turn records whether the
+    previous turn's batch had left the transfer queue by then."""
+
+    component, executor_id, task_ids, between_steps = "busy", (1, 1), [1], []
+    log = None
+
+    def __init__(self, bell, outgoing, turns, stop):
+        self.bell, self.outgoing, self.turns, self.stop = bell, outgoing, turns, stop
+        self.sent_in_time: list[bool] = []
+        self.started = False
+
+    def setup(self):
+        pass
+
+    def step(self, now):
+        if self.started:
+            self.sent_in_time.append(self.outgoing._size == 0)
+        self.started = True
+        until = time.perf_counter() + 50e-6  # a turn's worth of Python work
+        while time.perf_counter() < until:
+            pass
+        self.outgoing.put((7, b"batch"), 1)
+        self.bell.ring()
+        if len(self.sent_in_time) >= self.turns:
+            self.stop.set()
+        return 0.001  # a dry spout's wait: the ring ends it at once
+
+    def teardown(self):
+        pass
+
+
+def test_a_batch_for_another_worker_leaves_before_the_next_turn_of_a_thread_that_never_sleeps():
+    """The transfer thread runs on its executor thread's CPU and needs the GIL. A thread
+    whose doorbell rings every turn never waits, so on the old code what it handed the
+    transfer thread went out only when the interpreter's 5 ms switch interval forced a
+    switch: a tuple bound for another worker sat a few milliseconds on every hop."""
+    cpu = min(os.sched_getaffinity(0))
+    stop, bell, outgoing = threading.Event(), Doorbell(), BatchQueue(1 << 20)
+    link = SimpleNamespace(cpu=cpu, stopping=stop, clock=SYSTEM_CLOCK)
+    busy = _RungEveryTurn(bell, outgoing, 100, stop)
+
+    def transfer():  # the worker's transfer thread, on the same CPU: drains, then waits for more
+        pin_thread(cpu)
+        while not stop.is_set():
+            outgoing.wait(0.05)
+
+    sender = threading.Thread(target=transfer, daemon=True)
+    sender.start()
+    thread = ExecutorThread(link, [busy], bell, 0, outgoing)
+    thread.start()
+    thread.join(30)
+    stop.set()
+    sender.join(5)
+    assert not thread.is_alive() and not sender.is_alive()
+    in_time = sum(busy.sent_in_time) / len(busy.sent_in_time)
+    assert in_time >= 0.5, f"only {in_time:.0%} of the turns found the last turn's batch sent"
+    assert thread.hand_offs >= len(busy.sent_in_time) // 2
