@@ -123,17 +123,20 @@ def test_a_components_wake_from_another_thread_runs_woken_on_its_executor_thread
     assert executed == 0  # a wake is no tuple
 
 
+BATCH = 500  # topology.producer.batch.size
+
+
 class _RungEveryTurn:
-    """An executor whose every turn leaves a batch for another worker and rings its own
-    thread's doorbell (as an acker hands its verdicts to a spout on the same thread, or acks
-    keep arriving): its thread never sleeps between turns. Each turn records whether the
-    previous turn's batch had left the transfer queue by then."""
+    """An executor whose every turn leaves ``size`` tuples for another worker and rings its
+    own thread's doorbell (as an acker hands its verdicts to a spout on the same thread, or
+    acks keep arriving): its thread never sleeps between turns. Each turn records whether
+    the previous turn's tuples had left the transfer queue by then."""
 
     component, executor_id, task_ids, between_steps = "busy", (1, 1), [1], []
     log = None
 
-    def __init__(self, bell, outgoing, turns, stop):
-        self.bell, self.outgoing, self.turns, self.stop = bell, outgoing, turns, stop
+    def __init__(self, bell, outgoing, size, turns, stop):
+        self.bell, self.outgoing, self.size, self.turns, self.stop = bell, outgoing, size, turns, stop
         self.sent_in_time: list[bool] = []
         self.started = False
 
@@ -147,7 +150,7 @@ class _RungEveryTurn:
         until = time.perf_counter() + 50e-6  # a turn's worth of Python work
         while time.perf_counter() < until:
             pass
-        self.outgoing.put((7, b"batch"), 1)
+        self.outgoing.put((7, b"batch"), self.size)
         self.bell.ring()
         if len(self.sent_in_time) >= self.turns:
             self.stop.set()
@@ -157,17 +160,16 @@ class _RungEveryTurn:
         pass
 
 
-def test_a_batch_for_another_worker_leaves_before_the_next_turn_of_a_thread_that_never_sleeps():
-    """The transfer thread runs on its executor thread's CPU and needs the GIL. A thread
-    whose doorbell rings every turn never waits, so on the old code what it handed the
-    transfer thread went out only when the interpreter's 5 ms switch interval forced a
-    switch: a tuple bound for another worker sat a few milliseconds on every hop."""
+def _turns_with_a_transfer_thread(size: int) -> tuple[_RungEveryTurn, ExecutorThread]:
+    """100 turns of ``_RungEveryTurn`` on a real executor thread, with a thread on the same
+    CPU that takes what it leaves, as the worker's transfer thread does."""
     cpu = min(os.sched_getaffinity(0))
     stop, bell, outgoing = threading.Event(), Doorbell(), BatchQueue(1 << 20)
-    link = SimpleNamespace(cpu=cpu, stopping=stop, clock=SYSTEM_CLOCK)
-    busy = _RungEveryTurn(bell, outgoing, 100, stop)
+    link = SimpleNamespace(cpu=cpu, stopping=stop, clock=SYSTEM_CLOCK,
+                           topology=SimpleNamespace(conf={"topology.producer.batch.size": BATCH}))
+    busy = _RungEveryTurn(bell, outgoing, size, 100, stop)
 
-    def transfer():  # the worker's transfer thread, on the same CPU: drains, then waits for more
+    def transfer():
         pin_thread(cpu)
         while not stop.is_set():
             outgoing.wait(0.05)
@@ -180,6 +182,22 @@ def test_a_batch_for_another_worker_leaves_before_the_next_turn_of_a_thread_that
     stop.set()
     sender.join(5)
     assert not thread.is_alive() and not sender.is_alive()
+    return busy, thread
+
+
+def test_a_partial_batch_for_another_worker_leaves_before_the_next_turn_of_a_thread_that_never_sleeps():
+    """The transfer thread runs on its executor thread's CPU and needs the GIL. A thread
+    whose doorbell rings every turn never waits, so on the old code what it handed the
+    transfer thread went out only when the interpreter's 5 ms switch interval forced a
+    switch: a tuple bound for another worker sat milliseconds on every hop at light load."""
+    busy, thread = _turns_with_a_transfer_thread(3)
     in_time = sum(busy.sent_in_time) / len(busy.sent_in_time)
-    assert in_time >= 0.5, f"only {in_time:.0%} of the turns found the last turn's batch sent"
+    assert in_time >= 0.5, f"only {in_time:.0%} of the turns found the last turn's tuples sent"
     assert thread.hand_offs >= len(busy.sent_in_time) // 2
+
+
+def test_full_batches_are_not_handed_off_one_at_a_time():
+    """A saturated worker (full batches waiting) keeps batching in the transfer queue:
+    sent one at a time, they cost more frames per tuple at the maximum rate."""
+    busy, thread = _turns_with_a_transfer_thread(BATCH)
+    assert thread.hand_offs == 0 and len(busy.sent_in_time) == 100
