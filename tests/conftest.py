@@ -6,6 +6,7 @@ their fixtures from support/servers.py); the unit tier starts none.
 """
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,12 @@ from support.scheduling import LongestFirst
 # on slow data generation would turn a busy machine into a red run, so neither applies.
 settings.register_profile("squall", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("squall")
+
+# Tests send their children Ctrl-C (SIGINT) and expect them to end on it. A suite started as a
+# background job (`cmd &`) inherits SIGINT ignored, and an ignored signal stays ignored across
+# exec, so every child would shrug Ctrl-C off: give them the default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TIERS = ("unit", "cluster", "spark", "ui")
 

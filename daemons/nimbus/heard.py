@@ -91,7 +91,7 @@ class Hearing:
         for beat in report.beats:  # the rate history and the totals take the counters as they come
             samples = beat.samples()
             self.rates.add(beat.topology_id, samples)
-            self.totals.add(beat.topology_id, samples)
+            self.totals.add(beat.topology_id, samples, now)
         return {"supervisor": supervisor_id, "beats": kept}
 
     def _check_sender(self, report: SupervisorReport) -> Order | None:
@@ -192,16 +192,18 @@ class Hearing:
             for beat in legacy.values():
                 samples = ReportedBeat.of(beat).samples()
                 self.rates.add(topology_id, samples)
-                self.totals.add(topology_id, samples)
+                self.totals.add(topology_id, samples, now)
             heard = self.beats.heard(topology_id)
         return {slot: (h.seen, h.beat.executors) for slot, h in heard.items()}
 
     def record_history(self, topology_id: str, components: Mapping[ExecutorId, str], now: float) -> None:
-        """The topology's component totals now, into the history (each leader round)."""
+        """The topology's component totals into the history (each leader round), timed by
+        the newest report they hold: a round no report reached since the last one adds no
+        point (timed by the round, it would plot a rate of 0 for a beat that was only late)."""
         self.totals.set_components(topology_id, components)
-        totals = self.totals.by_component(topology_id)
-        if totals:
-            self.history.record(topology_id, totals, now)
+        heard, totals = self.totals.by_component(topology_id)
+        if totals and heard is not None:
+            self.history.record(topology_id, totals, min(heard, now))
 
     def retain(self, ids: set[str], submitted: Mapping[str, float] | None = None) -> None:
         """Forget the topologies that are gone (a round's end); ``submitted``: when each

@@ -193,13 +193,17 @@ class RunningTotals:
         self._components: dict[str, Mapping[ExecutorId, str]] = {}
         self._sums: dict[str, dict[str, list[float]]] = {}
         self._retired: dict[str, dict[str, list[float]]] = {}  # totals of executors a rebalance ended
+        self._heard: dict[str, float] = {}  # when the newest report was folded in (nimbus's clock)
         self._lock = threading.Lock()
 
-    def add(self, topology_id: str, samples: Mapping[ExecutorId, tuple[float, Sequence[int]]]) -> None:
-        """Fold each executor's counters in (the time is not needed: a sample not newer than
-        the last one adds nothing, its counters being the same or, after a restart, lower).
-        On every report of every supervisor: C-level maps, no loop in Python per counter."""
+    def add(self, topology_id: str, samples: Mapping[ExecutorId, tuple[float, Sequence[int]]],
+            heard: float) -> None:
+        """Fold each executor's counters in, as heard by nimbus at ``heard`` (the samples' own
+        times are not needed: a sample not newer than the last one adds nothing, its counters
+        being the same or, after a restart, lower). On every report of every supervisor:
+        C-level maps, no loop in Python per counter."""
         with self._lock:
+            self._heard[topology_id] = max(heard, self._heard.get(topology_id, heard))
             executors = self._executors.pop(topology_id, {})
             self._executors[topology_id] = executors
             components = self._components.get(topology_id, {})
@@ -228,7 +232,7 @@ class RunningTotals:
                         one[:] = map(add, one, delta)
             while len(self._executors) > self._max_topologies:
                 gone, _ = self._executors.popitem(last=False)
-                for kept in (self._components, self._sums, self._retired):
+                for kept in (self._components, self._sums, self._retired, self._heard):
                     kept.pop(gone, None)
 
     def set_components(self, topology_id: str, components: Mapping[ExecutorId, str]) -> None:
@@ -252,16 +256,18 @@ class RunningTotals:
                 _add(sums, components[ex], total)
             self._sums[topology_id] = sums
 
-    def by_component(self, topology_id: str) -> dict[str, tuple[float, ...]]:
+    def by_component(self, topology_id: str) -> tuple[float | None, dict[str, tuple[float, ...]]]:
+        """When the newest report was heard (None: never), and the totals by component as of then."""
         with self._lock:
-            return {c: tuple(v) for c, v in self._sums.get(topology_id, {}).items()}
+            return (self._heard.get(topology_id),
+                    {c: tuple(v) for c, v in self._sums.get(topology_id, {}).items()})
 
     def retain(self, topology_ids: Iterable[str]) -> None:
         keep = set(topology_ids)
         with self._lock:
             for topology_id in [t for t in self._executors if t not in keep]:
                 del self._executors[topology_id]
-                for kept in (self._components, self._sums, self._retired):
+                for kept in (self._components, self._sums, self._retired, self._heard):
                     kept.pop(topology_id, None)
 
 

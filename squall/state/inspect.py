@@ -9,7 +9,7 @@ from squall.model import CHECKPOINT
 from squall.state.checkpoint_spout import RECORD_KEY
 from squall.state.kv import decode, decode_key
 from squall.state.protocol import TxRecord
-from squall.state.stores import StoreError, namespace, open_store
+from squall.state.stores import NoStoredState, namespace, open_store
 from squall.values import ValueCodec
 
 
@@ -17,7 +17,7 @@ def read_record(conf: Mapping[str, Any], topology: str) -> TxRecord | None:
     """The checkpoint spout's record of ``topology`` (None: it never ran)."""
     try:
         store = open_store(conf, namespace(topology, CHECKPOINT, 0), create=False)
-    except StoreError:
+    except NoStoredState:
         return None
     try:
         _, entries = store.read(-1)
@@ -30,10 +30,11 @@ def read_record(conf: Mapping[str, Any], topology: str) -> TxRecord | None:
 def committed_state(conf: Mapping[str, Any], topology: str, component: str, index: int,
                     txid: int) -> tuple[int | None, dict[Any, Any]]:
     """(txid held, the state) of task ``index`` of ``component`` as committed at ``txid``
-    (the record's ``restore_point()``); (None, {}) if it has none."""
+    (the record's ``restore_point()``); (None, {}) if it has none. A store that exists but
+    cannot be read raises ``StoreError``: empty state is not a safe guess for it."""
     try:
         store = open_store(conf, namespace(topology, component, index), create=False)
-    except StoreError:
+    except NoStoredState:
         return None, {}
     try:
         held, entries = store.read(txid)

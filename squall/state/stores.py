@@ -36,6 +36,10 @@ class StoreError(SquallError, RuntimeError):
     """A store that cannot be opened, read or written; the message says which and why."""
 
 
+class NoStoredState(StoreError):
+    """A read-only open found no state at all: the task never checkpointed here."""
+
+
 class Store(Protocol):
     def load(self, txid: int) -> tuple[int | None, dict[bytes, bytes]]:
         """Settle the namespace at committed ``txid``; (txid it held, committed entries)."""
@@ -184,7 +188,7 @@ class EmbeddedStore:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
                 os.chmod(self.path, 0o600)  # one an older version left 0644
             elif not self.path.exists():
-                raise StoreError(f"no state file {self.path}")
+                raise NoStoredState(f"no state file {self.path}")
             uri = self.path.absolute().as_uri() + ("" if create else "?mode=ro")
             self._db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
                                        check_same_thread=False)

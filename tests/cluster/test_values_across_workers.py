@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 
+from squall.state.inspect import committed_state
 from squall.testing.cluster import ProcessCluster
 from squall.testing.state import committed_component, wait_committed
 from support.paths import CLUSTER_TOPOLOGIES
@@ -53,7 +54,7 @@ def test_generated_values_cross_between_workers_and_into_state(zk_server, zk_roo
             return spout.get("position", 0) >= N
 
         record = wait_committed(state, namespace, covers_all, 120, f"a checkpoint covering all {N} rows")
-        kept = committed_component(state, namespace, "keep", 1, record.restore_point())[0]
+        held, kept = committed_state(state, namespace, "keep", 0, record.restore_point())
     finally:
         os.environ.pop("VALUES_ROWS", None)
         cluster.stop()
@@ -64,6 +65,7 @@ def test_generated_values_cross_between_workers_and_into_state(zk_server, zk_roo
     assert sorted(got) == list(range(N))
     wrong = [i for i in range(N) if canon(got[i]) != canon(rows[i])]
     assert not wrong, f"{len(wrong)} values changed on the wire, e.g. {rows[wrong[0]]!r} -> {got[wrong[0]]!r}"
-    assert sorted(kept) == list(range(N))
+    assert sorted(kept) == list(range(N)), (f"keep's state at txid {record.restore_point()} (it holds txid "
+                                             f"{held}) has {len(kept)} of {N} rows; record {record}")
     wrong = [i for i in range(N) if canon(kept[i]) != canon(rows[i])]
     assert not wrong, f"{len(wrong)} values changed in state, e.g. {rows[wrong[0]]!r} -> {kept[wrong[0]]!r}"

@@ -75,3 +75,16 @@ def test_redis_unreachable_is_a_store_error():
     store = RedisStore(redis_client(f"redis://127.0.0.1:{free_port()}/0", 0.5), "t/c/0")
     with pytest.raises(StoreError, match="load failed"):
         store.load(0)
+
+
+def test_reading_state_from_outside_tells_missing_from_unreadable(tmp_path):
+    """A task that never checkpointed has empty state; a state file that exists but cannot be
+    read is an error naming it (a backfill must not start from an empty guess)."""
+    from squall.state.inspect import committed_state
+
+    conf = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}
+    assert committed_state(conf, "t", "c", 0, 1) == (None, {})
+    path = embedded_path(tmp_path, namespace("t", "c", 0))
+    path.mkdir(parents=True)  # there, but SQLite cannot open it
+    with pytest.raises(StoreError, match=str(path)):
+        committed_state(conf, "t", "c", 0, 1)

@@ -46,19 +46,39 @@ def test_tiers_are_bounded_and_a_day_reaches_back_a_day():
 
 def test_totals_survive_a_worker_restart_and_a_rebalance():
     running = RunningTotals()
-    running.add("t", {(1, 1): (1.0, (100, 0, 0, 0))})  # the first sample counts what came before
+    running.add("t", {(1, 1): (1.0, (100, 0, 0, 0))}, 1.0)  # the first sample counts what came before
     running.set_components("t", {(1, 1): "spout", (2, 2): "bolt"})
-    assert running.by_component("t") == {"spout": (100.0, 0, 0, 0, 0, 0, 0)}
-    running.add("t", {(1, 1): (2.0, (150, 0, 0, 0)), (2, 2): (2.0, (0, 9, 0, 0, 50, 0, 0))})
-    running.add("t", {(1, 1): (3.0, (20, 0, 0, 0))})  # restarted: counters start over
-    running.add("t", {(1, 1): (4.0, (20, 0, 0, 0))})  # the same again adds nothing
-    assert running.by_component("t") == {"spout": (170.0, 0, 0, 0, 0, 0, 0), "bolt": (0, 9.0, 0, 0, 50.0, 0, 0)}
+    assert running.by_component("t") == (1.0, {"spout": (100.0, 0, 0, 0, 0, 0, 0)})
+    running.add("t", {(1, 1): (2.0, (150, 0, 0, 0)), (2, 2): (2.0, (0, 9, 0, 0, 50, 0, 0))}, 2.0)
+    running.add("t", {(1, 1): (3.0, (20, 0, 0, 0))}, 3.0)  # restarted: counters start over
+    running.add("t", {(1, 1): (4.0, (20, 0, 0, 0))}, 4.0)  # the same again adds nothing
+    assert running.by_component("t") == (4.0, {"spout": (170.0, 0, 0, 0, 0, 0, 0),
+                                                "bolt": (0, 9.0, 0, 0, 50.0, 0, 0)})
     # A rebalance: bolt's executor (2, 2) becomes (2, 3); its totals stay with the bolt.
     running.set_components("t", {(1, 1): "spout", (2, 3): "bolt"})
-    running.add("t", {(2, 3): (5.0, (0, 4, 0, 0))})
-    assert running.by_component("t") == {"spout": (170.0, 0, 0, 0, 0, 0, 0), "bolt": (0, 13.0, 0, 0, 50.0, 0, 0)}
+    running.add("t", {(2, 3): (5.0, (0, 4, 0, 0))}, 5.0)
+    assert running.by_component("t") == (5.0, {"spout": (170.0, 0, 0, 0, 0, 0, 0),
+                                                "bolt": (0, 13.0, 0, 0, 50.0, 0, 0)})
     running.retain(set())
-    assert running.by_component("t") == {}
+    assert running.by_component("t") == (None, {})
+
+
+def test_a_late_report_makes_no_dip_in_the_plot():
+    """Reports every 5 s at 100 emitted a second, one of them 4 s late; the leader's rounds
+    come every 5 s in between. Timed by the reports, every plotted rate is 100 (timed by the
+    rounds, the round that no report reached would plot 0, and the next one 200)."""
+    running, history = RunningTotals(), CounterHistory()
+    running.set_components("t", {(1, 1): "spout"})
+    reports = (0.0, 5.0, 14.0, 15.0, 20.0)  # the one due at 10 came at 14
+    for round_at in (2.0, 7.0, 12.0, 17.0, 22.0):
+        for at in reports:
+            if round_at - 5.0 < at <= round_at:
+                running.add("t", {(1, 1): (at, (int(100 * at), 0, 0, 0))}, at)
+        heard, totals = running.by_component("t")
+        history.record("t", totals, heard)
+    rows = rate_points(summed(history.points("t", 0.0), ["spout"]))
+    assert [r["emitted_per_sec"] for r in rows] == [100.0, 100.0, 100.0]
+    assert [r["time"] for r in rows] == [5.0, 15.0, 20.0]
 
 
 def test_plot_points_rates_between_points_and_the_topology_summed_over_spouts():
