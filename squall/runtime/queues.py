@@ -37,6 +37,12 @@ class Doorbell:
         if wake:
             self._bell.release()
 
+    @property
+    def rung(self) -> bool:
+        """Rung since the last wait (read without the lock: a hint), so the next wait
+        returns at once."""
+        return self._rung
+
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds unless rung since the last wait."""
         lock = self._lock
