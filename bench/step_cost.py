@@ -138,7 +138,7 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
 
     def done() -> int:
         if what == "emitted":
-            return sum(n for e in counted for n in e.stats().get("emitted", {}).values())
+            return sum(n for e in counted for n in e.stats().emitted.values())
         return sum(e.executed for e in counted)
 
     def run(n: int) -> None:
@@ -156,7 +156,9 @@ def measure(scenario: str, turns: int, warmup: int = 50) -> dict[str, Any]:
     cpu, tuples = time.process_time() - cpu, done() - before
     return {"scenario": scenario, "turns": turns, "tuples": tuples, "cpu_secs": round(cpu, 4),
             "cpu_ns_per_tuple": round(cpu * 1e9 / tuples, 1) if tuples else None,
-            "queue_peaks": {e.component: e.queue.peak for e in made}}
+            "queue_peaks": {e.component: e.queue.peak for e in made},
+            # turns a spout skipped for a queue of its thread (squall.runtime.thread_flow), where it has one
+            "spout_holds": {e.component: e.hold.holds for e in made if getattr(e, "hold", None) is not None}}
 
 
 def main() -> int:
@@ -164,7 +166,14 @@ def main() -> int:
     parser.add_argument("scenario")
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-thread-hold", action="store_true",
+                        help="spouts never skip a turn for a queue of their thread (squall.runtime.thread_flow): "
+                             "the queues stand as before it, in the same tree")
     args = parser.parse_args()
+    if args.no_thread_hold:
+        from squall.runtime import thread_flow
+
+        thread_flow.ThreadHold.held = lambda self: False
     result = measure(args.scenario, args.turns)
     if args.json:
         print(json.dumps(result))

@@ -17,9 +17,19 @@ receive thread holds reach their queues, instead of waiting until this thread sl
 the interpreter's switch interval (5 ms) forces a switch. Without it, a spout that is
 never idle sends its batches to other workers in bursts, and a spout capped by max
 pending waits a whole burst's round trip while the workers downstream idle.
+
+A turn that would sleep but finds its doorbell rung (acks came in, or an acker handed a
+verdict to a spout of the same thread) does not give up the CPU or the GIL at all. If it
+left tuples on the transfer queue, it ends with ``sched_yield``, which gives up both: the
+transfer thread, pinned to the same CPU and rung by those tuples, sends them before the
+next turn (``hand_offs`` counts these turns). Only while less than a full batch
+(``topology.producer.batch.size``) waits there, and not when the thread has more to do at
+once (wait 0): a saturated worker keeps coalescing batches, since sending each at once
+costs more frames per tuple (measured: cluster unacked throughput 9-14% lower).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -30,11 +40,13 @@ from squall.model import ACKER
 from squall.runtime.affinity import pin_thread
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.link import WorkerLink
-from squall.runtime.queues import Doorbell
+from squall.runtime.queues import BatchQueue, Doorbell
 from squall.topology import Topology
 
 T = TypeVar("T")
 _yield_gil = time.sleep  # sleep(0) releases the GIL and takes it back: a thread waiting for it runs
+# sched_yield releases the GIL and the CPU: a runnable thread pinned to this CPU runs now.
+_hand_off = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def component_order(system: Topology) -> dict[str, int]:
@@ -69,11 +81,14 @@ class ExecutorThread(threading.Thread):
     """Sets up its executors, then steps them in turn until the worker stops."""
 
     def __init__(self, link: WorkerLink, executors: list[Executor], doorbell: Doorbell,
-                 index: int) -> None:
+                 index: int, outgoing: BatchQueue | None = None) -> None:
+        """``outgoing``: the worker's transfer queue (None: nothing leaves the process)."""
         super().__init__(name=f"executors-{index}", daemon=True)
         self.link = link
         self.executors = executors
         self.doorbell = doorbell
+        self.outgoing = outgoing
+        self.hand_offs = 0  # turns that left batches for the transfer thread and yielded to it
         self.started = threading.Event()
 
     def run(self) -> None:
@@ -91,7 +106,11 @@ class ExecutorThread(threading.Thread):
                 continue
             live.append(ex)
         self.started.set()
-        stop, bell, mono = link.stopping, self.doorbell, link.clock.monotonic
+        stop, bell, mono, out = link.stopping, self.doorbell, link.clock.monotonic, self.outgoing
+        # Less than a full batch waiting: the worker is not saturated, a tuple's wait is its
+        # latency. Full batches (a saturated worker) keep the old way: whoever takes the GIL
+        # next takes several, which at the maximum rate costs fewer frames per tuple.
+        small = int(link.topology.conf["topology.producer.batch.size"]) if out is not None else 0
         between = [check for ex in live for check in ex.between_steps]
         try:
             while not stop.is_set():
@@ -110,6 +129,17 @@ class ExecutorThread(threading.Thread):
                     if between:
                         for check in between:
                             check()
+                if out is not None and 0 < out._size < small and wait > 0.0 and bell.rung:
+                    # The turn left tuples for other workers, fewer than a batch, and this
+                    # thread would sleep but its doorbell rang meanwhile (acks came in, or
+                    # its acker handed a verdict to its spout): give the transfer thread,
+                    # pinned to this CPU and rung by those tuples, the CPU and the GIL so it
+                    # sends them now. A wait that finds the doorbell rung gives up neither,
+                    # so they waited for a turn that sleeps or for the interpreter's 5 ms
+                    # switch interval. (A thread with more to do at once, wait 0, keeps
+                    # sleep(0) below: a spout that is never dry is the throughput case.)
+                    self.hand_offs += 1
+                    _hand_off()
                 if wait > 0.0:
                     bell.wait(wait)
                 else:

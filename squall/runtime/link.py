@@ -69,7 +69,7 @@ class WorkerLink:
     Read by executors: ``topology`` (WorkerTopology), ``clock``, ``active`` (is the
     topology active: spouts emit only then), ``bp_tasks`` (this worker's tasks under
     backpressure: a bolt relieves them as its queue drains), ``stopping``, ``cpu``.
-    Called by executors: ``queue(task)``, ``deliver(task, tuples)``, ``report_error(component,
+    Called by executors: ``queue(task)``, ``neighbours(task)``, ``deliver(task, tuples)``, ``report_error(component,
     task, text)``, ``drop(cause, n, executor, error=...)``, ``overloaded()`` (should spouts
     hold their emits), ``relieve(task_ids, queue)``, ``executor_died(component, executor,
     exc)``, ``queued(task)`` (tuples queued ahead of a batch for ``task``: at its executor,
@@ -107,3 +107,10 @@ class WorkerLink:
     def queue(self, task: int) -> BatchQueue:
         """The receive queue of the executor that runs ``task``."""
         return self.queues[task]
+
+    def neighbours(self, task: int) -> list[BatchQueue]:
+        """The receive queues of the other executors on the thread that runs ``task``
+        (the queues one thread serves share its doorbell)."""
+        own = self.queues[task]
+        bell = own.doorbell
+        return list({id(q): q for q in self.queues.values() if q is not own and q.doorbell is bell}.values())

@@ -37,6 +37,12 @@ class Doorbell:
         if wake:
             self._bell.release()
 
+    @property
+    def rung(self) -> bool:
+        """Rung since the last wait (read without the lock: a hint), so the next wait
+        returns at once."""
+        return self._rung
+
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds unless rung since the last wait."""
         lock = self._lock
@@ -132,6 +138,11 @@ class BatchQueue:
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def doorbell(self) -> Doorbell:
+        """The doorbell of the thread that serves this queue (shared by its other queues)."""
+        return self._doorbell
 
     @property
     def full(self) -> bool:

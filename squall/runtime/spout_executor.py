@@ -10,12 +10,14 @@ from squall.components import Spout
 from squall.model import ACK_ACK, ACK_FAIL
 from squall.runtime import drops
 from squall.runtime.acker import SpoutBook
+from squall.runtime.bolt_executor import STEP_TUPLES
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
 from squall.runtime.pending import pending_limit
 from squall.runtime.spout_pacing import SpoutPacing
 from squall.runtime.stats import ExecutorStats, Latency
+from squall.runtime.thread_flow import ThreadHold
 from squall.runtime.wrapping import SpoutWrapper, StatsSections
 
 # Measurements (the flush deadline of a spout's turn) read the real clock; decisions about
@@ -23,7 +25,7 @@ from squall.runtime.wrapping import SpoutWrapper, StatsSections
 _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
-_NOT_BEHIND = Spout.behind  # a spout that never says records are on their way
+_NO_DUE_IN = Spout.due_in  # a spout that never says when its next tuple is due
 IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
 
 
@@ -45,17 +47,17 @@ class SpoutTask:
     """One task of a spout executor: its spout, collector and reliability bookkeeping;
     for a wrapping spout, the wrapper (which takes the task's input) and the spout it
     wraps (whose ``next_tuple`` the executor calls while the wrapper allows); and when
-    its ``next_tuple`` may be called again (``pace``); ``behind``, the spout's own ``behind``
+    its ``next_tuple`` may be called again (``pace``); ``due_in``, the spout's own ``due_in``
     (None: it does not override it); ``waits``, the turns after which it was held."""
 
-    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace", "behind", "waits")
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace", "due_in", "waits")
 
     def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook, pace: SpoutPacing) -> None:
         self.spout, self.coll, self.book, self.pending, self.pace = spout, coll, book, book.pending, pace
         self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
         self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
-        self.behind: Any = None if getattr(type(self.emitter), "behind", _NOT_BEHIND) is _NOT_BEHIND \
-            else self.emitter.behind
+        self.due_in: Any = None if getattr(type(self.emitter), "due_in", _NO_DUE_IN) is _NO_DUE_IN \
+            else self.emitter.due_in
         self.waits = 0
 
 
@@ -92,6 +94,10 @@ class SpoutExecutor(Executor):
         self.timeout = float(conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(conf["topology.enable.message.timeouts"]) and bool(self.topology.acker_tasks)
         self.next_expiry = self.clock.monotonic() + 0.1
+        # Emits skipped while an executor on this thread has over a step's worth queued
+        # (squall.runtime.thread_flow); None: no other executor shares the thread.
+        neighbours = self.link.neighbours(self.task_ids[0])
+        self.hold: ThreadHold | None = ThreadHold(neighbours, STEP_TUPLES) if neighbours else None
 
     def near_ackers(self) -> frozenset[int]:
         """The acker tasks this executor's trees should go to: those on its thread, else
@@ -134,7 +140,12 @@ class SpoutExecutor(Executor):
         wait = IDLE
         if self.active:
             # Backpressure: hold emits until the queues drain.
-            wait = self.idle_wait if link.overloaded() else self._emit(now)
+            if link.overloaded():
+                wait = self.idle_wait
+            elif self.hold is not None and self.hold.held():
+                wait = 0.0  # this thread drains that queue now; look again at the next turn
+            else:
+                wait = self._emit(now)
         for task, t in tasks.items():
             coll = t.coll
             if coll.immediate_acks:
@@ -231,25 +242,39 @@ class SpoutExecutor(Executor):
                 if _monotonic() > deadline:
                     break  # time to flush
                 before = after
-            if dry and t.behind is not None and self._behind(task, t):
-                dry = False  # records are on their way (a fetch not yet landed): not held
+            # Held after a dry turn: for the wait strategy's time, or until the spout says
+            # its next tuple is due (None: due now, records on their way: not held).
+            hold = None
             if dry:
+                hold = idle_wait if t.due_in is None else t.pace.hold_after_dry(self._due_in(task, t))
+            if hold is not None:
                 t.waits += 1
-                t.pace.turn_ended(self.clock.monotonic(), _monotonic(), True)
-                if idle_wait < wait:
-                    wait = idle_wait
+                t.pace.turn_ended(self.clock.monotonic(), _monotonic(), hold)
+                if hold < wait:
+                    wait = hold
             else:
-                t.pace.turn_ended(now, 0.0, False)
+                t.pace.turn_ended(now, 0.0, None)
                 if not capped:
                     wait = 0.0
         return wait
 
-    def _behind(self, task: int, t: SpoutTask) -> bool:
+    def _due_in(self, task: int, t: SpoutTask) -> float | None:
+        """The spout's ``due_in``, checked: what raises or is not a number of seconds is
+        reported and taken as None (the wait strategy's time)."""
         try:
-            return bool(t.behind())
+            due = t.due_in()
+            if due is None:
+                return None
+            if type(due) is not float:
+                if isinstance(due, bool) or not isinstance(due, (int, float)):
+                    raise TypeError(f"due_in returned {due!r}, not a number of seconds or None")
+                due = float(due)
+            if due != due:
+                raise ValueError("due_in returned NaN, not a number of seconds or None")
+            return due
         except Exception as exc:
-            self.user_error(task, exc, "behind")
-            return False
+            self.user_error(task, exc, "due_in")
+            return None
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:

@@ -213,7 +213,7 @@ class WorkerRuntime:
         tune_gc()
         for i, (made, bell) in enumerate(zip(self.create_executors(), self.doorbells)):
             self.executors.extend(made)
-            self.threads.append(ExecutorThread(self.link, made, bell, i))
+            self.threads.append(ExecutorThread(self.link, made, bell, i, self.transfer_queue))
         for t in self.threads:
             t.start()
         deadline = time.monotonic() + timeout

@@ -1,10 +1,14 @@
 """How a worker's executors share threads: run order, grouping, queues and doorbells."""
+import os
 import threading
 import time
+from types import SimpleNamespace
 
 from squall import LocalCluster, TopologyBuilder
+from squall.clock import SYSTEM_CLOCK
 from squall.model import ACKER, system_topology
-from squall.runtime.executor_thread import component_order, thread_groups
+from squall.runtime.affinity import pin_thread
+from squall.runtime.executor_thread import ExecutorThread, component_order, thread_groups
 from squall.runtime.queues import BatchQueue, Doorbell
 from squall.testing.components import EchoBolt, FixedTupleSpout
 from squall.testing.waiting import wait_for
@@ -117,3 +121,83 @@ def test_a_components_wake_from_another_thread_runs_woken_on_its_executor_thread
         c.kill("wake")
     assert all(name.startswith("executors-") for name in Woken.runs), Woken.runs
     assert executed == 0  # a wake is no tuple
+
+
+BATCH = 500  # topology.producer.batch.size
+
+
+class _RungEveryTurn:
+    """An executor whose every turn leaves ``size`` tuples for another worker and rings its
+    own thread's doorbell (as an acker hands its verdicts to a spout on the same thread, or
+    acks keep arriving): its thread never sleeps between turns. Each turn records whether
+    the previous turn's tuples had left the transfer queue by then."""
+
+    component, executor_id, task_ids, between_steps = "busy", (1, 1), [1], []
+    log = None
+
+    def __init__(self, bell, outgoing, size, turns, stop):
+        self.bell, self.outgoing, self.size, self.turns, self.stop = bell, outgoing, size, turns, stop
+        self.sent_in_time: list[bool] = []
+        self.started = False
+
+    def setup(self):
+        pass
+
+    def step(self, now):
+        if self.started:
+            self.sent_in_time.append(self.outgoing._size == 0)
+        self.started = True
+        until = time.perf_counter() + 50e-6  # a turn's worth of Python work
+        while time.perf_counter() < until:
+            pass
+        self.outgoing.put((7, b"batch"), self.size)
+        self.bell.ring()
+        if len(self.sent_in_time) >= self.turns:
+            self.stop.set()
+        return 0.001  # a dry spout's wait: the ring ends it at once
+
+    def teardown(self):
+        pass
+
+
+def _turns_with_a_transfer_thread(size: int) -> tuple[_RungEveryTurn, ExecutorThread]:
+    """100 turns of ``_RungEveryTurn`` on a real executor thread, with a thread on the same
+    CPU that takes what it leaves, as the worker's transfer thread does."""
+    cpu = min(os.sched_getaffinity(0))
+    stop, bell, outgoing = threading.Event(), Doorbell(), BatchQueue(1 << 20)
+    link = SimpleNamespace(cpu=cpu, stopping=stop, clock=SYSTEM_CLOCK,
+                           topology=SimpleNamespace(conf={"topology.producer.batch.size": BATCH}))
+    busy = _RungEveryTurn(bell, outgoing, size, 100, stop)
+
+    def transfer():
+        pin_thread(cpu)
+        while not stop.is_set():
+            outgoing.wait(0.05)
+
+    sender = threading.Thread(target=transfer, daemon=True)
+    sender.start()
+    thread = ExecutorThread(link, [busy], bell, 0, outgoing)
+    thread.start()
+    thread.join(30)
+    stop.set()
+    sender.join(5)
+    assert not thread.is_alive() and not sender.is_alive()
+    return busy, thread
+
+
+def test_a_partial_batch_for_another_worker_leaves_before_the_next_turn_of_a_thread_that_never_sleeps():
+    """The transfer thread runs on its executor thread's CPU and needs the GIL. A thread
+    whose doorbell rings every turn never waits, so on the old code what it handed the
+    transfer thread went out only when the interpreter's 5 ms switch interval forced a
+    switch: a tuple bound for another worker sat milliseconds on every hop at light load."""
+    busy, thread = _turns_with_a_transfer_thread(3)
+    in_time = sum(busy.sent_in_time) / len(busy.sent_in_time)
+    assert in_time >= 0.5, f"only {in_time:.0%} of the turns found the last turn's tuples sent"
+    assert thread.hand_offs >= len(busy.sent_in_time) // 2
+
+
+def test_full_batches_are_not_handed_off_one_at_a_time():
+    """A saturated worker (full batches waiting) keeps batching in the transfer queue:
+    sent one at a time, they cost more frames per tuple at the maximum rate."""
+    busy, thread = _turns_with_a_transfer_thread(BATCH)
+    assert thread.hand_offs == 0 and len(busy.sent_in_time) == 100
