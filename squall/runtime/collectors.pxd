@@ -26,6 +26,8 @@ cdef class Outbox:
     cdef public double interval
     cdef public double held_since
     cdef public object queued
+    cdef public AckerLedger home
+    cdef public Py_ssize_t home_slot
 
     cpdef list buffer(self, task)
     @cython.locals(b=list)
@@ -76,6 +78,7 @@ cdef class SpoutCollector(_Collector):
     cdef public unsigned long long _root_base
     cdef public unsigned long long _root_stride
     cdef public int _root_bits
+    cdef public AckerLedger _home
     cdef public object now  # set once per turn and stored in each pending entry as is (a C double would box a float per tuple)
     cdef public list immediate_acks
     cdef public list immediate_fails

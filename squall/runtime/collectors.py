@@ -56,11 +56,13 @@ class Outbox:
     thread, the outbox is ``fuse``d to its ledger: inits and acks go into the ledger's
     table of C integers at once (``fold``) and no ack message is sent at all. Other
     ackers on this thread are ``near``: a flush hands them their share by a call to their
-    ledger instead of a message.
+    ledger instead of a message. The first of them is the ``home`` acker: a tree it tracks
+    (``root % len(ackers) == home_slot``; a spout here draws its roots so) has its inits and
+    acks XORed into its ledger at once, as when fused, never through ``acks``.
     """
 
     __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
-                 "interval", "held_since", "queued")
+                 "interval", "held_since", "queued", "home", "home_slot")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
                  interval: float = 0.0, queued: Callable[[int], int] | None = None) -> None:
@@ -73,6 +75,8 @@ class Outbox:
         self.sources = {s: Source(component, task, s, f) for s, f in ACKER_STREAMS.items()}
         self.ledger: AckerLedger | None = None
         self.near: dict[int, AckerLedger] = {}  # acker task -> its ledger, for ackers on this thread
+        self.home: AckerLedger | None = None   # the first of them (attach)
+        self.home_slot = -1                     # its place in ``ackers``: roots r with r % n == home_slot
         self.transferred = 0  # tuples handed on to target tasks (Storm's "transferred")
         self.interval = interval  # the longest a partial batch may wait (flush_due), real seconds
         self.held_since = -1.0    # when flush_due first left something buffered; -1: nothing
@@ -82,8 +86,11 @@ class Outbox:
         self.ledger = ledger
 
     def attach(self, task: int, ledger: AckerLedger) -> None:
-        """Acker ``task`` runs on this executor's thread: its share goes straight to ``ledger``."""
+        """Acker ``task`` runs on this executor's thread: its share goes straight to ``ledger``
+        (the first such acker's share at each fold, the others' at the flush)."""
         self.near[task] = ledger
+        if self.home is None and task in self.ackers:
+            self.home, self.home_slot = ledger, self.ackers.index(task)
 
     def buffer(self, task: int) -> list:
         b = self.bufs.get(task)
@@ -107,6 +114,8 @@ class Outbox:
         ledger = self.ledger
         if ledger is not None:
             ledger.xor(root, x)
+        elif self.home is not None and root % len(self.ackers) == self.home_slot:
+            self.home.xor(root, x)
         else:
             acks = self.acks
             acks[root] = acks.get(root, 0) ^ x
@@ -324,6 +333,12 @@ class SpoutCollector(_Collector):
         # and, when an acker runs in this worker (``near``), pick it (squall.runtime.acker.root_layout).
         self._layout = root_layout(task, outbox.ackers, near)
         self._root_base, self._root_stride, self._root_bits = self._layout
+        # The ledger this task's trees go to when their acker runs on this thread (fused, or
+        # the outbox's home acker, which root_layout picked): inits XOR into it at once.
+        self._home = outbox.ledger
+        if self._home is None and outbox.home is not None and self._root_stride == len(outbox.ackers) \
+                and self._root_base % self._root_stride == outbox.home_slot:
+            self._home = outbox.home
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
         self.immediate_fails: list[Any] = []  # tuples refused because the pending map was full
@@ -370,7 +385,7 @@ class SpoutCollector(_Collector):
         buf.append(tree)
         if len(buf) >= self._batch:
             self._outbox.full(route.target)
-        ledger = self._outbox.ledger
+        ledger = self._home
         if ledger is None:
             key = root  # one int object, the key and the init's edge: a new root, nothing to fold
             self._outbox.acks[key] = key
@@ -516,6 +531,8 @@ class BoltCollector(_Collector):
                 outbox = self._outbox
                 ledger = outbox.ledger
                 x = tree.edge ^ tree.ack_val  # C integers (compiled): no int objects
+                if ledger is None and outbox.home_slot >= 0 and tree.root % len(outbox.ackers) == outbox.home_slot:
+                    ledger = outbox.home  # the tree's acker is on this thread
                 if ledger is not None:
                     ledger.xor(tree.root, x)
                 else:

@@ -1,8 +1,9 @@
 """The collectors' per-tuple acking paths against the plain ledger: random trees of one
 spout tuple, children with one anchor (the inline path) and with two (Storm's general
 anchoring), acked in random order, complete exactly at the last ack, whether the emitters
-write to the acker's ledger directly (one thread) or send it folded acks, and with the
-tuples and ack messages crossing the wire codec as between workers."""
+write to the acker's ledger directly (one thread; or one of several ackers, on the emitters'
+thread) or send it folded acks, and with the tuples and ack messages crossing the wire codec
+as between workers."""
 import random
 
 import pytest
@@ -19,6 +20,7 @@ from squall.runtime.serialization import TupleSerializer
 from squall.tuple import Fields, Source
 
 ACKER, SPOUT, BOLT = 9, 1, 2
+OTHER = 8  # "near": the other worker's acker
 
 
 class _To:
@@ -39,22 +41,28 @@ class _Run:
     """One spout task and one bolt task sharing an outbox; ``mode`` "fused": the acker's
     ledger is the outbox's (local mode, one thread), else its flushes go to a ledger as
     messages; "wire": the bolt's input and the ack messages are encoded and decoded on
-    their way, as between workers."""
+    their way, as between workers; "near": two ackers, the one on this thread attached
+    (a worker of a two-worker topology): the spout's roots pick it, and its trees' inits
+    and acks reach its ledger at once, with no flush."""
 
     def __init__(self, mode):
         fused = mode == "fused"
+        self.near = mode == "near"
         self.wire = None
         if mode == "wire":
             self.wire = TupleSerializer({}, {ACKER: "__acker", SPOUT: "s", BOLT: "b"},
                                         lambda c, s: ACKER_STREAMS.get(s) or Fields(["v"]))
         self.sent = []
-        self.outbox = Outbox(lambda task, tuples: self.sent.append((task, tuples)), 10**6, [ACKER], "c", SPOUT)
+        self.outbox = Outbox(lambda task, tuples: self.sent.append((task, tuples)), 10**6,
+                             [OTHER, ACKER] if self.near else [ACKER], "c", SPOUT)
         self.ledger = AckerLedger()
         if fused:
             self.outbox.fuse(self.ledger)
+        if self.near:
+            self.outbox.attach(ACKER, self.ledger)
         self.pending = PendingTuples()
         self.spout = SpoutCollector("s", SPOUT, {"default": _route("s", SPOUT, "default", (BOLT,))},
-                                    self.outbox, print, self.pending)
+                                    self.outbox, print, self.pending, {ACKER} if self.near else ())
         self.bolt = BoltCollector("b", BOLT, {"one": _route("b", BOLT, "one", (BOLT,)),
                                               "two": _route("b", BOLT, "two", (BOLT, BOLT))},
                                   self.outbox, print)
@@ -70,7 +78,9 @@ class _Run:
 
     def completed(self):
         """Roots completed so far, after the acker got what the outbox holds."""
-        if self.outbox.ledger is None:
+        if self.near:
+            assert not self.outbox.acks and not self.sent  # nothing waits for a flush
+        elif self.outbox.ledger is None:
             self.outbox.flush()
             for task, tuples in self.sent:
                 assert task == ACKER
@@ -87,7 +97,7 @@ class _Run:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["fused", "messages", "wire"]), st.integers(min_value=0, max_value=2**32),
+@given(st.sampled_from(["fused", "messages", "wire", "near"]), st.integers(min_value=0, max_value=2**32),
        st.integers(min_value=1, max_value=40))
 def test_a_random_tree_completes_exactly_at_its_last_ack(mode, seed, size):
     rnd = random.Random(seed)
