@@ -39,10 +39,10 @@ def child(conf: dict[str, Any]) -> None:
     turns = {"dry": 0, "all": 0}
     ended = spout_pacing.SpoutPacing.turn_ended
 
-    def counted(self, now: float, real: float, hold: float | None) -> None:
+    def counted(self, now: float, real: float, dry: bool) -> None:
         turns["all"] += 1
-        turns["dry"] += hold is not None  # held: a dry turn
-        ended(self, now, real, hold)
+        turns["dry"] += dry
+        ended(self, now, real, dry)
 
     spout_pacing.SpoutPacing.turn_ended = counted  # type: ignore[method-assign]
     given = kafka_pipeline.from_env()

@@ -92,21 +92,17 @@ class Spout(Component):
 
     def next_tuple(self) -> None:
         """Emit what is due, if anything. A call that emits nothing is not followed by
-        another before ``topology.sleep.spout.wait.strategy.time.ms`` (or what ``due_in``
-        says), acks meanwhile reaching ``ack`` at once."""
+        another before ``topology.sleep.spout.wait.strategy.time.ms``, acks meanwhile
+        reaching ``ack`` at once."""
         raise NotImplementedError
 
-    def due_in(self) -> float | None:
-        """Asked after a ``next_tuple`` call emitted nothing: in how many seconds this spout
-        next has something to emit, if it knows. None (the default): it does not know, and
-        ``next_tuple`` is asked again after the wait strategy's time. A number: asked again
-        that many seconds later instead (at most a second later), so a timed
-        spout (a tuple due every 5 ms, a report at the top of the minute) is asked when its
-        next tuple falls due, neither held past it nor woken before it. 0 or less: records
-        are on their way although this call found none (its client's fetch of a backlog
-        has not landed yet): asked again at the executor's next turn. A spout must not say
-        sooner than it knows: 0 every time spins a core."""
-        return None
+    def behind(self) -> bool:
+        """Asked after a ``next_tuple`` call emitted nothing: are records known to be on
+        their way to this spout all the same (its client's fetch of a backlog has not landed
+        yet)? True: ``next_tuple`` is asked again at the executor's next turn instead of
+        after the wait strategy's time. A spout that says True must be right, or it spins a
+        core: the default, False, always waits."""
+        return False
 
     def ack(self, msg_id: Any) -> None:
         """The tuple tree of ``msg_id`` completed. ``ack`` and ``fail`` may emit: a spout

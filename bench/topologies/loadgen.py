@@ -129,17 +129,6 @@ class LoadPlan:
             p.scheduled += 1
         return (self.index, seq, scheduled, now)
 
-    def due_in(self, now: float) -> float | None:
-        """Seconds until the next tuple falls due (the phase's next, or the next phase's
-        first), None while the plan runs as fast as acks allow."""
-        p = self._phase(now)
-        if p.rate is None:
-            return None
-        scheduled = p.start + p.emitted / p.rate
-        if scheduled > p.end and self.index + 1 < len(self.phases):
-            scheduled = p.end  # the next phase starts then
-        return scheduled - now
-
     def _phase(self, now: float) -> Phase:
         if self.index < 0:
             self.index = 0

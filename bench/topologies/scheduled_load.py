@@ -41,11 +41,6 @@ class ScheduledSpout(Spout):
             self.written = True
             write_atomic(self.output, json.dumps(self.plan.result()).encode(), sync=False)
 
-    def due_in(self):
-        # The executor asks after a call that emitted nothing: held until the next tuple
-        # falls due, not a whole wait strategy's time (a tuple due during it would wait).
-        return self.plan.due_in(_monotonic())
-
     def ack(self, msg_id):
         self.plan.acked(msg_id, _monotonic())
 

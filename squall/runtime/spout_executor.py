@@ -25,7 +25,7 @@ from squall.runtime.wrapping import SpoutWrapper, StatsSections
 _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
-_NO_DUE_IN = Spout.due_in  # a spout that never says when its next tuple is due
+_NOT_BEHIND = Spout.behind  # a spout that never says records are on their way
 IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
 
 
@@ -47,17 +47,17 @@ class SpoutTask:
     """One task of a spout executor: its spout, collector and reliability bookkeeping;
     for a wrapping spout, the wrapper (which takes the task's input) and the spout it
     wraps (whose ``next_tuple`` the executor calls while the wrapper allows); and when
-    its ``next_tuple`` may be called again (``pace``); ``due_in``, the spout's own ``due_in``
+    its ``next_tuple`` may be called again (``pace``); ``behind``, the spout's own ``behind``
     (None: it does not override it); ``waits``, the turns after which it was held."""
 
-    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace", "due_in", "waits")
+    __slots__ = ("spout", "coll", "book", "pending", "wrapper", "emitter", "pace", "behind", "waits")
 
     def __init__(self, spout: Any, coll: SpoutCollector, book: SpoutBook, pace: SpoutPacing) -> None:
         self.spout, self.coll, self.book, self.pending, self.pace = spout, coll, book, book.pending, pace
         self.wrapper: SpoutWrapper | None = spout if isinstance(spout, SpoutWrapper) else None
         self.emitter: Any = spout if self.wrapper is None else self.wrapper.spout
-        self.due_in: Any = None if getattr(type(self.emitter), "due_in", _NO_DUE_IN) is _NO_DUE_IN \
-            else self.emitter.due_in
+        self.behind: Any = None if getattr(type(self.emitter), "behind", _NOT_BEHIND) is _NOT_BEHIND \
+            else self.emitter.behind
         self.waits = 0
 
 
@@ -242,39 +242,25 @@ class SpoutExecutor(Executor):
                 if _monotonic() > deadline:
                     break  # time to flush
                 before = after
-            # Held after a dry turn: for the wait strategy's time, or until the spout says
-            # its next tuple is due (None: due now, records on their way: not held).
-            hold = None
+            if dry and t.behind is not None and self._behind(task, t):
+                dry = False  # records are on their way (a fetch not yet landed): not held
             if dry:
-                hold = idle_wait if t.due_in is None else t.pace.hold_after_dry(self._due_in(task, t))
-            if hold is not None:
                 t.waits += 1
-                t.pace.turn_ended(self.clock.monotonic(), _monotonic(), hold)
-                if hold < wait:
-                    wait = hold
+                t.pace.turn_ended(self.clock.monotonic(), _monotonic(), True)
+                if idle_wait < wait:
+                    wait = idle_wait
             else:
-                t.pace.turn_ended(now, 0.0, None)
+                t.pace.turn_ended(now, 0.0, False)
                 if not capped:
                     wait = 0.0
         return wait
 
-    def _due_in(self, task: int, t: SpoutTask) -> float | None:
-        """The spout's ``due_in``, checked: what raises or is not a number of seconds is
-        reported and taken as None (the wait strategy's time)."""
+    def _behind(self, task: int, t: SpoutTask) -> bool:
         try:
-            due = t.due_in()
-            if due is None:
-                return None
-            if type(due) is not float:
-                if isinstance(due, bool) or not isinstance(due, (int, float)):
-                    raise TypeError(f"due_in returned {due!r}, not a number of seconds or None")
-                due = float(due)
-            if due != due:
-                raise ValueError("due_in returned NaN, not a number of seconds or None")
-            return due
+            return bool(t.behind())
         except Exception as exc:
-            self.user_error(task, exc, "due_in")
-            return None
+            self.user_error(task, exc, "behind")
+            return False
 
     def _call(self, task: int, fn, msg_id: Any) -> None:
         try:

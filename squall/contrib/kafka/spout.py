@@ -339,17 +339,13 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
         self.buf.extend(msgs)
         return True
 
-    def due_in(self) -> float | None:
-        """0.0 (due now) while records are known to be waiting although the last poll was
-        empty: a partition of this task, not paused, whose high watermark (as the client's
-        last fetch response gave it) is above the consumer's position, so the next fetch
-        brings records; the executor then asks again at once instead of after its wait
-        strategy's time. Believed for at most BEHIND_SECS of empty polls in a row (a broker
-        whose watermark is wrong never makes the spout spin for long); a caught-up spout
-        does not know when records come (None), and waits."""
-        return 0.0 if self._behind() else None
-
-    def _behind(self) -> bool:
+    def behind(self) -> bool:
+        """Records known to be waiting although the last poll was empty: a partition of this
+        task, not paused, whose high watermark (as the client's last fetch response gave
+        it) is above the consumer's position, so the next fetch brings records; the executor
+        then asks again at once instead of after its wait strategy's time. Believed for at
+        most BEHIND_SECS of empty polls in a row (a broker whose watermark is wrong never
+        makes the spout spin for long); a caught-up spout is not behind, and waits."""
         since = self._dry_since
         if since is None or time.monotonic() - since > BEHIND_SECS:
             return False
@@ -366,7 +362,6 @@ class KafkaSpout(RecordFailures, GroupCommits, Spout):
                     return True
         except Exception:  # noqa: BLE001 - unknown: wait as a caught-up spout does
             return False
-        return False
         return False
 
     def _housekeeping(self, now: float) -> None:

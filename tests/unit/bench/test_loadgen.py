@@ -96,16 +96,3 @@ def test_no_ack_in_the_max_window_is_an_error_not_a_hang():
 def test_fractions_are_checked(fractions):
     with pytest.raises(ValueError, match="load fractions"):
         LoadPlan(fractions, 1.0, 1.0, 1.0)
-
-
-def test_due_in_says_when_the_next_tuple_falls_due():
-    """What the bench's spout tells the executor (Spout.due_in): the phase's next scheduled
-    time, the next phase's start when that comes first, and nothing while running flat out."""
-    plan = LoadPlan([0.5], warmup=0.1, duration=0.2, drain=1.0)
-    assert plan.due(10.0) is not None and plan.due_in(10.0) is None  # the max phase
-    plan.phases[0].acks_in_window = 200  # 1000/s in its window: the next phase offers 500/s
-    assert plan.due_in(10.3) == pytest.approx(0.0)  # the 50% phase starts now
-    assert plan.due(10.3) is not None
-    assert plan.due_in(10.3) == pytest.approx(0.002)
-    assert plan.due_in(10.3015) == pytest.approx(0.0005)
-    assert plan.due(10.301) is None and plan.due(10.302) is not None

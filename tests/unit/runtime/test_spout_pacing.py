@@ -11,14 +11,14 @@ from support.stepping import SteppedWorker
 def test_a_dry_turn_holds_next_tuple_for_the_wait_strategys_time():
     pace = SpoutPacing(0.001)
     assert pace.held(5.0, 70.0) == 0.0  # never ran dry
-    pace.turn_ended(5.0, 70.0, pace.hold_after_dry(None))
+    pace.turn_ended(5.0, 70.0, dry=True)
     assert pace.held(5.0, 70.0) == pytest.approx(0.001)
     assert pace.held(5.0006, 70.0006) == pytest.approx(0.0004)
     assert pace.held(5.001, 70.001) == 0.0
-    pace.turn_ended(5.001, 70.001, None)  # a turn that filled its batch or was capped: no hold
+    pace.turn_ended(5.001, 70.001, dry=False)  # a turn that filled its batch or was capped: no hold
     assert pace.held(5.001, 70.001) == 0.0
-    pace.turn_ended(6.0, 71.0, pace.hold_after_dry(None))
-    pace.turn_ended(6.0, 71.0, None)
+    pace.turn_ended(6.0, 71.0, dry=True)
+    pace.turn_ended(6.0, 71.0, dry=False)
     assert pace.held(6.0, 71.0) == 0.0
     assert SpoutPacing(0.0).held(1.0, 1.0) == 0.0  # time 0: asked at every turn
     with pytest.raises(ValueError, match="negative"):
@@ -29,7 +29,7 @@ def test_either_clock_ends_a_hold():
     """The worker's clock (a stepped test's FakeClock) or the real one, whichever is first:
     a worker whose clock stands still is not held for ever."""
     pace = SpoutPacing(0.5)
-    pace.turn_ended(10.0, 100.0, pace.hold_after_dry(None))
+    pace.turn_ended(10.0, 100.0, dry=True)
     assert pace.held(10.0, 100.2) == pytest.approx(0.3)
     assert pace.held(10.4, 100.0) == pytest.approx(0.1)
     assert pace.held(10.0, 100.5) == 0.0  # real time is up, the worker's clock stood still
@@ -94,9 +94,9 @@ def test_a_paced_turn_asks_few_calls_past_its_due_tuples():
     after its hold wastes at most PACED_CHUNK_MAX of them."""
     pace = SpoutPacing(0.001)
     assert pace.chunk_max() == CHUNK_MAX  # never ran dry: bursts
-    pace.turn_ended(5.0, 70.0, pace.hold_after_dry(None))
+    pace.turn_ended(5.0, 70.0, dry=True)
     assert pace.chunk_max() == PACED_CHUNK_MAX < CHUNK_MAX
-    pace.turn_ended(5.1, 70.1, None)
+    pace.turn_ended(5.1, 70.1, dry=False)
     assert pace.chunk_max() == CHUNK_MAX
 
     name = unique_name("chunks")
