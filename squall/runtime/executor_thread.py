@@ -129,7 +129,7 @@ class ExecutorThread(threading.Thread):
                     if between:
                         for check in between:
                             check()
-                if out is not None and 0 < out._size < small and wait > 0.0 and bell.rung:
+                if out is not None and 0 < len(out) < small and wait > 0.0 and bell.rung:
                     # The turn left tuples for other workers, fewer than a batch, and this
                     # thread would sleep but its doorbell rang meanwhile (acks came in, or
                     # its acker handed a verdict to its spout): give the transfer thread,

@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 
+from squall.state.inspect import committed_state
 from squall.state.kv import KeyValueState, StateError
 from squall.state.stores import (
     EmbeddedStore,
@@ -80,8 +81,6 @@ def test_redis_unreachable_is_a_store_error():
 def test_reading_state_from_outside_tells_missing_from_unreadable(tmp_path):
     """A task that never checkpointed has empty state; a state file that exists but cannot be
     read is an error naming it (a backfill must not start from an empty guess)."""
-    from squall.state.inspect import committed_state
-
     conf = {"topology.state.provider": "embedded", "supervisor.state.dir": str(tmp_path)}
     assert committed_state(conf, "t", "c", 0, 1) == (None, {})
     path = embedded_path(tmp_path, namespace("t", "c", 0))
