@@ -33,6 +33,7 @@ import psutil
 
 from squall.daemons.supervisor.cgroups import CgroupError, WorkerGroups
 from squall.daemons.supervisor.processes import WorkerProc, worker_alive
+from squall.daemons.supervisor.tcp_table import Endpoint
 from squall.daemons.supervisor.worker_user import WorkerIdentity
 
 WORKER_ID_ENV = "SQUALL_WORKER_ID"
@@ -42,8 +43,6 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 
 ProcKey = tuple[int, float]  # (pid, start time): a pid alone may be reused
 
-
-Endpoint = tuple[str, int]  # (IP address, port)
 
 
 def zookeeper_endpoints(conf: Mapping[str, Any]) -> frozenset[Endpoint]:
@@ -59,21 +58,6 @@ def zookeeper_endpoints(conf: Mapping[str, Any]) -> frozenset[Endpoint]:
             continue
         out.update((str(info[4][0]), int(info[4][1])) for info in infos)
     return frozenset(out)
-
-
-def connections_to(procs: Collection[psutil.Process], endpoints: Collection[Endpoint]) -> int:
-    """TCP connections of ``procs`` whose far end is one of ``endpoints`` (a socket a process
-    shares with its children counts once)."""
-    seen: set[tuple[Endpoint, Endpoint]] = set()
-    for proc in procs:
-        try:
-            conns = proc.net_connections(kind="tcp")
-        except psutil.Error:
-            continue
-        for conn in conns:
-            if conn.raddr and (conn.raddr.ip, conn.raddr.port) in endpoints:
-                seen.add(((conn.laddr.ip, conn.laddr.port), (conn.raddr.ip, conn.raddr.port)))
-    return len(seen)
 
 
 def become_subreaper() -> bool:

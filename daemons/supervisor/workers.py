@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.daemons import local_state
-from squall.daemons.supervisor.containment import Containment, Endpoint, connections_to
+from squall.daemons.supervisor.containment import Containment, Endpoint
 from squall.daemons.supervisor.processes import (
     WorkerProc,
     parse_records,
@@ -30,6 +30,7 @@ from squall.daemons.supervisor.processes import (
     signal_worker,
     worker_alive,
 )
+from squall.daemons.supervisor.tcp_table import SocketsTo
 from squall.daemons.timers import Clock, sleep
 
 ARCHIVED_LOGS_KEPT = 100  # logs of cleaned-up workers kept under <log dir>/workers
@@ -59,6 +60,7 @@ class LocalWorkers:
                  zk_endpoints: frozenset[Endpoint] = frozenset()) -> None:
         self.layout = layout
         self.zk_endpoints = zk_endpoints  # ZooKeeper's addresses: a worker's connections to them are counted
+        self.zk_sockets = SocketsTo(zk_endpoints, clock.monotonic)
         self.log_dir = log_dir
         self.state_path = state_path
         self.clock = clock
@@ -119,7 +121,7 @@ class LocalWorkers:
                           self.containment.memory(rec, procs) if procs else None,
                           not alive and self.containment.oom_killed(rec.worker_id),
                           None if alive or child is None else child.poll(),
-                          connections_to(procs, self.zk_endpoints) if procs and self.zk_endpoints else None)
+                          self.zk_sockets.count(p.pid for p in procs) if procs and self.zk_endpoints else None)
 
     def reap(self, own: Callable[[], Collection[int]] = frozenset) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
