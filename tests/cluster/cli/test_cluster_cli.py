@@ -112,7 +112,9 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     report_beats(nimbus, beats)
     state.report_error(tid, ErrorInfo(time.time(), "count", 2, "s1.example", 7001,
                                       "Traceback (most recent call last):\nKeyError: 'word'"))
-    result = squall(conf, "status", "words")
+    # --wait 0: one beat gives no rates, and no second one comes, so status would wait out its
+    # 30 s for a young topology's rates (tests/cluster/cli/test_operate_cli.py tests that wait).
+    result = squall(conf, "status", "words", "--wait", "0")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"topology words ({tid}): active, 2 workers" in out
@@ -123,7 +125,7 @@ def test_submit_list_status_rebalance_kill(nimbus, state, topology_file):
     assert "KeyError: 'word'" in out and "task 2 on s1.example:7001" in out
     assert out.splitlines()[1].split()[-1] == "DROPPED"
     assert "bad_ids 2" in out and "bad_frame 9" in out
-    status = json.loads(squall(conf, "status", "words", "--json").stdout)
+    status = json.loads(squall(conf, "status", "words", "--json", "--wait", "0").stdout)
     count = next(c for c in status["components"] if c["id"] == "count")
     assert count["emitted"] == 14 and count["executed"] == 6 and len(count["executors"]) == 2
     assert count["dropped"] == 4 and count["executors"][0]["dropped_by_cause"] == {"bad_ids": 2}
@@ -329,7 +331,8 @@ def test_status_shows_rates_from_beats_and_watch_redraws(cluster_conf, tmp_path)
 
         start = time.time() - 20
         beat(start, 1000)
-        first = json.loads(squall(conf, "status", "words", "--json").stdout)
+        # --wait 0: rates need a second beat, which comes only after this look.
+        first = json.loads(squall(conf, "status", "words", "--json", "--wait", "0").stdout)
         count = next(c for c in first["components"] if c["id"] == "count")
         assert count["executed"] == 2000 and count["rates"] is None  # one sample: no rate yet
         beat(start + 10, 1000 + 2500)  # 250 tuples/s over the 10 s between the two reads

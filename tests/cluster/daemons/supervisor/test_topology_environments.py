@@ -110,7 +110,7 @@ def test_two_topologies_with_two_versions_of_one_package_run_side_by_side(zk_ser
         assert text.startswith("topology environment from requirements.txt could not be built: pip install "
                                "exited 1:"), text
         assert "vpkg==3.0" in text, text
-        status = cluster.cli("status", "v-three")
+        status = cluster.cli("status", "v-three", "--wait", "0")  # no worker: no beats to wait for
         assert "No matching distribution found for vpkg==3.0" in status.stdout, status.stdout  # its last line
         assert not reports(cluster, "v-three")[0].startswith("vpkg ")
 
