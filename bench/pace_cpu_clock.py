@@ -12,7 +12,8 @@ paced spout keeps up with a fraction of the burst maximum, and what its turns an
 to each tuple's latency, compared between two trees in one sitting when wall-clock latency
 says nothing (``bench/run.py local-latency`` at load 10 on 2 CPUs: a 1 ms sleep woke p99
 10-18 ms late). ``--sleep`` also sleeps each wait for real (caches go cold as they do),
-still counting only the time asked for; ``--spin-below MS`` spins through a wait shorter than
+still counting only the time asked for; ``PACE_CONF`` (JSON) adds topology settings (the
+wait strategy's time, say); ``--spin-below MS`` spins through a wait shorter than
 that instead of sleeping (the model of a wait strategy's spin level: the caches stay warm).
 """
 from __future__ import annotations
@@ -20,13 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+from pace_steps import stepped_worker  # noqa: E402
+
 _thread_time, _real_sleep, _perf_counter = time.thread_time, time.sleep, time.perf_counter
 
 
@@ -44,35 +48,10 @@ CLOCK = CpuClock()
 
 
 def measure(fractions: str, warmup: float, duration: float, sleep: bool, spin_below: float = 0.0) -> dict[str, Any]:
-    # Imported after the clock is swapped in: squall's modules bind time.monotonic when they load.
-    time.monotonic = CLOCK.monotonic
-    sys.path[:0] = [str(HERE), str(HERE / "topologies")]
-    import scheduled_load
-    from squall import config as _config
-    from squall.messaging.local import LocalContext
-    from squall.model import executors as executors_of
-    from squall.model import system_topology, task_ids
-    from squall.runtime.spout_executor import SpoutExecutor
-    from squall.runtime.worker_runtime import WorkerRuntime, tune_gc
-    from step_cost import _executors
-
-    random.seed(0)
-    conf = _config.build_config({**scheduled_load.CONFIG, "topology.name": "pace-cpu-clock",
-                                 "squall.log.level": "WARNING", "bench.load.output.file": "/dev/null",
-                                 "bench.load.fractions": fractions, "bench.load.warmup.secs": warmup,
-                                 "bench.load.duration.secs": duration, "bench.load.drain.secs": 2 * duration,
-                                 **json.loads(os.environ.get("PACE_CONF", "{}"))},
-                                {"squall.messaging.transport": "local"})
-    topology = scheduled_load.topology()
-    system = system_topology(topology, conf)
-    rt = WorkerRuntime("pace-cpu-clock", topology, conf, sorted(executors_of(system, task_ids(system))), 1,
-                       LocalContext(), host="local")
-    rt.set_active(True)
-    made = _executors(rt)
-    for ex in made:
-        ex.setup()
-    tune_gc()
-    spout_ex = next(e for e in made if isinstance(e, SpoutExecutor))
+    time.monotonic = CLOCK.monotonic  # before squall loads: its modules bind time.monotonic then
+    rt, made, spout_ex = stepped_worker("pace-cpu-clock", {
+        "bench.load.fractions": fractions, "bench.load.warmup.secs": warmup, "bench.load.duration.secs": duration,
+        "bench.load.drain.secs": 2 * duration, **json.loads(os.environ.get("PACE_CONF", "{}"))})
     spout = next(iter(spout_ex.tasks.values())).emitter
     plan, bell = spout.plan, rt.doorbells[0]
     sleeps = [0] * (len(plan.phases))
