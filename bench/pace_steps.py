@@ -46,10 +46,11 @@ CLOCK = SteppedTime()
 STEP_SECS = 1e-5  # what an executor's step costs on this clock, so that complete latencies are not 0
 
 
-def measure(per_cycle: int, tuples: int, warmup: int = 5000) -> dict[str, Any]:
-    # Imported here, after the clock is swapped in: squall's modules bind time.monotonic
-    # when they load (and the --callgrind driver must keep the real one for its timeouts).
-    time.monotonic = CLOCK.monotonic
+def stepped_worker(name: str, settings: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """``scheduled_load``'s topology as one worker's executors, set up, to be stepped in this
+    thread: (the worker runtime, its executors in run order, the spout's executor).
+    ``settings`` adds to the topology's configuration (the plan's ``bench.load.*`` keys).
+    Call it after swapping in the clock: squall's modules bind time.monotonic when they load."""
     sys.path[:0] = [str(HERE), str(HERE / "topologies")]
     import scheduled_load
     from squall import config as _config
@@ -61,20 +62,27 @@ def measure(per_cycle: int, tuples: int, warmup: int = 5000) -> dict[str, Any]:
     from step_cost import _executors
 
     random.seed(0)  # root and edge ids: the same work on every run
-    conf = _config.build_config({**scheduled_load.CONFIG, "topology.name": "pace-steps", "squall.log.level": "WARNING",
-                                 "bench.load.output.file": "/dev/null", "bench.load.fractions": "1",
-                                 "bench.load.warmup.secs": 0, "bench.load.duration.secs": 1e9},
+    conf = _config.build_config({**scheduled_load.CONFIG, "topology.name": name, "squall.log.level": "WARNING",
+                                 "bench.load.output.file": "/dev/null", **settings},
                                 {"squall.messaging.transport": "local"})
     topology = scheduled_load.topology()
     system = system_topology(topology, conf)
-    rt = WorkerRuntime("pace-steps", topology, conf, sorted(executors_of(system, task_ids(system))), 1,
+    rt = WorkerRuntime(name, topology, conf, sorted(executors_of(system, task_ids(system))), 1,
                        LocalContext(), host="local")
     rt.set_active(True)
     made = _executors(rt)
     for ex in made:
         ex.setup()
     tune_gc()
-    spout_ex = next(e for e in made if isinstance(e, SpoutExecutor))
+    return rt, made, next(e for e in made if isinstance(e, SpoutExecutor))
+
+
+def measure(per_cycle: int, tuples: int, warmup: int = 5000) -> dict[str, Any]:
+    # The clock first: squall's modules bind time.monotonic when they load (and the
+    # --callgrind driver must keep the real one for its timeouts).
+    time.monotonic = CLOCK.monotonic
+    rt, made, spout_ex = stepped_worker("pace-steps", {"bench.load.fractions": "1", "bench.load.warmup.secs": 0,
+                                                       "bench.load.duration.secs": 1e9})
     spout = next(iter(spout_ex.tasks.values())).emitter
     hold = spout_ex.idle_wait
     if per_cycle:
