@@ -79,18 +79,15 @@ class _Run:
     def completed(self):
         """Roots completed so far, after the acker got what the outbox holds."""
         if self.near:
-            assert not self.outbox.acks and not self.sent  # nothing waits for a flush
+            assert not self.outbox.folding() and not self.sent  # nothing waits for a flush
         elif self.outbox.ledger is None:
             self.outbox.flush()
             for task, tuples in self.sent:
                 assert task == ACKER
                 for t in self._crossed(tuples):
                     xors = t.values[0]
-                    if self.wire is not None:
-                        assert type(xors) is bytes  # packed (root, XOR) pairs
-                        self.ledger.apply_pairs(xors)
-                    else:
-                        self.ledger.apply(xors)
+                    assert type(xors) is bytes  # packed (root, XOR) pairs, on the wire or not
+                    self.ledger.apply_pairs(xors)
             self.sent.clear()
             self.emitted()  # the flush handed the bolt's tuples on too: the test keeps its own pool
         return self.ledger.take()[0].get(SPOUT, [])
