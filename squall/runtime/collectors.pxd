@@ -13,6 +13,7 @@ from squall.tuple cimport TreeTuple, Tuple, _new
 cdef inline unsigned long long _rand(int bits)
 
 
+@cython.final  # nothing subclasses it: the collectors' calls go straight to its C functions
 cdef class Outbox:
     cdef public dict bufs
     cdef public list tables
@@ -33,7 +34,7 @@ cdef class Outbox:
     cpdef list buffer(self, task)
     @cython.locals(b=list)
     cpdef full(self, task)
-    cpdef AckerLedger home_of(self, unsigned long long root)
+    cdef inline AckerLedger home_of(self, unsigned long long root)
     @cython.locals(ledger=AckerLedger)
     cpdef fold(self, unsigned long long root, unsigned long long x)
     @cython.locals(table=RootTable)

@@ -359,7 +359,7 @@ class SpoutCollector(_Collector):
         # the outbox's home acker, which root_layout picked): inits XOR into it at once. Every
         # root is base + k * stride, so with a stride of the ackers' count all share base's acker.
         n = len(outbox.ackers)
-        self._home = outbox.ledger if not n or self._root_stride % n else outbox.home_of(self._root_base)
+        self._home = outbox.ledger if not n or self._root_stride % n else self._outbox.home_of(self._root_base)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
         self.immediate_fails: list[Any] = []  # tuples refused because the pending map was full
