@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from squall.runtime.pending import DEFAULT_LIMIT, PendingTuples
-from squall.runtime.root_table import MAX_LIMIT, RootTable
+from squall.runtime.root_table import MAX_LIMIT, PAIR_BYTES, RootTable
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
@@ -104,13 +104,7 @@ def next_id() -> int:
     return z ^ (z >> 31)
 
 
-# Ids between workers travel as packed pairs of little-endian 64-bit unsigned ints (root
-# and edge id of an anchored tuple, root and XOR of an ack message): 16 bytes a pair, any
-# bytes a valid id, so a check is one length test, and the compiled build reads and writes
-# C integers with no int object (nor msgpack map) per id.
-PAIR_BYTES = 16
-
-
+# Ids between workers travel as packed pairs (squall.runtime.root_table.PAIR_BYTES says how).
 def pack_pairs(flat: list[int]) -> bytes:
     """Plain Python: ``[a0, b0, a1, b1, ...]`` as packed pairs (the compiled callers write them)."""
     return struct.pack(f"<{len(flat)}Q", *flat)

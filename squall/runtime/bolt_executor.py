@@ -11,6 +11,7 @@ from squall.runtime.collectors import BoltCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import EXECUTE_BOUNDS, Histogram
 from squall.runtime.stats import ExecutorStats
+from squall.runtime.thread_flow import STEP_TUPLES
 from squall.runtime.wrapping import BoltWrapper, StatsSections
 from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Source, Tuple
 
@@ -18,7 +19,6 @@ _TICK_FIELDS = Fields(["rate_secs"])
 # Measurements (busy time, execute latency) read the real clock; decisions about time
 # (ticks) read the worker's clock (link.clock).
 _monotonic = time.monotonic
-STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about)
 HELD_WAIT = 0.001  # how soon a bolt that is not ready for input is asked again
 
 

@@ -6,15 +6,17 @@ cimport cython
 
 from squall.runtime.acker cimport AckerLedger, next_id
 from squall.runtime.pending cimport PendingTuples
+from squall.runtime.root_table cimport RootTable
 from squall.tuple cimport TreeTuple, Tuple, _new
 
 
 cdef inline unsigned long long _rand(int bits)
 
 
+@cython.final  # nothing subclasses it: the collectors' calls go straight to its C functions
 cdef class Outbox:
     cdef public dict bufs
-    cdef public dict acks
+    cdef public list tables
     cdef public dict fails
     cdef public Py_ssize_t batch
     cdef public object deliver
@@ -32,14 +34,21 @@ cdef class Outbox:
     cpdef list buffer(self, task)
     @cython.locals(b=list)
     cpdef full(self, task)
-    @cython.locals(acks=dict)
-    cpdef fold(self, root, x)
+    cdef inline AckerLedger home_of(self, unsigned long long root)
+    @cython.locals(ledger=AckerLedger)
+    cpdef fold(self, unsigned long long root, unsigned long long x)
+    @cython.locals(table=RootTable)
+    cpdef fold_for(self, Py_ssize_t slot, unsigned long long root, unsigned long long x)
+    @cython.locals(table=RootTable, pairs=bytes, ledger=AckerLedger)
+    cpdef send_acks(self, Py_ssize_t slot)
+    @cython.locals(table=RootTable)
+    cpdef bint folding(self)
     cpdef fail(self, root)
     @cython.locals(b=list)
     cpdef bint consumer_idle(self)
     @cython.locals(b=list)
     cpdef bint holding(self)
-    @cython.locals(b=list, acks=dict, d=dict, per=dict, near=dict, ledger=AckerLedger)
+    @cython.locals(b=list, slot=Py_ssize_t)
     cpdef flush(self)
 
 
@@ -84,7 +93,7 @@ cdef class SpoutCollector(_Collector):
     cdef public list immediate_fails
 
     @cython.locals(route=Route, buf=list, tup=Tuple, tree=TreeTuple, ledger=AckerLedger, added=int,
-                   root="unsigned long long", key=object)
+                   root="unsigned long long")
     cpdef emit(self, values, stream=*, msg_id=*)
     @cython.locals(added=int)
     cpdef _record(self, msg_id, int added=*)
@@ -102,7 +111,6 @@ cdef class BoltCollector(_Collector):
     cpdef emit(self, values, stream=*, anchors=*)
     @cython.locals(ids=dict)
     cpdef _anchored(self, Route route, values, targets, anchors)
-    @cython.locals(acks=dict, outbox=Outbox, tree=TreeTuple, ledger=AckerLedger, edge="unsigned long long",
-                   extra="unsigned long long", x="unsigned long long", root=object)
+    @cython.locals(outbox=Outbox, tree=TreeTuple, extra="unsigned long long", root=object)
     cpdef ack(self, tup)
     cpdef fail(self, tup)

@@ -3,8 +3,9 @@
 Everything a collector sends goes through its executor's Outbox, which buffers tuples per
 target task and hands whole lists to the worker (``deliver``) when a buffer fills or the
 executor finishes a loop turn. Acker traffic is batched too: acks are XOR-aggregated per
-root until the flush, and each flush sends one system tuple per acker task carrying flat
-lists (see squall.model), so reliability costs a few dict operations per tuple.
+root, in a C table per acker task, until the flush, and each flush sends one system tuple
+per acker task carrying them as packed (root, XOR) pairs (see squall.model), so reliability
+costs a few C operations per tuple and no int object.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from squall.errors import SquallError
 from squall.grouping import Chooser, make_chooser
 from squall.model import ACK_ACK, ACK_FAIL, ACKER_STREAMS
 from squall.runtime.acker import AckerLedger, draw_root, root_layout
+from squall.runtime.root_table import FULL, RootTable
 from squall.tuple import Source, TreeTuple, Tuple, anchored_tuple
 
 try:
@@ -39,6 +41,9 @@ if not cython.compiled:  # a constant in the compiled build, which leaves this o
     _rand = random.getrandbits  # type: ignore[assignment]  # noqa: F811
 Deliver = Callable[[int, list], None]
 WAIT_NOTHING = 3600.0  # Outbox.flush_due: nothing buffered, so no flush is due
+# The trees one outbox folds acks for per acker between flushes: past it, that acker's
+# share goes at once (a message sent early, nothing lost) and folding starts again.
+FOLD_LIMIT = 1 << 16
 
 
 class EmitError(SquallError, ValueError):
@@ -51,23 +56,25 @@ class Outbox:
     A target's buffer is one list for the executor's lifetime (routes with a fixed target
     keep a reference to it); delivering hands on a copy and empties it.
 
-    ``acks`` folds the spout's inits and the bolts' acks by root (XOR) until the flush
-    sends them to the ackers. When the topology's only acker runs on this executor's
+    ``tables`` fold the spout's inits and the bolts' acks by root (XOR), one RootTable per
+    acker (by its place in ``ackers``, made at its first fold), until the flush sends each
+    acker its share as packed pairs. When the topology's only acker runs on this executor's
     thread, the outbox is ``fuse``d to its ledger: inits and acks go into the ledger's
     table of C integers at once (``fold``) and no ack message is sent at all. Other
     ackers on this thread are ``near``: a flush hands them their share by a call to their
     ledger instead of a message. The first of them is the ``home`` acker: a tree it tracks
     (``root % len(ackers) == home_slot``; a spout here draws its roots so) has its inits and
-    acks XORed into its ledger at once, as when fused, never through ``acks``.
+    acks XORed into its ledger at once, as when fused, never through ``tables``
+    (``home_of`` says which ledger, if any, takes a tree's traffic at once).
     """
 
-    __slots__ = ("bufs", "acks", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
+    __slots__ = ("bufs", "tables", "fails", "batch", "deliver", "ackers", "sources", "ledger", "near", "transferred",
                  "interval", "held_since", "queued", "home", "home_slot")
 
     def __init__(self, deliver: Deliver, batch: int, ackers: Sequence[int], component: str, task: int,
                  interval: float = 0.0, queued: Callable[[int], int] | None = None) -> None:
         self.bufs: dict[int, list] = {}
-        self.acks: dict[int, int] = {}           # root -> XOR of edge ids
+        self.tables: list[RootTable | None] = [None] * len(ackers)  # per acker: root -> XOR of edge ids
         self.fails: dict[int, list] = {}         # acker task -> [root, ...]
         self.batch = batch
         self.deliver = deliver
@@ -107,18 +114,55 @@ class Outbox:
     def acker_of(self, root: int) -> int:
         return self.ackers[root % len(self.ackers)]
 
+    def home_of(self, root: int) -> AckerLedger | None:
+        """The ledger on this thread that tracks ``root``'s tree, which takes its inits and
+        acks at once: the fused one, or the home acker's when the tree is its; else None
+        (its traffic is folded for the flush)."""
+        if self.ledger is not None:
+            return self.ledger
+        if self.home_slot >= 0 and root % len(self.ackers) == self.home_slot:
+            return self.home
+        return None
+
     def fold(self, root: int, x: int) -> None:
-        """XOR ``x`` into the acker traffic of ``root``: into the ledger when fused, else
-        into ``acks`` for the next flush (a fold that reaches zero stays, as a zero: only
-        the acker knows whether the tree is complete)."""
-        ledger = self.ledger
+        """XOR ``x`` into the acker traffic of ``root``: into its ledger when that is on this
+        thread (``home_of``), else into its acker's table for the next flush (a fold that
+        reaches zero leaves the table: the acker would skip it anyway)."""
+        ledger = self.home_of(root)
         if ledger is not None:
             ledger.xor(root, x)
-        elif self.home is not None and root % len(self.ackers) == self.home_slot:
-            self.home.xor(root, x)
         else:
-            acks = self.acks
-            acks[root] = acks.get(root, 0) ^ x
+            self.fold_for(root % len(self.ackers), root, x)
+
+    def fold_for(self, slot: int, root: int, x: int) -> None:
+        """``fold`` into the table of the acker at ``slot`` of ``ackers`` (``root``'s)."""
+        table = self.tables[slot]
+        if table is None:
+            table = self.tables[slot] = RootTable(FOLD_LIMIT)
+        if table.fold(root, x) == FULL:
+            self.send_acks(slot)  # bounded: this acker's share goes now, the table starts again
+            table.fold(root, x)
+
+    def send_acks(self, slot: int) -> None:
+        """Hand the acker at ``slot`` what its table folded: a message, or a call to its
+        ledger when it runs on this thread."""
+        table = self.tables[slot]
+        if table is None or not len(table):
+            return
+        pairs = table.take_pairs()
+        task = self.ackers[slot]
+        ledger = self.near.get(task)
+        if ledger is None:
+            self.deliver(task, [Tuple([pairs], self.sources[ACK_ACK])])
+        else:
+            ledger.apply_pairs(pairs)
+
+    def folding(self) -> bool:
+        """Is acker traffic folded and waiting for the flush?"""
+        for table in self.tables:
+            if table is not None and len(table):
+                return True
+        return False
 
     def fail(self, root: int) -> None:
         if self.ledger is not None:
@@ -166,7 +210,7 @@ class Outbox:
         for task, b in self.bufs.items():
             if b and not queued(task):
                 return True
-        if self.fails or (self.ledger is None and self.acks):
+        if self.fails or self.folding():
             for task in self.ackers:
                 if not queued(task):
                     return True
@@ -177,7 +221,7 @@ class Outbox:
         for b in self.bufs.values():
             if b:
                 return True
-        return bool(self.fails) or (self.ledger is None and bool(self.acks))
+        return bool(self.fails) or self.folding()
 
     def flush(self) -> None:
         deliver = self.deliver
@@ -186,30 +230,8 @@ class Outbox:
                 self.transferred += len(b)
                 deliver(task, b[:])
                 b.clear()
-        if self.ledger is not None:
-            return
-        if self.acks:
-            src = self.sources[ACK_ACK]
-            acks, self.acks = self.acks, {}
-            near = self.near
-            if len(self.ackers) == 1:
-                deliver(self.ackers[0], [Tuple([acks], src)])
-            else:
-                per: dict[int, dict] = {}
-                ackers, n = self.ackers, len(self.ackers)
-                for root, val in acks.items():
-                    a = ackers[root % n]
-                    d = per.get(a)
-                    if d is None:
-                        per[a] = {root: val}
-                    else:
-                        d[root] = val
-                for task, d in per.items():
-                    ledger = near.get(task)
-                    if ledger is None:
-                        deliver(task, [Tuple([d], src)])
-                    else:  # an acker on this thread: no message, its ledger now
-                        ledger.apply(d)
+        for slot in range(len(self.tables)):
+            self.send_acks(slot)
         if self.fails:
             src = self.sources[ACK_FAIL]
             for task, flat in self.fails.items():
@@ -334,11 +356,10 @@ class SpoutCollector(_Collector):
         self._layout = root_layout(task, outbox.ackers, near)
         self._root_base, self._root_stride, self._root_bits = self._layout
         # The ledger this task's trees go to when their acker runs on this thread (fused, or
-        # the outbox's home acker, which root_layout picked): inits XOR into it at once.
-        self._home = outbox.ledger
-        if self._home is None and outbox.home is not None and self._root_stride == len(outbox.ackers) \
-                and self._root_base % self._root_stride == outbox.home_slot:
-            self._home = outbox.home
+        # the outbox's home acker, which root_layout picked): inits XOR into it at once. Every
+        # root is base + k * stride, so with a stride of the ackers' count all share base's acker.
+        n = len(outbox.ackers)
+        self._home = outbox.ledger if not n or self._root_stride % n else self._outbox.home_of(self._root_base)
         self.now = 0.0                    # set by the executor once per loop turn
         self.immediate_acks: list[Any] = []
         self.immediate_fails: list[Any] = []  # tuples refused because the pending map was full
@@ -387,8 +408,7 @@ class SpoutCollector(_Collector):
             self._outbox.full(route.target)
         ledger = self._home
         if ledger is None:
-            key = root  # one int object, the key and the init's edge: a new root, nothing to fold
-            self._outbox.acks[key] = key
+            self._outbox.fold(root, root)
         else:
             ledger.xor(root, root)
         return route.fixed
@@ -528,17 +548,8 @@ class BoltCollector(_Collector):
         if self._acking:
             if type(tup) is TreeTuple:
                 tree = tup  # one tree (the common case)
-                outbox = self._outbox
-                ledger = outbox.ledger
-                x = tree.edge ^ tree.ack_val  # C integers (compiled): no int objects
-                if ledger is None and outbox.home_slot >= 0 and tree.root % len(outbox.ackers) == outbox.home_slot:
-                    ledger = outbox.home  # the tree's acker is on this thread
-                if ledger is not None:
-                    ledger.xor(tree.root, x)
-                else:
-                    root = tree.root  # one int object for the key (a C field, compiled)
-                    acks = outbox.acks
-                    acks[root] = acks.get(root, 0) ^ x
+                # C integers (compiled): no int objects, into a C table either way
+                self._outbox.fold(tree.root, tree.edge ^ tree.ack_val)
             elif tup.roots:
                 outbox = self._outbox
                 extra = tup.ack_val

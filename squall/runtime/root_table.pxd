@@ -43,3 +43,5 @@ cdef class RootTable:
     cpdef list roots(self)
     @cython.locals(j=size_t, out=list)
     cpdef list items(self)
+    @cython.locals(j=size_t, n=Py_ssize_t, k=Py_ssize_t, w=Py_ssize_t, p="unsigned char*", out=bytes)
+    cpdef bytes take_pairs(self)

@@ -14,18 +14,29 @@ The table holds at most ``limit`` roots; an insert beyond that is refused (``put
 """
 from __future__ import annotations
 
+import struct
+
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
 except ImportError:
     from squall import compiled as cython  # cython.compiled is False
 
 if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.mem import PyMem_Calloc, PyMem_Free
+    from cython.cimports.squall.runtime.wire_ints import store_u64le
 
 FULL = -1          # what put and fold return when a new root would exceed the limit
 _MIN_BITS = 6      # 64 slots to start with
 _GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: roots of one residue class spread too
 MAX_LIMIT = 1 << 30
+# Ids between workers travel as packed pairs of little-endian 64-bit unsigned ints (root and
+# edge id of an anchored tuple, root and XOR of an ack message): 16 bytes a pair, any bytes a
+# valid id, so a check is one length test, and the compiled build reads and writes C integers
+# with no int object (nor msgpack map) per id. ``take_pairs`` writes them; squall.runtime.acker
+# and the wire codec read them.
+PAIR_BYTES = 16
+_SHRINK_BITS = 10  # take_pairs shrinks a table past 1,024 slots that is mostly empty
 
 
 class RootTableFull(OverflowError):
@@ -229,6 +240,34 @@ class RootTable:
                     out.append((self._roots[j], self._vals[j]))
             return out
         return list(self._d.items())
+
+    def take_pairs(self) -> bytes:
+        """Every (root, value) held as packed pairs (PAIR_BYTES each, in no particular order),
+        and the table left empty: an emitter's folded acks for one acker, as they go on the
+        wire. Compiled, C integers from the slots to the bytes; a table that grew for a burst
+        and is mostly empty shrinks back, since this scans every slot."""
+        if cython.compiled:
+            n = self._n
+            w = PAIR_BYTES  # a C integer from here on
+            out = PyBytes_FromStringAndSize(cython.NULL, n * w)
+            p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+            k = 0
+            for j in range(self._mask + 1):
+                if self._vals[j] != 0:
+                    store_u64le(p + k, self._roots[j])
+                    store_u64le(p + k + 8, self._vals[j])
+                    self._vals[j] = 0
+                    k += w
+            self._n = 0
+            if self._bits > _SHRINK_BITS and 8 * n < self._mask + 1:
+                PyMem_Free(self._roots)
+                PyMem_Free(self._vals)
+                self._roots = self._vals = cython.NULL
+                self._alloc(_MIN_BITS)
+            return out
+        flat = [v for pair in self._d.items() for v in pair]
+        self._d.clear()
+        return struct.pack(f"<{len(flat)}Q", *flat)
 
     def clear(self) -> None:
         if cython.compiled:

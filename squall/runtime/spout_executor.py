@@ -10,14 +10,13 @@ from squall.components import Spout
 from squall.model import ACK_ACK, ACK_FAIL
 from squall.runtime import drops
 from squall.runtime.acker import SpoutBook
-from squall.runtime.bolt_executor import STEP_TUPLES
 from squall.runtime.collectors import SpoutCollector
 from squall.runtime.executor import IDLE, Executor
 from squall.runtime.histogram import COMPLETE_BOUNDS, SAMPLE_PER_BATCH, Histogram
 from squall.runtime.pending import pending_limit
 from squall.runtime.spout_pacing import SpoutPacing
 from squall.runtime.stats import ExecutorStats, Latency
-from squall.runtime.thread_flow import ThreadHold
+from squall.runtime.thread_flow import STEP_TUPLES, ThreadHold
 from squall.runtime.wrapping import SpoutWrapper, StatsSections
 
 # Measurements (the flush deadline of a spout's turn) read the real clock; decisions about

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+STEP_TUPLES = 2000  # the most input tuples a bolt's step takes from its queue (about); a spout's hold mark
+
 
 class Sized(Protocol):
     def __len__(self) -> int: ...

@@ -16,6 +16,7 @@ from squall.runtime import collectors
 from squall.runtime.acker import AckerLedger
 from squall.runtime.collectors import BoltCollector, Outbox, Route, SpoutCollector
 from squall.runtime.pending import PendingTuples
+from squall.runtime.root_table import RootTable
 from squall.runtime.serialization import TupleSerializer
 from squall.tuple import Fields, Source
 
@@ -79,18 +80,15 @@ class _Run:
     def completed(self):
         """Roots completed so far, after the acker got what the outbox holds."""
         if self.near:
-            assert not self.outbox.acks and not self.sent  # nothing waits for a flush
+            assert not self.outbox.folding() and not self.sent  # nothing waits for a flush
         elif self.outbox.ledger is None:
             self.outbox.flush()
             for task, tuples in self.sent:
                 assert task == ACKER
                 for t in self._crossed(tuples):
                     xors = t.values[0]
-                    if self.wire is not None:
-                        assert type(xors) is bytes  # packed (root, XOR) pairs
-                        self.ledger.apply_pairs(xors)
-                    else:
-                        self.ledger.apply(xors)
+                    assert type(xors) is bytes  # packed (root, XOR) pairs, on the wire or not
+                    self.ledger.apply_pairs(xors)
             self.sent.clear()
             self.emitted()  # the flush handed the bolt's tuples on too: the test keeps its own pool
         return self.ledger.take()[0].get(SPOUT, [])
@@ -135,3 +133,29 @@ def test_a_drawn_root_a_pending_tuple_holds_is_drawn_again():
     entries = run.pending.as_dict()
     assert entries[first][0] == "a" and entries[second][0] == "b"
     assert run.ledger.table.get(second) == second  # the init of the new root alone
+
+
+def test_an_acker_share_past_the_fold_bound_goes_early_and_the_ledger_sees_every_xor():
+    """An outbox folds acks for an acker off its thread into a bounded table: a new root past
+    the bound sends that acker's share at once (a message early, nothing lost), the rest goes
+    at the flush, and a root whose acks cancelled out within the outbox sends nothing."""
+    sent = []
+    box = Outbox(lambda task, tuples: sent.append((task, tuples)), 10**6, [OTHER, ACKER], "c", SPOUT)
+    box.tables[1] = RootTable(2)  # ACKER's place: roots r with r % 2 == 1
+    box.fold(5, 0xAB)
+    box.fold(7, 0xCD)
+    assert sent == [] and box.folding()
+    box.fold(9, 0xEF)  # a third root: the table is full, its two go now
+    box.fold(11, 1)
+    box.fold(11, 1)    # cancels out: no news for the acker
+    box.fold(4, 0x42)  # OTHER's
+    box.flush()
+    assert not box.folding()
+    assert [task for task, _ in sent] == [ACKER, OTHER, ACKER]
+    ledger = AckerLedger()
+    for task, tuples in sent:
+        if task == ACKER:
+            for t in tuples:
+                ledger.apply_pairs(t.values[0])
+    assert dict(ledger.table.items()) == {5: 0xAB, 7: 0xCD, 9: 0xEF}
+    assert len(sent[2][1][0].values[0]) == 16  # root 9 alone after the early send

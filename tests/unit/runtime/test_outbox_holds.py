@@ -1,6 +1,7 @@
 """A spout's partial batch goes as soon as its consumer would idle, and grows into a batch
 only while the consumer has work queued; the flush interval is the backstop
 (Outbox.flush_due)."""
+import struct
 import time
 
 from squall import Spout, TopologyBuilder
@@ -51,8 +52,9 @@ def test_the_interval_is_the_backstop_for_a_consumer_that_stays_busy():
 def test_acker_traffic_goes_when_its_acker_would_idle():
     backlog = {7: 5, 9: 0}
     box, sent = outbox(backlog.get, ackers=(9,))
-    box.acks[123] = 456  # a spout's init for a new tree, nothing else buffered
-    assert box.flush_due(0.0) == WAIT_NOTHING and sent[0][0] == 9 and sent[0][1][0].values == [{123: 456}]
+    box.fold(123, 456)  # a spout's init for a new tree, nothing else buffered
+    assert box.flush_due(0.0) == WAIT_NOTHING and sent[0][0] == 9
+    assert sent[0][1][0].values == [struct.pack("<2Q", 123, 456)]  # one packed (root, XOR) pair
 
 
 def test_without_knowing_its_consumers_a_partial_batch_waits_the_interval():

@@ -2,6 +2,7 @@
 (a dict) against a model and against each other, its bound, and the ledger's answer when full."""
 import importlib.util
 import random
+import struct
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,24 @@ def test_the_table_grows_past_its_first_slots_and_keeps_every_root():
             assert t.discard(r)
         assert len(t) == len(rs) - len(gone)
         assert all(t.get(r) == (0 if r in gone else r | 1) for r in rs)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 5000])
+def test_take_pairs_hands_over_every_entry_packed_and_leaves_the_table_empty_and_usable(n):
+    """An emitter's folded acks for one acker, as they go on the wire: every (root, value)
+    once, as little-endian pairs; the table empties (a table grown for a burst shrinks, and
+    takes a burst again after)."""
+    rnd = random.Random(n)
+    want = {(3 << 44) + 7 * rnd.getrandbits(40): rnd.getrandbits(64) | 1 for _ in range(n)}
+    for build in BUILDS:
+        t = build(10_000)
+        for _ in range(2):
+            for r, v in want.items():
+                assert t.fold(r, v) == 1
+            pairs = t.take_pairs()
+            flat = struct.unpack(f"<{len(pairs) // 8}Q", pairs)
+            assert dict(zip(flat[::2], flat[1::2])) == want and len(pairs) == 16 * len(want)
+            assert len(t) == 0 and t.items() == [] and t.take_pairs() == b""
 
 
 def test_values_outside_64_bits_are_refused_before_they_reach_the_table():

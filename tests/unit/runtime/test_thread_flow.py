@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squall import Bolt, LocalCluster, TopologyBuilder
-from squall.runtime.bolt_executor import STEP_TUPLES
-from squall.runtime.thread_flow import ThreadHold
+from squall.runtime.thread_flow import STEP_TUPLES, ThreadHold
 from squall.testing.components import FixedTupleSpout, Recorder, unique_name
 from squall.testing.waiting import wait_for
 from support.stepping import SteppedWorker
