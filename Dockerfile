@@ -12,6 +12,8 @@ FROM ${BASE_IMAGE} AS build
 # A network that inspects TLS: its CA certificate(s) in PEM, for pip and apt inside the build
 # (the final image keeps only Debian's CA list).
 ARG EXTRA_CA_CERTS=""
+# The C compiler's optimisation level for the hot modules (setup.py; the suite builds at -O0).
+ARG SQUALL_BUILD_OPT=-O2
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       python3 python3-venv python3-dev gcc libc6-dev ca-certificates >/dev/null \

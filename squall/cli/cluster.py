@@ -211,23 +211,28 @@ def _unheard(st: Mapping[str, Any]) -> bool:
     return any(ex["uptime"] is None or not ex.get("rates") for c in st["components"] for ex in c["executors"])
 
 
+def _awaited(st: Mapping[str, Any]) -> bool:
+    """Figures still to come: some executor unheard, and no worker error to show instead."""
+    return _unheard(st) and not st.get("worker_error")
+
+
 def _first_beats(client: NimbusClient, name: str, wait_secs: float | None) -> dict[str, Any]:
     """The status, once every executor has reported and has rates: a topology submitted a
     moment ago has no beats yet (its workers are starting), then beats of zeros, and a table of
-    zeros would say nothing. Waits (and says so on stderr) only for a young topology, unless
-    ``wait_secs`` asks."""
+    zeros would say nothing. Waits (and says so on stderr) only until the topology is
+    FIRST_BEAT_WAIT_SECS old, unless ``wait_secs`` asks, and never once nimbus holds a worker
+    error (an environment that could not be built, a memory kill): that is the news."""
     st = nimbus_call(client.topology, name)
-    wait = wait_secs if wait_secs is not None else (
-        FIRST_BEAT_WAIT_SECS if (st.get("uptime") or 0) < FIRST_BEAT_WAIT_SECS else 0.0)
-    if not _unheard(st) or wait <= 0:
+    wait = wait_secs if wait_secs is not None else max(0.0, FIRST_BEAT_WAIT_SECS - (st.get("uptime") or 0))
+    if not _awaited(st) or wait <= 0:
         return st
     click.echo(f"waiting up to {wait:g}s for the first beats and rates of {st['name']}'s executors "
                "(--wait 0 shows the status at once)...", err=True)
     deadline = time.monotonic() + wait
-    while _unheard(st) and time.monotonic() < deadline:
-        time.sleep(1.0)
+    while _awaited(st) and time.monotonic() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         st = nimbus_call(client.topology, name)
-    if _unheard(st):
+    if _awaited(st):
         click.echo(f"some executors have no rates after {wait:g}s: see `squall logs {st['name']}`", err=True)
     return st
 
