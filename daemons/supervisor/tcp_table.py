@@ -1,12 +1,13 @@
 """Which TCP sockets of some processes lead to given far ends, read from ``/proc`` directly.
 
-psutil's ``Process.net_connections`` decodes every row of the process's namespace's TCP
-tables into address objects on every call, for each process: 4-5 ms of a supervisor's CPU a
-worker, every second, on a quiet host (a burst the workers' latency felt on two CPUs). The
-supervisor asks one question: how many of a worker's sockets lead to ZooKeeper. Here the
-far ends are turned into the tables' own hex form once, each namespace's tables are read
-at most once a tick, only matching rows are kept, and a process's sockets are its fd links'
-inodes.
+psutil's ``Process.net_connections`` reads both of the process's namespace's TCP tables for
+each process it is asked about (each read walks the kernel's whole connection hash: ~2 ms a
+table on a 24 GiB host, however few rows it holds) and decodes every row: 4-5 ms of a
+supervisor's CPU a worker, every second (a burst the workers' latency felt on two CPUs). The
+supervisor asks one question: how many of a worker's sockets lead to ZooKeeper. Here the far
+ends are turned into the tables' own hex form once, each namespace's tables (only those of
+the ends' families) are read at most once a tick, only matching rows are kept, and a
+process's sockets are its fd links' inodes.
 """
 from __future__ import annotations
 
