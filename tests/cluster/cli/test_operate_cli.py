@@ -114,7 +114,9 @@ def test_a_client_command_imports_neither_zookeeper_nor_the_topology_model():
 
 def test_status_right_after_submit_waits_for_the_first_beats(cluster):
     first = cluster.first_status
-    assert "waiting up to 30s for the first beats and rates of operated's executors" in first.stderr
+    # It waits until the topology is 30 s old: 30 s less the moment since the submit.
+    said = re.search(r"waiting up to ([\d.]+)s for the first beats and rates of operated's executors", first.stderr)
+    assert said and 20 < float(said.group(1)) <= 30, first.stderr
     rows = [line.split() for line in first.stdout.splitlines() if re.match(r"\s+\[\d+-\d+\]", line)]
     assert rows and all(row[2] != "-" for row in rows), first.stdout  # every executor has an uptime
     # and a rate (two beats): the footer does not say any is missing, and the spout emits.
