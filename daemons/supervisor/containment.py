@@ -44,7 +44,6 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 ProcKey = tuple[int, float]  # (pid, start time): a pid alone may be reused
 
 
-
 def zookeeper_endpoints(conf: Mapping[str, Any]) -> frozenset[Endpoint]:
     """The addresses of ``zookeeper.servers`` (each ``host`` or ``host:port``), resolved now;
     a host that does not resolve counts for nothing (a worker cannot reach it either)."""
