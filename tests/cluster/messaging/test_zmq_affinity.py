@@ -13,7 +13,7 @@ from squall.runtime.affinity import io_cpus
 # Run in a fresh interpreter: in the suite's process, contexts of other tests (or their
 # threads, still ending) may start ZeroMQ threads of their own while this one is watched.
 ZMQ_THREADS_OF_A_PINNED_WORKER = r"""
-import json, os, sys
+import json, os, sys, time
 from squall.config import build_config
 from squall.messaging import make_context
 from squall.testing.zookeeper import free_port
@@ -43,7 +43,14 @@ before = zmq_threads()
 context = make_context(build_config({"squall.messaging.transport": "zmq"}, user_file=False), io_cpus=others)
 try:
     context.bind("topo", free_port())  # ZeroMQ starts its threads with the first socket
-    print(json.dumps({tid: c for tid, c in zmq_threads().items() if tid not in before}))
+    # A thread names itself ZMQbg/... once it runs, a moment after the bind: look until then.
+    deadline = time.monotonic() + 10
+    while True:
+        new = {tid: c for tid, c in zmq_threads().items() if tid not in before}
+        if new or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    print(json.dumps(new))
 finally:
     context.term()
 """
