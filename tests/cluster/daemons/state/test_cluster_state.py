@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -148,6 +149,10 @@ def test_supervisor_node_goes_with_the_session(make_state: Callable[..., Cluster
     owner.register_supervisor(supervisor())
     assert set(observer.supervisors()) == {"5f0e-sup"}
     owner.close()
+    # Gone when the session ends: at once on a close the server heard, else when it expires.
+    deadline = time.monotonic() + 15
+    while observer.supervisors() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert observer.supervisors() == {}
 
 
