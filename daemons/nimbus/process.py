@@ -4,7 +4,9 @@
 free ``nimbus.port`` unless one is passed, and a relative ``squall.local.dir`` made absolute under
 ``work_dir``), runs
 ``python -m squall.cli nimbus`` with ``SQUALL_CONF`` pointing at it, and returns once the API
-answers. ``stop()`` sends SIGTERM, then SIGKILL after a grace, and returns the exit code.
+answers. ``stop()`` sends SIGTERM, then SIGKILL after a grace, and returns the exit code; a
+nimbus that outlives the grace first prints every thread's stack to its log (faulthandler, on
+SIGABRT), which ``log_tail`` then shows.
 
 Secured like any cluster: unless ``conf`` names a token file already, it runs with the
 ``credentials`` given (shared by several nimbus processes of one cluster) or makes its own
@@ -58,6 +60,7 @@ class NimbusProcess:
         self.client_conf_path = self.work_dir / "client.yaml"  # for the CLI: admin token and CA
         self.log_path = self.work_dir / "nimbus.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.tail_lines = 15
 
     @property
     def address(self) -> str:
@@ -104,6 +107,7 @@ class NimbusProcess:
         write_private(self.client_conf_path, yaml.safe_dump(self.client_conf(), sort_keys=True))
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}  # its token is in its config
         env["SQUALL_CONF"] = str(self.conf_path)
+        env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack (a stop that hangs)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "squall.cli", "nimbus"], stdin=subprocess.DEVNULL,
@@ -133,7 +137,9 @@ class NimbusProcess:
         raise RuntimeError(f"nimbus at {self.address} did not reach {what} within {timeout}s "
                            f"({last}): {self.log_tail()}")
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_tail(self, lines: int | None = None) -> str:
+        """The log's last ``lines`` (default 15; more after a stop that hung: the stacks)."""
+        lines = lines or self.tail_lines
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -149,10 +155,22 @@ class NimbusProcess:
                 os.kill(self.proc.pid, signal.SIGTERM)
                 return self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self._dump_stacks()
                 self.kill()
             except ProcessLookupError:
                 pass
         return self.proc.wait()
+
+    def _dump_stacks(self) -> None:
+        """Have a nimbus that did not stop write where each of its threads is (faulthandler
+        prints them to the log on SIGABRT and the process ends), so the failure says why."""
+        assert self.proc is not None
+        try:
+            os.kill(self.proc.pid, signal.SIGABRT)
+            self.proc.wait(5.0)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        self.tail_lines = 200
 
     def kill(self) -> None:
         """SIGKILL (a crash, as far as the cluster can tell)."""

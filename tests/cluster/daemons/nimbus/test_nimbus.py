@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import json
+import signal
 import tarfile
 import threading
 import time
@@ -297,6 +298,16 @@ def test_unknown_routes_and_methods_answer_json(start_nimbus):
     assert (code, reply) == (404, {"error": "no topology named 'x'"})  # the body is not even read
     code, reply = post(nimbus, "/elsewhere", b"")
     assert code == 404 and "error" in reply
+
+
+def test_a_nimbus_that_outlives_its_stop_grace_leaves_its_threads_stacks(start_nimbus):
+    """A stop that hangs says where: before the SIGKILL, faulthandler prints every thread."""
+    nimbus = start_nimbus()
+    code = nimbus.stop(timeout=0.0)  # no shutdown ends in no time: this is the hung path
+    assert code == -signal.SIGABRT, (code, nimbus.log_tail())
+    tail = nimbus.log_tail()
+    assert "Fatal Python error: Aborted" in tail and "most recent call first" in tail, tail
+    assert "daemon.py" in tail, tail  # the main thread, in Nimbus.run or its shutdown
 
 
 # --- submit, kill, status ------------------------------------------------------------------
