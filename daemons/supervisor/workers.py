@@ -59,7 +59,7 @@ class LocalWorkers:
                  containment: Containment, counts: Any, logger: Any,
                  zk_endpoints: frozenset[Endpoint] = frozenset()) -> None:
         self.layout = layout
-        self.zk_endpoints = zk_endpoints  # ZooKeeper's addresses: a worker's connections to them are counted
+        # A worker's connections to ZooKeeper's addresses are counted (none given: not counted).
         self.zk_sockets = SocketsTo(zk_endpoints, clock.monotonic)
         self.log_dir = log_dir
         self.state_path = state_path
@@ -121,7 +121,7 @@ class LocalWorkers:
                           self.containment.memory(rec, procs) if procs else None,
                           not alive and self.containment.oom_killed(rec.worker_id),
                           None if alive or child is None else child.poll(),
-                          self.zk_sockets.count(p.pid for p in procs) if procs and self.zk_endpoints else None)
+                          self.zk_sockets.count(p.pid for p in procs) if procs and self.zk_sockets.remotes else None)
 
     def reap(self, own: Callable[[], Collection[int]] = frozenset) -> None:
         """Collect exit codes of the workers we launched, and what the supervisor adopted
