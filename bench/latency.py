@@ -8,7 +8,9 @@ backlog shows (see ``bench/topologies/loadgen.py``). The whole plan runs in one 
 the driver submits it and waits for the results the spout writes. Each phase's p50 and p99 are
 split into emit lag (scheduled to emitted) and flight (emitted to acked), and a probe
 process (``wake_probe.py``) measures meanwhile how late a 1 ms sleep wakes on this
-machine: the floor a crowded machine puts under the tail.
+machine: the floor a crowded machine puts under the tail. Each phase also gives the spout
+thread's CPU per tuple and its share of a CPU (``loadgen.thread_meter``): a phase acked below
+its offer either cost more a tuple than the max phase or got less of a CPU.
 
 - local-latency: local mode, one process.
 - cluster-latency: a real ZooKeeper, nimbus and one supervisor; three worker processes.
@@ -68,19 +70,31 @@ def _measured(path: Path, duration: float, warmup: float, slack: float) -> tuple
     return result, probe.result()
 
 
+def _thread_text(phase: dict[str, Any]) -> str:
+    """The spout thread's CPU per tuple and share of a CPU in a phase (loadgen.thread_meter):
+    a phase acked below its offer either cost more a tuple or got less of a CPU."""
+    if "thread_cpu_us_per_tuple" not in phase:
+        return ""
+    text = f" [thread {phase['thread_cpu_us_per_tuple']:.2f} us CPU a tuple, {phase['thread_cpu_share']:.0%} of a CPU"
+    if "thread_runq_share" in phase:
+        text += f", waited for one {phase['thread_runq_share']:.0%}"
+    return text + "]"
+
+
 def summary(result: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
     """run.py's shape: a one-line summary, the max rate as tuples_per_sec, the phases, and
     the wake probe's figures as ``machine``."""
     nan = float("nan")
-    parts = [f"max {result['max_rate']:,.0f} tuples/s"]
+    parts = [f"max {result['max_rate']:,.0f} tuples/s{_thread_text(result['phases'][0])}"]
     for p in result["phases"][1:]:
-        text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s) p50 {p.get('p50_ms', nan):.2f} ms " \
+        text = f"{p['phase']} ({p['offered_per_sec']:,.0f}/s, acked {p['acked_per_sec']:,.0f}/s) " \
+               f"p50 {p.get('p50_ms', nan):.2f} ms " \
                f"p99 {p.get('p99_ms', nan):.2f} ms p999 {p.get('p999_ms', nan):.2f} ms " \
                f"(p50 lag {p.get('lag_p50_ms', nan):.2f}, flight {p.get('flight_p50_ms', nan):.2f}; " \
                f"p99 lag {p.get('lag_p99_ms', nan):.2f}, flight {p.get('flight_p99_ms', nan):.2f})"
         if p["missing"] or p["failed"]:
             text += f" ({p['missing']} missing, {p['failed']} failed)"
-        parts.append(text)
+        parts.append(text + _thread_text(p))
     if machine:
         parts.append(f"machine: a 1 ms sleep woke p99 {machine['oversleep_p99_ms']:.2f} ms late "
                      f"(max {machine['oversleep_max_ms']:.1f})")

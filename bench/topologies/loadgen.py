@@ -10,15 +10,36 @@ It also carries when the tuple was emitted, which splits the latency in two: the
 flight (emitted to acked: the topology's own path). Every phase warms up, then measures
 the tuples scheduled inside its window; after the last phase the plan keeps its rate while
 the measured tuples drain.
+
+The plan also reads its thread's clocks when a phase begins and ends (``thread_meter``: CPU
+time, and on Linux the time it waited for a CPU while runnable): a phase's CPU per tuple and
+its share of a CPU. The acked rate of a phase that falls behind is that share over that cost,
+so the two say whether the loop got dearer or the thread got less of a CPU than in the max
+phase (bench/results/issue31-local75b.txt: on a shared machine the share moved the most).
 """
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 MsgId = tuple[int, int, float, float]  # (phase index, sequence in the phase, scheduled, emitted)
 QUANTILES = (("50", 0.5), ("90", 0.9), ("99", 0.99), ("999", 0.999))
+ThreadMeter = Callable[[], tuple[float, float | None]]  # (CPU seconds, run-queue wait seconds or None)
+_SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: ns on a CPU, ns runnable but waiting, timeslices
+
+
+def thread_meter() -> tuple[float, float | None]:
+    """The calling thread's CPU seconds, and the seconds it has waited for a CPU while
+    runnable (None where the kernel does not say)."""
+    cpu = time.thread_time()
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return cpu, int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return cpu, None
 
 
 class LatencyHistogram:
@@ -77,11 +98,27 @@ class Phase:
         self.latency = LatencyHistogram()
         self.lag = LatencyHistogram()     # scheduled -> emitted
         self.flight = LatencyHistogram()  # emitted -> acked
+        self.marks: list[tuple[float, float, float | None]] = []  # (now, CPU, run-queue wait) at begin and end
 
     def begin(self, start: float) -> None:
         self.start = start
         self.window_start = start + self.warmup
         self.end = self.window_start + self.duration
+
+    def thread_figures(self) -> dict[str, float]:
+        """CPU per emitted tuple and share of a CPU of the plan's thread over the whole phase
+        (warm-up included); the share of the time it waited for one, where known."""
+        if len(self.marks) < 2 or not self.emitted:
+            return {}
+        (t0, cpu0, wait0), (t1, cpu1, wait1) = self.marks[0], self.marks[-1]
+        wall = t1 - t0
+        if wall <= 0.0:
+            return {}
+        out = {"thread_cpu_us_per_tuple": 1e6 * (cpu1 - cpu0) / self.emitted,
+               "thread_cpu_share": (cpu1 - cpu0) / wall}
+        if wait0 is not None and wait1 is not None:
+            out["thread_runq_share"] = (wait1 - wait0) / wall
+        return out
 
     def measured(self, t: float) -> bool:
         return self.window_start <= t < self.end
@@ -91,7 +128,7 @@ class Phase:
         out = {"phase": self.name, "offered_per_sec": self.rate,
                "acked_per_sec": self.acks_in_window / self.duration,
                "scheduled": self.scheduled, "completed": self.completed, "failed": self.failed,
-               "missing": self.scheduled - self.completed - self.failed}
+               "missing": self.scheduled - self.completed - self.failed, **self.thread_figures()}
         if lat.n:
             out.update({f"p{name}_ms": 1000 * lat.quantile(q) for name, q in QUANTILES})
             out["max_ms"] = 1000 * lat.max
@@ -102,7 +139,9 @@ class Phase:
 
 
 class LoadPlan:
-    def __init__(self, fractions: list[float], warmup: float, duration: float, drain: float) -> None:
+    def __init__(self, fractions: list[float], warmup: float, duration: float, drain: float,
+                 meter: ThreadMeter | None = thread_meter) -> None:
+        """``meter``: read on the plan's thread when a phase begins and ends (None: not read)."""
         if not fractions or any(not 0 < f <= 1 for f in fractions):
             raise ValueError(f"load fractions must be in (0, 1], got {fractions}")
         self.phases = [Phase("max", None, warmup, duration)]
@@ -112,7 +151,7 @@ class LoadPlan:
         self.max_rate = 0.0
         self.error: str | None = None
         self.end = math.inf  # when the last phase's window closes (inf until that phase starts)
-
+        self.meter = meter
 
     def due(self, now: float) -> MsgId | None:
         """The message id of a tuple to emit now, or None when the next one is not due yet."""
@@ -129,10 +168,16 @@ class LoadPlan:
             p.scheduled += 1
         return (self.index, seq, scheduled, now)
 
+    def _mark(self, p: Phase, now: float) -> None:
+        if self.meter is not None:
+            p.marks.append((now, *self.meter()))
+
     def _phase(self, now: float) -> Phase:
+        # Runs on every due() call: the meter is read only where a phase begins or ends.
         if self.index < 0:
             self.index = 0
             self.phases[0].begin(now)
+            self._mark(self.phases[0], now)
         p = self.phases[self.index]
         while now >= p.end and self.index + 1 < len(self.phases) and self.error is None:
             if self.index == 0:
@@ -143,6 +188,8 @@ class LoadPlan:
             nxt = self.phases[self.index + 1]
             nxt.rate = nxt.fraction * self.max_rate
             nxt.begin(p.end)
+            self._mark(p, now)
+            self._mark(nxt, now)
             self.index += 1
             p = nxt
             if self.index == len(self.phases) - 1:
@@ -172,6 +219,9 @@ class LoadPlan:
             return True
         if now < self.end:
             return False
+        last = self.phases[-1]
+        if len(last.marks) == 1:
+            self._mark(last, now)  # its window closed: the drain that follows is not the phase's
         if now >= self.end + self.drain:
             return True
         return all(p.completed + p.failed >= p.scheduled for p in self.phases)

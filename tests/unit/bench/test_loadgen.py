@@ -96,3 +96,43 @@ def test_no_ack_in_the_max_window_is_an_error_not_a_hang():
 def test_fractions_are_checked(fractions):
     with pytest.raises(ValueError, match="load fractions"):
         LoadPlan(fractions, 1.0, 1.0, 1.0)
+
+
+class StolenCpu:
+    """A thread meter on run_plan's made-up clock: the thread runs ``cpu_per_turn`` seconds
+    a 1 ms turn, and from ``shared_from`` on it waits half its time for a CPU as well."""
+
+    def __init__(self, cpu_per_turn: float, shared_from: float) -> None:
+        self.now, self.cpu_per_turn, self.shared_from = 0.0, cpu_per_turn, shared_from
+
+    def __call__(self) -> tuple[float, float]:
+        turns = self.now / 0.001
+        waited = max(0.0, self.now - self.shared_from) / 2
+        return turns * self.cpu_per_turn, waited
+
+
+def test_each_phase_says_what_its_thread_cost_a_tuple_and_how_much_cpu_it_got():
+    meter = StolenCpu(cpu_per_turn=0.0004, shared_from=3.0)
+    plan = LoadPlan([0.5], warmup=1.0, duration=2.0, drain=5.0, meter=meter)
+    now = 0.0
+    while not plan.finished(now):  # run_plan's loop, with the meter on the same clock
+        meter.now = now
+        msg = plan.due(now)
+        if msg is not None:
+            plan.acked(msg, now)
+        now = round(now + 0.001, 9)
+    top, half = plan.result()["phases"]
+    # 0.4 ms of CPU a 1 ms turn: 40% of a CPU; the max phase emits a tuple a turn, the 50%
+    # phase one every other turn, so its tuples cost twice as much CPU each.
+    assert top["thread_cpu_share"] == pytest.approx(0.4, rel=0.01)
+    assert top["thread_cpu_us_per_tuple"] == pytest.approx(400, rel=0.01)
+    assert half["thread_cpu_us_per_tuple"] == pytest.approx(800, rel=0.01)
+    # From 3 s (when the 50% phase began) the thread waited half the time for a CPU.
+    assert top["thread_runq_share"] == pytest.approx(0.0, abs=0.001)
+    assert half["thread_runq_share"] == pytest.approx(0.5, rel=0.01)
+
+
+def test_without_a_meter_no_thread_figures():
+    plan = LoadPlan([0.5], warmup=0.1, duration=0.2, drain=1.0, meter=None)
+    run_plan(plan, until=5.0, step=0.001, ack_delay=0.002)
+    assert all("thread_cpu_share" not in p for p in plan.result()["phases"])
