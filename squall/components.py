@@ -74,7 +74,12 @@ class Component:
         write in ``next_tuple`` or ``execute`` took the generic lookup (about 1,200 of an
         acked const -> id -> null tuple's 8,500 instructions: bench/results/issue31-localack.txt).
         The outcome is pickle's: no ``__setattr__`` override runs, and a name that a data
-        descriptor of the class owns (or a key that is not a str) goes into ``__dict__``."""
+        descriptor of the class owns (or a key that is not a str) goes into ``__dict__``; a
+        base after Component with a ``__setstate__`` of its own (a mixin) restores instead."""
+        inherited = getattr(super(), "__setstate__", None)
+        if inherited is not None:
+            inherited(state)
+            return
         slots = None
         if isinstance(state, tuple) and len(state) == 2:  # (dict, slots): a class with __slots__ too
             state, slots = state

@@ -56,6 +56,23 @@ def test_an_unpickled_component_holds_what_pickle_would_restore():
     assert (slotted.slot, slotted.plain) == ("in a slot", "in the dict")
 
 
+class Restoring:
+    """A mixin that restores its own state."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, restored_by="mixin")
+
+
+class Mixed(Bolt, Restoring):
+    def __init__(self):
+        self.n = 1
+
+
+def test_a_mixin_after_the_component_restores_its_own_state():
+    copy = pickle.loads(pickle.dumps(Mixed()))
+    assert (copy.n, copy.restored_by) == (1, "mixin")
+
+
 def test_each_task_gets_its_own_copy_of_the_state():
     spec = TopologyBuilder()
     spec.set_spout("s", FixedTupleSpout("unused", [], ["x"]))
