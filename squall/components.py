@@ -47,6 +47,15 @@ class OutputFieldsDeclarer:
         self.declare(fields, stream=stream, direct=direct)
 
 
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Does a class of ``cls``'s MRO hold ``name`` as a data descriptor (a property, a slot)?"""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return hasattr(type(found), "__set__")
+    return False
+
+
 class Component:
     """What spouts and bolts share: output declaration and per-component config.
 
@@ -56,6 +65,33 @@ class Component:
     """
 
     live_output = False
+
+    def __setstate__(self, state: Any) -> None:
+        """Unpickling (each task unpickles its own copy): attributes are set one by one, as
+        ``__init__`` sets them, where pickle's default fills ``__dict__`` as a dict. On
+        CPython 3.11 an instance whose ``__dict__`` was made that way never keeps ``self.x``
+        specialised (the dict-hint check fails on every call), so each attribute read and
+        write in ``next_tuple`` or ``execute`` took the generic lookup (about 1,200 of an
+        acked const -> id -> null tuple's 8,500 instructions: bench/results/issue31-localack.txt).
+        The outcome is pickle's: no ``__setattr__`` override runs, and a name that a data
+        descriptor of the class owns (or a key that is not a str) goes into ``__dict__``; a
+        base after Component with a ``__setstate__`` of its own (a mixin) restores instead."""
+        inherited = getattr(super(), "__setstate__", None)
+        if inherited is not None:
+            inherited(state)
+            return
+        slots = None
+        if isinstance(state, tuple) and len(state) == 2:  # (dict, slots): a class with __slots__ too
+            state, slots = state
+        if state:
+            for name, value in state.items():
+                if type(name) is str and not _data_descriptor(type(self), name):
+                    object.__setattr__(self, name, value)
+                else:
+                    self.__dict__[name] = value
+        if slots:
+            for name, value in slots.items():
+                setattr(self, name, value)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare output streams; a component with no outputs declares nothing."""

@@ -280,7 +280,7 @@ class SpoutExecutor(Executor):
         for tup in tuples:
             stream = tup.source.stream
             if stream == ACK_ACK:
-                if type(spout).ack is _NO_ACK and "ack" not in getattr(spout, "__dict__", ()):
+                if getattr(spout.ack, "__func__", None) is _NO_ACK:
                     # The spout keeps no record of acks: no call, nor list, per tuple.
                     book.acked += pending.complete(tup.values[0], now, lats, SAMPLE_PER_BATCH - len(lats), None)
                     continue
