@@ -52,7 +52,8 @@ def main() -> None:
     os.sched_setaffinity(0, {args.cpu})
     meds = sorted(windows(args.seconds, args.windows))
     q = [meds[min(len(meds) - 1, int(len(meds) * f))] for f in (0.1, 0.5, 0.9)]
-    print(f"CPU {args.cpu}, {args.windows} windows of {args.seconds / args.windows:g} s, load {os.getloadavg()[0]:.2f}: "
+    load = os.getloadavg()[0]
+    print(f"CPU {args.cpu}, {args.windows} windows of {args.seconds / args.windows:g} s, load {load:.2f}: "
           f"us a call min {meds[0]:.2f} p10 {q[0]:.2f} p50 {q[1]:.2f} p90 {q[2]:.2f} max {meds[-1]:.2f} "
           f"(max/min {meds[-1] / meds[0]:.2f})")
 
