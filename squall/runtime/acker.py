@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from squall.runtime.pending import DEFAULT_LIMIT, PendingTuples
-from squall.runtime.root_table import MAX_LIMIT, PAIR_BYTES, RootTable
+from squall.runtime.root_table import MAX_LIMIT, PAIR_BYTES, RootTable, unpack_pairs
 
 try:
     import cython  # Cython's compile-time module; in plain Python its shadow module, if installed
@@ -102,17 +101,6 @@ def next_id() -> int:
     z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
     z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
     return z ^ (z >> 31)
-
-
-# Ids between workers travel as packed pairs (squall.runtime.root_table.PAIR_BYTES says how).
-def pack_pairs(flat: list[int]) -> bytes:
-    """Plain Python: ``[a0, b0, a1, b1, ...]`` as packed pairs (the compiled callers write them)."""
-    return struct.pack(f"<{len(flat)}Q", *flat)
-
-
-def unpack_pairs(buf: bytes) -> tuple[int, ...]:
-    """Plain Python: packed pairs as ``(a0, b0, a1, b1, ...)``; ``len(buf)`` a multiple of PAIR_BYTES."""
-    return struct.unpack(f"<{len(buf) // 8}Q", buf)
 
 
 # The ledger's bound when nothing tighter is known (no ``topology.max.spout.pending``): 4 Mi

@@ -39,6 +39,16 @@ PAIR_BYTES = 16
 _SHRINK_BITS = 10  # take_pairs shrinks a table past 1,024 slots that is mostly empty
 
 
+def pack_pairs(flat: list[int]) -> bytes:
+    """Plain Python: ``[a0, b0, a1, b1, ...]`` as packed pairs (the compiled callers write them)."""
+    return struct.pack(f"<{len(flat)}Q", *flat)
+
+
+def unpack_pairs(buf: bytes) -> tuple[int, ...]:
+    """Plain Python: packed pairs as ``(a0, b0, a1, b1, ...)``; ``len(buf)`` a multiple of PAIR_BYTES."""
+    return struct.unpack(f"<{len(buf) // 8}Q", buf)
+
+
 class RootTableFull(OverflowError):
     """Raised where a caller cannot take FULL for an answer (``__setitem__``)."""
 
@@ -267,7 +277,7 @@ class RootTable:
             return out
         flat = [v for pair in self._d.items() for v in pair]
         self._d.clear()
-        return struct.pack(f"<{len(flat)}Q", *flat)
+        return pack_pairs(flat)
 
     def clear(self) -> None:
         if cython.compiled:

@@ -22,8 +22,8 @@ import msgpack
 
 from squall.model import ACK_ACK
 from squall.runtime import drops
-from squall.runtime.acker import PAIR_BYTES, pack_pairs, unpack_pairs
 from squall.runtime.admission import MAX_REASON_CHARS, ROOT_XORS, ROOTS, Admission, GroupRejected
+from squall.runtime.root_table import PAIR_BYTES, pack_pairs, unpack_pairs
 from squall.tuple import Fields, MultiTreeTuple, Source, TreeTuple, Tuple
 from squall.values import SerializationError, ValueCodec, find_undecoded
 
