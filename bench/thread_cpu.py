@@ -120,9 +120,23 @@ def measure(acked: bool, duration: float, warmup: float, settings: list[str]) ->
                                 "us_per_tuple": round(1e6 * used / max(tuples, 1), 3)})
             workers.append({"pid": p, "threads": [th for th in threads if th["cpu_secs"] >= 0.05]})
         return {"tuples_per_sec": tuples / (t1 - t0), "tuples": tuples, "seconds": t1 - t0,
-                "load": os.getloadavg(), "workers": workers, "placement": _placement(status)}
+                "load": os.getloadavg(), "workers": workers, "placement": _placement(status),
+                "cpu_us_per_tuple": per_cpu(workers)}
 
     return with_cluster(1, 2, run)
+
+
+def per_cpu(workers: list[dict]) -> dict[int, float]:
+    """Microseconds a tuple of each CPU's time: each thread's share split by where it was
+    seen running. The busiest CPU's figure bounds the rate both runs can reach, so acked /
+    unacked of that figure says what the rate's ratio would be with the load taken out."""
+    out: collections.Counter = collections.Counter()
+    for w in workers:
+        for t in w["threads"]:
+            seen = sum(t["ran_on"].values())
+            for cpu, n in t["ran_on"].items():
+                out[int(cpu)] += t["us_per_tuple"] * n / seen if seen else 0.0
+    return {cpu: round(us, 3) for cpu, us in sorted(out.items())}
 
 
 def _placement(status: dict) -> dict:
@@ -149,6 +163,7 @@ def main() -> None:
         return
     print(f"{res['tuples_per_sec']:,.0f} tuples/s over {res['seconds']:.1f} s, load {res['load'][0]:.2f}")
     print("placement:", res["placement"])
+    print("per CPU:", ", ".join(f"CPU {c} {us:.2f} us/tuple" for c, us in res["cpu_us_per_tuple"].items()))
     for w in res["workers"]:
         total = sum(t["us_per_tuple"] for t in w["threads"])
         print(f"worker pid {w['pid']}: {total:.2f} us/tuple in all")
