@@ -25,21 +25,18 @@ _monotonic = time.monotonic
 _NO_DEADLINE = float("inf")
 _NO_ACK = Spout.ack  # a spout that does not override ack
 _NOT_BEHIND = Spout.behind  # a spout that never says records are on their way
-IN_FLIGHT = 2  # batches a spout capped by max pending keeps in flight (turn_limit)
+IN_FLIGHT = 4  # batches a spout capped by max pending keeps in flight (turn_limit)
 
 
 def turn_limit(batch: int, max_pending: int | None) -> int:
     """The most tuples a spout task emits in one turn: ``topology.spout.batch.size``, and
-    under ``topology.max.spout.pending`` at most half of it (IN_FLIGHT), so that its
-    allowance is two batches in flight, not one. A turn's emits travel as one batch; with
-    the allowance in one, the spout waits for a whole batch's round trip while the workers
-    downstream wait for its next batch (ping-pong). With two, the acks of one come back
-    while the other is on its way, and the spout emits again at once. More, smaller
-    batches cost more than the overlap they add: each batch is a frame, a hand-off to the
-    transfer thread and a wake-up of the receiving threads on both sides, there and back
-    (cluster acked const -> id -> null with four of 250 against two of 500: lower in 9 of 9
-    alternating pairs, by 14% at the median, bench/results/issue31-inflight.txt).
-    ``max_pending`` None: no bound (no cap, or acks that never cross a thread)."""
+    under ``topology.max.spout.pending`` at most a fourth of it (IN_FLIGHT), so that its
+    allowance is several batches in flight, not one or two. A turn's emits travel as one
+    batch; with the allowance in one or two batches, the spout waits for a whole batch's
+    round trip while the workers downstream wait for its next batch (ping-pong), and
+    across workers each side idles while the other works. With several, acks of the
+    first batch come back while later ones are still on their way, and the spout emits
+    again at once. ``max_pending`` None: no bound (no cap, or acks that never cross a thread)."""
     if max_pending is None:
         return batch
     return max(1, min(batch, -(-max_pending // IN_FLIGHT)))
