@@ -10,6 +10,12 @@ was seen on (sampled every 20 ms), its CPU-seconds over the window and microseco
 tuple. CPU per tuple hardly depends on the machine's load; tuples/s does. ``-c`` passes
 topology settings on to ``squall submit`` (e.g. ``-c topology.max.spout.pending=4000`` to
 ask whether the run is bound by its round trip or by a CPU).
+
+Its tuples/s is not the bench's: it attaches py-spy to both workers before the window and
+reads every thread's /proc stat every 20 ms during it, and that moves the rate (two settings
+it ranked one way in 15 of 15 pairs, ``bench/run.py`` ranked the other way in 10 of 13:
+bench/results/issue31-inflight.txt). Choose settings by ``bench/run.py`` or
+``bench/compare_trees.py``; read this for where the CPU goes.
 """
 from __future__ import annotations
 
