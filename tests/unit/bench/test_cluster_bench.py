@@ -1,7 +1,6 @@
 """The cluster benches run the daemons' background work at a user's periods, and read their
 rates from reports that stay fresh enough for their windows."""
 from cluster_bench import USER_PERIODS, user_periods
-
 from squall.config import load_defaults
 from squall.testing.cluster import FAST
 
