@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 # The daemons' background work runs as often as on a user's cluster (squall's defaults),
 # not as in the test harness (squall.testing.cluster.FAST: every 0.5-1 s, so that tests see
 # a failure in seconds). With the harness's periods, cluster acked const -> id -> null read
-# 15% lower at the median, 10 of 14 alternating pairs; unacked did not move
+# 14% lower at the median, 10 of 14 alternating pairs; unacked did not move
 # (bench/results/issue31-periods.txt). The two reports the rates are read from (a worker's
 # executor stats, its supervisor's report to nimbus) stay at the harness's 1 s: a window of
 # 5-8 s needs them fresh.
