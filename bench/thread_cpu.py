@@ -139,9 +139,9 @@ def per_cpu(workers: list[dict]) -> dict[int, float]:
     out: collections.Counter = collections.Counter()
     for w in workers:
         for t in w["threads"]:
-            seen = sum(t["ran_on"].values())
+            seen = sum(t["ran_on"].values())  # > 0 whenever the loop below runs
             for cpu, n in t["ran_on"].items():
-                out[int(cpu)] += t["us_per_tuple"] * n / seen if seen else 0.0
+                out[int(cpu)] += t["us_per_tuple"] * n / seen
     return {cpu: round(us, 3) for cpu, us in sorted(out.items())}
 
 
