@@ -162,6 +162,10 @@ class Containment:
                 roots.append(psutil.Process(rec.pid))
             except psutil.Error:
                 pass
+        else:
+            # Its orphans were handed to us when it died, which may be after this tick's
+            # adopt(): trace them now, or its end would be judged without them.
+            self._adopt_orphans_of(rec.worker_id)
         for pid, created in self._adopted.get(rec.worker_id, set()):
             try:
                 proc = psutil.Process(pid)
@@ -256,6 +260,19 @@ class Containment:
             except (psutil.Error, ChildProcessError):
                 continue
         return strays
+
+    def _adopt_orphans_of(self, worker_id: str) -> None:
+        """Record the supervisor's children that trace back to ``worker_id`` as adopted."""
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return
+        for child in children:
+            try:
+                if self._owner(child) == worker_id:
+                    self._adopted.setdefault(worker_id, set()).add(_key(child))
+            except psutil.Error:
+                continue
 
     def _owner(self, proc: psutil.Process) -> str | None:
         """The worker an adopted process belongs to, or None."""

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import signal
 import tarfile
 import threading
@@ -300,14 +301,40 @@ def test_unknown_routes_and_methods_answer_json(start_nimbus):
     assert code == 404 and "error" in reply
 
 
+def abort_pending(pid: int) -> bool:
+    """Whether SIGABRT waits, undelivered, for the process ``pid`` (its shared pending set)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        pending = next(int(line.split()[1], 16) for line in fh if line.startswith("ShdPnd:"))
+    return bool(pending & (1 << (signal.SIGABRT - 1)))
+
+
 def test_a_nimbus_that_outlives_its_stop_grace_leaves_its_threads_stacks(start_nimbus):
     """A stop that hangs says where: before the SIGKILL, faulthandler prints every thread."""
     nimbus = start_nimbus()
-    code = nimbus.stop(timeout=0.0)  # no shutdown ends in no time: this is the hung path
-    assert code == -signal.SIGABRT, (code, nimbus.log_tail())
+    assert nimbus.proc is not None
+    # A hung stop, made sure: the nimbus is frozen through its grace (a fast shutdown can
+    # finish in no time at all). Woken, it has SIGABRT and SIGTERM pending; the lower
+    # number is delivered first, so faulthandler sees it where it was, in its main loop.
+    pid = nimbus.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+
+    def wake_once_aborted() -> None:
+        wait_for(lambda: abort_pending(pid), 30, "the stop's SIGABRT")
+        os.kill(pid, signal.SIGCONT)
+
+    wake = threading.Thread(target=wake_once_aborted)
+    wake.start()
+    try:
+        code = nimbus.stop(timeout=0.5)
+    finally:
+        wake.join()
+    # faulthandler reads the other threads' frames while they run on: one that moves under it
+    # can fault the dump part way (seen 2 in 12), which still ends the process and says so.
+    assert code in (-signal.SIGABRT, -signal.SIGSEGV), (code, nimbus.log_tail())
     tail = nimbus.log_tail()
-    assert "Fatal Python error: Aborted" in tail and "most recent call first" in tail, tail
-    assert "daemon.py" in tail, tail  # the main thread, in Nimbus.run or its shutdown
+    assert "Fatal Python error: " in tail and "most recent call first" in tail, tail
+    if code == -signal.SIGABRT:  # the whole dump, the main thread last
+        assert "Fatal Python error: Aborted" in tail and "daemon.py" in tail, tail
 
 
 # --- submit, kill, status ------------------------------------------------------------------
