@@ -7,8 +7,9 @@ exports git ``REF`` (a commit, a branch) into a temporary directory and runs eac
 this, ...), each run in a fresh process of this interpreter that imports squall from its
 tree, so a neighbour's load falls on both alike. Prints one line per run with the load
 average at its start, then per scenario the median of each side and the change, in
-tuples per second and in tuples per CPU-second of the benchmark process (which a busy
-machine disturbs less: it counts the work, not the waiting for a core). Speed figures are
+tuples per second and in tuples per CPU-second of the benchmark process, or of the worker
+processes for a cluster scenario (which a busy machine disturbs less: it counts the work,
+not the waiting for a core). Speed figures are
 compared side by side in one run, never against numbers from another day (the machine is
 shared).
 
@@ -89,6 +90,8 @@ def throughput(tree: Path, scenario: str, duration: float, warmup: float) -> tup
     result, _ = run(tree, tree / "bench" / "run.py", [scenario, "--duration", str(duration), "--warmup", str(warmup)],
                     duration * 10 + warmup + 120)
     rate, cpu = result.get("tuples_per_sec", result.get("records_per_sec", 0.0)), result.get("process_cpu") or 0.0
+    if isinstance(result.get("cpu_ns_per_tuple"), float):  # a cluster's: its worker processes' CPU, not the bench's
+        return rate, 1e9 / result["cpu_ns_per_tuple"]
     return rate, rate / cpu if cpu else 0.0
 
 
