@@ -165,7 +165,7 @@ class Containment:
         else:
             # Its orphans were handed to us when it died, which may be after this tick's
             # adopt(): trace them now, or its end would be judged without them.
-            self._adopt_orphans_of(rec.worker_id)
+            self._adopt_orphans_of(rec)
         for pid, created in self._adopted.get(rec.worker_id, set()):
             try:
                 proc = psutil.Process(pid)
@@ -261,16 +261,17 @@ class Containment:
                 continue
         return strays
 
-    def _adopt_orphans_of(self, worker_id: str) -> None:
-        """Record the supervisor's children that trace back to ``worker_id`` as adopted."""
+    def _adopt_orphans_of(self, rec: WorkerProc) -> None:
+        """Record the supervisor's children that trace back to ``rec`` as adopted (not its
+        own process: a dead worker not yet reaped is a child of ours too)."""
         try:
             children = psutil.Process().children()
         except psutil.Error:
             return
         for child in children:
             try:
-                if self._owner(child) == worker_id:
-                    self._adopted.setdefault(worker_id, set()).add(_key(child))
+                if child.pid != rec.pid and self._owner(child) == rec.worker_id:
+                    self._adopted.setdefault(rec.worker_id, set()).add(_key(child))
             except psutil.Error:
                 continue
 
