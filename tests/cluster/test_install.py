@@ -125,7 +125,7 @@ def _runs_squall(bin_dir: Path) -> None:
     assert out.returncode == 0 and re.search(r"squall, version \d", out.stdout), out.stdout + out.stderr
     where = run([str(bin_dir / "python"), "-c", "import squall, squall.daemons.http; print(squall.__file__)"])
     assert where.returncode == 0 and where.stdout.startswith(str(bin_dir.parent)), where.stdout + where.stderr
-    out = run([str(bin_dir / "squall"), "run", str(REPO / "examples" / "wordcount.py"), "--local", "--duration", "2"])
+    out = run([str(bin_dir / "squall"), "run", str(REPO / "examples" / "wordcount.py"), "--local", "--duration", "5"])
     assert out.returncode == 0 and "final counts: the=" in out.stdout, out.stdout + out.stderr
 
 
