@@ -21,14 +21,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
-from collections.abc import Callable
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import add, mul
 from typing import Any
 
 MsgId = tuple[int, int, float, float]  # (phase index, sequence in the phase, scheduled, emitted)
 QUANTILES = (("50", 0.5), ("90", 0.9), ("99", 0.99), ("999", 0.999))
 ThreadMeter = Callable[[], tuple[float, float | None]]  # (CPU seconds, run-queue wait seconds or None)
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: ns on a CPU, ns runnable but waiting, timeslices
+# Measured tuples a phase keeps raw, as two doubles each (256 MiB at most); at the limit they go
+# into the histograms at once, a pause of seconds on the spout's thread that the phase reports.
+RAW_LIMIT = 1 << 24
 
 
 def thread_meter() -> tuple[float, float | None]:
@@ -45,30 +51,37 @@ def thread_meter() -> tuple[float, float | None]:
 class LatencyHistogram:
     """Latencies counted in buckets 1 µs wide below 10 ms, 100 µs wide below 1 s and 10 ms
     wide up to 1000 s (longer lands in the last), so a quantile is within 1% or 1 µs of
-    the exact one.
+    the exact one. The keys are the bucket's lower bound in whole µs, at most ~10,000 per tier.
 
-    ``add`` runs on the spout's thread three times per acked tuple: a bucket from float
-    arithmetic and one dict store, no builtin call (math.log and int() each cost about as
-    much as the rest of ``add``; bench/pace_steps.py). The keys are the bucket's lower
-    bound in µs, at most ~10,000 per tier."""
+    A phase fills its histograms when its results are made, from the raw times its tuples
+    left (``Phase.record``): bucketing three latencies a tuple on the spout's thread cost
+    about as much as the topology's own work on the tuple, and a paced phase paid more of it
+    than the max phase (bench/results/issue31-loadgen-cost.txt)."""
 
     __slots__ = ("counts", "n", "max")
 
     def __init__(self) -> None:
-        self.counts: defaultdict[float, int] = defaultdict(int)
+        self.counts: defaultdict[int, int] = defaultdict(int)
         self.n = 0
         self.max = 0.0
 
-    def add(self, seconds: float) -> None:
-        if seconds < 0.01:
-            self.counts[seconds * 1e6 // 1.0] += 1
-        elif seconds < 1.0:
-            self.counts[seconds * 1e4 // 1.0 * 100.0] += 1
-        else:
-            self.counts[(seconds if seconds < 1e3 else 1e3) * 1e2 // 1.0 * 1e4] += 1
-        self.n += 1
-        if seconds > self.max:
-            self.max = seconds
+    def add_all(self, values: Sequence[float]) -> None:
+        """Count every latency (seconds) of ``values``; the per-value work runs in C (whole
+        microseconds counted), the per-bucket work in Python."""
+        if not values:
+            return
+        counts = self.counts
+        for us, k in Counter(map(int, map(mul, values, repeat(1e6)))).items():
+            if us < 10_000:
+                counts[us] += k
+            elif us < 1_000_000:
+                counts[us // 100 * 100] += k
+            else:
+                counts[min(us, 1_000_000_000) // 10_000 * 10_000] += k
+        self.n += len(values)
+        top = max(values)
+        if top > self.max:
+            self.max = top
 
     def quantile(self, q: float) -> float:
         """The upper bound of the bucket holding the ``q`` quantile (never above the max)."""
@@ -98,6 +111,8 @@ class Phase:
         self.latency = LatencyHistogram()
         self.lag = LatencyHistogram()     # scheduled -> emitted
         self.flight = LatencyHistogram()  # emitted -> acked
+        self.lags, self.flights = array("d"), array("d")  # raw, until the results fold them in
+        self.folds = 0  # folds forced by RAW_LIMIT while the phase ran
         self.marks: list[tuple[float, float, float | None]] = []  # (now, CPU, run-queue wait) at begin and end
 
     def begin(self, start: float) -> None:
@@ -123,12 +138,31 @@ class Phase:
     def measured(self, t: float) -> bool:
         return self.window_start <= t < self.end
 
+    def record(self, lag: float, flight: float) -> None:
+        """A measured tuple's emit lag and flight (its latency is their sum)."""
+        if len(self.lags) >= RAW_LIMIT:
+            self._fold()
+            self.folds += 1
+        self.lags.append(lag)
+        self.flights.append(flight)
+
+    def _fold(self) -> None:
+        """Move the raw times into the histograms."""
+        lags, flights = self.lags, self.flights
+        self.latency.add_all(array("d", map(add, lags, flights)))
+        self.lag.add_all(lags)
+        self.flight.add_all(flights)
+        self.lags, self.flights = array("d"), array("d")
+
     def result(self) -> dict[str, Any]:
+        self._fold()
         lat = self.latency
         out = {"phase": self.name, "offered_per_sec": self.rate,
                "acked_per_sec": self.acks_in_window / self.duration,
                "scheduled": self.scheduled, "completed": self.completed, "failed": self.failed,
                "missing": self.scheduled - self.completed - self.failed, **self.thread_figures()}
+        if self.folds:
+            out["raw_folds"] = self.folds  # pauses on the spout's thread inside the phase
         if lat.n:
             out.update({f"p{name}_ms": 1000 * lat.quantile(q) for name, q in QUANTILES})
             out["max_ms"] = 1000 * lat.max
@@ -204,9 +238,7 @@ class LoadPlan:
             p.acks_in_window += 1
         if p.window_start <= scheduled < p.end:
             p.completed += 1
-            p.latency.add(now - scheduled)
-            p.lag.add(emitted - scheduled)
-            p.flight.add(now - emitted)
+            p.record(emitted - scheduled, now - emitted)
 
     def failed(self, msg_id: MsgId) -> None:
         p = self.phases[msg_id[0]]

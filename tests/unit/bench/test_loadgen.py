@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+import loadgen
 from loadgen import LatencyHistogram, LoadPlan
 
 
@@ -12,8 +13,8 @@ def test_quantiles_are_within_one_percent_of_the_exact_ones():
     # 10 us to 3 s: every bucket width, and a tail past the last phase of a stalled plan.
     values = sorted([rng.lognormvariate(-7, 1.5) for _ in range(20000)] + [rng.uniform(1.0, 3.0) for _ in range(200)])
     hist = LatencyHistogram()
-    for v in values:
-        hist.add(v)
+    hist.add_all(values[:5000])
+    hist.add_all(values[5000:])  # a phase may fold its raw times more than once
     for q in (0.5, 0.9, 0.99, 0.999):
         exact = values[math.ceil(q * len(values)) - 1]
         assert exact <= hist.quantile(q) <= exact * 1.0101
@@ -67,6 +68,24 @@ def test_a_stall_shows_as_latency_from_the_scheduled_time():
     assert half["flight_p99_ms"] == pytest.approx(2, abs=0.05)
     # The typical tuple's split too: emitted on its 1 ms turn, acked 2 ms later.
     assert half["lag_p50_ms"] <= 1.01 and half["flight_p50_ms"] == pytest.approx(2, abs=0.05)
+
+
+def test_a_phase_past_its_raw_limit_reports_the_same_latencies(monkeypatch):
+    # At RAW_LIMIT measured tuples a phase folds the raw times it keeps into its histograms
+    # and says so; the figures are the same as from one fold at the end.
+    def stalled_plan_result():
+        plan = LoadPlan([0.5], warmup=1.0, duration=2.0, drain=5.0, meter=None)  # no real CPU clock
+        run_plan(plan, until=20.0, step=0.001, ack_delay=0.002, stall=(4.0, 4.5))
+        return plan.result()
+
+    raw = stalled_plan_result()
+    assert "raw_folds" not in raw["phases"][1]
+    monkeypatch.setattr(loadgen, "RAW_LIMIT", 100)
+    folded = stalled_plan_result()
+    assert folded["phases"][1].pop("raw_folds") == 9  # 1,000 measured tuples, 100 at a time
+    folded["phases"][0].pop("raw_folds")
+    assert folded == raw
+    assert raw["phases"][1]["max_ms"] == pytest.approx(502, abs=2)  # the stall is in both
 
 
 def test_unacked_tuples_are_reported_missing_after_the_drain():
